@@ -1,0 +1,84 @@
+"""Finding, checking and measuring unified diffs in model output."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+FENCE = re.compile(r"```(?:diff|patch|udiff)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+class PatchRejected(Exception):
+    """The patch must not be applied: malformed, binary, or escaping the work directory."""
+
+
+@dataclass(frozen=True)
+class PatchStats:
+    files: int
+    added: int
+    removed: int
+
+    @property
+    def lines_changed(self) -> int:
+        return self.added + self.removed
+
+
+def extract_patch(text: str) -> str:
+    """The diff in a model answer: the first fenced block that looks like a diff, or the
+    whole answer when it is a bare diff. "" when there is none."""
+    for block in FENCE.findall(text):
+        if _looks_like_diff(block):
+            return _with_final_newline(block)
+    stripped = text.strip("\n")
+    if _looks_like_diff(stripped):
+        return _with_final_newline(stripped)
+    return ""
+
+
+def _looks_like_diff(text: str) -> bool:
+    return text.lstrip().startswith(("diff --git", "--- ")) and "\n+++ " in text
+
+
+def _with_final_newline(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def check_patch(patch: str) -> PatchStats:
+    """Parse and vet a patch before it touches a disk. Raises PatchRejected with the reason."""
+    if not patch.strip():
+        raise PatchRejected("the patch is empty")
+    if "GIT binary patch" in patch or re.search(r"^Binary files .* differ$", patch, re.MULTILINE):
+        raise PatchRejected("binary patches are not accepted")
+    try:
+        files = PatchSet(patch)
+    except UnidiffParseError as exc:
+        raise PatchRejected(f"malformed patch: {exc}") from None
+    if not files:
+        raise PatchRejected("malformed patch: no file changes found")
+    for patched_file in files:
+        if patched_file.is_binary_file:
+            raise PatchRejected(f"binary patches are not accepted ({patched_file.path})")
+        for raw in (patched_file.source_file, patched_file.target_file):
+            check_relative_path(_strip_prefix(raw))
+    return PatchStats(files=len(files), added=files.added, removed=files.removed)
+
+
+def _strip_prefix(path: str) -> str:
+    if path == "/dev/null":
+        return ""
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
+def check_relative_path(path: str) -> None:
+    """Refuse a path that would land outside the work directory (or inside .git)."""
+    if not path:
+        return
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts or "\\" in path:
+        raise PatchRejected(f"path {path!r} escapes the work directory")
+    if ".git" in pure.parts:
+        raise PatchRejected(f"path {path!r} touches .git")

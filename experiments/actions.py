@@ -1,0 +1,317 @@
+"""Writes with side effects. ``check_*`` validates and raises; ``do_*`` assumes valid input
+and is atomic. Views and commands call these, never the models directly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from experiments.jobs import enqueue_attempts, run_has_jobs
+from experiments.models import (
+    Attempt,
+    AttemptStatus,
+    Dataset,
+    Experiment,
+    ModelArm,
+    Run,
+    RunArm,
+    RunStatus,
+    SampleStrategy,
+)
+from experiments.pipeline import finish_run_if_done
+from experiments.planner import attempt_order, sample_tasks
+from experiments.prompts import PLACEHOLDERS
+from orgs.models import Organization
+from providers.registry import arm_errors
+
+
+# --- experiments -------------------------------------------------------------------------
+
+
+@dataclass
+class ArmSpec:
+    label: str
+    provider: str
+    model_name: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExperimentSpec:
+    name: str
+    dataset: Dataset
+    arms: list[ArmSpec]
+    description: str = ""
+    sample_size: int | None = None
+    sample_strategy: str = SampleStrategy.RANDOM
+    seed: int = 0
+    repetitions: int = 1
+    prompt_template: str | None = None
+
+
+class SpecError(ValidationError):
+    """Carries every problem found, each prefixed with the field it concerns."""
+
+
+SPEC_FIELDS = {"name", "description", "dataset", "sample_size", "sample_strategy", "seed", "repetitions", "prompt_template", "arms"}
+ARM_FIELDS = {"label", "provider", "model_name", "config"}
+
+
+def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
+    """Validate a JSON/YAML experiment spec completely, naming every offending field."""
+    if not isinstance(raw, dict):
+        raise SpecError(["the spec must be a mapping of fields"])
+    errors = [f"{key}: unknown field" for key in sorted(set(raw) - SPEC_FIELDS)]
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        errors.append("name: required, a non-empty string")
+    dataset = None
+    if not isinstance(raw.get("dataset"), str):
+        errors.append("dataset: required, the name of one of the organisation's datasets")
+    else:
+        dataset = Dataset.objects.filter(org=org, name=raw["dataset"]).first()
+        if dataset is None:
+            errors.append(f"dataset: no dataset named {raw['dataset']!r} in this organisation")
+    errors += _int_field_errors(raw, "sample_size", minimum=1, optional=True)
+    errors += _int_field_errors(raw, "seed", minimum=-(2**62))
+    errors += _int_field_errors(raw, "repetitions", minimum=1, maximum=100)
+    strategy = raw.get("sample_strategy", SampleStrategy.RANDOM)
+    if strategy not in SampleStrategy.values:
+        errors.append(f"sample_strategy: must be one of {', '.join(SampleStrategy.values)}")
+    template = raw.get("prompt_template")
+    if template is not None:
+        errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
+    arms, arm_problems = _check_arms(raw.get("arms"))
+    errors += arm_problems
+    if errors:
+        raise SpecError(errors)
+    assert dataset is not None and isinstance(name, str)
+    return ExperimentSpec(
+        name=name.strip(),
+        dataset=dataset,
+        arms=arms,
+        description=str(raw.get("description", "")),
+        sample_size=raw.get("sample_size"),
+        sample_strategy=strategy,
+        seed=raw.get("seed", 0),
+        repetitions=raw.get("repetitions", 1),
+        prompt_template=template,
+    )
+
+
+def prompt_template_errors(template: Any) -> list[str]:
+    if not isinstance(template, str) or not template.strip():
+        return ["must be a non-empty string"]
+    if PLACEHOLDERS[0] not in template:
+        return [f"must contain {PLACEHOLDERS[0]}"]
+    return []
+
+
+def _int_field_errors(raw: dict, key: str, *, minimum: int, maximum: int | None = None, optional: bool = False) -> list[str]:
+    if key not in raw or (optional and raw[key] is None):
+        return []
+    value = raw[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum or (maximum and value > maximum):
+        upper = f" and at most {maximum}" if maximum else ""
+        return [f"{key}: must be an integer of at least {minimum}{upper}"]
+    return []
+
+
+def _check_arms(raw_arms: Any) -> tuple[list[ArmSpec], list[str]]:
+    if not isinstance(raw_arms, list) or not raw_arms:
+        return [], ["arms: required, a non-empty list"]
+    arms, errors, labels = [], [], set()
+    for index, raw in enumerate(raw_arms):
+        where = f"arms[{index}]"
+        if not isinstance(raw, dict):
+            errors.append(f"{where}: must be a mapping")
+            continue
+        errors += [f"{where}.{key}: unknown field" for key in sorted(set(raw) - ARM_FIELDS)]
+        label = raw.get("label")
+        if not isinstance(label, str) or not label.strip():
+            errors.append(f"{where}.label: required, a non-empty string")
+        elif label in labels:
+            errors.append(f"{where}.label: {label!r} is used by another arm")
+        labels.add(label)
+        config = raw.get("config", {})
+        errors += [f"{where}.{e}" for e in arm_errors(str(raw.get("provider", "")), raw.get("model_name", ""), config)]
+        arms.append(ArmSpec(str(label), str(raw.get("provider")), str(raw.get("model_name")), config))
+    return arms, errors
+
+
+@transaction.atomic
+def do_apply_experiment(org: Organization, spec: ExperimentSpec, user: Any = None) -> tuple[Experiment, bool]:
+    """Create or update the experiment named in the spec; its arms become exactly the spec's."""
+    experiment = Experiment.objects.select_for_update().filter(org=org, name=spec.name).first()
+    created = experiment is None
+    if experiment is None:
+        experiment = Experiment(org=org, name=spec.name, created_by=user)
+    experiment.description = spec.description
+    experiment.dataset = spec.dataset
+    experiment.sample_size = spec.sample_size
+    experiment.sample_strategy = spec.sample_strategy
+    experiment.sample_seed = spec.seed
+    experiment.repetitions = spec.repetitions
+    if spec.prompt_template is not None:
+        experiment.prompt_template = spec.prompt_template
+    experiment.save()
+    do_replace_arms(experiment, spec.arms)
+    return experiment, created
+
+
+def do_replace_arms(experiment: Experiment, arms: list[ArmSpec]) -> None:
+    # Runs keep their own RunArm snapshot, so replacing an experiment's arms is safe.
+    experiment.arms.all().delete()
+    ModelArm.objects.bulk_create(
+        ModelArm(experiment=experiment, position=i, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config)
+        for i, a in enumerate(arms)
+    )
+
+
+# --- runs --------------------------------------------------------------------------------
+
+
+def check_start_run(experiment: Experiment) -> None:
+    arms = list(experiment.arms.all())
+    errors = []
+    if not arms:
+        errors.append("the experiment has no arms")
+    for arm in arms:
+        errors += [f"arm {arm.label!r}: {e}" for e in arm_errors(arm.provider, arm.model_name, arm.config)]
+    if not experiment.dataset.tasks.exists():
+        errors.append(f"dataset {experiment.dataset.name!r} has no tasks")
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def do_start_run(experiment: Experiment, user: Any = None, seed: int | None = None, inference_only: bool = False) -> Run:
+    """Materialise every attempt in one transaction; work is queued once it commits."""
+    seed = experiment.sample_seed if seed is None else seed
+    now = timezone.now()
+    run = Run.objects.create(
+        org=experiment.org,
+        experiment=experiment,
+        seed=seed,
+        status=RunStatus.RUNNING,
+        inference_only=inference_only,
+        config_snapshot=_snapshot(experiment),
+        created_by=user,
+        started_at=now,
+    )
+    run_arms = RunArm.objects.bulk_create(
+        RunArm(run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=a.position)
+        for a in experiment.arms.all()
+    )
+    tasks = sample_tasks(list(experiment.dataset.tasks.all()), experiment.sample_size, experiment.sample_strategy, seed)
+    cells = [(task, arm, rep) for task in tasks for arm in run_arms for rep in range(experiment.repetitions)]
+    attempts = Attempt.objects.bulk_create(
+        Attempt(run=run, task=task, arm=arm, repetition=rep, sequence=i, queued_at=now)
+        for i, (task, arm, rep) in enumerate(attempt_order(cells, seed))
+    )
+    run.total_attempts = len(attempts)
+    run.save(update_fields=["total_attempts"])
+    attempt_ids = [a.pk for a in attempts]
+    transaction.on_commit(lambda: enqueue_attempts(run.pk, attempt_ids))
+    return run
+
+
+def _snapshot(experiment: Experiment) -> dict:
+    return {
+        "name": experiment.name,
+        "dataset": experiment.dataset.name,
+        "sample_size": experiment.sample_size,
+        "sample_strategy": experiment.sample_strategy,
+        "repetitions": experiment.repetitions,
+        "prompt_template": experiment.prompt_template,
+        "arms": [
+            {"label": a.label, "provider": a.provider, "model_name": a.model_name, "config": a.config}
+            for a in experiment.arms.all()
+        ],
+    }
+
+
+def check_run_transition(run: Run, action: str) -> None:
+    allowed = {
+        "pause": (RunStatus.RUNNING,),
+        "resume": (RunStatus.PAUSED,),
+        "cancel": (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED),
+    }
+    if action not in allowed:
+        raise ValidationError(f"unknown action {action!r}: choose pause, resume or cancel")
+    if run.status not in allowed[action]:
+        raise ValidationError(f"cannot {action} a run that is {run.status}")
+
+
+def do_pause_run(run: Run) -> bool:
+    # Attempts already claimed finish; queued ones stay queued and workers skip them.
+    return bool(Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(status=RunStatus.PAUSED))
+
+
+@transaction.atomic
+def do_resume_run(run: Run) -> bool:
+    if not Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).update(status=RunStatus.RUNNING):
+        return False
+    queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True))
+    transaction.on_commit(lambda: (enqueue_attempts(run.pk, queued), finish_run_if_done(run.pk)))
+    return True
+
+
+@transaction.atomic
+def do_cancel_run(run: Run) -> bool:
+    active = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED)
+    if not Run.objects.filter(pk=run.pk, status__in=active).update(status=RunStatus.CANCELLED, finished_at=timezone.now()):
+        return False
+    run.attempts.filter(status=AttemptStatus.QUEUED).update(status=AttemptStatus.CANCELLED)
+    return True
+
+
+def do_run_action(run: Run, action: str) -> bool:
+    return {"pause": do_pause_run, "resume": do_resume_run, "cancel": do_cancel_run}[action](run)
+
+
+# --- recovery ----------------------------------------------------------------------------
+
+
+@dataclass
+class RequeueReport:
+    reclaimed: int = 0  # running attempts whose worker vanished
+    requeued_runs: int = 0  # runs whose queued attempts had no job left in Redis
+    jobs: int = 0
+
+
+def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
+    """Recover from crashed workers and lost queues using Postgres as the source of truth.
+
+    An attempt running for longer than the stale limit goes back to queued (its old claim
+    token no longer matches, so a late result from the old worker is discarded); every
+    running run whose queued attempts have no job in Redis gets fresh jobs.
+    """
+    limit = settings.PRBENCH_STALE_AFTER_SECONDS if stale_after_seconds is None else stale_after_seconds
+    report = RequeueReport()
+    abandoned = Attempt.objects.filter(
+        status=AttemptStatus.RUNNING, started_at__lt=timezone.now() - timedelta(seconds=limit)
+    )
+    reclaimed: dict[int, list[int]] = {}
+    for run_id, attempt_id in abandoned.order_by("sequence").values_list("run_id", "pk"):
+        if Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.RUNNING).update(
+            status=AttemptStatus.QUEUED, claim_token=None
+        ):
+            reclaimed.setdefault(run_id, []).append(attempt_id)
+    report.reclaimed = sum(map(len, reclaimed.values()))
+    for run in Run.objects.filter(status=RunStatus.RUNNING):
+        queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True))
+        if queued and not run_has_jobs(run.pk):
+            report.jobs += enqueue_attempts(run.pk, queued)
+            report.requeued_runs += 1
+        elif run.pk in reclaimed:
+            report.jobs += enqueue_attempts(run.pk, reclaimed[run.pk])
+        elif not queued:
+            finish_run_if_done(run.pk)
+    return report

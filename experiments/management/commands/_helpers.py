@@ -1,0 +1,47 @@
+"""Shared bits of the experiments commands."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import CommandError
+from rq import SimpleWorker, Worker
+from tqdm import tqdm
+
+from experiments.models import Run
+from experiments.progress import run_progress
+from orgs.models import Organization
+from prbench.queues import get_connection, get_queue
+
+
+def org_by_slug(slug: str) -> Organization:
+    org = Organization.objects.filter(slug=slug).first()
+    if org is None:
+        raise CommandError(f"no organisation with slug {slug!r}")
+    return org
+
+
+def run_by_code(code: str) -> Run:
+    try:
+        return Run.objects.select_related("experiment", "org").get(code=code)
+    except (Run.DoesNotExist, ValidationError, ValueError):
+        raise CommandError(f"no run with id {code!r}") from None
+
+
+def wait_for_run(run: Run, poll_seconds: float = 0.5) -> Run:
+    """Show a progress bar until the run finishes. With no worker listening, work the
+    queue in this process so ``start_run --wait`` also works on a bare machine."""
+    if not Worker.all(connection=get_connection()):
+        print("No RQ worker is running: executing the run in this process.", file=sys.stderr)
+        SimpleWorker([get_queue()], connection=get_connection()).work(burst=True)
+    with tqdm(total=run.total_attempts, unit="attempt", file=sys.stderr, dynamic_ncols=True) as bar:
+        while True:
+            run.refresh_from_db(fields=["status", "finished_at"])
+            progress = run_progress(run)
+            bar.update(progress.done - bar.n)
+            bar.set_postfix(failed=progress.failed, running=progress.running, status=run.status)
+            if run.is_finished:
+                return run
+            time.sleep(poll_seconds)

@@ -1,0 +1,85 @@
+import subprocess
+import sys
+import threading
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from rq import Worker
+
+from experiments.actions import do_requeue_stale, do_start_run
+from experiments.demo import load_demo_experiment
+from experiments.management.commands._helpers import wait_for_run
+from experiments.models import RunStatus
+from experiments.reporting import format_leaderboard, run_leaderboard
+from orgs.actions import do_create_org
+from orgs.models import Organization
+from prbench.queues import ensure_redis, get_connection
+
+DEMO_EMAIL = "demo@prbench.local"
+DEMO_PASSWORD = "prbench-demo"
+WORKERS = 2
+SWEEP_SECONDS = 30
+
+
+class Command(BaseCommand):
+    help = "Load the demo organisation and data, run one full benchmark, then serve the UI."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-serve", action="store_true", help="run the benchmark, print it and exit")
+        parser.add_argument("--addr", default="127.0.0.1:8000")
+
+    def handle(self, *args, no_serve, addr, **options):
+        ensure_redis()
+        org, user = self.demo_org()
+        experiment = load_demo_experiment(org, user)
+        workers = start_workers(WORKERS)
+        threading.Thread(target=sweep_forever, daemon=True).start()
+        try:
+            self.stdout.write(f"Running {experiment.name!r}: {experiment.dataset.tasks.count()} tasks × {experiment.arms.count()} arms")
+            run = wait_for_run(do_start_run(experiment, user))
+            self.stdout.write(f"\nRun {run.code} {run.status}\n")
+            self.stdout.write(format_leaderboard(run_leaderboard(run)) + "\n")
+            if run.status != RunStatus.COMPLETED:
+                raise CommandError(f"the demo run ended {run.status}")
+            if no_serve:
+                return
+            self.stdout.write(f"\nPRBench is at http://{addr}/ — log in as {DEMO_EMAIL} / {DEMO_PASSWORD}\n")
+            call_command("runserver", addr, use_reloader=False)
+        finally:
+            for process in workers:
+                process.terminate()
+            for process in workers:
+                process.wait(timeout=30)
+
+    def demo_org(self):
+        org = Organization.objects.filter(slug="demo").first()
+        if org is None:
+            org, user = do_create_org("demo", "Demo Org", DEMO_EMAIL, DEMO_PASSWORD)
+        else:
+            user = org.memberships.get(user__email=DEMO_EMAIL).user
+        # The demo user is staff too, so the admin (evaluator rationale, raw records) is one click away.
+        user.is_staff = user.is_superuser = True
+        user.save(update_fields=["is_staff", "is_superuser"])
+        return org, user
+
+
+def start_workers(count: int) -> list[subprocess.Popen]:
+    manage = str(settings.BASE_DIR / "manage.py")
+    processes = [
+        subprocess.Popen([sys.executable, manage, "rqworker", "default", "--name", f"demo-{i}-{time.time_ns()}"])
+        for i in range(count)
+    ]
+    deadline = time.monotonic() + 30
+    while len(Worker.all(connection=get_connection())) < count:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+            raise CommandError("the RQ workers did not start; see their output above")
+        time.sleep(0.2)
+    return processes
+
+
+def sweep_forever() -> None:
+    while True:
+        time.sleep(SWEEP_SECONDS)
+        do_requeue_stale()

@@ -1,0 +1,24 @@
+import time
+
+from django.core.management.base import BaseCommand
+
+from experiments.actions import do_requeue_stale
+
+
+class Command(BaseCommand):
+    help = "Re-queue attempts abandoned by crashed workers and rebuild jobs lost with Redis."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--stale-after", type=int, help="seconds; default PRBENCH_STALE_AFTER_SECONDS")
+        parser.add_argument("--every", type=int, help="keep sweeping every N seconds")
+
+    def handle(self, *args, stale_after, every, **options):
+        while True:
+            report = do_requeue_stale(stale_after)
+            self.stdout.write(
+                f"reclaimed {report.reclaimed} abandoned attempt(s); rebuilt jobs for {report.requeued_runs} run(s); "
+                f"enqueued {report.jobs} job(s)"
+            )
+            if not every:
+                return
+            time.sleep(every)

@@ -1,0 +1,38 @@
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from experiments.actions import check_start_run, do_start_run
+from experiments.management.commands._helpers import org_by_slug, wait_for_run
+from experiments.models import Experiment, RunStatus
+from experiments.reporting import format_leaderboard, run_leaderboard
+
+
+class Command(BaseCommand):
+    help = "Start a run of an experiment. Prints the run id alone on the first line."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", required=True, help="organisation slug")
+        parser.add_argument("--experiment", required=True, help="experiment name")
+        parser.add_argument("--seed", type=int, help="defaults to the experiment's seed")
+        parser.add_argument("--inference-only", action="store_true", help="skip patch validation")
+        parser.add_argument("--wait", action="store_true", help="show progress, then the leaderboard")
+
+    def handle(self, *args, org, experiment, seed, inference_only, wait, **options):
+        organisation = org_by_slug(org)
+        chosen = Experiment.objects.filter(org=organisation, name=experiment).select_related("dataset").first()
+        if chosen is None:
+            raise CommandError(f"no experiment named {experiment!r} in {organisation.slug}")
+        try:
+            check_start_run(chosen)
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from None
+        run = do_start_run(chosen, seed=seed, inference_only=inference_only)
+        self.stdout.write(str(run.code))
+        self.stdout.flush()
+        if not wait:
+            return
+        run = wait_for_run(run)
+        self.stdout.write(f"Run {run.code} {run.status}\n")
+        self.stdout.write(format_leaderboard(run_leaderboard(run)))
+        if run.status != RunStatus.COMPLETED:
+            raise CommandError(f"run {run.code} ended {run.status}")

@@ -1,0 +1,239 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from evaluation.validation import ValidationStatus
+from providers.errors import ErrorCategory
+
+
+class DatasetKind(models.TextChoices):
+    PR_PATCH = "pr_patch", "PR patch"
+
+
+class SampleStrategy(models.TextChoices):
+    RANDOM = "random", "Random (seeded)"
+    FIRST = "first", "First N in dataset order"
+
+
+DEFAULT_PROMPT = """You are fixing a bug in a small repository.
+
+Problem statement:
+{{problem_statement}}
+
+Repository files:
+{{repository}}
+
+Reply with a unified diff (paths prefixed a/ and b/) in a ```diff fenced block that fixes
+the problem. Do not change the tests."""
+
+
+class Dataset(models.Model):
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="datasets")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=32, choices=DatasetKind.choices, default=DatasetKind.PR_PATCH)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="dataset_name_per_org")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TaskInstance(models.Model):
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    dataset = models.ForeignKey(Dataset, models.CASCADE, related_name="tasks")
+    external_id = models.CharField(max_length=200, help_text="The task's id in its source, e.g. a SWE-bench instance_id")
+    position = models.PositiveIntegerField(default=0, help_text="Order in the dataset")
+    title = models.CharField(max_length=300, blank=True)
+    problem_statement = models.TextField()
+    repo_files = models.JSONField(default=dict, help_text="path -> content at the base commit")
+    gold_patch = models.TextField(blank=True)
+    test_command = models.JSONField(default=list)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "external_id"], name="task_id_per_dataset")]
+        ordering = ["dataset", "position", "external_id"]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Experiment(models.Model):
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="experiments")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    dataset = models.ForeignKey(Dataset, models.PROTECT, related_name="experiments")
+    sample_size = models.PositiveIntegerField(null=True, blank=True, help_text="Empty means every task")
+    sample_strategy = models.CharField(max_length=16, choices=SampleStrategy.choices, default=SampleStrategy.RANDOM)
+    sample_seed = models.IntegerField(default=0)
+    prompt_template = models.TextField(default=DEFAULT_PROMPT)
+    repetitions = models.PositiveIntegerField(default=1)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="experiment_name_per_org")]
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ModelArm(models.Model):
+    experiment = models.ForeignKey(Experiment, models.CASCADE, related_name="arms")
+    label = models.CharField(max_length=100)
+    provider = models.CharField(max_length=32)
+    model_name = models.CharField(max_length=200)
+    config = models.JSONField(default=dict, blank=True)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["experiment", "label"], name="arm_label_per_experiment")]
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.provider}/{self.model_name})"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+RUN_FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class Run(models.Model):
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="runs")
+    experiment = models.ForeignKey(Experiment, models.CASCADE, related_name="runs")
+    seed = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    inference_only = models.BooleanField(default=False, help_text="Skip patch validation (SWE-bench style inference)")
+    config_snapshot = models.JSONField(default=dict, help_text="The experiment as it was when the run started")
+    total_attempts = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.experiment} run {str(self.code)[:8]}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in RUN_FINISHED
+
+
+class RunArm(models.Model):
+    """An arm as it was when the run started: editing the experiment never rewrites a run."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="arms")
+    label = models.CharField(max_length=100)
+    provider = models.CharField(max_length=32)
+    model_name = models.CharField(max_length=200)
+    config = models.JSONField(default=dict)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "label"], name="arm_label_per_run")]
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class AttemptStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"  # the model answered and the answer was scored (even if it scored 0)
+    FAILED = "failed"  # no answer: provider error after retries, see error_category
+    CANCELLED = "cancelled"
+
+
+ATTEMPT_TERMINAL = (AttemptStatus.COMPLETED, AttemptStatus.FAILED, AttemptStatus.CANCELLED)
+
+
+class Attempt(models.Model):
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    run = models.ForeignKey(Run, models.CASCADE, related_name="attempts")
+    task = models.ForeignKey(TaskInstance, models.PROTECT, related_name="attempts")
+    arm = models.ForeignKey(RunArm, models.CASCADE, related_name="attempts")
+    repetition = models.PositiveIntegerField(default=0)
+    sequence = models.PositiveIntegerField(help_text="Execution order within the run (seeded)")
+    status = models.CharField(max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.QUEUED)
+    # Set when a worker claims the attempt; only the holder of the token may record a result,
+    # so an attempt re-queued after a crash is never counted twice.
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    claims = models.PositiveIntegerField(default=0, help_text="How many times a worker claimed it")
+
+    request = models.JSONField(default=dict, blank=True)
+    raw_response = models.JSONField(default=dict, blank=True)
+    output = models.TextField(blank=True)
+    model_served = models.CharField(max_length=200, blank=True)
+    provider_request_id = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=64, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    error_category = models.CharField(max_length=32, choices=ErrorCategory.choices, blank=True)
+    error_message = models.TextField(blank=True)
+    retries = models.PositiveIntegerField(default=0)
+
+    patch_present = models.BooleanField(null=True)
+    patch_applied = models.BooleanField(null=True)
+    resolved = models.BooleanField(null=True)
+    lines_changed = models.PositiveIntegerField(null=True, blank=True)
+
+    queued_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    responded_at = models.DateTimeField(null=True, blank=True)
+    validated_at = models.DateTimeField(null=True, blank=True)
+    scored_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "task", "arm", "repetition"], name="one_attempt_per_cell")
+        ]
+        indexes = [models.Index(fields=["run", "status"]), models.Index(fields=["status", "started_at"])]
+        ordering = ["run", "sequence"]
+
+    def __str__(self) -> str:
+        return f"{self.arm} on {self.task} #{self.repetition}"
+
+
+class ArtifactKind(models.TextChoices):
+    PATCH = "patch"
+    VALIDATION = "validation"
+
+
+class Artifact(models.Model):
+    attempt = models.ForeignKey(Attempt, models.CASCADE, related_name="artifacts")
+    kind = models.CharField(max_length=16, choices=ArtifactKind.choices)
+    status = models.CharField(max_length=16, choices=ValidationStatus.choices, blank=True)
+    content = models.TextField(blank=True, help_text="The patch, or the (truncated) validation log")
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["attempt", "kind"], name="one_artifact_per_kind")]
+        ordering = ["attempt", "kind"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.attempt_id}"

@@ -1,0 +1,154 @@
+"""Execute one attempt: call the model, validate the patch, score it, record it.
+
+The attempt row is the unit of work. A worker claims it with a conditional update and
+gets a token; the result is written only if that token still holds, so a slow worker
+whose attempt was re-queued after looking abandoned cannot count it a second time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evaluation.patches import extract_patch
+from evaluation.scoring import score_pr_attempt
+from evaluation.validation import ValidationResult, ValidationStatus, validate_patch
+from experiments.models import (
+    ATTEMPT_TERMINAL,
+    Artifact,
+    ArtifactKind,
+    Attempt,
+    AttemptStatus,
+    Run,
+    RunStatus,
+)
+from experiments.prompts import build_request
+from providers import gateway
+from providers.errors import ProviderError
+from providers.types import ArmSpec, Completion, CompletionRequest
+
+
+def claim_attempt(attempt_id: int) -> uuid.UUID | None:
+    token = uuid.uuid4()
+    claimed = Attempt.objects.filter(
+        pk=attempt_id, status=AttemptStatus.QUEUED, run__status=RunStatus.RUNNING
+    ).update(status=AttemptStatus.RUNNING, claim_token=token, started_at=timezone.now(), claims=F("claims") + 1)
+    return token if claimed else None
+
+
+def process_attempt(attempt_id: int) -> bool:
+    """Run the attempt if it is still waiting for a worker. Returns whether it ran."""
+    token = claim_attempt(attempt_id)
+    if token is None:
+        return False
+    attempt = Attempt.objects.select_related("run", "task", "arm").get(pk=attempt_id)
+    request = build_request(attempt)
+    arm = ArmSpec(attempt.arm.provider, attempt.arm.model_name, attempt.arm.config)
+    try:
+        completion = gateway.complete(attempt.run.org_id, arm, request)
+    except ProviderError as error:
+        record_failure(attempt_id, token, request, error)
+        return True
+    responded_at = timezone.now()
+    patch = extract_patch(completion.text)
+    validation = None if attempt.run.inference_only else _validate(attempt, patch)
+    record_completion(attempt_id, token, request, completion, patch, validation, responded_at)
+    return True
+
+
+def _validate(attempt: Attempt, patch: str) -> ValidationResult:
+    task = attempt.task
+    return validate_patch(
+        task.repo_files, patch, task.test_command, settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS
+    )
+
+
+def request_record(request: CompletionRequest) -> dict:
+    record = asdict(request)
+    record.pop("reference_output")  # the gold answer is never part of what a model was sent
+    return record
+
+
+@transaction.atomic
+def record_completion(
+    attempt_id: int,
+    token: uuid.UUID,
+    request: CompletionRequest,
+    completion: Completion,
+    patch: str,
+    validation: ValidationResult | None,
+    responded_at,
+) -> bool:
+    score = score_pr_attempt(patch, validation)
+    now = timezone.now()
+    updated = _still_ours(attempt_id, token).update(
+        status=AttemptStatus.COMPLETED,
+        request=request_record(request),
+        raw_response=completion.raw_response,
+        output=completion.text,
+        model_served=completion.model_served,
+        provider_request_id=completion.request_id,
+        finish_reason=completion.finish_reason,
+        input_tokens=completion.usage.input_tokens,
+        output_tokens=completion.usage.output_tokens,
+        latency_ms=completion.latency_ms,
+        cost_usd=completion.cost_usd,
+        retries=completion.retries,
+        patch_present=score.patch_present,
+        patch_applied=score.applied,
+        resolved=score.resolved,
+        lines_changed=score.lines_changed,
+        responded_at=responded_at,
+        validated_at=now if validation else None,
+        scored_at=now,
+    )
+    if not updated:
+        return False
+    artifacts = [Artifact(attempt_id=attempt_id, kind=ArtifactKind.PATCH, content=patch)]
+    if validation:
+        artifacts.append(
+            Artifact(
+                attempt_id=attempt_id,
+                kind=ArtifactKind.VALIDATION,
+                status=validation.status,
+                content=validation.log,
+                duration_ms=validation.duration_ms,
+            )
+        )
+    elif patch:
+        artifacts.append(Artifact(attempt_id=attempt_id, kind=ArtifactKind.VALIDATION, status=ValidationStatus.SKIPPED))
+    Artifact.objects.bulk_create(artifacts)
+    return True
+
+
+def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest, error: ProviderError) -> bool:
+    return bool(
+        _still_ours(attempt_id, token).update(
+            status=AttemptStatus.FAILED,
+            request=request_record(request),
+            error_category=error.category,
+            error_message=error.message[:2000],
+            retries=error.retries,
+            scored_at=timezone.now(),
+        )
+    )
+
+
+def _still_ours(attempt_id: int, token: uuid.UUID):
+    return Attempt.objects.filter(pk=attempt_id, claim_token=token, status=AttemptStatus.RUNNING)
+
+
+def finish_run_if_done(run_id: int) -> str | None:
+    """Mark a running run finished once every attempt is terminal. Safe to call any time:
+    each worker calls it after committing, so the last one to finish always sees all."""
+    attempts = Attempt.objects.filter(run_id=run_id)
+    if attempts.exclude(status__in=ATTEMPT_TERMINAL).exists():
+        return None
+    status = RunStatus.COMPLETED if attempts.filter(status=AttemptStatus.COMPLETED).exists() else RunStatus.FAILED
+    finished = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=status, finished_at=timezone.now())
+    return status if finished else None

@@ -1,0 +1,101 @@
+"""Plain-text and machine-readable views of a run, shared by commands and the API."""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+from experiments.models import Run
+from leaderboards.aggregation import ArmRow, arm_leaderboard
+
+
+def run_leaderboard(run: Run) -> list[ArmRow]:
+    return arm_leaderboard(run.attempts.all())
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def _money(value: Decimal | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def format_leaderboard(rows: list[ArmRow]) -> str:
+    header = f"{'#':>2}  {'arm':<16} {'provider/model':<24} {'n':>4} {'resolved':>9} {'95% CI':>15} {'p50 ms':>7} {'p95 ms':>7} {'cost':>10} {'$/resolved':>11} {'errors':>7}"
+    lines = [header, "-" * len(header)]
+    for rank, r in enumerate(rows, 1):
+        ci = f"{_pct(r.ci_low)}–{_pct(r.ci_high)}" if r.ci_low is not None else "—"
+        flag = " (low n)" if r.low_sample else ""
+        lines.append(
+            f"{rank:>2}  {r.label:<16} {r.provider + '/' + r.model_name:<24} {r.n:>4} {_pct(r.resolved_rate):>9} {ci:>15} "
+            f"{_ms(r.latency_p50_ms):>7} {_ms(r.latency_p95_ms):>7} {_money(r.cost_usd):>10} {_money(r.cost_per_resolved_usd):>11} {_pct(r.error_rate):>7}{flag}"
+        )
+    return "\n".join(lines)
+
+
+def _number(value: Decimal | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def run_export(run: Run) -> dict:
+    rows = run_leaderboard(run)
+    attempts = run.attempts.select_related("task", "arm").order_by("sequence")
+    return {
+        "run": {
+            "id": str(run.code),
+            "experiment": run.experiment.name,
+            "status": run.status,
+            "seed": run.seed,
+            "started_at": run.started_at.isoformat() if run.started_at else None,
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        },
+        "arms": [
+            {
+                "label": r.label,
+                "provider": r.provider,
+                "model_name": r.model_name,
+                "n": r.n,
+                "resolved_rate": r.resolved_rate,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+                "latency_p50_ms": r.latency_p50_ms,
+                "latency_p95_ms": r.latency_p95_ms,
+                "cost_usd": _number(r.cost_usd),
+                "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
+                "error_rate": r.error_rate,
+                "low_sample": r.low_sample,
+            }
+            for r in rows
+        ],
+        "attempts": [
+            {
+                "task_id": a.task.external_id,
+                "arm_label": a.arm.label,
+                "repetition": a.repetition,
+                "status": a.status,
+                "resolved": a.resolved,
+                "latency_ms": a.latency_ms,
+                "cost_usd": _number(a.cost_usd),
+                "error_category": a.error_category or None,
+            }
+            for a in attempts
+        ],
+    }
+
+
+ATTEMPT_COLUMNS = ["task_id", "arm_label", "repetition", "status", "resolved", "latency_ms", "cost_usd", "error_category"]
+
+
+def run_export_csv(run: Run) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=ATTEMPT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in run_export(run)["attempts"]:
+        writer.writerow(row)
+    return out.getvalue()

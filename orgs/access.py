@@ -1,0 +1,112 @@
+"""The only way customer-facing code reaches organisation data.
+
+Every ``access_*`` helper takes the request and a public id and returns the object only
+when the user belongs to its organisation: anything else is a 404, so an outsider cannot
+even learn that the object exists. ``write=True`` additionally requires a role that may
+change things (viewers get 403), ``manage=True`` an admin or owner.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Model, QuerySet
+from django.http import Http404, HttpRequest
+
+from orgs.models import Membership, Organization
+
+if TYPE_CHECKING:
+    from experiments.models import Attempt, Dataset, Experiment, Run
+
+SESSION_KEY = "current_org"
+M = TypeVar("M", bound=Model)
+
+
+def memberships_of(user: Any) -> QuerySet[Membership]:
+    if not user.is_authenticated:
+        return Membership.objects.none()
+    return Membership.objects.filter(user=user).select_related("org")
+
+
+def membership_for(request: HttpRequest, org: Organization) -> Membership:
+    membership = memberships_of(request.user).filter(org=org).first()
+    if membership is None:
+        raise Http404("No such organisation")
+    return membership
+
+
+def check_role(membership: Membership, *, write: bool = False, manage: bool = False) -> None:
+    if manage and not membership.can_manage:
+        raise PermissionDenied("Only admins and owners can manage this organisation")
+    if write and not membership.can_write:
+        raise PermissionDenied("Viewers have read-only access")
+
+
+def current_membership(request: HttpRequest) -> Membership | None:
+    """The membership the user last switched to, or their first one."""
+    memberships = memberships_of(request.user)
+    code = request.session.get(SESSION_KEY)
+    chosen = memberships.filter(org__code=code).first() if code else None
+    return chosen or memberships.first()
+
+
+def access_current_org(request: HttpRequest, *, write: bool = False) -> Membership:
+    membership = current_membership(request)
+    if membership is None:
+        raise Http404("You do not belong to any organisation yet")
+    check_role(membership, write=write)
+    return membership
+
+
+def access_org(request: HttpRequest, code: Any, *, manage: bool = False) -> Membership:
+    org = _get_or_404(Organization.objects.all(), code=code)
+    membership = membership_for(request, org)
+    check_role(membership, manage=manage)
+    return membership
+
+
+def _get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
+    try:
+        return queryset.get(**lookup)
+    except (queryset.model.DoesNotExist, ValidationError, ValueError):
+        # A malformed public id in the URL is just "not found", never a 500.
+        raise Http404(f"No such {queryset.model._meta.verbose_name}") from None
+
+
+def _scoped(request: HttpRequest, org: Organization, write: bool) -> None:
+    check_role(membership_for(request, org), write=write)
+
+
+def access_dataset(request: HttpRequest, code: Any, *, write: bool = False) -> Dataset:
+    from experiments.models import Dataset
+
+    dataset = _get_or_404(Dataset.objects.select_related("org"), code=code)
+    _scoped(request, dataset.org, write)
+    return dataset
+
+
+def access_experiment(request: HttpRequest, code: Any, *, write: bool = False) -> Experiment:
+    from experiments.models import Experiment
+
+    experiment = _get_or_404(Experiment.objects.select_related("org", "dataset"), code=code)
+    _scoped(request, experiment.org, write)
+    return experiment
+
+
+def access_run(request: HttpRequest, code: Any, *, write: bool = False) -> Run:
+    from experiments.models import Run
+
+    run = _get_or_404(Run.objects.select_related("org", "experiment"), code=code)
+    _scoped(request, run.org, write)
+    return run
+
+
+def access_attempt(request: HttpRequest, code: Any) -> Attempt:
+    from experiments.models import Attempt
+
+    attempt = _get_or_404(
+        Attempt.objects.select_related("run__org", "run__experiment", "task", "arm"), code=code
+    )
+    _scoped(request, attempt.run.org, write=False)
+    return attempt

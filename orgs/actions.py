@@ -1,0 +1,57 @@
+"""Writes that change organisations and memberships."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.text import slugify
+
+from orgs.models import Membership, Organization, Role
+
+
+def check_create_org(slug: str, name: str, owner_email: str) -> None:
+    if not slug or slugify(slug) != slug:
+        raise ValidationError(f"slug {slug!r} must be lowercase letters, digits and hyphens")
+    if not name.strip():
+        raise ValidationError("name must not be empty")
+    if "@" not in owner_email:
+        raise ValidationError(f"owner email {owner_email!r} is not an email address")
+    if Organization.objects.filter(slug=slug).exists():
+        raise ValidationError(f"an organisation with slug {slug!r} already exists")
+
+
+@transaction.atomic
+def do_create_org(slug: str, name: str, owner_email: str, password: str | None = None) -> tuple[Organization, Any]:
+    """Create the org and its owner (creating the user and their allauth email if new)."""
+    from allauth.account.models import EmailAddress
+
+    User = get_user_model()
+    user = User.objects.filter(email__iexact=owner_email).first()
+    if user is None:
+        user = User.objects.create_user(username=owner_email[:150], email=owner_email, password=password)
+    elif password:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    EmailAddress.objects.get_or_create(
+        user=user, email=owner_email, defaults={"primary": True, "verified": True}
+    )
+    org = Organization.objects.create(slug=slug, name=name)
+    Membership.objects.create(user=user, org=org, role=Role.OWNER)
+    return org, user
+
+
+def check_add_member(org: Organization, email: str, role: str) -> Any:
+    if role not in Role.values:
+        raise ValidationError(f"unknown role {role!r}")
+    user = get_user_model().objects.filter(email__iexact=email).first()
+    if user is None:
+        raise ValidationError(f"no user has signed up with {email!r}")
+    return user
+
+
+def do_set_membership(org: Organization, user: Any, role: str) -> Membership:
+    membership, _ = Membership.objects.update_or_create(org=org, user=user, defaults={"role": role})
+    return membership

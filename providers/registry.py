@@ -1,0 +1,30 @@
+"""Provider adapters by name. Adding a provider means adding a module and a line here."""
+
+from __future__ import annotations
+
+from django.utils.module_loading import import_string
+
+from providers.adapters.base import Adapter
+
+ADAPTERS = {
+    "mock": "providers.adapters.mock.MockAdapter",
+}
+
+
+def provider_names() -> list[str]:
+    return sorted(ADAPTERS)
+
+
+def adapter_class(provider: str) -> type[Adapter]:
+    return import_string(ADAPTERS[provider])
+
+
+def arm_errors(provider: str, model_name: str, config: object) -> list[str]:
+    """Everything wrong with an arm's provider, model and config, each naming its field."""
+    if provider not in ADAPTERS:
+        return [f"provider {provider!r} is not supported (choose from {', '.join(provider_names())})"]
+    if not model_name or not str(model_name).strip():
+        return ["model_name must not be empty"]
+    if not isinstance(config, dict):
+        return ["config must be an object"]
+    return adapter_class(provider).config_errors(model_name, config)

@@ -1,0 +1,62 @@
+"""The normalised shapes every provider adapter speaks, whatever its wire format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """What the gateway needs to know about one arm: plain values, no ORM objects."""
+
+    provider: str
+    model_name: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "user" or "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    messages: tuple[Message, ...]
+    system: str = ""
+    max_output_tokens: int = 4096
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    # Stable per (run seed, task, arm, repetition): providers that accept a seed get it, and
+    # the mock derives all of its choices from it, which makes runs reproducible.
+    seed_key: str = ""
+    # The task's known-good answer. Only the mock reads it (to play an oracle); real
+    # adapters never send it anywhere.
+    reference_output: str = ""
+
+    def prompt_text(self) -> str:
+        return "\n".join([self.system, *(m.content for m in self.messages)])
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish_reason: str
+    usage: Usage
+    latency_ms: int
+    cost_usd: Decimal | None  # None means the price is unknown, never "free"
+    model_served: str
+    request_id: str = ""
+    retries: int = 0
+    raw_request: dict[str, Any] = field(default_factory=dict)
+    raw_response: dict[str, Any] = field(default_factory=dict)
