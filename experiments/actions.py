@@ -149,9 +149,14 @@ def _check_arms(raw_arms: Any) -> tuple[list[ArmSpec], list[str]]:
 def do_apply_experiment(org: Organization, spec: ExperimentSpec, user: Any = None) -> tuple[Experiment, bool]:
     """Create or update the experiment named in the spec; its arms become exactly the spec's."""
     experiment = Experiment.objects.select_for_update().filter(org=org, name=spec.name).first()
-    created = experiment is None
+    return do_save_experiment(org, spec, user, experiment), experiment is None
+
+
+@transaction.atomic
+def do_save_experiment(org: Organization, spec: ExperimentSpec, user: Any = None, experiment: Experiment | None = None) -> Experiment:
     if experiment is None:
-        experiment = Experiment(org=org, name=spec.name, created_by=user)
+        experiment = Experiment(org=org, created_by=user)
+    experiment.name = spec.name
     experiment.description = spec.description
     experiment.dataset = spec.dataset
     experiment.sample_size = spec.sample_size
@@ -162,7 +167,7 @@ def do_apply_experiment(org: Organization, spec: ExperimentSpec, user: Any = Non
         experiment.prompt_template = spec.prompt_template
     experiment.save()
     do_replace_arms(experiment, spec.arms)
-    return experiment, created
+    return experiment
 
 
 def do_replace_arms(experiment: Experiment, arms: list[ArmSpec]) -> None:

@@ -1,3 +1,73 @@
 from django.contrib import admin
 
-# Register your models here.
+from experiments.models import Artifact, Attempt, Dataset, Experiment, ModelArm, Run, RunArm, TaskInstance
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = ["name", "org", "kind", "created_at"]
+    list_filter = ["kind", "org"]
+    search_fields = ["name", "code", "org__slug"]
+    readonly_fields = ["code", "created_at"]
+
+
+@admin.register(TaskInstance)
+class TaskInstanceAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "title", "dataset", "position"]
+    list_filter = ["dataset__kind", "dataset"]
+    search_fields = ["external_id", "title", "problem_statement", "code"]
+    readonly_fields = ["code"]
+
+
+class ModelArmInline(admin.TabularInline):
+    model = ModelArm
+    extra = 0
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(admin.ModelAdmin):
+    list_display = ["name", "org", "dataset", "sample_size", "repetitions", "updated_at"]
+    list_filter = ["org", "sample_strategy"]
+    search_fields = ["name", "code", "org__slug"]
+    readonly_fields = ["code", "created_at", "updated_at"]
+    inlines = [ModelArmInline]
+
+
+class RunArmInline(admin.TabularInline):
+    model = RunArm
+    extra = 0
+    readonly_fields = ["label", "provider", "model_name", "config", "position"]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["code", "experiment", "org", "status", "seed", "total_attempts", "inference_only", "created_at", "finished_at"]
+    list_filter = ["status", "inference_only", "org"]
+    search_fields = ["code", "experiment__name", "org__slug"]
+    readonly_fields = ["code", "created_at", "started_at", "finished_at", "config_snapshot"]
+    inlines = [RunArmInline]
+
+
+class ArtifactInline(admin.StackedInline):
+    model = Artifact
+    extra = 0
+    readonly_fields = ["kind", "status", "content", "duration_ms", "created_at"]
+
+
+@admin.register(Attempt)
+class AttemptAdmin(admin.ModelAdmin):
+    list_display = ["code", "run", "task", "arm", "repetition", "status", "resolved", "error_category", "latency_ms", "cost_usd", "retries", "claims"]
+    list_filter = ["status", "resolved", "error_category", "arm__provider"]
+    search_fields = ["code", "task__external_id", "arm__label", "run__code"]
+    list_select_related = ["run__experiment", "task", "arm"]
+    readonly_fields = ["code", "claim_token", "queued_at", "started_at", "responded_at", "validated_at", "scored_at"]
+    raw_id_fields = ["run", "task", "arm"]
+    inlines = [ArtifactInline]
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(admin.ModelAdmin):
+    list_display = ["attempt", "kind", "status", "duration_ms", "created_at"]
+    list_filter = ["kind", "status"]
+    search_fields = ["attempt__code", "attempt__task__external_id"]
+    raw_id_fields = ["attempt"]

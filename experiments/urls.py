@@ -1,4 +1,18 @@
 from django.urls import path
 
+from experiments import views
+
 app_name = "experiments"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("experiments/", views.experiment_list, name="list"),
+    path("experiments/new/", views.experiment_create, name="create"),
+    path("experiments/<uuid:code>/", views.experiment_detail, name="detail"),
+    path("experiments/<uuid:code>/edit/", views.experiment_edit, name="edit"),
+    path("experiments/<uuid:code>/runs/", views.run_start, name="run_start"),
+    path("runs/<uuid:code>/", views.run_detail, name="run"),
+    path("runs/<uuid:code>/<str:action>/", views.run_action, name="run_action"),
+    path("attempts/<uuid:code>/", views.attempt_detail, name="attempt"),
+    path("datasets/", views.dataset_list, name="datasets"),
+    path("datasets/<uuid:code>/", views.dataset_detail, name="dataset"),
+]

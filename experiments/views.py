@@ -1,3 +1,141 @@
-from django.shortcuts import render
+from __future__ import annotations
 
-# Create your views here.
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
+from experiments.forms import ArmFormSet, ExperimentForm, arm_initial, spec_from_forms
+from experiments.models import AttemptStatus, Dataset, Experiment
+from experiments.progress import run_progress
+from experiments.reporting import run_leaderboard
+from orgs.access import access_attempt, access_current_org, access_dataset, access_experiment, access_run
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("experiments:list")
+    return redirect("account_login")
+
+
+@login_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    membership = access_current_org(request)
+    experiments = (
+        Experiment.objects.filter(org=membership.org)
+        .select_related("dataset")
+        .annotate(arm_count=Count("arms", distinct=True), run_count=Count("runs", distinct=True))
+    )
+    runs = membership.org.runs.select_related("experiment")[:10]
+    return render(request, "experiments/experiment_list.html", {"experiments": experiments, "runs": runs, "membership": membership})
+
+
+@login_required
+def experiment_create(request: HttpRequest) -> HttpResponse:
+    membership = access_current_org(request, write=True)
+    return _experiment_form(request, membership.org, None)
+
+
+@login_required
+def experiment_edit(request: HttpRequest, code: str) -> HttpResponse:
+    experiment = access_experiment(request, code, write=True)
+    return _experiment_form(request, experiment.org, experiment)
+
+
+def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -> HttpResponse:
+    if request.method == "POST":
+        form = ExperimentForm(request.POST, org=org, instance=experiment)
+        arms = ArmFormSet(request.POST, prefix="arms")
+        if form.is_valid() and arms.is_valid():
+            saved = do_save_experiment(org, spec_from_forms(form, arms), request.user, experiment)
+            messages.success(request, f"Saved {saved.name}.")
+            return redirect("experiments:detail", code=saved.code)
+    else:
+        form = ExperimentForm(org=org, instance=experiment)
+        arms = ArmFormSet(prefix="arms", initial=arm_initial(experiment) if experiment else None)
+    return render(request, "experiments/experiment_form.html", {"form": form, "arms": arms, "experiment": experiment})
+
+
+@login_required
+def experiment_detail(request: HttpRequest, code: str) -> HttpResponse:
+    experiment = access_experiment(request, code)
+    runs = experiment.runs.annotate(
+        done=Count("attempts", filter=~Q(attempts__status__in=[AttemptStatus.QUEUED, AttemptStatus.RUNNING]))
+    )
+    context = {"experiment": experiment, "arms": experiment.arms.all(), "runs": runs}
+    return render(request, "experiments/experiment_detail.html", context)
+
+
+@login_required
+@require_POST
+def run_start(request: HttpRequest, code: str) -> HttpResponse:
+    experiment = access_experiment(request, code, write=True)
+    try:
+        check_start_run(experiment)
+    except ValidationError as exc:
+        messages.error(request, "Cannot start a run: " + "; ".join(exc.messages))
+        return redirect("experiments:detail", code=experiment.code)
+    seed = request.POST.get("seed", "").strip()
+    run = do_start_run(
+        experiment,
+        request.user,
+        seed=int(seed) if seed.lstrip("-").isdigit() else None,
+        inference_only=request.POST.get("inference_only") == "on",
+    )
+    return redirect("experiments:run", code=run.code)
+
+
+@login_required
+def run_detail(request: HttpRequest, code: str) -> HttpResponse:
+    run = access_run(request, code)
+    context = {
+        "run": run,
+        "progress": run_progress(run),
+        "leaderboard": run_leaderboard(run),
+        "attempts": run.attempts.select_related("task", "arm").order_by("sequence"),
+    }
+    if request.htmx:
+        response = render(request, "experiments/run_detail.html#live", context)
+        # The finished state is rendered once more, then htmx stops asking.
+        return HttpResponseStopPolling(response.content) if run.is_finished else response
+    return render(request, "experiments/run_detail.html", context)
+
+
+@login_required
+@require_POST
+def run_action(request: HttpRequest, code: str, action: str) -> HttpResponse:
+    run = access_run(request, code, write=True)
+    try:
+        check_run_transition(run, action)
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    else:
+        do_run_action(run, action)
+    return redirect("experiments:run", code=run.code)
+
+
+@login_required
+def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
+    attempt = access_attempt(request, code)
+    artifacts = {a.kind: a for a in attempt.artifacts.all()}
+    context = {"attempt": attempt, "patch": artifacts.get("patch"), "validation": artifacts.get("validation")}
+    return render(request, "experiments/attempt_detail.html", context)
+
+
+@login_required
+def dataset_list(request: HttpRequest) -> HttpResponse:
+    membership = access_current_org(request)
+    datasets = Dataset.objects.filter(org=membership.org).annotate(task_count=Count("tasks"))
+    return render(request, "experiments/dataset_list.html", {"datasets": datasets})
+
+
+@login_required
+def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
+    dataset = access_dataset(request, code)
+    tasks = dataset.tasks.only("code", "external_id", "title", "position")
+    return render(request, "experiments/dataset_detail.html", {"dataset": dataset, "tasks": tasks})

@@ -55,3 +55,13 @@ def check_add_member(org: Organization, email: str, role: str) -> Any:
 def do_set_membership(org: Organization, user: Any, role: str) -> Membership:
     membership, _ = Membership.objects.update_or_create(org=org, user=user, defaults={"role": role})
     return membership
+
+
+def do_create_personal_org(user: Any) -> Organization:
+    """Every new sign-up gets an organisation of their own to start in."""
+    import secrets
+
+    base = slugify(user.email.split("@")[0])[:40] or "org"
+    org = Organization.objects.create(slug=f"{base}-{secrets.token_hex(3)}", name=f"{user.email}'s organisation")
+    Membership.objects.create(user=user, org=org, role=Role.OWNER)
+    return org

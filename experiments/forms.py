@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from django import forms
+
+from experiments.actions import ArmSpec, ExperimentSpec, prompt_template_errors
+from experiments.models import Dataset, Experiment
+from orgs.models import Organization
+from providers.registry import arm_errors, provider_names
+
+
+class ExperimentForm(forms.ModelForm):
+    class Meta:
+        model = Experiment
+        fields = ["name", "description", "dataset", "sample_size", "sample_strategy", "sample_seed", "repetitions", "prompt_template"]
+        labels = {"sample_seed": "Seed", "sample_size": "Sample size"}
+        widgets = {"description": forms.Textarea(attrs={"rows": 2}), "prompt_template": forms.Textarea(attrs={"rows": 10})}
+
+    def __init__(self, *args, org: Organization, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.org = org
+        self.fields["dataset"].queryset = Dataset.objects.filter(org=org)
+        self.fields["repetitions"].min_value = 1
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        clash = Experiment.objects.filter(org=self.org, name=name).exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise forms.ValidationError("Another experiment in this organisation has that name.")
+        return name
+
+    def clean_repetitions(self) -> int:
+        value = self.cleaned_data["repetitions"]
+        if not 1 <= value <= 100:
+            raise forms.ValidationError("Repetitions must be between 1 and 100.")
+        return value
+
+    def clean_prompt_template(self) -> str:
+        template = self.cleaned_data["prompt_template"]
+        errors = prompt_template_errors(template)
+        if errors:
+            raise forms.ValidationError(errors)
+        return template
+
+
+class ArmForm(forms.Form):
+    label = forms.CharField(max_length=100)
+    provider = forms.ChoiceField(choices=[])
+    model_name = forms.CharField(max_length=200)
+    config = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].choices = [(name, name) for name in provider_names()]
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        data["config"] = data.get("config") or {}
+        problems = arm_errors(data["provider"], data["model_name"], data["config"])
+        if problems:
+            raise forms.ValidationError([f"Arm {data['label']!r}: {p}" for p in problems])
+        return data
+
+
+class BaseArmFormSet(forms.BaseFormSet):
+    def clean(self) -> None:
+        if any(self.errors):
+            return
+        labels = [f.cleaned_data["label"] for f in self.kept_forms()]
+        if not labels:
+            raise forms.ValidationError("An experiment needs at least one arm.")
+        duplicates = sorted({label for label in labels if labels.count(label) > 1})
+        if duplicates:
+            raise forms.ValidationError(f"Arm labels must be unique: {', '.join(duplicates)}")
+
+    def kept_forms(self) -> list[ArmForm]:
+        return [f for f in self.forms if f.cleaned_data and not f.cleaned_data.get("DELETE")]
+
+
+ArmFormSet = forms.formset_factory(ArmForm, formset=BaseArmFormSet, extra=1, can_delete=True)
+
+
+def arm_initial(experiment: Experiment) -> list[dict]:
+    return [
+        {"label": a.label, "provider": a.provider, "model_name": a.model_name, "config": a.config}
+        for a in experiment.arms.all()
+    ]
+
+
+def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpec:
+    data = form.cleaned_data
+    return ExperimentSpec(
+        name=data["name"],
+        dataset=data["dataset"],
+        description=data["description"],
+        sample_size=data["sample_size"],
+        sample_strategy=data["sample_strategy"],
+        seed=data["sample_seed"],
+        repetitions=data["repetitions"],
+        prompt_template=data["prompt_template"],
+        arms=[ArmSpec(f.cleaned_data["label"], f.cleaned_data["provider"], f.cleaned_data["model_name"], f.cleaned_data["config"]) for f in arms.kept_forms()],
+    )
