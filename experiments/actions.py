@@ -303,20 +303,22 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
     abandoned = Attempt.objects.filter(
         status=AttemptStatus.RUNNING, started_at__lt=timezone.now() - timedelta(seconds=limit)
     )
-    reclaimed: dict[int, list[int]] = {}
+    reclaimed: dict[int, int] = {}
     for run_id, attempt_id in abandoned.order_by("sequence").values_list("run_id", "pk"):
         if Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.RUNNING).update(
             status=AttemptStatus.QUEUED, claim_token=None
         ):
-            reclaimed.setdefault(run_id, []).append(attempt_id)
-    report.reclaimed = sum(map(len, reclaimed.values()))
+            reclaimed[run_id] = reclaimed.get(run_id, 0) + 1
+    report.reclaimed = sum(reclaimed.values())
     for run in Run.objects.filter(status=RunStatus.RUNNING):
         queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True))
-        if queued and not run_has_jobs(run.pk):
+        if run.pk in reclaimed:
+            # The dead worker's job also held the rest of its batch, and Redis still lists
+            # that job as started: queue everything waiting. Duplicates are claimed once.
+            report.jobs += enqueue_attempts(run.pk, queued)
+        elif queued and not run_has_jobs(run.pk):
             report.jobs += enqueue_attempts(run.pk, queued)
             report.requeued_runs += 1
-        elif run.pk in reclaimed:
-            report.jobs += enqueue_attempts(run.pk, reclaimed[run.pk])
         elif not queued:
             finish_run_if_done(run.pk)
     return report

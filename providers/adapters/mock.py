@@ -59,7 +59,6 @@ class MockAdapter(Adapter):
         self.tries += 1
         config = self.arm.config
         rng = random.Random(_seed(f"{request.seed_key}:try{self.tries}"))
-        started = time.perf_counter()
         delay_ms = config.get("latency_ms", 0) + rng.uniform(0, config.get("jitter_ms", 0))
         if delay_ms:
             time.sleep(delay_ms / 1000)
@@ -75,7 +74,9 @@ class MockAdapter(Adapter):
             text=text,
             finish_reason="stop",
             usage=usage,
-            latency_ms=round((time.perf_counter() - started) * 1000),
+            # The simulated latency, not the measured one: a seed must reproduce the whole
+            # leaderboard, latency columns included. The sleep above is still real.
+            latency_ms=round(delay_ms),
             cost_usd=_cost(config, usage),
             model_served=self.arm.model_name,
             request_id=f"mock-{_seed(request.seed_key) % 10**12:012d}",

@@ -1,0 +1,95 @@
+"""Shared fixtures: real Postgres (pytest-django) and a real Redis database set aside for tests.
+
+alice owns the org, bob is a member, vera a viewer, charlie an outsider with his own org.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from rq import SimpleWorker
+
+from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+from experiments.demo import load_demo_dataset
+from orgs.models import Membership, Organization, Role
+from prbench.queues import get_connection, get_queue
+
+PASSWORD = "correct horse battery staple"
+
+ZERO_LATENCY_ARMS = [
+    ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle", "price_input_per_mtok": 3, "price_output_per_mtok": 15}),
+    ArmSpec("noisy", "mock", "mock-noisy", {"mode": "noisy", "quality": 0.5, "price_input_per_mtok": 1, "price_output_per_mtok": 2}),
+]
+
+
+@pytest.fixture(autouse=True)
+def clean_redis():
+    connection = get_connection()
+    assert connection.connection_pool.connection_kwargs.get("db") == 13, "tests must use the test Redis database"
+    connection.flushdb()
+    yield connection
+    connection.flushdb()
+
+
+def make_user(django_user_model, email: str):
+    from allauth.account.models import EmailAddress
+
+    user = django_user_model.objects.create_user(username=email, email=email, password=PASSWORD)
+    EmailAddress.objects.create(user=user, email=email, primary=True, verified=True)
+    return user
+
+
+@pytest.fixture
+def org(db):
+    return Organization.objects.create(slug="acme", name="Acme")
+
+
+@pytest.fixture
+def alice(django_user_model, org):
+    user = make_user(django_user_model, "alice@example.com")
+    Membership.objects.create(user=user, org=org, role=Role.OWNER)
+    return user
+
+
+@pytest.fixture
+def bob(django_user_model, org):
+    user = make_user(django_user_model, "bob@example.com")
+    Membership.objects.create(user=user, org=org, role=Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def vera(django_user_model, org):
+    user = make_user(django_user_model, "vera@example.com")
+    Membership.objects.create(user=user, org=org, role=Role.VIEWER)
+    return user
+
+
+@pytest.fixture
+def charlie(django_user_model, db):
+    user = make_user(django_user_model, "charlie@example.com")
+    other = Organization.objects.create(slug="other", name="Other Co")
+    Membership.objects.create(user=user, org=other, role=Role.OWNER)
+    return user
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def dataset(org):
+    return load_demo_dataset(org)
+
+
+@pytest.fixture
+def experiment(org, dataset, alice):
+    spec = ExperimentSpec(name="Mock duel", dataset=dataset, arms=list(ZERO_LATENCY_ARMS), sample_size=4, seed=11)
+    return do_save_experiment(org, spec, alice)
+
+
+def work_queue() -> None:
+    """Drain the test queue with a real RQ worker, in this process (as the style guide says)."""
+    SimpleWorker([get_queue()], connection=get_connection()).work(burst=True)

@@ -1,0 +1,48 @@
+import pytest
+
+from evaluation.patches import PatchRejected, check_patch, extract_patch
+
+PATCH = """--- a/m.py
++++ b/m.py
+@@ -1,2 +1,2 @@
+ def f():
+-    return 1
++    return 2
+"""
+
+
+def test_extract_from_a_fenced_block():
+    assert extract_patch(f"Here you go:\n\n```diff\n{PATCH}```\nThanks") == PATCH
+
+
+def test_extract_a_bare_diff_and_add_the_final_newline():
+    assert extract_patch(PATCH.rstrip("\n")) == PATCH
+
+
+def test_extract_skips_fences_that_are_not_diffs():
+    assert extract_patch(f"```python\nprint(1)\n```\n```patch\n{PATCH}```") == PATCH
+
+
+def test_prose_has_no_patch():
+    assert extract_patch("I could not find the bug.") == ""
+
+
+def test_lines_changed():
+    stats = check_patch(PATCH)
+    assert (stats.files, stats.added, stats.removed, stats.lines_changed) == (1, 1, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "patch, reason",
+    [
+        ("", "empty"),
+        (PATCH.replace("a/m.py", "a/../../etc/passwd").replace("b/m.py", "b/../../etc/passwd"), "escapes"),
+        (PATCH.replace("a/m.py", "/etc/passwd").replace("b/m.py", "/etc/passwd"), "escapes"),
+        (PATCH.replace("m.py", ".git/config"), "touches .git"),
+        ("diff --git a/x.bin b/x.bin\nGIT binary patch\nliteral 3\nabc\n", "binary"),
+        ("--- a/m.py\n+++ b/m.py\n@@ -1,5 +1,5 @@\n-x\n", "malformed"),
+    ],
+)
+def test_bad_patches_are_rejected_with_the_reason(patch, reason):
+    with pytest.raises(PatchRejected, match=reason):
+        check_patch(patch)

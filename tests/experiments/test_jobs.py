@@ -1,0 +1,146 @@
+"""Runs executed by a real RQ SimpleWorker against the test Redis and Postgres."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from experiments.actions import ArmSpec, do_cancel_run, do_pause_run, do_replace_arms, do_requeue_stale, do_resume_run, do_start_run
+from experiments.jobs import enqueue_attempts, run_has_jobs
+from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, RunStatus
+from experiments.pipeline import claim_attempt, record_failure
+from experiments.prompts import build_request
+from providers.errors import ErrorCategory, ProviderError
+from tests.conftest import work_queue
+
+
+@pytest.fixture
+def start(django_capture_on_commit_callbacks):
+    def start_run(experiment, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return do_start_run(experiment, **kwargs)
+
+    return start_run
+
+
+def test_a_run_executes_every_attempt_and_completes(experiment, start):
+    run = start(experiment)
+    assert run.total_attempts == 8 and run.attempts.filter(status=AttemptStatus.QUEUED).count() == 8
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and run.finished_at
+    attempts = run.attempts.all()
+    assert all(a.status == AttemptStatus.COMPLETED for a in attempts)
+    assert all(a.queued_at <= a.started_at <= a.responded_at <= a.validated_at <= a.scored_at for a in attempts)
+    oracle = attempts.filter(arm__label="oracle")
+    assert oracle.filter(resolved=True, patch_applied=True).count() == 4
+    assert Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.VALIDATION, status="passed").count() >= 4
+    assert Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.PATCH).count() == 8
+    assert all(a.claims == 1 and a.input_tokens and a.cost_usd is not None for a in attempts)
+    assert "reference_output" not in attempts[0].request
+
+
+def test_running_the_jobs_twice_counts_nothing_twice(experiment, start):
+    run = start(experiment, inference_only=True)
+    ids = list(run.attempts.values_list("pk", flat=True))
+    enqueue_attempts(run.pk, ids)  # a duplicate delivery of every job
+    work_queue()
+    assert run.attempts.filter(status=AttemptStatus.COMPLETED, claims=1).count() == 8
+    assert Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.PATCH).count() == 8
+
+
+def test_a_failing_arm_fails_its_attempts_not_the_run(experiment, start):
+    do_replace_arms(
+        experiment,
+        [
+            ArmSpec("good", "mock", "m", {"mode": "oracle"}),
+            ArmSpec("down", "mock", "m", {"mode": "error", "failure_category": "overloaded", "max_retries": 1, "retry_base_ms": 1}),
+        ],
+    )
+    run = start(experiment, inference_only=True)
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    down = run.attempts.filter(arm__label="down")
+    assert down.count() == 4
+    assert set(down.values_list("status", "error_category", "retries")) == {(AttemptStatus.FAILED, ErrorCategory.OVERLOADED, 1)}
+    assert run.attempts.filter(arm__label="good", status=AttemptStatus.COMPLETED).count() == 4
+
+
+def test_a_run_where_nothing_answers_fails(experiment, start):
+    do_replace_arms(experiment, [ArmSpec("down", "mock", "m", {"mode": "error", "failure_category": "authentication"})])
+    run = start(experiment)
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+
+
+def test_pause_holds_queued_work_and_resume_finishes_it(experiment, start, django_capture_on_commit_callbacks):
+    run = start(experiment, inference_only=True)
+    assert do_pause_run(run)
+    work_queue()
+    assert run.attempts.filter(status=AttemptStatus.QUEUED).count() == 8
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED
+    with django_capture_on_commit_callbacks(execute=True):
+        assert do_resume_run(run)
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    assert run.attempts.filter(status=AttemptStatus.COMPLETED, claims=1).count() == 8
+
+
+def test_cancel_stops_queued_attempts(experiment, start):
+    run = start(experiment)
+    assert do_cancel_run(run)
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    assert run.attempts.filter(status=AttemptStatus.CANCELLED).count() == 8
+    assert not do_cancel_run(run)
+
+
+def test_an_abandoned_attempt_is_reclaimed_and_counted_once(experiment, start):
+    run = start(experiment, inference_only=True)
+    victim = run.attempts.order_by("sequence").first()
+    old_token = claim_attempt(victim.pk)  # a worker claimed it, then died
+    Attempt.objects.filter(pk=victim.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    work_queue()  # everything else finishes; the victim is stuck in running
+    victim.refresh_from_db()
+    run.refresh_from_db()
+    assert victim.status == AttemptStatus.RUNNING and run.status == RunStatus.RUNNING
+
+    report = do_requeue_stale(stale_after_seconds=60)
+    assert report.reclaimed == 1 and report.jobs == 1
+    work_queue()
+    victim.refresh_from_db()
+    run.refresh_from_db()
+    assert victim.status == AttemptStatus.COMPLETED and victim.claims == 2
+    assert run.status == RunStatus.COMPLETED
+    assert Artifact.objects.filter(attempt=victim, kind=ArtifactKind.PATCH).count() == 1
+    # The dead worker's late result is refused: its token no longer holds.
+    error = ProviderError(ErrorCategory.TIMEOUT, "late")
+    assert not record_failure(victim.pk, old_token, build_request(victim), error)
+    victim.refresh_from_db()
+    assert victim.status == AttemptStatus.COMPLETED
+
+
+def test_a_lost_queue_is_rebuilt_from_postgres(experiment, start, clean_redis):
+    run = start(experiment, inference_only=True)
+    assert run_has_jobs(run.pk)
+    clean_redis.flushdb()  # Redis restarted without persistence
+    assert not run_has_jobs(run.pk)
+    report = do_requeue_stale()
+    assert report.requeued_runs == 1 and report.reclaimed == 0
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    assert run.attempts.filter(status=AttemptStatus.COMPLETED, claims=1).count() == 8
+
+
+def test_requeue_leaves_healthy_runs_alone(experiment, start):
+    run = start(experiment, inference_only=True)
+    report = do_requeue_stale()
+    assert (report.reclaimed, report.requeued_runs, report.jobs) == (0, 0, 0)
+    assert uuid.UUID(str(run.code))

@@ -1,0 +1,81 @@
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from experiments.models import Attempt, AttemptStatus, Experiment, Run, RunArm, RunStatus
+from leaderboards.aggregation import arm_leaderboard
+from leaderboards.sql import _SqlitePercentile
+from leaderboards.stats import wilson_interval
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    low, high = wilson_interval(8, 10)
+    assert low == pytest.approx(0.4902, abs=1e-4) and high == pytest.approx(0.9433, abs=1e-4)
+    assert wilson_interval(0, 0) is None
+    assert wilson_interval(0, 5)[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_sqlite_percentile_matches_postgres_semantics():
+    agg = _SqlitePercentile()
+    for value in [10, None, 40, 20, 30]:
+        agg.step(value, 0.95)
+    assert agg.finalize() == pytest.approx(np.percentile([10, 20, 30, 40], 95))
+    assert _SqlitePercentile().finalize() is None
+
+
+@pytest.fixture
+def run(experiment):
+    return Run.objects.create(org=experiment.org, experiment=experiment, seed=1, status=RunStatus.RUNNING)
+
+
+def add(run, arm, task, rep, status=AttemptStatus.COMPLETED, resolved=False, latency=None, cost=None):
+    return Attempt.objects.create(
+        run=run, arm=arm, task=task, repetition=rep, sequence=rep, status=status, resolved=resolved,
+        latency_ms=latency, cost_usd=cost, queued_at=timezone.now(),
+    )
+
+
+def test_it_aggregates_per_arm_in_sql(run, dataset, django_assert_max_num_queries):
+    task = dataset.tasks.first()
+    fast = RunArm.objects.create(run=run, label="fast", provider="mock", model_name="a", position=0)
+    slow = RunArm.objects.create(run=run, label="slow", provider="mock", model_name="b", position=1)
+    latencies = [100, 200, 300, 400, 1000]
+    for rep, latency in enumerate(latencies):
+        add(run, fast, task, rep, resolved=rep < 4, latency=latency, cost=Decimal("0.01"))
+    add(run, slow, task, 0, resolved=True, latency=50, cost=None)
+    add(run, slow, task, 1, status=AttemptStatus.FAILED)
+    add(run, slow, task, 2, status=AttemptStatus.CANCELLED)
+    with django_assert_max_num_queries(1):
+        board = arm_leaderboard(run.attempts.all())
+    by_label = {row.label: row for row in board}
+    fast_row, slow_row = by_label["fast"], by_label["slow"]
+    assert (fast_row.n, fast_row.resolved, fast_row.failed) == (5, 4, 0)
+    assert fast_row.resolved_rate == 0.8
+    assert (fast_row.ci_low, fast_row.ci_high) == pytest.approx(wilson_interval(4, 5))
+    assert fast_row.latency_p50_ms == pytest.approx(300)
+    assert fast_row.latency_p95_ms == pytest.approx(np.percentile(latencies, 95))
+    assert fast_row.cost_usd == Decimal("0.05")
+    assert fast_row.cost_per_resolved_usd == Decimal("0.0125")
+    assert fast_row.low_sample
+    # Cancelled attempts do not count; an unpriced answer makes the cost unknown, not zero.
+    assert (slow_row.n, slow_row.resolved, slow_row.failed, slow_row.error_rate) == (2, 1, 1, 0.5)
+    assert slow_row.cost_usd is None and slow_row.cost_per_resolved_usd is None
+    assert [row.label for row in board] == ["fast", "slow"]
+
+
+def test_ties_on_rate_break_on_the_interval_then_on_cost(run, dataset):
+    task = dataset.tasks.first()
+    cheap = RunArm.objects.create(run=run, label="cheap", provider="mock", model_name="a", position=0)
+    dear = RunArm.objects.create(run=run, label="dear", provider="mock", model_name="b", position=1)
+    for arm, cost in ((dear, "0.5"), (cheap, "0.1")):
+        add(run, arm, task, 0, resolved=True, cost=Decimal(cost))
+        add(run, arm, task, 1, resolved=False, cost=Decimal(cost))
+    assert [row.label for row in arm_leaderboard(run.attempts.all())] == ["cheap", "dear"]
+
+
+def test_an_empty_run_has_rows_without_rates(experiment):
+    assert isinstance(experiment, Experiment)
+    run = Run.objects.create(org=experiment.org, experiment=experiment, seed=1)
+    assert arm_leaderboard(run.attempts.all()) == []

@@ -1,0 +1,44 @@
+import pytest
+
+from providers import gateway
+from providers.errors import ErrorCategory, ProviderError
+from providers.registry import arm_errors
+from providers.types import ArmSpec, CompletionRequest, Message
+
+REQUEST = CompletionRequest(messages=(Message("user", "hi"),), seed_key="1:t:a:0", reference_output="")
+
+
+def test_it_returns_a_normalised_completion():
+    completion = gateway.complete(1, ArmSpec("mock", "m", {"mode": "empty"}), REQUEST)
+    assert completion.retries == 0
+    assert completion.usage.input_tokens > 0
+
+
+def test_retryable_errors_are_retried_then_raised_with_the_count():
+    arm = ArmSpec("mock", "m", {"mode": "error", "failure_category": "server_error", "max_retries": 2, "retry_base_ms": 1})
+    with pytest.raises(ProviderError) as caught:
+        gateway.complete(1, arm, REQUEST)
+    assert caught.value.category == ErrorCategory.SERVER_ERROR
+    assert caught.value.retries == 2
+
+
+def test_permanent_errors_are_not_retried():
+    arm = ArmSpec("mock", "m", {"mode": "error", "failure_category": "authentication", "max_retries": 5, "retry_base_ms": 1})
+    with pytest.raises(ProviderError) as caught:
+        gateway.complete(1, arm, REQUEST)
+    assert caught.value.retries == 0
+
+
+def test_a_flaky_call_succeeds_on_retry_and_records_it():
+    retried = []
+    for i in range(40):
+        request = CompletionRequest(messages=REQUEST.messages, seed_key=f"9:t{i}:a:0")
+        arm = ArmSpec("mock", "m", {"mode": "empty", "failure_rate": 0.3, "max_retries": 8, "retry_base_ms": 1})
+        retried.append(gateway.complete(1, arm, request).retries)
+    assert max(retried) >= 1 and min(retried) == 0
+
+
+def test_unknown_provider_is_refused_by_name():
+    assert arm_errors("openai-ish", "gpt", {}) == ["provider 'openai-ish' is not supported (choose from mock)"]
+    assert arm_errors("mock", " ", {}) == ["model_name must not be empty"]
+    assert arm_errors("mock", "m", []) == ["config must be an object"]
