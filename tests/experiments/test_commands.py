@@ -1,0 +1,188 @@
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+import yaml
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from experiments.models import Experiment, ModelArm, Run, RunStatus
+from tests.conftest import work_queue
+
+SPEC = {
+    "name": "From the repo",
+    "dataset": "Demo: small Python bugs",
+    "sample_size": 3,
+    "seed": 4,
+    "repetitions": 2,
+    "arms": [
+        {"label": "a", "provider": "mock", "model_name": "m-a", "config": {"mode": "oracle"}},
+        {"label": "b", "provider": "mock", "model_name": "m-b", "config": {"mode": "noisy", "quality": 0.5}},
+    ],
+}
+
+
+def run_command(*args):
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue()
+
+
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content)
+    return str(path)
+
+
+class TestApplyExperiment:
+    def test_it_creates_then_updates(self, tmp_path, org, dataset):
+        path = write(tmp_path, "exp.yaml", yaml.safe_dump(SPEC))
+        assert "Created experiment 'From the repo'" in run_command("apply_experiment", "--org", "acme", path)
+        experiment = Experiment.objects.get(org=org, name="From the repo")
+        assert (experiment.sample_size, experiment.sample_seed, experiment.repetitions) == (3, 4, 2)
+        assert list(experiment.arms.values_list("label", flat=True)) == ["a", "b"]
+
+        changed = dict(SPEC, arms=SPEC["arms"][:1], repetitions=1)
+        path = write(tmp_path, "exp.json", json.dumps(changed))
+        assert "Updated" in run_command("apply_experiment", "--org", "acme", path)
+        experiment.refresh_from_db()
+        assert experiment.repetitions == 1 and experiment.arms.count() == 1
+
+    def test_an_unknown_provider_is_named_and_changes_nothing(self, tmp_path, org, dataset):
+        run_command("apply_experiment", "--org", "acme", write(tmp_path, "ok.yaml", yaml.safe_dump(SPEC)))
+        bad = dict(SPEC, repetitions=5, arms=[dict(SPEC["arms"][0], provider="skynet"), dict(SPEC["arms"][1], config={"quality": 3})])
+        with pytest.raises(CommandError) as caught:
+            run_command("apply_experiment", "--org", "acme", write(tmp_path, "bad.yaml", yaml.safe_dump(bad)))
+        message = str(caught.value)
+        assert "bad.yaml" in message
+        assert "arms[0].provider 'skynet' is not supported" in message
+        assert "arms[1].config.quality" in message
+        experiment = Experiment.objects.get(name="From the repo")
+        assert experiment.repetitions == 2 and ModelArm.objects.filter(experiment=experiment).count() == 2
+
+    @pytest.mark.parametrize(
+        "change, field",
+        [
+            ({"dataset": "nope"}, "dataset: no dataset named 'nope'"),
+            ({"repetitions": 0}, "repetitions: must be an integer"),
+            ({"sample_strategy": "vibes"}, "sample_strategy"),
+            ({"arms": []}, "arms: required"),
+            ({"colour": "red"}, "colour: unknown field"),
+            ({"prompt_template": "no placeholder"}, "prompt_template: must contain"),
+        ],
+    )
+    def test_each_bad_field_is_named(self, tmp_path, dataset, change, field):
+        path = write(tmp_path, "bad.json", json.dumps(dict(SPEC, **change)))
+        with pytest.raises(CommandError, match=field):
+            run_command("apply_experiment", "--org", "acme", path)
+        assert not Experiment.objects.exists()
+
+    def test_malformed_files_name_the_line(self, tmp_path, org):
+        with pytest.raises(CommandError, match=r"bad.yaml:3: invalid YAML: mapping values are not allowed here"):
+            run_command("apply_experiment", "--org", "acme", write(tmp_path, "bad.yaml", "name: x\narms: []\nseed: a: b\n"))
+        with pytest.raises(CommandError, match=r"bad.json:2: invalid JSON"):
+            run_command("apply_experiment", "--org", "acme", write(tmp_path, "bad.json", '{"name": "x",\n oops}'))
+
+    def test_an_unknown_org_is_refused(self, tmp_path, db):
+        with pytest.raises(CommandError, match="no organisation with slug 'ghost'"):
+            run_command("apply_experiment", "--org", "ghost", write(tmp_path, "x.json", "{}"))
+
+
+class TestStartRun:
+    def test_it_prints_the_run_id_first(self, experiment, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            out = run_command("start_run", "--org", "acme", "--experiment", "Mock duel", "--seed", "99")
+        run = Run.objects.get()
+        assert out.splitlines()[0] == str(run.code)
+        assert run.seed == 99 and run.total_attempts == 8
+
+    # transaction=True: the command's own commit must enqueue the jobs before it waits.
+    @pytest.mark.django_db(transaction=True)
+    def test_wait_shows_the_leaderboard(self, experiment):
+        # No worker process is running, so --wait works the queue in-process.
+        out = run_command("start_run", "--org", "acme", "--experiment", "Mock duel", "--inference-only", "--wait")
+        run = Run.objects.get()
+        assert run.status == RunStatus.COMPLETED
+        lines = out.splitlines()
+        assert lines[0] == str(run.code)
+        assert "oracle" in out and "95% CI" in out and "completed" in out
+
+    @pytest.mark.django_db(transaction=True)
+    def test_wait_exits_non_zero_when_the_run_fails(self, experiment):
+        experiment.arms.update(config={"mode": "error", "failure_category": "authentication"})
+        with pytest.raises(CommandError, match="ended failed"):
+            run_command("start_run", "--org", "acme", "--experiment", "Mock duel", "--wait")
+
+    def test_an_unknown_experiment_is_refused(self, experiment):
+        with pytest.raises(CommandError, match="no experiment named 'Nope'"):
+            run_command("start_run", "--org", "acme", "--experiment", "Nope")
+        assert not Run.objects.exists()
+
+
+def finished_run(experiment, capture):
+    with capture(execute=True):
+        run_command("start_run", "--org", "acme", "--experiment", "Mock duel")
+    work_queue()
+    return Run.objects.get()
+
+
+def test_export_json_has_the_documented_shape(experiment, django_capture_on_commit_callbacks):
+    run = finished_run(experiment, django_capture_on_commit_callbacks)
+    data = json.loads(run_command("export_run", str(run.code), "--format", "json"))
+    assert set(data) == {"run", "arms", "attempts"}
+    assert {"id", "status", "seed", "started_at", "finished_at"} <= set(data["run"])
+    assert data["run"]["id"] == str(run.code) and data["run"]["status"] == "completed"
+    arm_keys = {"label", "provider", "model_name", "n", "resolved_rate", "ci_low", "ci_high", "latency_p50_ms",
+                "latency_p95_ms", "cost_usd", "cost_per_resolved_usd", "error_rate"}
+    assert all(arm_keys <= set(arm) for arm in data["arms"])
+    oracle = next(arm for arm in data["arms"] if arm["label"] == "oracle")
+    assert oracle["n"] == 4 and oracle["resolved_rate"] == 1.0
+    assert len(data["attempts"]) == 8
+    assert set(data["attempts"][0]) == {"task_id", "arm_label", "repetition", "status", "resolved", "latency_ms", "cost_usd", "error_category"}
+
+
+def test_export_csv(experiment, django_capture_on_commit_callbacks):
+    run = finished_run(experiment, django_capture_on_commit_callbacks)
+    lines = run_command("export_run", str(run.code), "--format", "csv").splitlines()
+    assert lines[0] == "task_id,arm_label,repetition,status,resolved,latency_ms,cost_usd,error_category"
+    assert len(lines) == 9
+
+
+def test_export_of_an_unknown_run_is_refused(db):
+    with pytest.raises(CommandError, match="no run with id 'not-a-uuid'"):
+        run_command("export_run", "not-a-uuid")
+
+
+def test_run_control(experiment, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        run_command("start_run", "--org", "acme", "--experiment", "Mock duel")
+    code = str(Run.objects.get().code)
+    assert "is paused" in run_command("run_control", "pause", code)
+    with pytest.raises(CommandError, match="cannot pause a run that is paused"):
+        run_command("run_control", "pause", code)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert "is running" in run_command("run_control", "resume", code)
+    assert "is cancelled" in run_command("run_control", "cancel", code)
+    assert Run.objects.get().status == RunStatus.CANCELLED
+
+
+def test_requeue_stale_reports(experiment):
+    assert "reclaimed 0 abandoned attempt(s)" in run_command("requeue_stale")
+
+
+def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
+    """What `make demo` does on a bare machine: no DATABASE_URL, no REDIS_URL."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(DJANGO_SETTINGS_MODULE="prbench.settings", PRBENCH_VAR_DIR=str(tmp_path))
+    manage = str(settings.BASE_DIR / "manage.py")
+    subprocess.run([sys.executable, manage, "migrate", "--noinput", "-v0"], env=env, check=True, timeout=300)
+    demo = subprocess.run([sys.executable, manage, "demo", "--no-serve"], env=env, capture_output=True, text=True, timeout=600)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "completed" in demo.stdout
+    for arm in ("oracle", "careful", "cheap-flaky"):
+        assert arm in demo.stdout
+    assert (tmp_path / "prbench.sqlite3").exists()
+    assert not (tmp_path / "redis.sock").exists(), "the embedded Redis must stop with the demo"

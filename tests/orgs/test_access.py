@@ -1,0 +1,189 @@
+"""Unit tests of orgs/access.py, the only way customer-facing code reaches org data."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.test import RequestFactory
+
+from experiments.actions import do_start_run
+from orgs.access import (
+    SESSION_KEY,
+    access_attempt,
+    access_current_org,
+    access_dataset,
+    access_experiment,
+    access_org,
+    access_run,
+    current_membership,
+)
+from orgs.models import Membership, Organization, Role
+from tests.conftest import make_user
+
+
+def request_for(user, session: dict | None = None):
+    request = RequestFactory().get("/")
+    request.user = user
+    request.session = session if session is not None else {}
+    return request
+
+
+@pytest.fixture
+def run(experiment, alice):
+    return do_start_run(experiment, alice)
+
+
+@pytest.fixture
+def objects(org, dataset, experiment, run) -> dict:
+    """helper name -> (helper, the object it should return, its public code)."""
+    attempt = run.attempts.order_by("sequence").first()
+    return {
+        "dataset": (access_dataset, dataset, dataset.code),
+        "experiment": (access_experiment, experiment, experiment.code),
+        "run": (access_run, run, run.code),
+        "attempt": (access_attempt, attempt, attempt.code),
+        "org": (lambda request, code: access_org(request, code).org, org, org.code),
+    }
+
+
+HELPERS = ["dataset", "experiment", "run", "attempt", "org"]
+MALFORMED = ["not-a-uuid", "", "1234", "00000000-0000-0000-0000-00000000000g", 12345678901234567890123456789012345678901, -1, None, ["x"]]
+
+
+@pytest.mark.parametrize("name", HELPERS)
+@pytest.mark.parametrize("user", ["alice", "bob", "vera"])
+def test_it_works(request, objects, name, user):
+    helper, obj, code = objects[name]
+
+    assert helper(request_for(request.getfixturevalue(user)), code) == obj
+    assert helper(request_for(request.getfixturevalue(user)), str(code)) == obj
+
+
+@pytest.mark.parametrize("name", HELPERS)
+@pytest.mark.parametrize("code", MALFORMED, ids=repr)
+def test_malformed_code_is_404_not_500(alice, objects, name, code):
+    helper = objects[name][0]
+
+    with pytest.raises(Http404):
+        helper(request_for(alice), code)
+
+
+@pytest.mark.parametrize("name", HELPERS)
+def test_unknown_code_is_404(alice, objects, name):
+    helper = objects[name][0]
+
+    with pytest.raises(Http404):
+        helper(request_for(alice), uuid.uuid4())
+
+
+@pytest.mark.parametrize("name", HELPERS)
+def test_it_checks_ownership(charlie, objects, name):
+    helper, _, code = objects[name]
+
+    with pytest.raises(Http404):
+        helper(request_for(charlie), code)
+
+
+@pytest.mark.parametrize("name", HELPERS)
+def test_anonymous_gets_404(objects, name):
+    helper, _, code = objects[name]
+
+    with pytest.raises(Http404):
+        helper(request_for(AnonymousUser()), code)
+
+
+@pytest.mark.parametrize("name", ["dataset", "experiment", "run"])
+def test_viewer_cannot_write(vera, objects, name):
+    helper, _, code = objects[name]
+
+    with pytest.raises(PermissionDenied, match="Viewers have read-only access"):
+        helper(request_for(vera), code, write=True)
+
+
+@pytest.mark.parametrize("name", ["dataset", "experiment", "run"])
+@pytest.mark.parametrize("user", ["alice", "bob"])
+def test_members_can_write(request, objects, name, user):
+    helper, obj, code = objects[name]
+
+    assert helper(request_for(request.getfixturevalue(user)), code, write=True) == obj
+
+
+@pytest.mark.parametrize("name", ["dataset", "experiment", "run"])
+def test_outsider_with_write_gets_404_not_403(charlie, objects, name):
+    helper, _, code = objects[name]
+
+    with pytest.raises(Http404):
+        helper(request_for(charlie), code, write=True)
+
+
+def test_manage_needs_an_admin_or_owner(alice, bob, vera, org, django_user_model):
+    admin = make_user(django_user_model, "adam@example.com")
+    Membership.objects.create(user=admin, org=org, role=Role.ADMIN)
+
+    assert access_org(request_for(alice), org.code, manage=True).role == Role.OWNER
+    assert access_org(request_for(admin), org.code, manage=True).role == Role.ADMIN
+    for user in (bob, vera):
+        with pytest.raises(PermissionDenied, match="Only admins and owners"):
+            access_org(request_for(user), org.code, manage=True)
+
+
+def test_outsider_with_manage_gets_404(charlie, org):
+    with pytest.raises(Http404):
+        access_org(request_for(charlie), org.code, manage=True)
+
+
+# --- the current organisation ------------------------------------------------------------
+
+
+@pytest.fixture
+def zeta(alice):
+    """A second org of alice's, sorting after Acme, where she is only a viewer."""
+    zeta = Organization.objects.create(slug="zeta", name="Zeta")
+    Membership.objects.create(user=alice, org=zeta, role=Role.VIEWER)
+    return zeta
+
+
+def test_current_org_defaults_to_the_first_by_name(alice, org, zeta):
+    membership = access_current_org(request_for(alice))
+
+    assert (membership.org, membership.role) == (org, Role.OWNER)
+
+
+def test_current_org_follows_the_session(alice, zeta):
+    request = request_for(alice, {SESSION_KEY: str(zeta.code)})
+
+    assert current_membership(request).org == zeta
+    assert access_current_org(request).org == zeta
+    with pytest.raises(PermissionDenied):
+        access_current_org(request, write=True)
+
+
+def test_current_org_ignores_an_org_the_user_left(alice, org, zeta):
+    Membership.objects.filter(user=alice, org=zeta).delete()
+
+    assert access_current_org(request_for(alice, {SESSION_KEY: str(zeta.code)})).org == org
+
+
+def test_current_org_ignores_another_users_org_in_the_session(alice, charlie, org):
+    other = Organization.objects.get(slug="other")
+
+    assert access_current_org(request_for(alice, {SESSION_KEY: str(other.code)})).org == org
+
+
+def test_viewer_cannot_write_in_the_current_org(vera, org):
+    assert access_current_org(request_for(vera)).org == org
+    with pytest.raises(PermissionDenied, match="Viewers have read-only access"):
+        access_current_org(request_for(vera), write=True)
+
+
+def test_no_membership_is_404(django_user_model, db):
+    loner = make_user(django_user_model, "loner@example.com")
+
+    with pytest.raises(Http404):
+        access_current_org(request_for(loner))
+    with pytest.raises(Http404):
+        access_current_org(request_for(AnonymousUser()))
