@@ -15,7 +15,7 @@ demo: $(VENV)/.installed
 	$(PY) manage.py demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

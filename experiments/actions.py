@@ -79,7 +79,7 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         if dataset is None:
             errors.append(f"dataset: no dataset named {raw['dataset']!r} in this organisation")
     errors += _int_field_errors(raw, "sample_size", minimum=1, optional=True)
-    errors += _int_field_errors(raw, "seed", minimum=-(2**62))
+    errors += _int_field_errors(raw, "seed", minimum=-(2**62), maximum=2**62)
     errors += _int_field_errors(raw, "repetitions", minimum=1, maximum=100)
     strategy = raw.get("sample_strategy", SampleStrategy.RANDOM)
     if strategy not in SampleStrategy.values:
@@ -191,6 +191,8 @@ def check_start_run(experiment: Experiment) -> None:
         errors += [f"arm {arm.label!r}: {e}" for e in arm_errors(arm.provider, arm.model_name, arm.config)]
     if not experiment.dataset.tasks.exists():
         errors.append(f"dataset {experiment.dataset.name!r} has no tasks")
+    if experiment.sample_size == 0:
+        errors.append("the sample size is 0")
     if errors:
         raise ValidationError(errors)
 

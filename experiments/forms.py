@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.validators import MinValueValidator
 
 from experiments.actions import ArmSpec, ExperimentSpec, prompt_template_errors
 from experiments.models import Dataset, Experiment
@@ -19,7 +20,8 @@ class ExperimentForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.org = org
         self.fields["dataset"].queryset = Dataset.objects.filter(org=org)
-        self.fields["repetitions"].min_value = 1
+        self.fields["sample_size"].min_value = 1
+        self.fields["sample_size"].validators.append(MinValueValidator(1))
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
@@ -42,6 +44,14 @@ class ExperimentForm(forms.ModelForm):
         return template
 
 
+SEED_LIMIT = 2**62
+
+
+class StartRunForm(forms.Form):
+    seed = forms.IntegerField(required=False, min_value=-SEED_LIMIT, max_value=SEED_LIMIT)
+    inference_only = forms.BooleanField(required=False)
+
+
 class ArmForm(forms.Form):
     label = forms.CharField(max_length=100)
     provider = forms.ChoiceField(choices=[])
@@ -50,7 +60,8 @@ class ArmForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["provider"].choices = [(name, name) for name in provider_names()]
+        # The blank choice keeps the spare row unchanged (so ignored) when left alone.
+        self.fields["provider"].choices = [("", "—"), *((name, name) for name in provider_names())]
 
     def clean(self):
         data = super().clean()

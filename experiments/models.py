@@ -72,7 +72,7 @@ class Experiment(models.Model):
     dataset = models.ForeignKey(Dataset, models.PROTECT, related_name="experiments")
     sample_size = models.PositiveIntegerField(null=True, blank=True, help_text="Empty means every task")
     sample_strategy = models.CharField(max_length=16, choices=SampleStrategy.choices, default=SampleStrategy.RANDOM)
-    sample_seed = models.IntegerField(default=0)
+    sample_seed = models.BigIntegerField(default=0)
     prompt_template = models.TextField(default=DEFAULT_PROMPT)
     repetitions = models.PositiveIntegerField(default=1)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)

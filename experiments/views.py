@@ -10,11 +10,11 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
-from experiments.forms import ArmFormSet, ExperimentForm, arm_initial, spec_from_forms
+from experiments.forms import ArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
 from experiments.models import AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
 from experiments.reporting import run_leaderboard
-from orgs.access import access_attempt, access_current_org, access_dataset, access_experiment, access_run
+from orgs.access import access_attempt, access_current_org, access_dataset, access_experiment, access_run, membership_for
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -57,7 +57,7 @@ def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -
             return redirect("experiments:detail", code=saved.code)
     else:
         form = ExperimentForm(org=org, instance=experiment)
-        arms = ArmFormSet(prefix="arms", initial=arm_initial(experiment) if experiment else None)
+        arms = ArmFormSet(prefix="arms", initial=arm_initial(experiment) if experiment else [{"provider": "mock", "config": {}}])
     return render(request, "experiments/experiment_form.html", {"form": form, "arms": arms, "experiment": experiment})
 
 
@@ -67,7 +67,12 @@ def experiment_detail(request: HttpRequest, code: str) -> HttpResponse:
     runs = experiment.runs.annotate(
         done=Count("attempts", filter=~Q(attempts__status__in=[AttemptStatus.QUEUED, AttemptStatus.RUNNING]))
     )
-    context = {"experiment": experiment, "arms": experiment.arms.all(), "runs": runs}
+    context = {
+        "experiment": experiment,
+        "arms": experiment.arms.all(),
+        "runs": runs,
+        "can_write": membership_for(request, experiment.org).can_write,
+    }
     return render(request, "experiments/experiment_detail.html", context)
 
 
@@ -80,13 +85,11 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, "Cannot start a run: " + "; ".join(exc.messages))
         return redirect("experiments:detail", code=experiment.code)
-    seed = request.POST.get("seed", "").strip()
-    run = do_start_run(
-        experiment,
-        request.user,
-        seed=int(seed) if seed.lstrip("-").isdigit() else None,
-        inference_only=request.POST.get("inference_only") == "on",
-    )
+    form = StartRunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Cannot start a run: " + "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("experiments:detail", code=experiment.code)
+    run = do_start_run(experiment, request.user, seed=form.cleaned_data["seed"], inference_only=form.cleaned_data["inference_only"])
     return redirect("experiments:run", code=run.code)
 
 
@@ -95,6 +98,7 @@ def run_detail(request: HttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
     context = {
         "run": run,
+        "can_write": membership_for(request, run.org).can_write,
         "progress": run_progress(run),
         "leaderboard": run_leaderboard(run),
         "attempts": run.attempts.select_related("task", "arm").order_by("sequence"),

@@ -30,10 +30,14 @@ def memberships_of(user: Any) -> QuerySet[Membership]:
 
 
 def membership_for(request: HttpRequest, org: Organization) -> Membership:
-    membership = memberships_of(request.user).filter(org=org).first()
-    if membership is None:
+    """The user's membership of ``org`` (404 for outsiders), remembered for the request so a
+    view can ask for the role after an ``access_*`` call without another query."""
+    cache = request.__dict__.setdefault("_prbench_memberships", {})
+    if org.pk not in cache:
+        cache[org.pk] = memberships_of(request.user).filter(org=org).first()
+    if cache[org.pk] is None:
         raise Http404("No such organisation")
-    return membership
+    return cache[org.pk]
 
 
 def check_role(membership: Membership, *, write: bool = False, manage: bool = False) -> None:

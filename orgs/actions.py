@@ -12,11 +12,19 @@ from django.utils.text import slugify
 from orgs.models import Membership, Organization, Role
 
 
+SLUG_MAX = Organization._meta.get_field("slug").max_length
+NAME_MAX = Organization._meta.get_field("name").max_length
+
+
 def check_create_org(slug: str, name: str, owner_email: str) -> None:
     if not slug or slugify(slug) != slug:
         raise ValidationError(f"slug {slug!r} must be lowercase letters, digits and hyphens")
+    if len(slug) > SLUG_MAX:
+        raise ValidationError(f"slug {slug!r} is longer than {SLUG_MAX} characters")
     if not name.strip():
         raise ValidationError("name must not be empty")
+    if len(name) > NAME_MAX:
+        raise ValidationError(f"name is longer than {NAME_MAX} characters")
     if "@" not in owner_email:
         raise ValidationError(f"owner email {owner_email!r} is not an email address")
     if Organization.objects.filter(slug=slug).exists():
@@ -35,9 +43,8 @@ def do_create_org(slug: str, name: str, owner_email: str, password: str | None =
     elif password:
         user.set_password(password)
         user.save(update_fields=["password"])
-    EmailAddress.objects.get_or_create(
-        user=user, email=owner_email, defaults={"primary": True, "verified": True}
-    )
+    if not EmailAddress.objects.filter(user=user, email__iexact=owner_email).exists():
+        EmailAddress.objects.create(user=user, email=owner_email, primary=not user.emailaddress_set.exists(), verified=True)
     org = Organization.objects.create(slug=slug, name=name)
     Membership.objects.create(user=user, org=org, role=Role.OWNER)
     return org, user
@@ -49,6 +56,9 @@ def check_add_member(org: Organization, email: str, role: str) -> Any:
     user = get_user_model().objects.filter(email__iexact=email).first()
     if user is None:
         raise ValidationError(f"no user has signed up with {email!r}")
+    owners = org.memberships.filter(role=Role.OWNER)
+    if role != Role.OWNER and list(owners.values_list("user_id", flat=True)) == [user.pk]:
+        raise ValidationError("an organisation needs an owner: make someone else owner first")
     return user
 
 

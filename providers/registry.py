@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.utils.module_loading import import_string
 
 from providers.adapters.base import Adapter
@@ -27,4 +29,8 @@ def arm_errors(provider: str, model_name: str, config: object) -> list[str]:
         return ["model_name must not be empty"]
     if not isinstance(config, dict):
         return ["config must be an object"]
+    try:
+        json.dumps(config, allow_nan=False)
+    except ValueError:
+        return ["config must not contain NaN or Infinity"]
     return adapter_class(provider).config_errors(model_name, config)

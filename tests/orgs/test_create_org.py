@@ -103,11 +103,6 @@ def test_it_refuses_bad_names_and_emails(alice, org, options, message):
     assert db_state() == before
 
 
-@pytest.mark.xfail(
-    reason="BUG: check_create_org does not check the slug's length; a 65-character slug passes the check and "
-    "the insert fails with DataError (value too long for varchar(64)) instead of a CommandError",
-    strict=True,
-)
 def test_it_refuses_a_slug_that_is_too_long(alice, org):
     slug = "x" * 65
     before = db_state()
@@ -118,12 +113,6 @@ def test_it_refuses_a_slug_that_is_too_long(alice, org):
     assert db_state() == before
 
 
-@pytest.mark.xfail(
-    reason="BUG: the owner is found case-insensitively but its EmailAddress is looked up case-sensitively, so "
-    "'ALICE@example.com' for the existing alice creates a second primary address and fails with "
-    "IntegrityError (unique_primary_email)",
-    strict=True,
-)
 def test_it_reuses_an_existing_user_whatever_the_case_of_the_email(alice, org):
     create_org(slug="newco", name="New Co", owner_email="ALICE@example.com")
 

@@ -247,11 +247,6 @@ def test_members_needs_login(alice, org, method):
     assert memberships() == before
 
 
-@pytest.mark.xfail(
-    reason="BUG: nothing stops the last owner from demoting themselves: acme is left with no owner or admin, "
-    "so nobody can manage its members any more",
-    strict=True,
-)
 def test_the_last_owner_cannot_demote_themselves(alice, bob, org):
     response = client_for(alice).post(reverse("orgs:members", args=[org.code]), {"email": "alice@example.com", "role": "viewer"})
 
