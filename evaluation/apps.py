@@ -2,5 +2,5 @@ from django.apps import AppConfig
 
 
 class EvaluationConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'evaluation'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "evaluation"

@@ -30,7 +30,6 @@ from experiments.prompts import PLACEHOLDERS
 from orgs.models import Organization
 from providers.registry import arm_errors
 
-
 # --- experiments -------------------------------------------------------------------------
 
 
@@ -59,7 +58,17 @@ class SpecError(ValidationError):
     """Carries every problem found, each prefixed with the field it concerns."""
 
 
-SPEC_FIELDS = {"name", "description", "dataset", "sample_size", "sample_strategy", "seed", "repetitions", "prompt_template", "arms"}
+SPEC_FIELDS = {
+    "name",
+    "description",
+    "dataset",
+    "sample_size",
+    "sample_strategy",
+    "seed",
+    "repetitions",
+    "prompt_template",
+    "arms",
+}
 ARM_FIELDS = {"label", "provider", "model_name", "config"}
 
 
@@ -113,7 +122,9 @@ def prompt_template_errors(template: Any) -> list[str]:
     return []
 
 
-def _int_field_errors(raw: dict, key: str, *, minimum: int, maximum: int | None = None, optional: bool = False) -> list[str]:
+def _int_field_errors(
+    raw: dict, key: str, *, minimum: int, maximum: int | None = None, optional: bool = False
+) -> list[str]:
     if key not in raw or (optional and raw[key] is None):
         return []
     value = raw[key]
@@ -153,7 +164,9 @@ def do_apply_experiment(org: Organization, spec: ExperimentSpec, user: Any = Non
 
 
 @transaction.atomic
-def do_save_experiment(org: Organization, spec: ExperimentSpec, user: Any = None, experiment: Experiment | None = None) -> Experiment:
+def do_save_experiment(
+    org: Organization, spec: ExperimentSpec, user: Any = None, experiment: Experiment | None = None
+) -> Experiment:
     if experiment is None:
         experiment = Experiment(org=org, created_by=user)
     experiment.name = spec.name
@@ -174,7 +187,14 @@ def do_replace_arms(experiment: Experiment, arms: list[ArmSpec]) -> None:
     # Runs keep their own RunArm snapshot, so replacing an experiment's arms is safe.
     experiment.arms.all().delete()
     ModelArm.objects.bulk_create(
-        ModelArm(experiment=experiment, position=i, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config)
+        ModelArm(
+            experiment=experiment,
+            position=i,
+            label=a.label,
+            provider=a.provider,
+            model_name=a.model_name,
+            config=a.config,
+        )
         for i, a in enumerate(arms)
     )
 
@@ -198,7 +218,9 @@ def check_start_run(experiment: Experiment) -> None:
 
 
 @transaction.atomic
-def do_start_run(experiment: Experiment, user: Any = None, seed: int | None = None, inference_only: bool = False) -> Run:
+def do_start_run(
+    experiment: Experiment, user: Any = None, seed: int | None = None, inference_only: bool = False
+) -> Run:
     """Materialise every attempt in one transaction; work is queued once it commits."""
     seed = experiment.sample_seed if seed is None else seed
     now = timezone.now()
@@ -213,7 +235,9 @@ def do_start_run(experiment: Experiment, user: Any = None, seed: int | None = No
         started_at=now,
     )
     run_arms = RunArm.objects.bulk_create(
-        RunArm(run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=a.position)
+        RunArm(
+            run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=a.position
+        )
         for a in experiment.arms.all()
     )
     tasks = sample_tasks(list(experiment.dataset.tasks.all()), experiment.sample_size, experiment.sample_strategy, seed)
@@ -273,7 +297,9 @@ def do_resume_run(run: Run) -> bool:
 @transaction.atomic
 def do_cancel_run(run: Run) -> bool:
     active = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED)
-    if not Run.objects.filter(pk=run.pk, status__in=active).update(status=RunStatus.CANCELLED, finished_at=timezone.now()):
+    if not Run.objects.filter(pk=run.pk, status__in=active).update(
+        status=RunStatus.CANCELLED, finished_at=timezone.now()
+    ):
         return False
     run.attempts.filter(status=AttemptStatus.QUEUED).update(status=AttemptStatus.CANCELLED)
     return True
@@ -313,7 +339,9 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
             reclaimed[run_id] = reclaimed.get(run_id, 0) + 1
     report.reclaimed = sum(reclaimed.values())
     for run in Run.objects.filter(status=RunStatus.RUNNING):
-        queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True))
+        queued = list(
+            run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True)
+        )
         if run.pk in reclaimed:
             # The dead worker's job also held the rest of its batch, and Redis still lists
             # that job as started: queue everything waiting. Duplicates are claimed once.

@@ -41,7 +41,17 @@ class RunArmInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["code", "experiment", "org", "status", "seed", "total_attempts", "inference_only", "created_at", "finished_at"]
+    list_display = [
+        "code",
+        "experiment",
+        "org",
+        "status",
+        "seed",
+        "total_attempts",
+        "inference_only",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["status", "inference_only", "org"]
     search_fields = ["code", "experiment__name", "org__slug"]
     readonly_fields = ["code", "created_at", "started_at", "finished_at", "config_snapshot"]
@@ -56,7 +66,20 @@ class ArtifactInline(admin.StackedInline):
 
 @admin.register(Attempt)
 class AttemptAdmin(admin.ModelAdmin):
-    list_display = ["code", "run", "task", "arm", "repetition", "status", "resolved", "error_category", "latency_ms", "cost_usd", "retries", "claims"]
+    list_display = [
+        "code",
+        "run",
+        "task",
+        "arm",
+        "repetition",
+        "status",
+        "resolved",
+        "error_category",
+        "latency_ms",
+        "cost_usd",
+        "retries",
+        "claims",
+    ]
     list_filter = ["status", "resolved", "error_category", "arm__provider"]
     search_fields = ["code", "task__external_id", "arm__label", "run__code"]
     list_select_related = ["run__experiment", "task", "arm"]

@@ -20,23 +20,43 @@ DEMO_ARMS = [
         "label": "oracle",
         "provider": "mock",
         "model_name": "mock-oracle",
-        "config": {"mode": "oracle", "latency_ms": 120, "jitter_ms": 80,
-                   "price_input_per_mtok": 3.0, "price_output_per_mtok": 15.0},
+        "config": {
+            "mode": "oracle",
+            "latency_ms": 120,
+            "jitter_ms": 80,
+            "price_input_per_mtok": 3.0,
+            "price_output_per_mtok": 15.0,
+        },
     },
     {
         "label": "careful",
         "provider": "mock",
         "model_name": "mock-careful",
-        "config": {"mode": "noisy", "quality": 0.75, "latency_ms": 300, "jitter_ms": 200,
-                   "price_input_per_mtok": 1.0, "price_output_per_mtok": 5.0},
+        "config": {
+            "mode": "noisy",
+            "quality": 0.75,
+            "latency_ms": 300,
+            "jitter_ms": 200,
+            "price_input_per_mtok": 1.0,
+            "price_output_per_mtok": 5.0,
+        },
     },
     {
         "label": "cheap-flaky",
         "provider": "mock",
         "model_name": "mock-cheap",
-        "config": {"mode": "noisy", "quality": 0.4, "latency_ms": 60, "jitter_ms": 40,
-                   "failure_rate": 0.35, "failure_category": "server_error", "max_retries": 1,
-                   "retry_base_ms": 50, "price_input_per_mtok": 0.15, "price_output_per_mtok": 0.6},
+        "config": {
+            "mode": "noisy",
+            "quality": 0.4,
+            "latency_ms": 60,
+            "jitter_ms": 40,
+            "failure_rate": 0.35,
+            "failure_category": "server_error",
+            "max_retries": 1,
+            "retry_base_ms": 50,
+            "price_input_per_mtok": 0.15,
+            "price_output_per_mtok": 0.6,
+        },
     },
 ]
 
@@ -70,7 +90,10 @@ def load_demo_dataset(org: Organization) -> Dataset:
     dataset, _ = Dataset.objects.update_or_create(
         org=org,
         name=DEMO_DATASET,
-        defaults={"kind": DatasetKind.PR_PATCH, "description": "Twelve self-contained Python modules, each with one real bug, a gold patch and tests."},
+        defaults={
+            "kind": DatasetKind.PR_PATCH,
+            "description": "Twelve self-contained Python modules, each with one real bug, a gold patch and tests.",
+        },
     )
     for position, path in enumerate(demo_task_dirs()):
         fields = read_task_dir(path, position)
@@ -81,8 +104,15 @@ def load_demo_dataset(org: Organization) -> Dataset:
 def load_demo_experiment(org: Organization, user=None) -> Experiment:
     dataset = load_demo_dataset(org)
     spec = check_experiment_spec(
-        org, {"name": DEMO_EXPERIMENT, "dataset": dataset.name, "seed": 7, "repetitions": 1, "arms": DEMO_ARMS,
-              "description": "An oracle, a careful model and a cheap, flaky one, all simulated."}
+        org,
+        {
+            "name": DEMO_EXPERIMENT,
+            "dataset": dataset.name,
+            "seed": 7,
+            "repetitions": 1,
+            "arms": DEMO_ARMS,
+            "description": "An oracle, a careful model and a cheap, flaky one, all simulated.",
+        },
     )
     experiment, _ = do_apply_experiment(org, spec, user)
     return experiment

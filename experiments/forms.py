@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.core.validators import MinValueValidator
 
@@ -12,15 +14,26 @@ from providers.registry import arm_errors, provider_names
 class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
-        fields = ["name", "description", "dataset", "sample_size", "sample_strategy", "sample_seed", "repetitions", "prompt_template"]
+        fields = [
+            "name",
+            "description",
+            "dataset",
+            "sample_size",
+            "sample_strategy",
+            "sample_seed",
+            "repetitions",
+            "prompt_template",
+        ]
         labels = {"sample_seed": "Seed", "sample_size": "Sample size"}
-        widgets = {"description": forms.Textarea(attrs={"rows": 2}), "prompt_template": forms.Textarea(attrs={"rows": 10})}
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "prompt_template": forms.Textarea(attrs={"rows": 10}),
+        }
 
     def __init__(self, *args, org: Organization, **kwargs):
         super().__init__(*args, **kwargs)
         self.org = org
-        self.fields["dataset"].queryset = Dataset.objects.filter(org=org)
-        self.fields["sample_size"].min_value = 1
+        cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = Dataset.objects.filter(org=org)
         self.fields["sample_size"].validators.append(MinValueValidator(1))
 
     def clean_name(self) -> str:
@@ -110,5 +123,13 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         seed=data["sample_seed"],
         repetitions=data["repetitions"],
         prompt_template=data["prompt_template"],
-        arms=[ArmSpec(f.cleaned_data["label"], f.cleaned_data["provider"], f.cleaned_data["model_name"], f.cleaned_data["config"]) for f in arms.kept_forms()],
+        arms=[
+            ArmSpec(
+                f.cleaned_data["label"],
+                f.cleaned_data["provider"],
+                f.cleaned_data["model_name"],
+                f.cleaned_data["config"],
+            )
+            for f in arms.kept_forms()
+        ],
     )

@@ -47,7 +47,9 @@ class Dataset(models.Model):
 class TaskInstance(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     dataset = models.ForeignKey(Dataset, models.CASCADE, related_name="tasks")
-    external_id = models.CharField(max_length=200, help_text="The task's id in its source, e.g. a SWE-bench instance_id")
+    external_id = models.CharField(
+        max_length=200, help_text="The task's id in its source, e.g. a SWE-bench instance_id"
+    )
     position = models.PositiveIntegerField(default=0, help_text="Order in the dataset")
     title = models.CharField(max_length=300, blank=True)
     problem_statement = models.TextField()

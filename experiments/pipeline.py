@@ -35,9 +35,9 @@ from providers.types import ArmSpec, Completion, CompletionRequest
 
 def claim_attempt(attempt_id: int) -> uuid.UUID | None:
     token = uuid.uuid4()
-    claimed = Attempt.objects.filter(
-        pk=attempt_id, status=AttemptStatus.QUEUED, run__status=RunStatus.RUNNING
-    ).update(status=AttemptStatus.RUNNING, claim_token=token, started_at=timezone.now(), claims=F("claims") + 1)
+    claimed = Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.QUEUED, run__status=RunStatus.RUNNING).update(
+        status=AttemptStatus.RUNNING, claim_token=token, started_at=timezone.now(), claims=F("claims") + 1
+    )
     return token if claimed else None
 
 
@@ -63,9 +63,7 @@ def process_attempt(attempt_id: int) -> bool:
 
 def _validate(attempt: Attempt, patch: str) -> ValidationResult:
     task = attempt.task
-    return validate_patch(
-        task.repo_files, patch, task.test_command, settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS
-    )
+    return validate_patch(task.repo_files, patch, task.test_command, settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS)
 
 
 def request_record(request: CompletionRequest) -> dict:

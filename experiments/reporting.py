@@ -26,16 +26,31 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f}"
 
 
+COLUMNS = [  # (heading, width, cell)
+    ("#", 2, lambda rank, r: str(rank)),
+    ("arm", -16, lambda rank, r: r.label),
+    ("provider/model", -24, lambda rank, r: f"{r.provider}/{r.model_name}"),
+    ("n", 4, lambda rank, r: str(r.n)),
+    ("resolved", 9, lambda rank, r: _pct(r.resolved_rate)),
+    ("95% CI", 15, lambda rank, r: f"{_pct(r.ci_low)}–{_pct(r.ci_high)}" if r.ci_low is not None else "—"),
+    ("p50 ms", 7, lambda rank, r: _ms(r.latency_p50_ms)),
+    ("p95 ms", 7, lambda rank, r: _ms(r.latency_p95_ms)),
+    ("cost", 10, lambda rank, r: _money(r.cost_usd)),
+    ("$/resolved", 11, lambda rank, r: _money(r.cost_per_resolved_usd)),
+    ("errors", 7, lambda rank, r: _pct(r.error_rate)),
+]
+
+
+def _cells(values: list[str]) -> str:
+    return " ".join(f"{v:<{-w}}" if w < 0 else f"{v:>{w}}" for v, (_, w, _) in zip(values, COLUMNS, strict=True))
+
+
 def format_leaderboard(rows: list[ArmRow]) -> str:
-    header = f"{'#':>2}  {'arm':<16} {'provider/model':<24} {'n':>4} {'resolved':>9} {'95% CI':>15} {'p50 ms':>7} {'p95 ms':>7} {'cost':>10} {'$/resolved':>11} {'errors':>7}"
+    header = _cells([heading for heading, _, _ in COLUMNS])
     lines = [header, "-" * len(header)]
-    for rank, r in enumerate(rows, 1):
-        ci = f"{_pct(r.ci_low)}–{_pct(r.ci_high)}" if r.ci_low is not None else "—"
-        flag = " (low n)" if r.low_sample else ""
-        lines.append(
-            f"{rank:>2}  {r.label:<16} {r.provider + '/' + r.model_name:<24} {r.n:>4} {_pct(r.resolved_rate):>9} {ci:>15} "
-            f"{_ms(r.latency_p50_ms):>7} {_ms(r.latency_p95_ms):>7} {_money(r.cost_usd):>10} {_money(r.cost_per_resolved_usd):>11} {_pct(r.error_rate):>7}{flag}"
-        )
+    for rank, row in enumerate(rows, 1):
+        flag = "  (low n)" if row.low_sample else ""
+        lines.append(_cells([cell(rank, row) for _, _, cell in COLUMNS]) + flag)
     return "\n".join(lines)
 
 
@@ -89,7 +104,16 @@ def run_export(run: Run) -> dict:
     }
 
 
-ATTEMPT_COLUMNS = ["task_id", "arm_label", "repetition", "status", "resolved", "latency_ms", "cost_usd", "error_category"]
+ATTEMPT_COLUMNS = [
+    "task_id",
+    "arm_label",
+    "repetition",
+    "status",
+    "resolved",
+    "latency_ms",
+    "cost_usd",
+    "error_category",
+]
 
 
 def run_export_csv(run: Run) -> str:

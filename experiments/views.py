@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -8,13 +10,25 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
+from django_htmx.middleware import HtmxDetails
 
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
-from experiments.forms import ArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
+from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
 from experiments.models import AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
 from experiments.reporting import run_leaderboard
-from orgs.access import access_attempt, access_current_org, access_dataset, access_experiment, access_run, membership_for
+from orgs.access import (
+    access_attempt,
+    access_current_org,
+    access_dataset,
+    access_experiment,
+    access_run,
+    membership_for,
+)
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -32,7 +46,11 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
         .annotate(arm_count=Count("arms", distinct=True), run_count=Count("runs", distinct=True))
     )
     runs = membership.org.runs.select_related("experiment")[:10]
-    return render(request, "experiments/experiment_list.html", {"experiments": experiments, "runs": runs, "membership": membership})
+    return render(
+        request,
+        "experiments/experiment_list.html",
+        {"experiments": experiments, "runs": runs, "membership": membership},
+    )
 
 
 @login_required
@@ -52,12 +70,14 @@ def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -
         form = ExperimentForm(request.POST, org=org, instance=experiment)
         arms = ArmFormSet(request.POST, prefix="arms")
         if form.is_valid() and arms.is_valid():
-            saved = do_save_experiment(org, spec_from_forms(form, arms), request.user, experiment)
+            saved = do_save_experiment(org, spec_from_forms(form, cast(BaseArmFormSet, arms)), request.user, experiment)
             messages.success(request, f"Saved {saved.name}.")
             return redirect("experiments:detail", code=saved.code)
     else:
         form = ExperimentForm(org=org, instance=experiment)
-        arms = ArmFormSet(prefix="arms", initial=arm_initial(experiment) if experiment else [{"provider": "mock", "config": {}}])
+        arms = ArmFormSet(
+            prefix="arms", initial=arm_initial(experiment) if experiment else [{"provider": "mock", "config": {}}]
+        )
     return render(request, "experiments/experiment_form.html", {"form": form, "arms": arms, "experiment": experiment})
 
 
@@ -87,14 +107,18 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
         return redirect("experiments:detail", code=experiment.code)
     form = StartRunForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Cannot start a run: " + "; ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(
+            request, "Cannot start a run: " + "; ".join(str(e) for errors in form.errors.values() for e in errors)
+        )
         return redirect("experiments:detail", code=experiment.code)
-    run = do_start_run(experiment, request.user, seed=form.cleaned_data["seed"], inference_only=form.cleaned_data["inference_only"])
+    run = do_start_run(
+        experiment, request.user, seed=form.cleaned_data["seed"], inference_only=form.cleaned_data["inference_only"]
+    )
     return redirect("experiments:run", code=run.code)
 
 
 @login_required
-def run_detail(request: HttpRequest, code: str) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
     context = {
         "run": run,

@@ -74,6 +74,8 @@ def _row(values: dict) -> ArmRow:
         latency_p50_ms=values["p50"],
         latency_p95_ms=values["p95"],
         cost_usd=cost,
-        cost_per_resolved_usd=(cost / resolved).quantize(Decimal("0.00000001")) if cost is not None and resolved else None,
+        cost_per_resolved_usd=(cost / resolved).quantize(Decimal("0.00000001"))
+        if cost is not None and resolved
+        else None,
         error_rate=values["failed_count"] / n if n else None,
     )

@@ -23,10 +23,10 @@ class Percentile(Aggregate):
         super().__init__(expression, **extra)
         self.fraction = fraction
 
-    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
+    def as_sql(self, compiler, connection, **extra_context):
         return super().as_sql(compiler, connection, fraction=repr(float(self.fraction)), **extra_context)
 
-    def as_sqlite(self, compiler, connection, **extra_context):  # type: ignore[override]
+    def as_sqlite(self, compiler, connection, **extra_context):
         # SQLite has no ordered-set aggregates; register_sqlite_percentile provides one.
         expression = self.get_source_expressions()[0]
         call = Func(expression, Value(float(self.fraction)), function="prbench_percentile", output_field=FloatField())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 
@@ -73,7 +73,7 @@ def access_org(request: HttpRequest, code: Any, *, manage: bool = False) -> Memb
 def _get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
     try:
         return queryset.get(**lookup)
-    except (queryset.model.DoesNotExist, ValidationError, ValueError):
+    except (ObjectDoesNotExist, ValidationError, ValueError):
         # A malformed public id in the URL is just "not found", never a 500.
         raise Http404(f"No such {queryset.model._meta.verbose_name}") from None
 
@@ -109,8 +109,6 @@ def access_run(request: HttpRequest, code: Any, *, write: bool = False) -> Run:
 def access_attempt(request: HttpRequest, code: Any) -> Attempt:
     from experiments.models import Attempt
 
-    attempt = _get_or_404(
-        Attempt.objects.select_related("run__org", "run__experiment", "task", "arm"), code=code
-    )
+    attempt = _get_or_404(Attempt.objects.select_related("run__org", "run__experiment", "task", "arm"), code=code)
     _scoped(request, attempt.run.org, write=False)
     return attempt

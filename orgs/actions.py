@@ -11,9 +11,8 @@ from django.utils.text import slugify
 
 from orgs.models import Membership, Organization, Role
 
-
-SLUG_MAX = Organization._meta.get_field("slug").max_length
-NAME_MAX = Organization._meta.get_field("name").max_length
+SLUG_MAX = int(Organization._meta.get_field("slug").max_length or 64)
+NAME_MAX = int(Organization._meta.get_field("name").max_length or 200)
 
 
 def check_create_org(slug: str, name: str, owner_email: str) -> None:
@@ -44,7 +43,9 @@ def do_create_org(slug: str, name: str, owner_email: str, password: str | None =
         user.set_password(password)
         user.save(update_fields=["password"])
     if not EmailAddress.objects.filter(user=user, email__iexact=owner_email).exists():
-        EmailAddress.objects.create(user=user, email=owner_email, primary=not user.emailaddress_set.exists(), verified=True)
+        EmailAddress.objects.create(
+            user=user, email=owner_email, primary=not EmailAddress.objects.filter(user=user).exists(), verified=True
+        )
     org = Organization.objects.create(slug=slug, name=name)
     Membership.objects.create(user=user, org=org, role=Role.OWNER)
     return org, user

@@ -97,9 +97,7 @@ WSGI_APPLICATION = "prbench.wsgi.application"
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
-    "default": dj_database_url.parse(
-        env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'prbench.sqlite3'}"), conn_max_age=60
-    )
+    "default": dj_database_url.parse(env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'prbench.sqlite3'}"), conn_max_age=60)
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while a worker writes; IMMEDIATE transactions make

@@ -17,8 +17,15 @@ from prbench.queues import get_connection, get_queue
 PASSWORD = "correct horse battery staple"
 
 ZERO_LATENCY_ARMS = [
-    ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle", "price_input_per_mtok": 3, "price_output_per_mtok": 15}),
-    ArmSpec("noisy", "mock", "mock-noisy", {"mode": "noisy", "quality": 0.5, "price_input_per_mtok": 1, "price_output_per_mtok": 2}),
+    ArmSpec(
+        "oracle", "mock", "mock-oracle", {"mode": "oracle", "price_input_per_mtok": 3, "price_output_per_mtok": 15}
+    ),
+    ArmSpec(
+        "noisy",
+        "mock",
+        "mock-noisy",
+        {"mode": "noisy", "quality": 0.5, "price_input_per_mtok": 1, "price_output_per_mtok": 2},
+    ),
 ]
 
 

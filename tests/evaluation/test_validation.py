@@ -48,7 +48,11 @@ def test_failing_tests_are_failed_with_their_log():
 
 
 def test_each_validation_starts_from_a_clean_copy():
-    command = ["{python}", "-c", "import pathlib, sys; p = pathlib.Path('marker'); sys.exit(1 if p.exists() else p.write_text('x') and 0)"]
+    command = [
+        "{python}",
+        "-c",
+        "import pathlib, sys; p = pathlib.Path('marker'); sys.exit(1 if p.exists() else p.write_text('x') and 0)",
+    ]
     assert validate(TASK["gold_patch"], command).passed
     assert validate(TASK["gold_patch"], command).passed
     assert not Path("marker").exists()

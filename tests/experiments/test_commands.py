@@ -53,7 +53,11 @@ class TestApplyExperiment:
 
     def test_an_unknown_provider_is_named_and_changes_nothing(self, tmp_path, org, dataset):
         run_command("apply_experiment", "--org", "acme", write(tmp_path, "ok.yaml", yaml.safe_dump(SPEC)))
-        bad = dict(SPEC, repetitions=5, arms=[dict(SPEC["arms"][0], provider="skynet"), dict(SPEC["arms"][1], config={"quality": 3})])
+        bad = dict(
+            SPEC,
+            repetitions=5,
+            arms=[dict(SPEC["arms"][0], provider="skynet"), dict(SPEC["arms"][1], config={"quality": 3})],
+        )
         with pytest.raises(CommandError) as caught:
             run_command("apply_experiment", "--org", "acme", write(tmp_path, "bad.yaml", yaml.safe_dump(bad)))
         message = str(caught.value)
@@ -82,7 +86,9 @@ class TestApplyExperiment:
 
     def test_malformed_files_name_the_line(self, tmp_path, org):
         with pytest.raises(CommandError, match=r"bad.yaml:3: invalid YAML: mapping values are not allowed here"):
-            run_command("apply_experiment", "--org", "acme", write(tmp_path, "bad.yaml", "name: x\narms: []\nseed: a: b\n"))
+            run_command(
+                "apply_experiment", "--org", "acme", write(tmp_path, "bad.yaml", "name: x\narms: []\nseed: a: b\n")
+            )
         with pytest.raises(CommandError, match=r"bad.json:2: invalid JSON"):
             run_command("apply_experiment", "--org", "acme", write(tmp_path, "bad.json", '{"name": "x",\n oops}'))
 
@@ -135,13 +141,34 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
     assert set(data) == {"run", "arms", "attempts"}
     assert {"id", "status", "seed", "started_at", "finished_at"} <= set(data["run"])
     assert data["run"]["id"] == str(run.code) and data["run"]["status"] == "completed"
-    arm_keys = {"label", "provider", "model_name", "n", "resolved_rate", "ci_low", "ci_high", "latency_p50_ms",
-                "latency_p95_ms", "cost_usd", "cost_per_resolved_usd", "error_rate"}
+    arm_keys = {
+        "label",
+        "provider",
+        "model_name",
+        "n",
+        "resolved_rate",
+        "ci_low",
+        "ci_high",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "cost_usd",
+        "cost_per_resolved_usd",
+        "error_rate",
+    }
     assert all(arm_keys <= set(arm) for arm in data["arms"])
     oracle = next(arm for arm in data["arms"] if arm["label"] == "oracle")
     assert oracle["n"] == 4 and oracle["resolved_rate"] == 1.0
     assert len(data["attempts"]) == 8
-    assert set(data["attempts"][0]) == {"task_id", "arm_label", "repetition", "status", "resolved", "latency_ms", "cost_usd", "error_category"}
+    assert set(data["attempts"][0]) == {
+        "task_id",
+        "arm_label",
+        "repetition",
+        "status",
+        "resolved",
+        "latency_ms",
+        "cost_usd",
+        "error_category",
+    }
 
 
 def test_export_csv(experiment, django_capture_on_commit_callbacks):
@@ -179,7 +206,9 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
     env.update(DJANGO_SETTINGS_MODULE="prbench.settings", PRBENCH_VAR_DIR=str(tmp_path))
     manage = str(settings.BASE_DIR / "manage.py")
     subprocess.run([sys.executable, manage, "migrate", "--noinput", "-v0"], env=env, check=True, timeout=300)
-    demo = subprocess.run([sys.executable, manage, "demo", "--no-serve"], env=env, capture_output=True, text=True, timeout=600)
+    demo = subprocess.run(
+        [sys.executable, manage, "demo", "--no-serve"], env=env, capture_output=True, text=True, timeout=600
+    )
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert "completed" in demo.stdout
     for arm in ("oracle", "careful", "cheap-flaky"):

@@ -23,12 +23,18 @@ def test_tests_fail_before_and_pass_after_the_gold_patch(path: Path):
     task = read_task_dir(path, 0)
     assert task["title"] and len(task["problem_statement"]) > 80
     stats = check_patch(task["gold_patch"])
-    assert not any("test" in name for name in task["gold_patch"].split("\n") if name.startswith("+++")), "gold must not edit tests"
+    assert not any("test" in name for name in task["gold_patch"].split("\n") if name.startswith("+++")), (
+        "gold must not edit tests"
+    )
     assert 0 < stats.lines_changed <= 20
     with tempfile.TemporaryDirectory() as workdir:
         write_files(Path(workdir), task["repo_files"])
         before = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=workdir, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert before.returncode == 1, before.stdout  # 1 = tests failed (not a collection error)
     after = validate_patch(task["repo_files"], task["gold_patch"], task["test_command"], 60)

@@ -6,7 +6,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from experiments.actions import ArmSpec, do_cancel_run, do_pause_run, do_replace_arms, do_requeue_stale, do_resume_run, do_start_run
+from experiments.actions import (
+    ArmSpec,
+    do_cancel_run,
+    do_pause_run,
+    do_replace_arms,
+    do_requeue_stale,
+    do_resume_run,
+    do_start_run,
+)
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, RunStatus
 from experiments.pipeline import claim_attempt, record_failure
@@ -55,7 +63,12 @@ def test_a_failing_arm_fails_its_attempts_not_the_run(experiment, start):
         experiment,
         [
             ArmSpec("good", "mock", "m", {"mode": "oracle"}),
-            ArmSpec("down", "mock", "m", {"mode": "error", "failure_category": "overloaded", "max_retries": 1, "retry_base_ms": 1}),
+            ArmSpec(
+                "down",
+                "mock",
+                "m",
+                {"mode": "error", "failure_category": "overloaded", "max_retries": 1, "retry_base_ms": 1},
+            ),
         ],
     )
     run = start(experiment, inference_only=True)
@@ -64,7 +77,9 @@ def test_a_failing_arm_fails_its_attempts_not_the_run(experiment, start):
     assert run.status == RunStatus.COMPLETED
     down = run.attempts.filter(arm__label="down")
     assert down.count() == 4
-    assert set(down.values_list("status", "error_category", "retries")) == {(AttemptStatus.FAILED, ErrorCategory.OVERLOADED, 1)}
+    assert set(down.values_list("status", "error_category", "retries")) == {
+        (AttemptStatus.FAILED, ErrorCategory.OVERLOADED, 1)
+    }
     assert run.attempts.filter(arm__label="good", status=AttemptStatus.COMPLETED).count() == 4
 
 

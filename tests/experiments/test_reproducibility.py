@@ -14,9 +14,7 @@ def execute(experiment, seed, capture):
 
 def comparable(run):
     board = [{k: v for k, v in asdict(row).items() if k != "arm_id"} for row in run_leaderboard(run)]
-    attempts = [
-        {k: v for k, v in a.items()} for a in run_export(run)["attempts"]
-    ]
+    attempts = [{k: v for k, v in a.items()} for a in run_export(run)["attempts"]]
     return board, attempts
 
 
@@ -24,15 +22,41 @@ def test_same_seed_same_sample_order_outputs_and_leaderboard(experiment, django_
     do_replace_arms(
         experiment,
         [
-            ArmSpec("noisy", "mock", "m1", {"mode": "noisy", "quality": 0.5, "jitter_ms": 3, "price_input_per_mtok": 1, "price_output_per_mtok": 4}),
-            ArmSpec("flaky", "mock", "m2", {"mode": "noisy", "quality": 0.8, "failure_rate": 0.3, "max_retries": 1, "retry_base_ms": 1,
-                                            "price_input_per_mtok": 1, "price_output_per_mtok": 4}),
+            ArmSpec(
+                "noisy",
+                "mock",
+                "m1",
+                {
+                    "mode": "noisy",
+                    "quality": 0.5,
+                    "jitter_ms": 3,
+                    "price_input_per_mtok": 1,
+                    "price_output_per_mtok": 4,
+                },
+            ),
+            ArmSpec(
+                "flaky",
+                "mock",
+                "m2",
+                {
+                    "mode": "noisy",
+                    "quality": 0.8,
+                    "failure_rate": 0.3,
+                    "max_retries": 1,
+                    "retry_base_ms": 1,
+                    "price_input_per_mtok": 1,
+                    "price_output_per_mtok": 4,
+                },
+            ),
         ],
     )
     first = execute(experiment, 5, django_capture_on_commit_callbacks)
     second = execute(experiment, 5, django_capture_on_commit_callbacks)
     other = execute(experiment, 6, django_capture_on_commit_callbacks)
     assert comparable(first) == comparable(second)
-    outputs = lambda run: list(run.attempts.order_by("sequence").values_list("task__external_id", "arm__label", "output"))  # noqa: E731
-    assert outputs(first) == outputs(second)
+    assert outputs(first) == outputs(second)  # same task order, same arms, same answers
     assert outputs(first) != outputs(other)
+
+
+def outputs(run):
+    return list(run.attempts.order_by("sequence").values_list("task__external_id", "arm__label", "output"))

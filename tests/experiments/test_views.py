@@ -70,9 +70,15 @@ def db_state() -> dict:
     """Everything a request in these tests could change."""
     return {
         "experiments": list(
-            Experiment.objects.order_by("pk").values_list("pk", "org_id", "name", "description", "sample_size", "sample_seed", "updated_at")
+            Experiment.objects.order_by("pk").values_list(
+                "pk", "org_id", "name", "description", "sample_size", "sample_seed", "updated_at"
+            )
         ),
-        "arms": list(ModelArm.objects.order_by("pk").values_list("pk", "experiment_id", "label", "provider", "model_name", "config")),
+        "arms": list(
+            ModelArm.objects.order_by("pk").values_list(
+                "pk", "experiment_id", "label", "provider", "model_name", "config"
+            )
+        ),
         "runs": list(Run.objects.order_by("pk").values_list("pk", "status", "seed", "finished_at")),
         "attempts": list(Attempt.objects.order_by("pk").values_list("pk", "status")),
         "artifacts": Artifact.objects.count(),
@@ -287,8 +293,18 @@ def test_create_works(bob, org, dataset):
     assert response.status_code == 302
     experiment = Experiment.objects.get()
     assert response["Location"] == reverse("experiments:detail", args=[experiment.code])
-    assert (experiment.org, experiment.name, experiment.description, experiment.dataset) == (org, "Shootout", "Two mocks", dataset)
-    assert (experiment.sample_size, experiment.sample_strategy, experiment.sample_seed, experiment.repetitions) == (3, "first", 5, 2)
+    assert (experiment.org, experiment.name, experiment.description, experiment.dataset) == (
+        org,
+        "Shootout",
+        "Two mocks",
+        dataset,
+    )
+    assert (experiment.sample_size, experiment.sample_strategy, experiment.sample_seed, experiment.repetitions) == (
+        3,
+        "first",
+        5,
+        2,
+    )
     assert experiment.created_by == bob
     assert arms_of(experiment) == [
         ("oracle", "mock", "mock-oracle", {"mode": "oracle"}),
@@ -326,7 +342,10 @@ def test_create_rejects_an_arm_config_the_mock_refuses(bob, dataset):
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ('{"mode": "noisy", "quality": 2}', "Arm &#x27;broken&#x27;: config.quality must be a number between 0.0 and 1.0"),
+        (
+            '{"mode": "noisy", "quality": 2}',
+            "Arm &#x27;broken&#x27;: config.quality must be a number between 0.0 and 1.0",
+        ),
         ("[1, 2]", "Arm &#x27;broken&#x27;: config must be an object"),
         ("{not json", "Enter a valid JSON."),
     ],
@@ -342,7 +361,9 @@ def test_create_names_the_problem_with_an_arm_config(bob, dataset, config, messa
 
 def test_create_rejects_duplicate_arm_labels(bob, dataset):
     twin = ORACLE | {"label": "twin"}
-    response = client_for(bob).post(reverse("experiments:create"), form_data(dataset, [twin, NOISY, twin | {"model_name": "other"}]))
+    response = client_for(bob).post(
+        reverse("experiments:create"), form_data(dataset, [twin, NOISY, twin | {"model_name": "other"}])
+    )
 
     assert response.status_code == 200
     assert Experiment.objects.count() == 0
@@ -351,7 +372,12 @@ def test_create_rejects_duplicate_arm_labels(bob, dataset):
 
 
 def test_create_needs_an_arm(bob, dataset):
-    data = form_data(dataset, []) | {"arms-TOTAL_FORMS": "1", "arms-0-label": "", "arms-0-model_name": "", "arms-0-config": "{}"}
+    data = form_data(dataset, []) | {
+        "arms-TOTAL_FORMS": "1",
+        "arms-0-label": "",
+        "arms-0-model_name": "",
+        "arms-0-config": "{}",
+    }
     response = client_for(bob).post(reverse("experiments:create"), data)
 
     assert response.status_code == 200
@@ -370,10 +396,15 @@ def test_create_refuses_a_duplicate_name(bob, experiment, dataset):
 
 def test_create_allows_a_name_used_in_another_org(charlie, experiment):
     other_dataset = load_demo_dataset(Organization.objects.get(slug="other"))
-    response = client_for(charlie).post(reverse("experiments:create"), form_data(other_dataset, [ORACLE], name="Mock duel"))
+    response = client_for(charlie).post(
+        reverse("experiments:create"), form_data(other_dataset, [ORACLE], name="Mock duel")
+    )
 
     assert response.status_code == 302
-    assert sorted(Experiment.objects.values_list("org__slug", "name")) == [("acme", "Mock duel"), ("other", "Mock duel")]
+    assert sorted(Experiment.objects.values_list("org__slug", "name")) == [
+        ("acme", "Mock duel"),
+        ("other", "Mock duel"),
+    ]
 
 
 def test_create_refuses_another_orgs_dataset(charlie, dataset):
@@ -432,7 +463,11 @@ def test_edit_page_works(bob, experiment):
 
 def test_edit_replaces_the_arms(bob, experiment, run):
     old_arm_ids = set(experiment.arms.values_list("pk", flat=True))
-    data = form_data(experiment.dataset, [{"label": "solo", "provider": "mock", "model_name": "mock-solo", "config": {"mode": "empty"}}], name="Mock solo")
+    data = form_data(
+        experiment.dataset,
+        [{"label": "solo", "provider": "mock", "model_name": "mock-solo", "config": {"mode": "empty"}}],
+        name="Mock solo",
+    )
     response = client_for(bob).post(reverse("experiments:edit", args=[experiment.code]), data)
 
     assert response.status_code == 302
@@ -459,7 +494,9 @@ def test_edit_keeps_its_own_name(bob, experiment):
 def test_edit_refuses_another_experiments_name(bob, org, dataset, experiment):
     do_save_experiment(org, ExperimentSpec(name="Taken", dataset=dataset, arms=[ArmSpec(**ORACLE)]), bob)
     before = db_state()
-    response = client_for(bob).post(reverse("experiments:edit", args=[experiment.code]), form_data(dataset, [ORACLE], name="Taken"))
+    response = client_for(bob).post(
+        reverse("experiments:edit", args=[experiment.code]), form_data(dataset, [ORACLE], name="Taken")
+    )
 
     assert response.status_code == 200
     assert db_state() == before
@@ -469,7 +506,9 @@ def test_edit_refuses_another_experiments_name(bob, org, dataset, experiment):
 def test_edit_with_an_invalid_arm_changes_nothing(bob, experiment):
     before = db_state()
     bad = {"label": "broken", "provider": "mock", "model_name": "m", "config": {"mode": "bogus"}}
-    response = client_for(bob).post(reverse("experiments:edit", args=[experiment.code]), form_data(experiment.dataset, [ORACLE, bad]))
+    response = client_for(bob).post(
+        reverse("experiments:edit", args=[experiment.code]), form_data(experiment.dataset, [ORACLE, bad])
+    )
 
     assert response.status_code == 200
     assert db_state() == before
@@ -478,7 +517,10 @@ def test_edit_with_an_invalid_arm_changes_nothing(bob, experiment):
 
 def test_edit_with_duplicate_labels_changes_nothing(bob, experiment):
     before = db_state()
-    response = client_for(bob).post(reverse("experiments:edit", args=[experiment.code]), form_data(experiment.dataset, [ORACLE, NOISY | {"label": "oracle"}]))
+    response = client_for(bob).post(
+        reverse("experiments:edit", args=[experiment.code]),
+        form_data(experiment.dataset, [ORACLE, NOISY | {"label": "oracle"}]),
+    )
 
     assert response.status_code == 200
     assert db_state() == before
@@ -537,7 +579,9 @@ def test_run_start_works(bob, experiment, django_capture_on_commit_callbacks):
 
 
 def test_run_start_defaults_to_the_experiment_seed_and_can_skip_validation(bob, experiment):
-    response = client_for(bob).post(reverse("experiments:run_start", args=[experiment.code]), {"seed": "", "inference_only": "on"})
+    response = client_for(bob).post(
+        reverse("experiments:run_start", args=[experiment.code]), {"seed": "", "inference_only": "on"}
+    )
 
     assert response.status_code == 302
     run = Run.objects.get()
@@ -594,7 +638,10 @@ def test_run_detail_works(bob, run):
     assert "0 / 8 attempts" in content
     assert "0 running · 8 queued · 0 failed" in content
     assert "<h2>Leaderboard</h2>" in content and 'class="board"' in content
-    assert sorted((row.label, row.n, row.resolved_rate) for row in response.context["leaderboard"]) == [("noisy", 0, None), ("oracle", 0, None)]
+    assert sorted((row.label, row.n, row.resolved_rate) for row in response.context["leaderboard"]) == [
+        ("noisy", 0, None),
+        ("oracle", 0, None),
+    ]
     assert content.count('href="/attempts/') == 8
     assert f'action="{reverse("experiments:run_action", args=[run.code, "pause"])}"' in content
 
@@ -795,7 +842,7 @@ def test_dataset_works(bob, dataset):
     content = response.content.decode()
     assert f"<h1>{DEMO_DATASET}" in content
     assert "<code>01-slugify-max-length</code>" in content
-    assert content.count("<tr><td class=\"num\">") == 12
+    assert content.count('<tr><td class="num">') == 12
 
 
 # --- ownership ---------------------------------------------------------------------------
@@ -926,7 +973,9 @@ def count_queries(client, url, **extra) -> int:
     return len(ctx.captured_queries)
 
 
-def test_list_query_count_does_not_grow_with_experiments(bob, org, dataset, experiment, alice, django_assert_max_num_queries):
+def test_list_query_count_does_not_grow_with_experiments(
+    bob, org, dataset, experiment, alice, django_assert_max_num_queries
+):
     do_start_run(experiment, alice)
     client = client_for(bob)
     url = reverse("experiments:list")
@@ -935,7 +984,9 @@ def test_list_query_count_does_not_grow_with_experiments(bob, org, dataset, expe
         one = count_queries(client, url)
 
     for i in range(5):
-        more = do_save_experiment(org, ExperimentSpec(name=f"Extra {i}", dataset=dataset, arms=[ArmSpec(**ORACLE), ArmSpec(**NOISY)]), alice)
+        more = do_save_experiment(
+            org, ExperimentSpec(name=f"Extra {i}", dataset=dataset, arms=[ArmSpec(**ORACLE), ArmSpec(**NOISY)]), alice
+        )
         do_start_run(more, alice)
     response = client.get(url)
     assert response.status_code == 200
@@ -957,12 +1008,19 @@ def test_experiment_detail_query_count_does_not_grow_with_runs(bob, experiment, 
     assert count_queries(client, url) == one
 
 
-def test_run_detail_query_count_does_not_grow_with_attempts(bob, org, dataset, alice, finished_run, django_capture_on_commit_callbacks, django_assert_max_num_queries):
-    small = do_save_experiment(org, ExperimentSpec(name="Tiny", dataset=dataset, arms=[ZERO_LATENCY_ARMS[0]], sample_size=1), alice)
+def test_run_detail_query_count_does_not_grow_with_attempts(
+    bob, org, dataset, alice, finished_run, django_capture_on_commit_callbacks, django_assert_max_num_queries
+):
+    small = do_save_experiment(
+        org, ExperimentSpec(name="Tiny", dataset=dataset, arms=[ZERO_LATENCY_ARMS[0]], sample_size=1), alice
+    )
     with django_capture_on_commit_callbacks(execute=True):
         tiny_run = do_start_run(small, alice, inference_only=True)
     work_queue()
-    assert (tiny_run.attempts.filter(status=AttemptStatus.COMPLETED).count(), finished_run.attempts.filter(status=AttemptStatus.COMPLETED).count()) == (1, 8)
+    assert (
+        tiny_run.attempts.filter(status=AttemptStatus.COMPLETED).count(),
+        finished_run.attempts.filter(status=AttemptStatus.COMPLETED).count(),
+    ) == (1, 8)
     client = client_for(bob)
     client.get(reverse("experiments:run", args=[tiny_run.code]))
 
@@ -974,4 +1032,3 @@ def test_run_detail_query_count_does_not_grow_with_attempts(bob, org, dataset, a
 
     assert eight == one
     assert eight_live == one_live
-

@@ -23,7 +23,9 @@ def spawn_worker() -> subprocess.Popen:
         REDIS_URL=settings.REDIS_URL,
     )
     manage = str(settings.BASE_DIR / "manage.py")
-    return subprocess.Popen([sys.executable, manage, "rqworker", "default"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, manage, "rqworker", "default"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def wait_until(predicate, timeout=30.0):

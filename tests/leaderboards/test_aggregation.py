@@ -32,8 +32,16 @@ def run(experiment):
 
 def add(run, arm, task, rep, status=AttemptStatus.COMPLETED, resolved=False, latency=None, cost=None):
     return Attempt.objects.create(
-        run=run, arm=arm, task=task, repetition=rep, sequence=rep, status=status, resolved=resolved,
-        latency_ms=latency, cost_usd=cost, queued_at=timezone.now(),
+        run=run,
+        arm=arm,
+        task=task,
+        repetition=rep,
+        sequence=rep,
+        status=status,
+        resolved=resolved,
+        latency_ms=latency,
+        cost_usd=cost,
+        queued_at=timezone.now(),
     )
 
 

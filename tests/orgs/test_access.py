@@ -28,7 +28,7 @@ from tests.conftest import make_user
 def request_for(user, session: dict | None = None):
     request = RequestFactory().get("/")
     request.user = user
-    request.session = session if session is not None else {}
+    request.session = session if session is not None else {}  # type: ignore[assignment]  # a dict is all access reads
     return request
 
 
@@ -51,7 +51,16 @@ def objects(org, dataset, experiment, run) -> dict:
 
 
 HELPERS = ["dataset", "experiment", "run", "attempt", "org"]
-MALFORMED = ["not-a-uuid", "", "1234", "00000000-0000-0000-0000-00000000000g", 12345678901234567890123456789012345678901, -1, None, ["x"]]
+MALFORMED = [
+    "not-a-uuid",
+    "",
+    "1234",
+    "00000000-0000-0000-0000-00000000000g",
+    12345678901234567890123456789012345678901,
+    -1,
+    None,
+    ["x"],
+]
 
 
 @pytest.mark.parametrize("name", HELPERS)

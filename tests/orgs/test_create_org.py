@@ -37,7 +37,9 @@ def test_it_works(db):
     assert (user.email, user.username) == ("nina@example.com", "nina@example.com")
     assert user.check_password(PASSWORD)
     assert list(Membership.objects.values_list("user", "org", "role")) == [(user.pk, org.pk, Role.OWNER)]
-    assert list(EmailAddress.objects.values_list("user", "email", "primary", "verified")) == [(user.pk, "nina@example.com", True, True)]
+    assert list(EmailAddress.objects.values_list("user", "email", "primary", "verified")) == [
+        (user.pk, "nina@example.com", True, True)
+    ]
     assert output == f"Created organisation newco ({org.code}) owned by nina@example.com\n"
 
 
@@ -55,7 +57,10 @@ def test_it_reuses_an_existing_user(alice, org):
     create_org(slug="newco", name="New Co", owner_email="alice@example.com")
 
     assert get_user_model().objects.count() == users_before
-    assert sorted(Membership.objects.filter(user=alice).values_list("org__slug", "role")) == [("acme", "owner"), ("newco", "owner")]
+    assert sorted(Membership.objects.filter(user=alice).values_list("org__slug", "role")) == [
+        ("acme", "owner"),
+        ("newco", "owner"),
+    ]
     assert EmailAddress.objects.filter(user=alice).count() == 1
     assert alice.password == get_user_model().objects.get(pk=alice.pk).password
 

@@ -81,10 +81,18 @@ def test_two_sign_ups_with_the_same_local_part_get_their_own_orgs(db):
     [("dana@example.com", "a different passphrase"), ("not-an-email", PASSWORD), ("alice@example.com", PASSWORD)],
 )
 def test_a_refused_sign_up_creates_nothing(alice, email, password2):
-    users, orgs, memberships = get_user_model().objects.count(), Organization.objects.count(), Membership.objects.count()
+    users, orgs, memberships = (
+        get_user_model().objects.count(),
+        Organization.objects.count(),
+        Membership.objects.count(),
+    )
 
     response = sign_up(Client(), email, password2)
 
     assert response.status_code == 200
-    assert (get_user_model().objects.count(), Organization.objects.count(), Membership.objects.count()) == (users, orgs, memberships)
+    assert (get_user_model().objects.count(), Organization.objects.count(), Membership.objects.count()) == (
+        users,
+        orgs,
+        memberships,
+    )
     assert response.context["form"].errors

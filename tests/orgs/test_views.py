@@ -23,7 +23,9 @@ def beta(alice):
     beta = Organization.objects.create(slug="beta", name="Beta")
     Membership.objects.create(user=alice, org=beta, role=Role.MEMBER)
     dataset = load_demo_dataset(beta)
-    do_save_experiment(beta, ExperimentSpec(name="Beta trial", dataset=dataset, arms=[ArmSpec("m", "mock", "mock-m", {})]), alice)
+    do_save_experiment(
+        beta, ExperimentSpec(name="Beta trial", dataset=dataset, arms=[ArmSpec("m", "mock", "mock-m", {})]), alice
+    )
     return beta
 
 
@@ -52,7 +54,7 @@ def test_switch_works(alice, experiment, beta):
     content = page.content.decode()
     assert "Beta trial" in content
     assert "Mock duel" not in content
-    assert '<summary>Beta</summary>' in content
+    assert "<summary>Beta</summary>" in content
     assert f'href="{reverse("orgs:members", args=[beta.code])}">Members</a>' in content
 
 
@@ -173,7 +175,9 @@ def test_owner_can_add_a_member(alice, dave, org):
 def test_admin_can_change_a_role(alice, bob, dave, org):
     Membership.objects.create(user=dave, org=org, role=Role.ADMIN)
 
-    response = client_for(dave).post(reverse("orgs:members", args=[org.code]), {"email": "bob@example.com", "role": "viewer"})
+    response = client_for(dave).post(
+        reverse("orgs:members", args=[org.code]), {"email": "bob@example.com", "role": "viewer"}
+    )
 
     assert response.status_code == 302
     assert Membership.objects.get(user=bob, org=org).role == Role.VIEWER
@@ -194,9 +198,7 @@ def test_member_and_viewer_cannot_manage(request, user, alice, dave, org):
     client = client_for(request.getfixturevalue(user))
     before = memberships()
 
-    response = client.post(
-        reverse("orgs:members", args=[org.code]), {"email": "dave@example.com", "role": "owner"}
-    )
+    response = client.post(reverse("orgs:members", args=[org.code]), {"email": "dave@example.com", "role": "owner"})
 
     assert response.status_code == 403
     assert memberships() == before
@@ -205,7 +207,9 @@ def test_member_and_viewer_cannot_manage(request, user, alice, dave, org):
 def test_unknown_email_shows_an_error(alice, org):
     before = memberships()
 
-    response = client_for(alice).post(reverse("orgs:members", args=[org.code]), {"email": "nobody@example.com", "role": "member"})
+    response = client_for(alice).post(
+        reverse("orgs:members", args=[org.code]), {"email": "nobody@example.com", "role": "member"}
+    )
 
     assert response.status_code == 200
     assert memberships() == before
@@ -215,7 +219,9 @@ def test_unknown_email_shows_an_error(alice, org):
 def test_unknown_role_shows_an_error(alice, dave, org):
     before = memberships()
 
-    response = client_for(alice).post(reverse("orgs:members", args=[org.code]), {"email": "dave@example.com", "role": "emperor"})
+    response = client_for(alice).post(
+        reverse("orgs:members", args=[org.code]), {"email": "dave@example.com", "role": "emperor"}
+    )
 
     assert response.status_code == 200
     assert memberships() == before
@@ -248,7 +254,9 @@ def test_members_needs_login(alice, org, method):
 
 
 def test_the_last_owner_cannot_demote_themselves(alice, bob, org):
-    response = client_for(alice).post(reverse("orgs:members", args=[org.code]), {"email": "alice@example.com", "role": "viewer"})
+    response = client_for(alice).post(
+        reverse("orgs:members", args=[org.code]), {"email": "alice@example.com", "role": "viewer"}
+    )
 
     assert response.status_code == 200
     assert Membership.objects.get(user=alice, org=org).role == Role.OWNER

@@ -15,7 +15,9 @@ def test_it_returns_a_normalised_completion():
 
 
 def test_retryable_errors_are_retried_then_raised_with_the_count():
-    arm = ArmSpec("mock", "m", {"mode": "error", "failure_category": "server_error", "max_retries": 2, "retry_base_ms": 1})
+    arm = ArmSpec(
+        "mock", "m", {"mode": "error", "failure_category": "server_error", "max_retries": 2, "retry_base_ms": 1}
+    )
     with pytest.raises(ProviderError) as caught:
         gateway.complete(1, arm, REQUEST)
     assert caught.value.category == ErrorCategory.SERVER_ERROR
@@ -23,7 +25,9 @@ def test_retryable_errors_are_retried_then_raised_with_the_count():
 
 
 def test_permanent_errors_are_not_retried():
-    arm = ArmSpec("mock", "m", {"mode": "error", "failure_category": "authentication", "max_retries": 5, "retry_base_ms": 1})
+    arm = ArmSpec(
+        "mock", "m", {"mode": "error", "failure_category": "authentication", "max_retries": 5, "retry_base_ms": 1}
+    )
     with pytest.raises(ProviderError) as caught:
         gateway.complete(1, arm, REQUEST)
     assert caught.value.retries == 0

@@ -37,7 +37,8 @@ class Command(BaseCommand):
         workers = start_workers(WORKERS)
         threading.Thread(target=sweep_forever, daemon=True).start()
         try:
-            self.stdout.write(f"Running {experiment.name!r}: {experiment.dataset.tasks.count()} tasks × {experiment.arms.count()} arms")
+            tasks, arms = experiment.dataset.tasks.count(), experiment.arms.count()
+            self.stdout.write(f"Running {experiment.name!r}: {tasks} tasks × {arms} arms")
             run = wait_for_run(do_start_run(experiment, user))
             self.stdout.write(f"\nRun {run.code} {run.status}\n")
             self.stdout.write(format_leaderboard(run_leaderboard(run)) + "\n")

@@ -19,6 +19,8 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
         if not do_run_action(run, action):
-            raise CommandError(f"the run changed state meanwhile; it is now {run.__class__.objects.get(pk=run.pk).status}")
+            raise CommandError(
+                f"the run changed state meanwhile; it is now {run.__class__.objects.get(pk=run.pk).status}"
+            )
         run.refresh_from_db()
         self.stdout.write(f"Run {run.code} is {run.status}")

@@ -1,0 +1,119 @@
+"""Platform overhead per attempt: the full pipeline against the same mock calls in a bare loop.
+
+Runs on the set-up `make demo` uses (SQLite under a fresh temporary var dir, the embedded
+Redis, two RQ SimpleWorker processes) unless DATABASE_URL / REDIS_URL say otherwise.
+
+    .venv/bin/python bench/overhead.py [--attempts 1000] [--workers 2] [--validate]
+
+Targets (issue 2): at least 100 attempts/s, at most 10 ms per attempt above the bare call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attempts", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--validate", action="store_true", help="also validate every patch (runs the task tests)")
+    args = parser.parse_args()
+
+    os.environ.setdefault("PRBENCH_VAR_DIR", tempfile.mkdtemp(prefix="prbench-bench-"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
+    os.environ.setdefault("LOG_LEVEL", "ERROR")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return run_benchmark(args.attempts, args.workers, args.validate)
+
+
+def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
+    from django.conf import settings
+
+    from experiments.actions import ArmSpec as ArmSpecInput
+    from experiments.actions import ExperimentSpec, do_save_experiment, do_start_run
+    from experiments.demo import load_demo_dataset
+    from experiments.management.commands.demo import start_workers
+    from experiments.models import Run
+    from experiments.progress import run_progress
+    from experiments.prompts import build_request
+    from orgs.models import Organization
+    from prbench.queues import ensure_redis
+    from providers.adapters.mock import MockAdapter
+    from providers.types import ArmSpec
+
+    ensure_redis()
+    org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    dataset = load_demo_dataset(org)
+    tasks = 10
+    config = {"mode": "oracle"}
+    spec = ExperimentSpec(
+        name=f"overhead {time.time_ns()}",
+        dataset=dataset,
+        sample_size=tasks,
+        repetitions=max(1, attempts // tasks),
+        arms=[ArmSpecInput("zero-latency", "mock", "mock-zero", config)],
+    )
+    experiment = do_save_experiment(org, spec)
+    processes = start_workers(workers)
+    database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    print(
+        f"database={database} redis={'embedded' if settings.EMBEDDED_REDIS else 'REDIS_URL'} workers={workers} "
+        f"attempts per job={settings.PRBENCH_ATTEMPTS_PER_JOB} validation={'on' if validate else 'off'}"
+    )
+    try:
+        started = time.perf_counter()
+        run = do_start_run(experiment, inference_only=not validate)
+        last = -1
+        while True:
+            progress = run_progress(run)
+            if progress.done != last:
+                last = progress.done
+                print(f"\r  {progress.done}/{progress.total} attempts", end="", file=sys.stderr, flush=True)
+            if progress.done == progress.total:
+                break
+            time.sleep(0.02)
+        wall = time.perf_counter() - started
+        print(file=sys.stderr)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+    run = Run.objects.get(pk=run.pk)
+    total = run.total_attempts
+
+    requests = [build_request(a) for a in run.attempts.select_related("run", "task", "arm")]
+    arm = ArmSpec("mock", "mock-zero", config)
+    bare_started = time.perf_counter()
+    for request in requests:
+        MockAdapter(arm).generate(request)
+    bare = time.perf_counter() - bare_started
+
+    per_attempt_ms = wall / total * 1000
+    bare_ms = bare / total * 1000
+    rate = total / wall
+    print(f"pipeline: {total} attempts in {wall:.2f}s = {rate:.0f} attempts/s ({per_attempt_ms:.2f} ms/attempt wall)")
+    print(f"bare loop: {total} mock calls in {bare:.3f}s = {bare_ms:.3f} ms/call")
+    print(f"platform overhead: {per_attempt_ms - bare_ms:.2f} ms per attempt above the bare call")
+    print(f"run status: {run.status}")
+    ok = total / wall >= 100 and per_attempt_ms - bare_ms <= 10
+    print("targets (>=100 attempts/s, <=10 ms overhead):", "met" if ok else "NOT met")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
