@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -35,6 +36,17 @@ def ensure_redis() -> None:
             unix_socket_path=str(socket),
             serverconfig={"save": "", "appendonly": "no"},
         )
+
+
+def stop_embedded_redis() -> None:
+    """Stop the embedded server this process started, whoever else is still connected."""
+    global _embedded
+    if _embedded is None:
+        return
+    with contextlib.suppress(Exception):  # already gone is fine
+        _embedded.shutdown(nosave=True, now=True, force=True)
+    settings.EMBEDDED_REDIS_SOCKET.unlink(missing_ok=True)
+    _embedded = None
 
 
 def _socket_answers() -> bool:

@@ -8,7 +8,8 @@ from dataclasses import replace
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_random_exponential
 
-from providers.errors import ProviderError
+from providers.adapters.base import Adapter
+from providers.errors import ErrorCategory, ProviderError
 from providers.registry import adapter_class
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -28,12 +29,26 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
     adapter = adapter_class(arm.provider)(arm)
     retrying = _retry_policy(arm.config)
     try:
-        completion = retrying(adapter.generate, request)
+        completion = retrying(_generate, adapter, request)
     except ProviderError as exc:
         exc.retries = retrying.statistics.get("attempt_number", 1) - 1
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         raise
     return replace(completion, retries=retrying.statistics.get("attempt_number", 1) - 1)
+
+
+def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:
+    try:
+        return adapter.generate(request)
+    except ProviderError:
+        raise
+    except Exception as exc:
+        # An adapter bug or an SDK error nobody mapped yet is still a scored failure of this
+        # attempt, not a crashed job. Only the type is kept: messages can quote credentials.
+        logger.exception("unmapped provider exception: provider=%s", adapter.arm.provider)
+        raise ProviderError(
+            ErrorCategory.UNKNOWN, f"unexpected {type(exc).__name__} from the provider adapter"
+        ) from None
 
 
 def _retry_policy(config: dict) -> Retrying:

@@ -46,3 +46,17 @@ def test_unknown_provider_is_refused_by_name():
     assert arm_errors("openai-ish", "gpt", {}) == ["provider 'openai-ish' is not supported (choose from mock)"]
     assert arm_errors("mock", " ", {}) == ["model_name must not be empty"]
     assert arm_errors("mock", "m", []) == ["config must be an object"]
+
+
+def test_an_adapter_crash_is_an_unknown_error_not_a_crashed_job(monkeypatch):
+    from providers.adapters.mock import MockAdapter
+
+    def explode(self, request):
+        raise KeyError("sk-secret-in-a-message")
+
+    monkeypatch.setattr(MockAdapter, "generate", explode)
+    with pytest.raises(ProviderError) as caught:
+        gateway.complete(1, ArmSpec("mock", "m", {}), REQUEST)
+    assert caught.value.category == ErrorCategory.UNKNOWN
+    assert caught.value.retries == 0
+    assert "KeyError" in caught.value.message and "sk-secret" not in str(caught.value)

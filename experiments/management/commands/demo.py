@@ -1,3 +1,6 @@
+import contextlib
+import ctypes
+import signal
 import subprocess
 import sys
 import threading
@@ -15,12 +18,13 @@ from experiments.models import RunStatus
 from experiments.reporting import format_leaderboard, run_leaderboard
 from orgs.actions import do_create_org
 from orgs.models import Organization
-from prbench.queues import ensure_redis, get_connection
+from prbench.queues import ensure_redis, get_connection, stop_embedded_redis
 
 DEMO_EMAIL = "demo@prbench.local"
 DEMO_PASSWORD = "prbench-demo"
 WORKERS = 2
 SWEEP_SECONDS = 30
+PR_SET_PDEATHSIG = 1
 
 
 class Command(BaseCommand):
@@ -31,6 +35,8 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default="127.0.0.1:8000")
 
     def handle(self, *args, no_serve, addr, **options):
+        # SIGTERM must unwind like Ctrl-C so the workers and the embedded Redis stop too.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         ensure_redis()
         org, user = self.demo_org()
         experiment = load_demo_experiment(org, user)
@@ -53,6 +59,7 @@ class Command(BaseCommand):
                 process.terminate()
             for process in workers:
                 process.wait(timeout=30)
+            stop_embedded_redis()
 
     def demo_org(self):
         org = Organization.objects.filter(slug="demo").first()
@@ -69,7 +76,10 @@ class Command(BaseCommand):
 def start_workers(count: int) -> list[subprocess.Popen]:
     manage = str(settings.BASE_DIR / "manage.py")
     processes = [
-        subprocess.Popen([sys.executable, manage, "rqworker", "default", "--name", f"demo-{i}-{time.time_ns()}"])
+        subprocess.Popen(
+            [sys.executable, manage, "rqworker", "default", "--verbosity", "0", "--name", f"demo-{i}-{time.time_ns()}"],
+            preexec_fn=_die_with_parent,
+        )
         for i in range(count)
     ]
     deadline = time.monotonic() + 30
@@ -78,6 +88,12 @@ def start_workers(count: int) -> list[subprocess.Popen]:
             raise CommandError("the RQ workers did not start; see their output above")
         time.sleep(0.2)
     return processes
+
+
+def _die_with_parent() -> None:
+    """Linux: the worker gets SIGTERM if the demo process dies, even by SIGKILL."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def sweep_forever() -> None:
