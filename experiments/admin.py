@@ -33,6 +33,21 @@ class ExperimentAdmin(admin.ModelAdmin):
     inlines = [ModelArmInline]
 
 
+@admin.register(ModelArm)
+class ModelArmAdmin(admin.ModelAdmin):
+    list_display = ["label", "experiment", "provider", "model_name", "position"]
+    list_filter = ["provider"]
+    search_fields = ["label", "model_name", "experiment__name"]
+
+
+@admin.register(RunArm)
+class RunArmAdmin(admin.ModelAdmin):
+    list_display = ["label", "run", "provider", "model_name", "position"]
+    list_filter = ["provider"]
+    search_fields = ["label", "model_name", "run__code"]
+    readonly_fields = ["run", "label", "provider", "model_name", "config", "position"]
+
+
 class RunArmInline(admin.TabularInline):
     model = RunArm
     extra = 0
