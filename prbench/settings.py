@@ -165,3 +165,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
 }
+
+# Fernet keys for provider credentials at rest, newest first (see providers/crypto.py).
+PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")

@@ -14,3 +14,5 @@ from prbench.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = 20
+# A fixed test key (not a secret): credentials in the test database are encrypted with it.
+PRBENCH_ENCRYPTION_KEYS = "akQXInqjqleliVcdPKfFGClb6jb4hvvgif22nzrya5k="

@@ -9,7 +9,9 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.wait import wait_random_exponential
 
 from providers.adapters.base import Adapter
+from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
+from providers.policy import not_allowed_reason, resolve_credential
 from providers.registry import adapter_class
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -26,7 +28,7 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
     Raises ``ProviderError`` (with ``retries`` set) when no completion could be had.
     ``org_id`` scopes credential look-up to the run's own organisation.
     """
-    adapter = adapter_class(arm.provider)(arm)
+    adapter = _governed_adapter(org_id, arm)
     retrying = _retry_policy(arm.config)
     try:
         completion = retrying(_generate, adapter, request)
@@ -35,6 +37,22 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         raise
     return replace(completion, retries=retrying.statistics.get("attempt_number", 1) - 1)
+
+
+def _governed_adapter(org_id: int, arm: ArmSpec) -> Adapter:
+    """The adapter for this arm, after the allowlist and with the org's own credential.
+    Raises before any network traffic when the org may not, or cannot, call the provider."""
+    reason = not_allowed_reason(org_id, arm.provider, arm.model_name)
+    if reason:
+        raise ProviderError(ErrorCategory.NOT_ALLOWED, reason)
+    cls = adapter_class(arm.provider)
+    try:
+        credential = resolve_credential(org_id, arm.provider)
+    except DecryptionFailed:
+        raise ProviderError(ErrorCategory.AUTHENTICATION, "the stored API key cannot be decrypted") from None
+    if cls.needs_credential and credential is None:
+        raise ProviderError(ErrorCategory.AUTHENTICATION, f"the organisation has no {arm.provider} credential")
+    return cls(arm, credential)
 
 
 def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:

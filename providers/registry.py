@@ -10,6 +10,11 @@ from providers.adapters.base import Adapter
 
 ADAPTERS = {
     "mock": "providers.adapters.mock.MockAdapter",
+    "openai": "providers.adapters.openai_chat.OpenAIChatAdapter",
+    "azure_openai": "providers.adapters.openai_chat.AzureOpenAIAdapter",
+    "openrouter": "providers.adapters.openai_chat.OpenRouterAdapter",
+    "openai_compatible": "providers.adapters.openai_chat.OpenAICompatibleAdapter",
+    "anthropic": "providers.adapters.anthropic_messages.AnthropicAdapter",
 }
 
 

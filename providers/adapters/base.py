@@ -1,21 +1,26 @@
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from providers.types import ArmSpec, Completion, CompletionRequest
+
+if TYPE_CHECKING:
+    from providers.policy import ResolvedCredential
 
 
 class Adapter:
     """One provider. Subclasses implement ``generate`` and may override ``config_errors``.
 
     The gateway creates one instance per attempt, so an adapter may keep per-attempt state
-    (the mock counts its tries).
+    (the mock counts its tries). Adapters raise ``ProviderError`` for every failure.
     """
 
     name: ClassVar[str]
+    needs_credential: ClassVar[bool] = False
 
-    def __init__(self, arm: ArmSpec):
+    def __init__(self, arm: ArmSpec, credential: ResolvedCredential | None = None):
         self.arm = arm
+        self.credential = credential
 
     def generate(self, request: CompletionRequest) -> Completion:
         raise NotImplementedError

@@ -35,8 +35,8 @@ NUMBER_FIELDS = {
 class MockAdapter(Adapter):
     name = "mock"
 
-    def __init__(self, arm):
-        super().__init__(arm)
+    def __init__(self, arm, credential=None):
+        super().__init__(arm, credential)
         self.tries = 0
 
     @classmethod

@@ -5,6 +5,8 @@ from providers.errors import ErrorCategory, ProviderError
 from providers.registry import arm_errors
 from providers.types import ArmSpec, CompletionRequest, Message
 
+pytestmark = pytest.mark.django_db  # the gateway reads the org's allowlist and credentials
+
 REQUEST = CompletionRequest(messages=(Message("user", "hi"),), seed_key="1:t:a:0", reference_output="")
 
 
@@ -43,7 +45,8 @@ def test_a_flaky_call_succeeds_on_retry_and_records_it():
 
 
 def test_unknown_provider_is_refused_by_name():
-    assert arm_errors("openai-ish", "gpt", {}) == ["provider 'openai-ish' is not supported (choose from mock)"]
+    providers = "anthropic, azure_openai, mock, openai, openai_compatible, openrouter"
+    assert arm_errors("openai-ish", "gpt", {}) == [f"provider 'openai-ish' is not supported (choose from {providers})"]
     assert arm_errors("mock", " ", {}) == ["model_name must not be empty"]
     assert arm_errors("mock", "m", []) == ["config must be an object"]
 

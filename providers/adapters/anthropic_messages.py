@@ -1,0 +1,104 @@
+"""Anthropic's Messages API."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anthropic
+
+from providers.adapters.base import Adapter
+from providers.adapters.http_errors import category_for_status, error_message, retry_after_seconds
+from providers.adapters.timeouts import http_config_errors, timeouts_for
+from providers.errors import ErrorCategory, ProviderError
+from providers.types import Completion, CompletionRequest, Usage
+
+SAMPLING = ("temperature", "top_p")
+
+
+class AnthropicAdapter(Adapter):
+    name = "anthropic"
+    needs_credential = True
+
+    def client(self) -> anthropic.Anthropic:
+        credential = self.credential
+        return anthropic.Anthropic(
+            api_key=credential.api_key if credential else "",
+            base_url=(credential.base_url if credential and credential.base_url else None),
+            max_retries=0,  # the gateway owns retries
+            timeout=timeouts_for(self.arm.config),
+        )
+
+    def params(self, request: CompletionRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.arm.model_name,
+            "max_tokens": request.max_output_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        }
+        optional = {
+            "system": request.system or None,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "stop_sequences": list(request.stop) or None,
+        }
+        return params | {k: v for k, v in optional.items() if v is not None}
+
+    def generate(self, request: CompletionRequest) -> Completion:
+        params = self.params(request)
+        started = time.perf_counter()
+        # SDK 2.x no longer takes temperature / top_p as arguments; models that still accept
+        # them get them in the body, which is also what the raw record shows.
+        sampling = {k: params[k] for k in SAMPLING if k in params}
+        arguments = {k: v for k, v in params.items() if k not in SAMPLING}
+        extra_body = sampling | self.arm.config.get("extra_body", {})
+        try:
+            raw = self.client().messages.with_raw_response.create(**arguments, extra_body=extra_body or None)
+            response = raw.parse()
+        except anthropic.APIStatusError as exc:
+            error = ProviderError(
+                category_for_status(exc.status_code, exc.body),
+                error_message(exc.status_code, exc.body),
+                retry_after=retry_after_seconds(exc.response.headers),
+            )
+            raise _with_request(error, params) from None
+        except anthropic.APITimeoutError:
+            raise _with_request(
+                ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time"), params
+            ) from None
+        except anthropic.APIConnectionError:
+            raise _with_request(
+                ProviderError(ErrorCategory.CONNECTION, "could not connect to the provider"), params
+            ) from None
+        except (anthropic.APIResponseValidationError, ValueError) as exc:
+            error = ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}")
+            raise _with_request(error, params) from None
+        latency_ms = round((time.perf_counter() - started) * 1000)
+        body = response.model_dump(mode="json", exclude_none=True) if hasattr(response, "model_dump") else {}
+        if body.get("stop_reason") == "refusal":
+            raise _with_request(ProviderError(ErrorCategory.CONTENT_FILTERED, "the model refused to answer"), params)
+        text = "".join(block.get("text", "") for block in body.get("content") or [] if block.get("type") == "text")
+        usage = body.get("usage") or {}
+        return Completion(
+            text=text,
+            finish_reason=body.get("stop_reason") or "",
+            usage=Usage(
+                input_tokens=(usage.get("input_tokens") or 0) + (usage.get("cache_read_input_tokens") or 0),
+                output_tokens=usage.get("output_tokens") or 0,
+                cached_tokens=usage.get("cache_read_input_tokens") or 0,
+            ),
+            latency_ms=latency_ms,
+            cost_usd=None,
+            model_served=body.get("model") or self.arm.model_name,
+            request_id=raw.headers.get("request-id", "") or body.get("id", ""),
+            raw_request=params,
+            raw_response=body,
+        )
+
+    @classmethod
+    def config_errors(cls, model_name: str, config: dict) -> list[str]:
+        return http_config_errors(config)
+
+
+def _with_request(error: ProviderError, params: dict) -> ProviderError:
+    error.raw_request = params
+    return error

@@ -1,0 +1,192 @@
+"""OpenAI Chat Completions and everything that speaks its wire format: OpenAI itself,
+Azure OpenAI, OpenRouter and self-hosted OpenAI-compatible servers (vLLM, Ollama, llama.cpp)."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import Any, ClassVar
+
+import openai
+
+from providers.adapters.base import Adapter
+from providers.adapters.http_errors import category_for_status, error_message, retry_after_seconds
+from providers.adapters.timeouts import http_config_errors, timeouts_for
+from providers.errors import ErrorCategory, ProviderError
+from providers.types import Completion, CompletionRequest, Usage
+
+OPENROUTER_URL = "https://openrouter.ai/api/v1"
+OPENROUTER_HEADERS = {"HTTP-Referer": "https://prbench.dev", "X-Title": "PRBench"}
+
+
+class OpenAIChatAdapter(Adapter):
+    name = "openai"
+    needs_credential = True
+    default_base_url: ClassVar[str | None] = None
+
+    def client(self) -> openai.OpenAI:
+        credential = self.credential
+        return openai.OpenAI(
+            api_key=credential.api_key if credential else "",
+            base_url=(credential.base_url if credential and credential.base_url else None) or self.default_base_url,
+            max_retries=0,  # the gateway owns retries, so every try is seen and recorded
+            timeout=timeouts_for(self.arm.config),
+            default_headers=self.extra_headers(),
+        )
+
+    def extra_headers(self) -> dict[str, str]:
+        return {}
+
+    def model_for_request(self) -> str:
+        return self.arm.model_name
+
+    def extra_body(self) -> dict[str, Any]:
+        return dict(self.arm.config.get("extra_body", {}))
+
+    def params(self, request: CompletionRequest) -> dict[str, Any]:
+        messages = [{"role": "system", "content": request.system}] if request.system else []
+        messages += [{"role": m.role, "content": m.content} for m in request.messages]
+        params: dict[str, Any] = {
+            "model": self.model_for_request(),
+            "messages": messages,
+            "max_tokens": request.max_output_tokens,
+        }
+        optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
+        params |= {k: v for k, v in optional.items() if v is not None}
+        if request.seed_key and self.arm.config.get("send_seed", True):
+            params["seed"] = _stable_seed(request.seed_key)
+        return params
+
+    def generate(self, request: CompletionRequest) -> Completion:
+        params = self.params(request)
+        started = time.perf_counter()
+        try:
+            raw = self.client().chat.completions.with_raw_response.create(
+                **params, extra_body=self.extra_body() or None
+            )
+            response = raw.parse()
+        except openai.APIStatusError as exc:
+            raise _status_error(exc.status_code, exc.body, exc.response.headers, params) from None
+        except openai.APITimeoutError:
+            raise _with_request(
+                ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time"), params
+            ) from None
+        except openai.APIConnectionError:
+            raise _with_request(
+                ProviderError(ErrorCategory.CONNECTION, "could not connect to the provider"), params
+            ) from None
+        except (openai.APIResponseValidationError, ValueError) as exc:
+            raise _with_request(
+                ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}"), params
+            ) from None
+        latency_ms = round((time.perf_counter() - started) * 1000)
+        body = _as_dict(response)
+        choices = body.get("choices") or []
+        if not choices:
+            raise _with_request(ProviderError(ErrorCategory.SERVER_ERROR, "the response had no choices"), params)
+        choice = choices[0]
+        if choice.get("finish_reason") == "content_filter":
+            raise _with_request(
+                ProviderError(ErrorCategory.CONTENT_FILTERED, "the answer was withheld by a content filter"), params
+            )
+        usage = body.get("usage") or {}
+        return Completion(
+            text=(choice.get("message") or {}).get("content") or "",
+            finish_reason=choice.get("finish_reason") or "",
+            usage=Usage(
+                input_tokens=usage.get("prompt_tokens") or 0,
+                output_tokens=usage.get("completion_tokens") or 0,
+                cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
+            ),
+            latency_ms=latency_ms,
+            cost_usd=self.reported_cost(usage),
+            model_served=body.get("model") or self.arm.model_name,
+            request_id=raw.headers.get("x-request-id", "") or body.get("id", ""),
+            raw_request=params,
+            raw_response=body,
+        )
+
+    def reported_cost(self, usage: dict) -> Decimal | None:
+        return None  # priced from the catalog by the gateway
+
+    @classmethod
+    def config_errors(cls, model_name: str, config: dict) -> list[str]:
+        return http_config_errors(config)
+
+
+class OpenAICompatibleAdapter(OpenAIChatAdapter):
+    name = "openai_compatible"
+    needs_credential = False  # a local server may need no key; its base URL comes from the credential or config
+
+    def client(self) -> openai.OpenAI:
+        base_url = self.arm.config.get("base_url") or (self.credential.base_url if self.credential else "")
+        if not base_url:
+            raise ProviderError(
+                ErrorCategory.BAD_REQUEST, "no base URL: set it on the credential or as config.base_url"
+            )
+        return openai.OpenAI(
+            api_key=(self.credential.api_key if self.credential else "") or "not-needed",
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeouts_for(self.arm.config),
+        )
+
+
+class OpenRouterAdapter(OpenAIChatAdapter):
+    name = "openrouter"
+    default_base_url = OPENROUTER_URL
+
+    def extra_headers(self) -> dict[str, str]:
+        return dict(OPENROUTER_HEADERS)
+
+    def extra_body(self) -> dict[str, Any]:
+        return {"usage": {"include": True}} | super().extra_body()
+
+    def reported_cost(self, usage: dict) -> Decimal | None:
+        cost = usage.get("cost")
+        return Decimal(str(cost)) if isinstance(cost, (int, float)) else None
+
+
+class AzureOpenAIAdapter(OpenAIChatAdapter):
+    name = "azure_openai"
+
+    def client(self) -> openai.OpenAI:
+        credential = self.credential
+        if credential is None or not credential.base_url or not credential.api_version:
+            raise ProviderError(ErrorCategory.AUTHENTICATION, "Azure needs an endpoint, an api-version and a key")
+        return openai.AzureOpenAI(
+            api_key=credential.api_key,
+            azure_endpoint=credential.base_url,
+            api_version=credential.api_version,
+            max_retries=0,
+            timeout=timeouts_for(self.arm.config),
+        )
+
+    def model_for_request(self) -> str:
+        deployments = self.credential.deployments if self.credential else {}
+        return self.arm.config.get("deployment") or deployments.get(self.arm.model_name) or self.arm.model_name
+
+
+def _stable_seed(seed_key: str) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(seed_key.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def _as_dict(response: Any) -> dict:
+    if isinstance(response, dict):
+        return response
+    if hasattr(response, "model_dump"):
+        return response.model_dump(mode="json", exclude_none=True)
+    raise ValueError("unexpected response type")
+
+
+def _with_request(error: ProviderError, params: dict) -> ProviderError:
+    error.raw_request = params
+    return error
+
+
+def _status_error(status: int, body: Any, headers: Any, params: dict) -> ProviderError:
+    category = category_for_status(status, body)
+    error = ProviderError(category, error_message(status, body), retry_after=retry_after_seconds(headers))
+    return _with_request(error, params)

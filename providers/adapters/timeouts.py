@@ -1,0 +1,31 @@
+"""Per-arm connect / read timeouts, shared by every HTTP adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULT_CONNECT_S = 10.0
+DEFAULT_READ_S = 120.0
+
+
+def timeouts_for(config: dict) -> Any:
+    # The SDKs bundle their own httpx fork; its Timeout accepts the same arguments.
+    import httpx2
+
+    read = float(config.get("timeout_read_s", DEFAULT_READ_S))
+    return httpx2.Timeout(read, connect=float(config.get("timeout_connect_s", DEFAULT_CONNECT_S)))
+
+
+def http_config_errors(config: dict) -> list[str]:
+    """Settings every HTTP adapter understands: timeouts, retries, extra body fields."""
+    errors = []
+    if "extra_body" in config and not isinstance(config["extra_body"], dict):
+        errors.append("config.extra_body must be an object")
+    for name in ("timeout_connect_s", "timeout_read_s", "retry_deadline_s"):
+        value = config.get(name)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
+            errors.append(f"config.{name} must be a positive number of seconds")
+    value = config.get("max_retries")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 20):
+        errors.append("config.max_retries must be an integer between 0 and 20")
+    return errors

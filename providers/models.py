@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import fnmatch
+
+from django.db import models
+
+from providers import crypto
+
+PROVIDER_CHOICES = [
+    ("openai", "OpenAI"),
+    ("anthropic", "Anthropic"),
+    ("azure_openai", "Azure OpenAI"),
+    ("openrouter", "OpenRouter"),
+    ("openai_compatible", "OpenAI-compatible (self-hosted)"),
+    ("mock", "Mock"),
+]
+
+
+class ProviderCredential(models.Model):
+    """One organisation's access to one provider. The key is stored encrypted only."""
+
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="credentials")
+    provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    key_last_four = models.CharField(max_length=4, blank=True, editable=False)
+    base_url = models.URLField(blank=True, help_text="Endpoint; empty means the provider's default")
+    api_version = models.CharField(max_length=40, blank=True, help_text="Azure OpenAI api-version")
+    deployments = models.JSONField(default=dict, blank=True, help_text="Azure: model name -> deployment name")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "provider"], name="one_credential_per_provider")]
+        ordering = ["provider"]
+
+    def __str__(self) -> str:
+        return f"{self.get_provider_display()} for {self.org_id} (…{self.key_last_four})"
+
+    def set_api_key(self, api_key: str) -> None:
+        self.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""
+        self.key_last_four = api_key[-4:] if len(api_key) >= 8 else ""
+
+    def api_key(self) -> str:
+        return crypto.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
+
+    @property
+    def masked_key(self) -> str:
+        if not self.api_key_encrypted:
+            return "none"
+        return f"…{self.key_last_four}" if self.key_last_four else "set"
+
+
+class AllowedProvider(models.Model):
+    """An org's allowlist: once an org has any entry, only listed providers (and models
+    matching the entry's patterns, if any) may run."""
+
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="allowed_providers")
+    provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
+    model_patterns = models.TextField(blank=True, help_text="One glob per line, e.g. gpt-4o*; empty allows any model")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "provider"], name="one_allowlist_entry_per_provider")]
+        ordering = ["provider"]
+
+    def __str__(self) -> str:
+        return f"{self.provider} for {self.org_id}"
+
+    def patterns(self) -> list[str]:
+        return [line.strip() for line in self.model_patterns.splitlines() if line.strip()]
+
+    def allows_model(self, model_name: str) -> bool:
+        patterns = self.patterns()
+        return not patterns or any(fnmatch.fnmatchcase(model_name, p) for p in patterns)

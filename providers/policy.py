@@ -1,0 +1,40 @@
+"""Governance: the allowlist and credential resolution, always within one organisation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from providers.models import AllowedProvider, ProviderCredential
+
+
+@dataclass(frozen=True)
+class ResolvedCredential:
+    api_key: str = field(repr=False)  # never in a repr, so never in a traceback or log line
+    base_url: str = ""
+    api_version: str = ""
+    deployments: dict = field(default_factory=dict)
+
+
+def not_allowed_reason(org_id: int, provider: str, model_name: str) -> str | None:
+    """Why the org may not use this provider/model, or None when it may."""
+    entries = {e.provider: e for e in AllowedProvider.objects.filter(org_id=org_id)}
+    if not entries:
+        return None  # no allowlist configured: the org has not restricted anything
+    entry = entries.get(provider)
+    if entry is None:
+        return f"provider {provider!r} is not on the organisation's allowlist"
+    if not entry.allows_model(model_name):
+        return f"model {model_name!r} does not match the allowlist patterns for {provider}"
+    return None
+
+
+def resolve_credential(org_id: int, provider: str) -> ResolvedCredential | None:
+    credential = ProviderCredential.objects.filter(org_id=org_id, provider=provider).first()
+    if credential is None:
+        return None
+    return ResolvedCredential(
+        api_key=credential.api_key(),
+        base_url=credential.base_url,
+        api_version=credential.api_version,
+        deployments=dict(credential.deployments or {}),
+    )
