@@ -28,7 +28,7 @@ from experiments.pipeline import finish_run_if_done
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import PLACEHOLDERS
 from orgs.models import Organization
-from providers.registry import arm_errors
+from providers.policy import arm_problems
 
 # --- experiments -------------------------------------------------------------------------
 
@@ -96,8 +96,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
-    arms, arm_problems = _check_arms(raw.get("arms"))
-    errors += arm_problems
+    arms, arm_errors = _check_arms(org, raw.get("arms"))
+    errors += arm_errors
     if errors:
         raise SpecError(errors)
     assert dataset is not None and isinstance(name, str)
@@ -134,7 +134,7 @@ def _int_field_errors(
     return []
 
 
-def _check_arms(raw_arms: Any) -> tuple[list[ArmSpec], list[str]]:
+def _check_arms(org: Organization, raw_arms: Any) -> tuple[list[ArmSpec], list[str]]:
     if not isinstance(raw_arms, list) or not raw_arms:
         return [], ["arms: required, a non-empty list"]
     arms, errors, labels = [], [], set()
@@ -151,7 +151,8 @@ def _check_arms(raw_arms: Any) -> tuple[list[ArmSpec], list[str]]:
             errors.append(f"{where}.label: {label!r} is used by another arm")
         labels.add(label)
         config = raw.get("config", {})
-        errors += [f"{where}.{e}" for e in arm_errors(str(raw.get("provider", "")), raw.get("model_name", ""), config)]
+        provider, model_name = str(raw.get("provider", "")), raw.get("model_name", "")
+        errors += [f"{where}.{e}" for e in arm_problems(org.pk, provider, model_name, config)]
         arms.append(ArmSpec(str(label), str(raw.get("provider")), str(raw.get("model_name")), config))
     return arms, errors
 
@@ -208,7 +209,9 @@ def check_start_run(experiment: Experiment) -> None:
     if not arms:
         errors.append("the experiment has no arms")
     for arm in arms:
-        errors += [f"arm {arm.label!r}: {e}" for e in arm_errors(arm.provider, arm.model_name, arm.config)]
+        errors += [
+            f"arm {arm.label!r}: {e}" for e in arm_problems(experiment.org_id, arm.provider, arm.model_name, arm.config)
+        ]
     if not experiment.dataset.tasks.exists():
         errors.append(f"dataset {experiment.dataset.name!r} has no tasks")
     if experiment.sample_size == 0:

@@ -8,7 +8,8 @@ from django.core.validators import MinValueValidator
 from experiments.actions import ArmSpec, ExperimentSpec, prompt_template_errors
 from experiments.models import Dataset, Experiment
 from orgs.models import Organization
-from providers.registry import arm_errors, provider_names
+from providers.policy import arm_problems
+from providers.registry import provider_names
 
 
 class ExperimentForm(forms.ModelForm):
@@ -71,17 +72,18 @@ class ArmForm(forms.Form):
     model_name = forms.CharField(max_length=200)
     config = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, org: Organization, **kwargs):
         super().__init__(*args, **kwargs)
+        self.org = org
         # The blank choice keeps the spare row unchanged (so ignored) when left alone.
-        self.fields["provider"].choices = [("", "—"), *((name, name) for name in provider_names())]
+        cast(forms.ChoiceField, self.fields["provider"]).choices = [("", "—"), *((n, n) for n in provider_names())]
 
     def clean(self):
         data = super().clean()
         if self.errors:
             return data
         data["config"] = data.get("config") or {}
-        problems = arm_errors(data["provider"], data["model_name"], data["config"])
+        problems = arm_problems(self.org.pk, data["provider"], data["model_name"], data["config"])
         if problems:
             raise forms.ValidationError([f"Arm {data['label']!r}: {p}" for p in problems])
         return data

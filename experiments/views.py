@@ -68,7 +68,7 @@ def experiment_edit(request: HttpRequest, code: str) -> HttpResponse:
 def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -> HttpResponse:
     if request.method == "POST":
         form = ExperimentForm(request.POST, org=org, instance=experiment)
-        arms = ArmFormSet(request.POST, prefix="arms")
+        arms = ArmFormSet(request.POST, prefix="arms", form_kwargs={"org": org})
         if form.is_valid() and arms.is_valid():
             saved = do_save_experiment(org, spec_from_forms(form, cast(BaseArmFormSet, arms)), request.user, experiment)
             messages.success(request, f"Saved {saved.name}.")
@@ -76,7 +76,9 @@ def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -
     else:
         form = ExperimentForm(org=org, instance=experiment)
         arms = ArmFormSet(
-            prefix="arms", initial=arm_initial(experiment) if experiment else [{"provider": "mock", "config": {}}]
+            prefix="arms",
+            form_kwargs={"org": org},
+            initial=arm_initial(experiment) if experiment else [{"provider": "mock", "config": {}}],
         )
     return render(request, "experiments/experiment_form.html", {"form": form, "arms": arms, "experiment": experiment})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from django.utils import timezone
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_random_exponential
 
@@ -12,6 +13,7 @@ from providers.adapters.base import Adapter
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.policy import not_allowed_reason, resolve_credential
+from providers.pricing import catalog_cost
 from providers.registry import adapter_class
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -36,7 +38,11 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
         exc.retries = retrying.statistics.get("attempt_number", 1) - 1
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         raise
-    return replace(completion, retries=retrying.statistics.get("attempt_number", 1) - 1)
+    retries = retrying.statistics.get("attempt_number", 1) - 1
+    if completion.cost_usd is None:  # a provider-reported cost (OpenRouter, the mock) wins
+        cost = catalog_cost(arm.provider, arm.model_name, completion.usage, timezone.now().date())
+        return replace(completion, retries=retries, cost_usd=cost)
+    return replace(completion, retries=retries)
 
 
 def _governed_adapter(org_id: int, arm: ArmSpec) -> Adapter:

@@ -71,3 +71,35 @@ class AllowedProvider(models.Model):
     def allows_model(self, model_name: str) -> bool:
         patterns = self.patterns()
         return not patterns or any(fnmatch.fnmatchcase(model_name, p) for p in patterns)
+
+
+class Price(models.Model):
+    """What a provider charges for a model from a date on, per million tokens.
+
+    ``model_pattern`` is a glob (``gpt-4o``, ``claude-sonnet-4*``); the most specific
+    pattern that matches wins, and among those the newest ``valid_from`` not after the call.
+    """
+
+    provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
+    model_pattern = models.CharField(max_length=200)
+    input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
+    output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
+    cached_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    valid_from = models.DateField()
+    source = models.CharField(max_length=300, blank=True, help_text="Where the figure comes from")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "model_pattern", "valid_from"], name="one_price_per_day")
+        ]
+        ordering = ["provider", "model_pattern", "-valid_from"]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model_pattern} from {self.valid_from}"
+
+    def matches(self, model_name: str) -> bool:
+        return fnmatch.fnmatchcase(model_name, self.model_pattern)
+
+    @property
+    def specificity(self) -> tuple[bool, int]:
+        return ("*" not in self.model_pattern and "?" not in self.model_pattern, len(self.model_pattern))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from providers.models import AllowedProvider, ProviderCredential
+from providers.registry import arm_errors
 
 
 @dataclass(frozen=True)
@@ -38,3 +39,12 @@ def resolve_credential(org_id: int, provider: str) -> ResolvedCredential | None:
         api_version=credential.api_version,
         deployments=dict(credential.deployments or {}),
     )
+
+
+def arm_problems(org_id: int, provider: str, model_name: str, config: object) -> list[str]:
+    """Everything that stops this org from running this arm: bad settings or the allowlist."""
+    problems = arm_errors(provider, model_name, config)
+    if problems:
+        return problems
+    reason = not_allowed_reason(org_id, provider, model_name)
+    return [f"not_allowed: {reason}"] if reason else []

@@ -1,10 +1,41 @@
+from __future__ import annotations
+
+from datetime import date
 from decimal import Decimal
 
 from providers.types import Usage
 
 PER_MILLION = Decimal(1_000_000)
+CENT_FRACTION = Decimal("0.00000001")
 
 
-def cost_for(usage: Usage, price_input_per_mtok: Decimal, price_output_per_mtok: Decimal) -> Decimal:
-    cost = usage.input_tokens * price_input_per_mtok + usage.output_tokens * price_output_per_mtok
-    return (cost / PER_MILLION).quantize(Decimal("0.00000001"))
+def cost_for(
+    usage: Usage,
+    price_input_per_mtok: Decimal,
+    price_output_per_mtok: Decimal,
+    price_cached_per_mtok: Decimal | None = None,
+) -> Decimal:
+    """Cost in USD. Cached input tokens are part of ``input_tokens`` and, when the model has
+    a cached price, are charged at it instead of the full input price."""
+    cached = usage.cached_tokens if price_cached_per_mtok is not None else 0
+    cost = (usage.input_tokens - cached) * price_input_per_mtok + usage.output_tokens * price_output_per_mtok
+    if cached:
+        cost += cached * price_cached_per_mtok  # type: ignore[operator]
+    return (cost / PER_MILLION).quantize(CENT_FRACTION)
+
+
+def catalog_price(provider: str, model_name: str, on: date):
+    """The catalog entry in force for this model on that day, or None (price unknown)."""
+    from providers.models import Price
+
+    candidates = [p for p in Price.objects.filter(provider=provider, valid_from__lte=on) if p.matches(model_name)]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: (p.specificity, p.valid_from))
+
+
+def catalog_cost(provider: str, model_name: str, usage: Usage, on: date) -> Decimal | None:
+    price = catalog_price(provider, model_name, on)
+    if price is None:
+        return None
+    return cost_for(usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)
