@@ -82,3 +82,38 @@ def check_relative_path(path: str) -> None:
         raise PatchRejected(f"path {path!r} escapes the work directory")
     if ".git" in pure.parts:
         raise PatchRejected(f"path {path!r} touches .git")
+
+
+# Files that decide whether tests pass. A patch is judged by the task's tests, so it may not
+# edit them, add to them, or shadow the runner (a conftest hook can mark every test passed).
+HARNESS_NAMES = frozenset(
+    {
+        "conftest.py",
+        "pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "pyproject.toml",
+        "pytest.py",
+        "sitecustomize.py",
+        "usercustomize.py",
+    }
+)
+
+
+def touches_test_harness(path: str) -> bool:
+    pure = PurePosixPath(path)
+    name = pure.name
+    return (
+        name in HARNESS_NAMES
+        or name.startswith("test_")
+        or name.endswith(("_test.py", ".pth"))
+        or any(part in ("tests", "test", "_pytest") for part in pure.parts[:-1])
+    )
+
+
+def check_leaves_tests_alone(patch: str) -> None:
+    for patched_file in PatchSet(patch):
+        for raw in (patched_file.source_file, patched_file.target_file):
+            path = _strip_prefix(raw)
+            if path and touches_test_harness(path):
+                raise PatchRejected(f"the patch changes the tests or their harness ({path})")

@@ -6,19 +6,22 @@ limit (the whole process group is killed on expiry) and CPU / memory rlimits.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.db import models
 
-from evaluation.patches import PatchRejected, check_patch, check_relative_path
+from evaluation.patches import PatchRejected, check_leaves_tests_alone, check_patch, check_relative_path
 
 LOG_LIMIT = 20_000
 MEMORY_LIMIT_BYTES = 2 * 1024**3
@@ -56,6 +59,7 @@ def validate_patch(files: dict[str, str], patch: str, test_command: list[str], t
 
     try:
         check_patch(patch)
+        check_leaves_tests_alone(patch)
     except PatchRejected as exc:
         return result(ValidationStatus.REJECTED, str(exc))
     with tempfile.TemporaryDirectory(prefix="prbench-validate-") as workdir:
@@ -111,17 +115,55 @@ def _run(command: list[str], cwd: str, timeout_s: float, stdin: str | None = Non
         command,
         cwd=cwd,
         env=env,
-        stdin=subprocess.PIPE,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         start_new_session=True,  # so a timeout kills the tests' children too
         preexec_fn=lambda: _limit_resources(cpu),
     )
+    output = _BoundedOutput()
+    reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
+    reader.start()
+    if stdin is not None and process.stdin:
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.write(stdin.encode())
+        process.stdin.close()
+    timed_out = False
     try:
-        output, _ = process.communicate(stdin, timeout=timeout_s)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        timed_out = True
         os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        return _Finished(process.returncode, output, timed_out=True)
-    return _Finished(process.returncode, output, timed_out=False)
+        process.wait()
+    reader.join(timeout=10)
+    return _Finished(process.returncode, output.text(), timed_out=timed_out)
+
+
+class _BoundedOutput:
+    """Keeps the head and the tail of a process's output in bounded memory: a test that
+    floods stdout must not take the worker down with it."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.dropped = 0
+
+    def drain(self, pipe: Any) -> None:
+        while chunk := pipe.read1(65536):
+            self.buffer += chunk
+            if len(self.buffer) > 4 * LOG_LIMIT:
+                self._trim()
+        if self.dropped:
+            self._trim()
+        pipe.close()
+
+    def _trim(self) -> None:
+        half = LOG_LIMIT // 2 - 200  # room for the marker, so truncate() leaves it alone
+        self.dropped += len(self.buffer) - 2 * half
+        self.buffer = self.buffer[:half] + self.buffer[-half:]
+
+    def text(self) -> str:
+        text = self.buffer.decode(errors="replace")
+        if not self.dropped:
+            return text
+        half = len(text) // 2
+        return f"{text[:half]}\n… [{self.dropped} bytes of output dropped] …\n{text[half:]}"

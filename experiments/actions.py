@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
+    RUN_FINISHED,
     Attempt,
     AttemptStatus,
     Dataset,
@@ -58,6 +59,10 @@ class SpecError(ValidationError):
     """Carries every problem found, each prefixed with the field it concerns."""
 
 
+NAME_MAX = 200
+LABEL_MAX = 100
+MODEL_MAX = 200
+SEED_LIMIT = 2**62
 SPEC_FIELDS = {
     "name",
     "description",
@@ -78,8 +83,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         raise SpecError(["the spec must be a mapping of fields"])
     errors = [f"{key}: unknown field" for key in sorted(set(raw) - SPEC_FIELDS)]
     name = raw.get("name")
-    if not isinstance(name, str) or not name.strip():
-        errors.append("name: required, a non-empty string")
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
+        errors.append(f"name: required, a non-empty string of at most {NAME_MAX} characters")
     dataset = None
     if not isinstance(raw.get("dataset"), str):
         errors.append("dataset: required, the name of one of the organisation's datasets")
@@ -87,12 +92,14 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         dataset = Dataset.objects.filter(org=org, name=raw["dataset"]).first()
         if dataset is None:
             errors.append(f"dataset: no dataset named {raw['dataset']!r} in this organisation")
-    errors += _int_field_errors(raw, "sample_size", minimum=1, optional=True)
-    errors += _int_field_errors(raw, "seed", minimum=-(2**62), maximum=2**62)
+    errors += _int_field_errors(raw, "sample_size", minimum=1, maximum=1_000_000, optional=True)
+    errors += _int_field_errors(raw, "seed", minimum=-SEED_LIMIT, maximum=SEED_LIMIT)
     errors += _int_field_errors(raw, "repetitions", minimum=1, maximum=100)
     strategy = raw.get("sample_strategy", SampleStrategy.RANDOM)
     if strategy not in SampleStrategy.values:
         errors.append(f"sample_strategy: must be one of {', '.join(SampleStrategy.values)}")
+    if not isinstance(raw.get("description", ""), str):
+        errors.append("description: must be a string")
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
@@ -145,14 +152,18 @@ def _check_arms(org: Organization, raw_arms: Any) -> tuple[list[ArmSpec], list[s
             continue
         errors += [f"{where}.{key}: unknown field" for key in sorted(set(raw) - ARM_FIELDS)]
         label = raw.get("label")
-        if not isinstance(label, str) or not label.strip():
-            errors.append(f"{where}.label: required, a non-empty string")
+        if not isinstance(label, str) or not label.strip() or len(label) > LABEL_MAX:
+            errors.append(f"{where}.label: required, a non-empty string of at most {LABEL_MAX} characters")
         elif label in labels:
             errors.append(f"{where}.label: {label!r} is used by another arm")
-        labels.add(label)
+        else:
+            labels.add(label)
+        model_name = raw.get("model_name", "")
+        if not isinstance(model_name, str) or len(model_name) > MODEL_MAX:
+            errors.append(f"{where}.model_name: must be a string of at most {MODEL_MAX} characters")
         config = raw.get("config", {})
-        provider, model_name = str(raw.get("provider", "")), raw.get("model_name", "")
-        errors += [f"{where}.{e}" for e in arm_problems(org.pk, provider, model_name, config)]
+        provider = str(raw.get("provider", ""))
+        errors += [f"{where}.{e}" for e in arm_problems(org.pk, provider, str(model_name), config)]
         arms.append(ArmSpec(str(label), str(raw.get("provider")), str(raw.get("model_name")), config))
     return arms, errors
 
@@ -170,6 +181,8 @@ def do_save_experiment(
 ) -> Experiment:
     if experiment is None:
         experiment = Experiment(org=org, created_by=user)
+    else:
+        Experiment.objects.select_for_update().filter(pk=experiment.pk).first()
     experiment.name = spec.name
     experiment.description = spec.description
     experiment.dataset = spec.dataset
@@ -225,6 +238,9 @@ def do_start_run(
     experiment: Experiment, user: Any = None, seed: int | None = None, inference_only: bool = False
 ) -> Run:
     """Materialise every attempt in one transaction; work is queued once it commits."""
+    # Lock and re-read the experiment so the snapshot, the arms and the sample agree even if
+    # someone saves the experiment at the same moment.
+    experiment = Experiment.objects.select_for_update().select_related("dataset", "org").get(pk=experiment.pk)
     seed = experiment.sample_seed if seed is None else seed
     now = timezone.now()
     run = Run.objects.create(
@@ -335,10 +351,10 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
         status=AttemptStatus.RUNNING, started_at__lt=timezone.now() - timedelta(seconds=limit)
     )
     reclaimed: dict[int, int] = {}
-    for run_id, attempt_id in abandoned.order_by("sequence").values_list("run_id", "pk"):
-        if Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.RUNNING).update(
-            status=AttemptStatus.QUEUED, claim_token=None
-        ):
+    for run_id, attempt_id, run_status in abandoned.order_by("sequence").values_list("run_id", "pk", "run__status"):
+        # In a finished (cancelled) run nobody will pick the attempt up again: close it.
+        status = AttemptStatus.CANCELLED if run_status in RUN_FINISHED else AttemptStatus.QUEUED
+        if Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.RUNNING).update(status=status, claim_token=None):
             reclaimed[run_id] = reclaimed.get(run_id, 0) + 1
     report.reclaimed = sum(reclaimed.values())
     for run in Run.objects.filter(status=RunStatus.RUNNING):

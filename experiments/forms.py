@@ -5,7 +5,7 @@ from typing import cast
 from django import forms
 from django.core.validators import MinValueValidator
 
-from experiments.actions import ArmSpec, ExperimentSpec, prompt_template_errors
+from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, prompt_template_errors
 from experiments.models import Dataset, Experiment
 from orgs.models import Organization
 from providers.policy import arm_problems
@@ -56,9 +56,6 @@ class ExperimentForm(forms.ModelForm):
         if errors:
             raise forms.ValidationError(errors)
         return template
-
-
-SEED_LIMIT = 2**62
 
 
 class StartRunForm(forms.Form):

@@ -43,6 +43,11 @@ def enqueue_attempts(run_id: int, attempt_ids: Iterable[int]) -> int:
             args=(run_id, batch),
             job_id=f"{job_prefix(run_id)}{uuid.uuid4().hex}",
             result_ttl=0,
+            # No RQ timeout: its SIGALRM exception would land inside an attempt and be scored
+            # as that attempt's failure. Attempts bound themselves (provider timeouts and
+            # retry deadline, the validation kill), and a hung worker is what requeue_stale
+            # recovers from.
+            timeout=-1,
             failure_ttl=7 * 24 * 3600,
         )
         for batch in _batches(attempt_ids, settings.PRBENCH_ATTEMPTS_PER_JOB)

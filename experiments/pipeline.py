@@ -7,12 +7,13 @@ whose attempt was re-queued after looking abandoned cannot count it a second tim
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import asdict
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from evaluation.patches import extract_patch
@@ -29,14 +30,22 @@ from experiments.models import (
 )
 from experiments.prompts import build_request
 from providers import gateway
-from providers.errors import ProviderError
+from providers.errors import ErrorCategory, ProviderError
 from providers.types import ArmSpec, Completion, CompletionRequest
+
+logger = logging.getLogger(__name__)
 
 
 def claim_attempt(attempt_id: int) -> uuid.UUID | None:
     token = uuid.uuid4()
-    claimed = Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.QUEUED, run__status=RunStatus.RUNNING).update(
-        status=AttemptStatus.RUNNING, claim_token=token, started_at=timezone.now(), claims=F("claims") + 1
+    # The run's status goes in an EXISTS, not a join: a join makes Django write
+    # "id IN (subquery)", and Postgres re-checks only that outer condition after waiting on
+    # the row lock, so two workers could both claim the same queued attempt.
+    run_is_running = Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.RUNNING))
+    claimed = (
+        Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.QUEUED)
+        .filter(run_is_running)
+        .update(status=AttemptStatus.RUNNING, claim_token=token, started_at=timezone.now(), claims=F("claims") + 1)
     )
     return token if claimed else None
 
@@ -46,6 +55,18 @@ def process_attempt(attempt_id: int) -> bool:
     token = claim_attempt(attempt_id)
     if token is None:
         return False
+    try:
+        _execute(attempt_id, token)
+    except Exception as exc:
+        # Whatever broke (a bad config the checks missed, a sandbox error), the attempt ends
+        # as a scored failure instead of jamming its batch and the run for ever.
+        logger.exception("attempt %s crashed", attempt_id)
+        error = ProviderError(ErrorCategory.UNKNOWN, f"the platform failed on this attempt: {type(exc).__name__}")
+        record_failure(attempt_id, token, None, error)
+    return True
+
+
+def _execute(attempt_id: int, token: uuid.UUID) -> None:
     attempt = Attempt.objects.select_related("run", "task", "arm").get(pk=attempt_id)
     request = build_request(attempt)
     arm = ArmSpec(attempt.arm.provider, attempt.arm.model_name, attempt.arm.config)
@@ -53,12 +74,11 @@ def process_attempt(attempt_id: int) -> bool:
         completion = gateway.complete(attempt.run.org_id, arm, request)
     except ProviderError as error:
         record_failure(attempt_id, token, request, error)
-        return True
+        return
     responded_at = timezone.now()
     patch = extract_patch(completion.text)
     validation = None if attempt.run.inference_only else _validate(attempt, patch)
     record_completion(attempt_id, token, request, completion, patch, validation, responded_at)
-    return True
 
 
 def _validate(attempt: Attempt, patch: str) -> ValidationResult:
@@ -124,11 +144,11 @@ def record_completion(
     return True
 
 
-def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest, error: ProviderError) -> bool:
+def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest | None, error: ProviderError) -> bool:
     return bool(
         _still_ours(attempt_id, token).update(
             status=AttemptStatus.FAILED,
-            request=request_record(request),
+            request=request_record(request) if request else {},
             error_category=error.category,
             error_message=error.message[:2000],
             retries=error.retries,

@@ -26,6 +26,20 @@ from orgs.access import (
     membership_for,
 )
 
+ATTEMPT_ROWS = 500
+# The attempts table shows a few short columns: leave the bulky ones in the database.
+ATTEMPT_ROW_BULK = (
+    "request",
+    "raw_response",
+    "output",
+    "error_message",
+    "task__repo_files",
+    "task__gold_patch",
+    "task__problem_statement",
+    "task__metadata",
+    "arm__config",
+)
+
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
@@ -127,7 +141,9 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "can_write": membership_for(request, run.org).can_write,
         "progress": run_progress(run),
         "leaderboard": run_leaderboard(run),
-        "attempts": run.attempts.select_related("task", "arm").order_by("sequence"),
+        "attempts": run.attempts.select_related("task", "arm")
+        .defer(*ATTEMPT_ROW_BULK)
+        .order_by("sequence")[:ATTEMPT_ROWS],
     }
     if request.htmx:
         response = render(request, "experiments/run_detail.html#live", context)

@@ -51,12 +51,15 @@ def do_create_org(slug: str, name: str, owner_email: str, password: str | None =
     return org, user
 
 
-def check_add_member(org: Organization, email: str, role: str) -> Any:
+def check_add_member(org: Organization, email: str, role: str, actor: Membership) -> Any:
     if role not in Role.values:
         raise ValidationError(f"unknown role {role!r}")
     user = get_user_model().objects.filter(email__iexact=email).first()
     if user is None:
         raise ValidationError(f"no user has signed up with {email!r}")
+    current = org.memberships.filter(user=user).values_list("role", flat=True).first()
+    if actor.role != Role.OWNER and Role.OWNER in (role, current):
+        raise ValidationError("only an owner can make someone an owner or change an owner's role")
     owners = org.memberships.filter(role=Role.OWNER)
     if role != Role.OWNER and list(owners.values_list("user_id", flat=True)) == [user.pk]:
         raise ValidationError("an organisation needs an owner: make someone else owner first")

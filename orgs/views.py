@@ -24,10 +24,10 @@ def members(request: HttpRequest, code: str) -> HttpResponse:
     org = membership.org
     error = None
     if request.method == "POST":
-        access_org(request, code, manage=True)
+        actor = access_org(request, code, manage=True)
         email, role = request.POST.get("email", "").strip(), request.POST.get("role", "")
         try:
-            user = check_add_member(org, email, role)
+            user = check_add_member(org, email, role, actor)
         except ValidationError as exc:
             error = "; ".join(exc.messages)
         else:

@@ -36,6 +36,22 @@ def arm_errors(provider: str, model_name: str, config: object) -> list[str]:
         return ["config must be an object"]
     try:
         json.dumps(config, allow_nan=False)
-    except ValueError:
-        return ["config must not contain NaN or Infinity"]
-    return adapter_class(provider).config_errors(model_name, config)
+    except (TypeError, ValueError):
+        return ["config must hold only JSON values (strings, numbers, booleans, lists, objects; no NaN)"]
+    return retry_config_errors(config) + adapter_class(provider).config_errors(model_name, config)
+
+
+def retry_config_errors(config: dict) -> list[str]:
+    """The gateway's own settings, which every provider shares."""
+    limits: dict[str, tuple[float, float, type | tuple[type, ...]]] = {
+        "max_retries": (0, 20, int),
+        "retry_base_ms": (0, 600_000, (int, float)),
+        "retry_deadline_s": (0.001, 86_400, (int, float)),
+    }
+    errors = []
+    for name, (low, high, kind) in limits.items():
+        value = config.get(name)
+        in_range = isinstance(value, kind) and not isinstance(value, bool) and low <= value <= high  # type: ignore[operator]
+        if value is not None and not in_range:
+            errors.append(f"config.{name} must be a number between {low:g} and {high:g}")
+    return errors

@@ -21,11 +21,8 @@ def http_config_errors(config: dict) -> list[str]:
     errors = []
     if "extra_body" in config and not isinstance(config["extra_body"], dict):
         errors.append("config.extra_body must be an object")
-    for name in ("timeout_connect_s", "timeout_read_s", "retry_deadline_s"):
+    for name in ("timeout_connect_s", "timeout_read_s"):
         value = config.get(name)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
             errors.append(f"config.{name} must be a positive number of seconds")
-    value = config.get("max_retries")
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 20):
-        errors.append("config.max_retries must be an integer between 0 and 20")
     return errors

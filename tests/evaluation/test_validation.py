@@ -63,3 +63,42 @@ def test_long_logs_keep_head_and_tail():
     short = truncate(log)
     assert len(short) < LOG_LIMIT + 100
     assert short.startswith("head") and short.endswith("tail") and "truncated" in short
+
+
+CHEAT = """--- /dev/null
++++ b/tests/conftest.py
+@@ -0,0 +1,6 @@
++import pytest
++@pytest.hookimpl(hookwrapper=True)
++def pytest_runtest_makereport(item, call):
++    outcome = yield
++    report = outcome.get_result()
++    report.outcome = "passed"
+"""
+
+
+def test_a_patch_may_not_rewrite_the_tests_or_their_harness():
+    result = validate(CHEAT)
+    assert result.status == ValidationStatus.REJECTED
+    assert "changes the tests or their harness (tests/conftest.py)" in result.log
+    for path in ("conftest.py", "pytest.py", "tests/test_slugify.py", "pkg/tests/data.txt", "x.pth", "setup.cfg"):
+        patch = f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
+        assert validate(patch).status == ValidationStatus.REJECTED, path
+
+
+def test_a_flood_of_output_is_kept_bounded():
+    command = [
+        "{python}",
+        "-c",
+        "import sys\nfor _ in range(200000): sys.stdout.write('spam' * 40 + '\\n')\nprint('END')",
+    ]
+    result = validate(TASK["gold_patch"], command)
+    assert result.status == ValidationStatus.PASSED
+    assert len(result.log) < 2 * LOG_LIMIT
+    assert "bytes of output dropped" in result.log and result.log.rstrip().endswith("END")
+
+
+def test_undecodable_output_does_not_crash():
+    command = ["{python}", "-c", "import sys; sys.stdout.buffer.write(b'\\xff\\xfe bad bytes'); sys.exit(1)"]
+    result = validate(TASK["gold_patch"], command)
+    assert result.status == ValidationStatus.FAILED and "bad bytes" in result.log

@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 from io import StringIO
+from typing import Any
 
 import pytest
 import yaml
@@ -12,7 +13,7 @@ from django.core.management import CommandError, call_command
 from experiments.models import Experiment, ModelArm, Run, RunStatus
 from tests.conftest import work_queue
 
-SPEC = {
+SPEC: dict[str, Any] = {
     "name": "From the repo",
     "dataset": "Demo: small Python bugs",
     "sample_size": 3,
@@ -215,3 +216,36 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
         assert arm in demo.stdout
     assert (tmp_path / "prbench.sqlite3").exists()
     assert not (tmp_path / "redis.sock").exists(), "the embedded Redis must stop with the demo"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"arms": [dict(SPEC["arms"][0], label=["a", "b"])]}, "arms[0].label: required, a non-empty string"),
+        ({"arms": [dict(SPEC["arms"][0], config={"when": "2024-01-01"})]}, None),
+        ({"sample_size": 99_999_999_999}, "sample_size: must be an integer of at least 1 and at most 1000000"),
+        ({"name": "x" * 250}, "name: required, a non-empty string of at most 200 characters"),
+        ({"arms": [dict(SPEC["arms"][0], config={"max_retries": "2"})]}, "arms[0].config.max_retries"),
+        (
+            {"arms": [dict(SPEC["arms"][0], model_name="m" * 300)]},
+            "arms[0].model_name: must be a string of at most 200",
+        ),
+    ],
+)
+def test_wrongly_typed_fields_are_named_not_crashed_on(tmp_path, dataset, change, message):
+    path = write(tmp_path, "bad.yaml", yaml.safe_dump(dict(SPEC, **change)))
+    if message is None:  # a YAML date is not JSON: refused by name, not with a TypeError
+        dated = "name: x\ndataset: 'Demo: small Python bugs'\narms:\n- label: a\n  provider: mock\n  model_name: m\n"
+        dated += "  config:\n    when: 2024-01-01\n"
+        path = write(tmp_path, "bad.yaml", dated)
+        message = "arms[0].config must hold only JSON values"
+    with pytest.raises(CommandError) as caught:
+        run_command("apply_experiment", "--org", "acme", path)
+    assert message in str(caught.value)
+    assert not Experiment.objects.exists()
+
+
+def test_start_run_refuses_a_seed_out_of_range(experiment):
+    with pytest.raises(CommandError, match="--seed must be between"):
+        run_command("start_run", "--org", "acme", "--experiment", "Mock duel", "--seed", "99999999999999999999")
+    assert not Run.objects.exists()

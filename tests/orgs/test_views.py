@@ -260,3 +260,15 @@ def test_the_last_owner_cannot_demote_themselves(alice, bob, org):
 
     assert response.status_code == 200
     assert Membership.objects.get(user=alice, org=org).role == Role.OWNER
+
+
+def test_an_admin_cannot_take_the_org_over(alice, bob, org):
+    Membership.objects.filter(user=bob, org=org).update(role=Role.ADMIN)
+    client = client_for(bob)
+    url = reverse("orgs:members", args=[org.code])
+    promote = client.post(url, {"email": "bob@example.com", "role": "owner"})
+    demote = client.post(url, {"email": "alice@example.com", "role": "viewer"})
+    assert (promote.status_code, demote.status_code) == (200, 200)
+    assert Membership.objects.get(user=bob, org=org).role == Role.ADMIN
+    assert Membership.objects.get(user=alice, org=org).role == Role.OWNER
+    assert "only an owner can" in promote.content.decode()

@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.actions import check_start_run, do_start_run
+from experiments.actions import SEED_LIMIT, check_start_run, do_start_run
 from experiments.management.commands._helpers import org_by_slug, wait_for_run
 from experiments.models import Experiment, RunStatus
 from experiments.reporting import format_leaderboard, run_leaderboard
@@ -22,6 +22,8 @@ class Command(BaseCommand):
         chosen = Experiment.objects.filter(org=organisation, name=experiment).select_related("dataset").first()
         if chosen is None:
             raise CommandError(f"no experiment named {experiment!r} in {organisation.slug}")
+        if seed is not None and not -SEED_LIMIT <= seed <= SEED_LIMIT:
+            raise CommandError(f"--seed must be between {-SEED_LIMIT} and {SEED_LIMIT}")
         try:
             check_start_run(chosen)
         except ValidationError as exc:
