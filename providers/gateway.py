@@ -41,7 +41,7 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
     retries = retrying.statistics.get("attempt_number", 1) - 1
     if completion.cost_usd is None:  # a provider-reported cost (OpenRouter, the mock) wins
         cost = catalog_cost(arm.provider, arm.model_name, completion.usage, timezone.now().date())
-        return replace(completion, retries=retries, cost_usd=cost)
+        return replace(completion, retries=retries, cost_usd=cost, cost_source="catalog" if cost is not None else "")
     return replace(completion, retries=retries)
 
 
@@ -52,6 +52,8 @@ def _governed_adapter(org_id: int, arm: ArmSpec) -> Adapter:
     if reason:
         raise ProviderError(ErrorCategory.NOT_ALLOWED, reason)
     cls = adapter_class(arm.provider)
+    if not cls.uses_credential:
+        return cls(arm)
     try:
         credential = resolve_credential(org_id, arm.provider)
     except DecryptionFailed:

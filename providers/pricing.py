@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from datetime import date
 from decimal import Decimal
 
@@ -24,11 +25,29 @@ def cost_for(
     return (cost / PER_MILLION).quantize(CENT_FRACTION)
 
 
-def catalog_price(provider: str, model_name: str, on: date):
-    """The catalog entry in force for this model on that day, or None (price unknown)."""
+CATALOG_TTL_S = 60.0
+_catalog: dict[str, tuple[float, list]] = {}
+
+
+def _prices(provider: str) -> list:
+    """The provider's catalog rows, re-read at most once a minute per process: prices change
+    rarely, every attempt needs one, and ``recompute_costs`` fixes up anything priced late."""
     from providers.models import Price
 
-    candidates = [p for p in Price.objects.filter(provider=provider, valid_from__lte=on) if p.matches(model_name)]
+    loaded_at, rows = _catalog.get(provider, (0.0, []))
+    if time.monotonic() - loaded_at > CATALOG_TTL_S:
+        rows = list(Price.objects.filter(provider=provider))
+        _catalog[provider] = (time.monotonic(), rows)
+    return rows
+
+
+def forget_catalog() -> None:
+    _catalog.clear()
+
+
+def catalog_price(provider: str, model_name: str, on: date):
+    """The catalog entry in force for this model on that day, or None (price unknown)."""
+    candidates = [p for p in _prices(provider) if p.valid_from <= on and p.matches(model_name)]
     if not candidates:
         return None
     return max(candidates, key=lambda p: (p.specificity, p.valid_from))

@@ -13,6 +13,7 @@ from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.demo import load_demo_dataset
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, get_queue
+from providers.pricing import forget_catalog
 
 PASSWORD = "correct horse battery staple"
 
@@ -27,6 +28,13 @@ ZERO_LATENCY_ARMS = [
         {"mode": "noisy", "quality": 0.5, "price_input_per_mtok": 1, "price_output_per_mtok": 2},
     ),
 ]
+
+
+@pytest.fixture(autouse=True)
+def fresh_price_catalog():
+    forget_catalog()  # the per-process cache must not carry prices from one test to the next
+    yield
+    forget_catalog()
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ class Adapter:
 
     name: ClassVar[str]
     needs_credential: ClassVar[bool] = False
+    uses_credential: ClassVar[bool] = True  # the mock never looks one up
 
     def __init__(self, arm: ArmSpec, credential: ResolvedCredential | None = None):
         self.arm = arm

@@ -34,6 +34,7 @@ NUMBER_FIELDS = {
 
 class MockAdapter(Adapter):
     name = "mock"
+    uses_credential = False
 
     def __init__(self, arm, credential=None):
         super().__init__(arm, credential)
