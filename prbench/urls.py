@@ -5,5 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("orgs/", include("orgs.urls")),
+    path("orgs/", include("providers.urls")),
     path("", include("experiments.urls")),
 ]

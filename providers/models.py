@@ -23,7 +23,7 @@ class ProviderCredential(models.Model):
     provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     key_last_four = models.CharField(max_length=4, blank=True, editable=False)
-    base_url = models.URLField(blank=True, help_text="Endpoint; empty means the provider's default")
+    base_url = models.CharField(max_length=500, blank=True, help_text="Endpoint; empty means the provider's default")
     api_version = models.CharField(max_length=40, blank=True, help_text="Azure OpenAI api-version")
     deployments = models.JSONField(default=dict, blank=True, help_text="Azure: model name -> deployment name")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from experiments.actions import do_start_run
 
-APPS = ("orgs", "experiments")
+APPS = ("orgs", "experiments", "providers")
 
 
 @pytest.fixture

@@ -1,0 +1,127 @@
+"""Writes to an organisation's provider settings. Views call these after access checks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from orgs.models import Organization
+from providers import gateway
+from providers.errors import ProviderError
+from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredential
+from providers.types import ArmSpec, CompletionRequest, Message
+
+PROVIDERS = [value for value, _ in PROVIDER_CHOICES]
+CHEAP_TEST_MODELS = {
+    "openai": "gpt-4o-mini",
+    "azure_openai": "gpt-4o-mini",
+    "anthropic": "claude-3-5-haiku-latest",
+    "openrouter": "openai/gpt-4o-mini",
+    "openai_compatible": "default",
+    "mock": "mock",
+}
+
+
+@dataclass(frozen=True)
+class CredentialInput:
+    provider: str
+    api_key: str  # "" keeps the stored key
+    base_url: str
+    api_version: str
+    deployments: dict[str, str]
+
+
+def check_credential(org: Organization, data: dict[str, Any]) -> CredentialInput:
+    errors = []
+    provider = data.get("provider", "")
+    if provider not in PROVIDERS:
+        errors.append(f"provider: choose one of {', '.join(PROVIDERS)}")
+    try:
+        deployments = json.loads(data.get("deployments") or "{}")
+    except ValueError:
+        deployments = None
+    if not isinstance(deployments, dict) or not all(isinstance(v, str) for v in deployments.values()):
+        errors.append('deployments: a JSON object of model name to deployment name, e.g. {"gpt-4o": "prod-4o"}')
+    base_url = (data.get("base_url") or "").strip()
+    if base_url and not base_url.startswith(("http://", "https://")):
+        errors.append("base_url: must start with http:// or https://")
+    if provider == "azure_openai" and (not base_url or not data.get("api_version")):
+        errors.append("Azure OpenAI needs an endpoint (base_url) and an api_version")
+    if provider == "openai_compatible" and not base_url:
+        errors.append("an OpenAI-compatible server needs its base_url")
+    exists = ProviderCredential.objects.filter(org=org, provider=provider).exists()
+    if not data.get("api_key") and not exists and provider not in ("openai_compatible", "mock"):
+        errors.append("api_key: required for a new credential")
+    if errors:
+        raise ValidationError(errors)
+    return CredentialInput(
+        provider, data.get("api_key", "").strip(), base_url, (data.get("api_version") or "").strip(), deployments or {}
+    )
+
+
+@transaction.atomic
+def do_save_credential(org: Organization, values: CredentialInput) -> ProviderCredential:
+    credential, _ = ProviderCredential.objects.select_for_update().get_or_create(org=org, provider=values.provider)
+    if values.api_key:
+        credential.set_api_key(values.api_key)
+    credential.base_url = values.base_url
+    credential.api_version = values.api_version
+    credential.deployments = values.deployments
+    credential.save()
+    return credential
+
+
+def do_delete_credential(org: Organization, provider: str) -> bool:
+    deleted, _ = ProviderCredential.objects.filter(org=org, provider=provider).delete()
+    return bool(deleted)
+
+
+@dataclass(frozen=True)
+class ConnectionReport:
+    ok: bool
+    category: str
+    message: str
+
+
+def do_test_connection(org: Organization, provider: str, model_name: str = "") -> ConnectionReport:
+    """One cheap call (a one-token answer) through the real gateway, no retries."""
+    model = model_name.strip() or CHEAP_TEST_MODELS.get(provider, "default")
+    arm = ArmSpec(
+        provider,
+        model,
+        {"max_retries": 0, "timeout_read_s": 30, "mode": "oracle"}
+        if provider == "mock"
+        else {"max_retries": 0, "timeout_read_s": 30},
+    )
+    request = CompletionRequest(messages=(Message("user", "Reply with OK."),), max_output_tokens=1)
+    try:
+        completion = gateway.complete(org.pk, arm, request)
+    except ProviderError as error:
+        return ConnectionReport(False, error.category, error.message)
+    return ConnectionReport(True, "ok", f"{completion.model_served} answered in {completion.latency_ms} ms")
+
+
+def check_allowlist_entry(data: dict[str, Any]) -> tuple[str, str]:
+    provider = data.get("provider", "")
+    if provider not in PROVIDERS:
+        raise ValidationError(f"provider: choose one of {', '.join(PROVIDERS)}")
+    patterns = "\n".join(line.strip() for line in (data.get("model_patterns") or "").splitlines() if line.strip())
+    if len(patterns) > 2000:
+        raise ValidationError("model_patterns: at most 2000 characters")
+    return provider, patterns
+
+
+def do_allow(org: Organization, provider: str, patterns: str) -> AllowedProvider:
+    entry, _ = AllowedProvider.objects.update_or_create(
+        org=org, provider=provider, defaults={"model_patterns": patterns}
+    )
+    return entry
+
+
+def do_disallow(org: Organization, provider: str) -> bool:
+    deleted, _ = AllowedProvider.objects.filter(org=org, provider=provider).delete()
+    return bool(deleted)

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from orgs.access import access_org
+from providers.actions import (
+    CHEAP_TEST_MODELS,
+    check_allowlist_entry,
+    check_credential,
+    do_allow,
+    do_delete_credential,
+    do_disallow,
+    do_save_credential,
+    do_test_connection,
+)
+from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredential
+
+
+@login_required
+def settings_page(request: HttpRequest, code: str) -> HttpResponse:
+    membership = access_org(request, code)
+    org = membership.org
+    context = {
+        "org": org,
+        "membership": membership,
+        "credentials": ProviderCredential.objects.filter(org=org),
+        "allowlist": AllowedProvider.objects.filter(org=org),
+        "providers": PROVIDER_CHOICES,
+        "test_models": CHEAP_TEST_MODELS,
+        "errors": [],
+    }
+    return render(request, "providers/settings.html", context)
+
+
+@login_required
+@require_POST
+def save_credential(request: HttpRequest, code: str) -> HttpResponse:
+    org = access_org(request, code, manage=True).org
+    try:
+        values = check_credential(org, request.POST.dict())
+    except ValidationError as exc:
+        messages.error(request, "Credential not saved: " + "; ".join(exc.messages))
+    else:
+        do_save_credential(org, values)
+        messages.success(request, f"Saved the {values.provider} credential.")
+    return redirect("providers:settings", code=org.code)
+
+
+@login_required
+@require_POST
+def delete_credential(request: HttpRequest, code: str, provider: str) -> HttpResponse:
+    org = access_org(request, code, manage=True).org
+    if do_delete_credential(org, provider):
+        messages.success(request, f"Deleted the {provider} credential.")
+    return redirect("providers:settings", code=org.code)
+
+
+@login_required
+@require_POST
+def test_connection(request: HttpRequest, code: str, provider: str) -> HttpResponse:
+    org = access_org(request, code, manage=True).org
+    report = do_test_connection(org, provider, request.POST.get("model", ""))
+    context = {"provider": provider, "report": report}
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, "providers/settings.html#connection", context)
+    level = messages.success if report.ok else messages.error
+    level(request, f"{provider}: {report.category}: {report.message}")
+    return redirect("providers:settings", code=org.code)
+
+
+@login_required
+@require_POST
+def allow(request: HttpRequest, code: str) -> HttpResponse:
+    org = access_org(request, code, manage=True).org
+    try:
+        provider, patterns = check_allowlist_entry(request.POST.dict())
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    else:
+        do_allow(org, provider, patterns)
+        messages.success(request, f"{provider} is on the allowlist.")
+    return redirect("providers:settings", code=org.code)
+
+
+@login_required
+@require_POST
+def disallow(request: HttpRequest, code: str, provider: str) -> HttpResponse:
+    org = access_org(request, code, manage=True).org
+    do_disallow(org, provider)
+    return redirect("providers:settings", code=org.code)

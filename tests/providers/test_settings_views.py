@@ -1,0 +1,205 @@
+"""Credentials and allowlist pages, and the promise that a key never shows up anywhere."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from experiments.actions import ArmSpec, do_replace_arms, do_start_run
+from experiments.models import Attempt
+from orgs.models import Membership, Role
+from providers.errors import ErrorCategory
+from providers.models import AllowedProvider, ProviderCredential
+from tests.conftest import client_for, work_queue
+from tests.providers.fake_server import FakeProvider, Reply
+
+KEY = "sk-live-LEAKCHECK-9f8e7d6c5b4a"
+
+
+@pytest.fixture
+def fake():
+    server = FakeProvider()
+    yield server
+    server.close()
+
+
+def save_key(client, org, **fields):
+    data = {"provider": "openai", "api_key": KEY, "base_url": "", "api_version": "", "deployments": ""} | fields
+    return client.post(reverse("providers:save_credential", args=[org.code]), data)
+
+
+def test_it_works(alice, bob, org):
+    response = save_key(client_for(alice), org)
+    assert response.status_code == 302
+    credential = ProviderCredential.objects.get(org=org, provider="openai")
+    assert credential.api_key() == KEY and KEY not in credential.api_key_encrypted
+    assert credential.key_last_four == KEY[-4:]
+    page = client_for(bob).get(reverse("providers:settings", args=[org.code]))
+    assert page.status_code == 200
+    content = page.content.decode()
+    assert f"…{KEY[-4:]}" in content and KEY not in content and KEY[:-4] not in content
+
+
+def test_an_empty_key_keeps_the_stored_one(alice, org):
+    client = client_for(alice)
+    save_key(client, org)
+    save_key(client, org, api_key="", base_url="https://proxy.example.com/v1")
+    credential = ProviderCredential.objects.get(org=org)
+    assert credential.api_key() == KEY and credential.base_url == "https://proxy.example.com/v1"
+
+
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"provider": "skynet"}, "provider: choose one of"),
+        ({"provider": "azure_openai"}, "Azure OpenAI needs an endpoint"),
+        ({"deployments": "[1, 2]"}, "deployments: a JSON object"),
+        ({"base_url": "ftp://x"}, "base_url: must start with http"),
+        ({"api_key": ""}, "api_key: required for a new credential"),
+    ],
+)
+def test_bad_credentials_are_refused_with_the_field(alice, org, fields, error):
+    response = save_key(client_for(alice), org, **fields)
+    assert response.status_code == 302
+    assert not ProviderCredential.objects.exists()
+    messages = [str(m) for m in response.wsgi_request._messages]
+    assert any(error in m for m in messages), messages
+
+
+def test_members_and_viewers_cannot_change_settings(bob, vera, org):
+    for user in (bob, vera):
+        assert save_key(client_for(user), org).status_code == 403
+        response = client_for(user).post(reverse("providers:allow", args=[org.code]), {"provider": "mock"})
+        assert response.status_code == 403
+    assert not ProviderCredential.objects.exists() and not AllowedProvider.objects.exists()
+
+
+def test_it_checks_ownership(charlie, alice, org):
+    save_key(client_for(alice), org)
+    client = client_for(charlie)
+    urls = [
+        reverse("providers:settings", args=[org.code]),
+        reverse("providers:save_credential", args=[org.code]),
+        reverse("providers:test_connection", args=[org.code, "openai"]),
+        reverse("providers:delete_credential", args=[org.code, "openai"]),
+        reverse("providers:allow", args=[org.code]),
+    ]
+    for url in urls:
+        assert client.get(url).status_code in (404, 405)
+        assert client.post(url, {"provider": "openai", "api_key": "stolen"}).status_code == 404
+    assert ProviderCredential.objects.get(org=org).api_key() == KEY
+
+
+def test_the_allowlist_is_edited_and_enforced_when_saving_an_experiment(alice, org, dataset):
+    client = client_for(alice)
+    response = client.post(
+        reverse("providers:allow", args=[org.code]), {"provider": "mock", "model_patterns": "mock-a*\n"}
+    )
+    assert response.status_code == 302
+    assert AllowedProvider.objects.get(org=org).patterns() == ["mock-a*"]
+    form = {
+        "name": "Governed",
+        "description": "",
+        "dataset": str(dataset.pk),
+        "sample_size": "",
+        "sample_strategy": "first",
+        "sample_seed": "1",
+        "repetitions": "1",
+        "prompt_template": "{{problem_statement}}",
+        "arms-TOTAL_FORMS": "1",
+        "arms-INITIAL_FORMS": "0",
+        "arms-MIN_NUM_FORMS": "0",
+        "arms-MAX_NUM_FORMS": "1000",
+        "arms-0-label": "rogue",
+        "arms-0-provider": "mock",
+        "arms-0-model_name": "mock-b",
+        "arms-0-config": "{}",
+    }
+    response = client.post(reverse("experiments:create"), form)
+    assert response.status_code == 200
+    assert "Arm &#x27;rogue&#x27;: not_allowed: model &#x27;mock-b&#x27; does not match" in response.content.decode()
+    form["arms-0-model_name"] = "mock-a1"
+    assert client.post(reverse("experiments:create"), form).status_code == 302
+
+
+def test_an_arm_disallowed_after_saving_fails_at_execution_without_a_call(
+    experiment, org, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = do_start_run(experiment, inference_only=True)
+    AllowedProvider.objects.create(org=org, provider="openai")  # the mock is no longer allowed
+    work_queue()
+    assert set(run.attempts.values_list("status", "error_category")) == {("failed", ErrorCategory.NOT_ALLOWED)}
+
+
+def test_test_connection_reports_the_category(alice, org, fake):
+    client = client_for(alice)
+    save_key(client, org, base_url=fake.url + "/v1")
+    fake.script(Reply(401, {"error": {"message": "Incorrect API key provided: sk-live-****5b4a"}}))
+    url = reverse("providers:test_connection", args=[org.code, "openai"])
+    response = client.post(url, {"model": "gpt-4o-mini"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "authentication" in content and KEY not in content and "<html" not in content
+    assert fake.seen[-1].body["max_tokens"] == 1
+    fake.script(
+        Reply(
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            },
+        )
+    )
+    response = client.post(url, {"model": ""}, HTTP_HX_REQUEST="true")
+    assert "OK" in response.content.decode() and fake.seen[-1].body["model"] == "gpt-4o-mini"
+
+
+def test_the_key_never_leaks(alice, org, experiment, fake, caplog, django_capture_on_commit_callbacks):
+    """Not in a page, the admin, a log record, an exception message or a stored raw record."""
+    caplog.set_level(logging.DEBUG)
+    client = client_for(alice)
+    save_key(client, org, base_url=fake.url + "/v1")
+    do_replace_arms(experiment, [ArmSpec("gpt", "openai", "gpt-4o", {"max_retries": 1, "retry_base_ms": 1})])
+    fake.default = Reply(401, {"error": {"message": "Incorrect API key provided"}})
+    with django_capture_on_commit_callbacks(execute=True):
+        run = do_start_run(experiment, inference_only=True)
+    work_queue()
+    attempts = list(Attempt.objects.filter(run=run))
+    assert {a.error_category for a in attempts} == {ErrorCategory.AUTHENTICATION}
+    assert all(KEY in seen.headers["authorization"] for seen in fake.seen)  # it was really used
+    stored = json.dumps([[a.request, a.raw_response, a.error_message, a.output] for a in attempts])
+    assert KEY not in stored
+    assert KEY not in caplog.text and KEY[4:] not in caplog.text
+    alice.is_staff = alice.is_superuser = True
+    alice.save()
+    staff = Client()
+    staff.force_login(alice)
+    credential = ProviderCredential.objects.get(org=org)
+    pages = [
+        client.get(reverse("providers:settings", args=[org.code])),
+        client.get(reverse("experiments:run", args=[run.code])),
+        client.get(reverse("experiments:attempt", args=[attempts[0].code])),
+        client.get(reverse("experiments:detail", args=[experiment.code])),
+        staff.get(reverse("admin:providers_providercredential_change", args=[credential.pk])),
+        staff.get(reverse("admin:providers_providercredential_changelist")),
+        staff.get(reverse("admin:experiments_attempt_change", args=[attempts[0].pk])),
+    ]
+    for page in pages:
+        assert page.status_code == 200
+        assert KEY not in page.content.decode() and KEY[:-4] not in page.content.decode()
+    assert KEY not in repr(credential) and KEY not in str(credential)
+
+
+def test_only_owners_and_admins_see_the_forms(bob, org):
+    Membership.objects.filter(user=bob, org=org).update(role=Role.MEMBER)
+    page = client_for(bob).get(reverse("providers:settings", args=[org.code])).content.decode()
+    assert "Save credential" not in page and "Only admins and owners" in page
