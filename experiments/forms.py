@@ -66,7 +66,8 @@ class StartRunForm(forms.Form):
 class ArmForm(forms.Form):
     label = forms.CharField(max_length=100)
     provider = forms.ChoiceField(choices=[])
-    model_name = forms.CharField(max_length=200)
+    # The browser offers ids from the model catalog (a <datalist> on the page).
+    model_name = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"list": "model-suggestions"}))
     config = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
 
     def __init__(self, *args, org: Organization, **kwargs):

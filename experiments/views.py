@@ -25,6 +25,7 @@ from orgs.access import (
     access_run,
     membership_for,
 )
+from providers.catalog import suggestions as model_suggestions
 
 ATTEMPT_ROWS = 500
 # The attempts table shows a few short columns: leave the bulky ones in the database.
@@ -94,7 +95,8 @@ def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -
             form_kwargs={"org": org},
             initial=arm_initial(experiment) if experiment else [{"provider": "mock", "config": {}}],
         )
-    return render(request, "experiments/experiment_form.html", {"form": form, "arms": arms, "experiment": experiment})
+    context = {"form": form, "arms": arms, "experiment": experiment, "model_suggestions": model_suggestions()}
+    return render(request, "experiments/experiment_form.html", context)
 
 
 @login_required

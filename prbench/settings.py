@@ -168,3 +168,5 @@ LOGGING = {
 
 # Fernet keys for provider credentials at rest, newest first (see providers/crypto.py).
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")
+# Where `manage.py models refresh` fetches OpenRouter's model list from.
+PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://openrouter.ai/api/v1/models")

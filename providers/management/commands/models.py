@@ -1,0 +1,42 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from providers import catalog
+
+
+class Command(BaseCommand):
+    help = "OpenRouter's model catalog: refresh it, search it, or show one model."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        sub.add_parser("refresh", help="fetch the live list into the cache")
+        search = sub.add_parser("search", help="models whose id or name contains PATTERN (globs allowed)")
+        search.add_argument("pattern")
+        show = sub.add_parser("info", help="one model's details")
+        show.add_argument("model_id")
+
+    def handle(self, *args, action, **options):
+        if action == "refresh":
+            try:
+                count = catalog.refresh()
+            except catalog.CatalogError as exc:
+                raise CommandError(f"{exc}; the cached or shipped list stays in use") from None
+            self.stdout.write(f"cached {count} models")
+        elif action == "search":
+            found = catalog.search(options["pattern"])
+            for model in found:
+                self.stdout.write(f"{model.id:<48} {_price(model)}")
+            self.stdout.write(f"{len(found)} model(s) (from the {catalog.models()[1]})")
+        else:
+            model = catalog.info(options["model_id"])
+            if model is None:
+                raise CommandError(f"no model {options['model_id']!r} in the catalog; try `models search`")
+            self.stdout.write(
+                f"id: {model.id}\nname: {model.name}\ncontext length: {model.context_length or 'unknown'}"
+            )
+            self.stdout.write(f"price per million tokens: {_price(model)}")
+
+
+def _price(model: catalog.CatalogModel) -> str:
+    if model.input_per_mtok is None or model.output_per_mtok is None:
+        return "price unknown"
+    return f"${model.input_per_mtok:f} in / ${model.output_per_mtok:f} out"
