@@ -199,6 +199,7 @@ class Attempt(models.Model):
     error_category = models.CharField(max_length=32, choices=ErrorCategory.choices, blank=True)
     error_message = models.TextField(blank=True)
     retries = models.PositiveIntegerField(default=0)
+    retry_log = models.JSONField(default=list, blank=True, help_text="Each retried try: category, message, wait")
 
     patch_present = models.BooleanField(null=True)
     patch_applied = models.BooleanField(null=True)

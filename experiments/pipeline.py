@@ -119,6 +119,7 @@ def record_completion(
         cost_usd=completion.cost_usd,
         cost_source=completion.cost_source if completion.cost_usd is not None else "",
         retries=completion.retries,
+        retry_log=list(completion.retry_log),
         patch_present=score.patch_present,
         patch_applied=score.applied,
         resolved=score.resolved,
@@ -154,6 +155,7 @@ def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest
             error_category=error.category,
             error_message=error.message[:2000],
             retries=error.retries,
+            retry_log=error.retry_log,
             scored_at=timezone.now(),
         )
     )

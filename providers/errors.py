@@ -45,6 +45,7 @@ class ProviderError(Exception):
         self.message = message
         self.retry_after = retry_after
         self.retries = 0
+        self.retry_log: list[dict] = []  # one entry per failed try that was retried
         self.raw_request: dict = {}
 
     @property

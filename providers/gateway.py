@@ -31,18 +31,19 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
     ``org_id`` scopes credential look-up to the run's own organisation.
     """
     adapter = _governed_adapter(org_id, arm)
-    retrying = _retry_policy(arm.config)
+    retry_log: list[dict] = []
+    retrying = _retry_policy(arm.config, retry_log)
     try:
         completion = retrying(_generate, adapter, request)
     except ProviderError as exc:
-        exc.retries = retrying.statistics.get("attempt_number", 1) - 1
+        exc.retries, exc.retry_log = len(retry_log), retry_log
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         raise
-    retries = retrying.statistics.get("attempt_number", 1) - 1
-    if completion.cost_usd is None:  # a provider-reported cost (OpenRouter, the mock) wins
-        cost = catalog_cost(arm.provider, arm.model_name, completion.usage, timezone.now().date())
-        return replace(completion, retries=retries, cost_usd=cost, cost_source="catalog" if cost is not None else "")
-    return replace(completion, retries=retries)
+    done = replace(completion, retries=len(retry_log), retry_log=tuple(retry_log))
+    if done.cost_usd is None:  # a provider-reported cost (OpenRouter, the mock) wins
+        cost = catalog_cost(arm.provider, arm.model_name, done.usage, timezone.now().date())
+        return replace(done, cost_usd=cost, cost_source="catalog" if cost is not None else "")
+    return done
 
 
 def _governed_adapter(org_id: int, arm: ArmSpec) -> Adapter:
@@ -77,7 +78,7 @@ def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:
         ) from None
 
 
-def _retry_policy(config: dict) -> Retrying:
+def _retry_policy(config: dict, retry_log: list[dict]) -> Retrying:
     base_s = config.get("retry_base_ms", DEFAULT_RETRY_BASE_MS) / 1000
     exponential = wait_random_exponential(multiplier=base_s, max=60)
 
@@ -87,7 +88,19 @@ def _retry_policy(config: dict) -> Retrying:
         retry_after = getattr(error, "retry_after", None) or 0
         return max(retry_after, exponential(state))
 
+    def record(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        retry_log.append(
+            {
+                "try": state.attempt_number,
+                "category": str(getattr(error, "category", "unknown")),
+                "message": getattr(error, "message", "")[:200],
+                "wait_s": round(state.next_action.sleep if state.next_action else 0.0, 3),
+            }
+        )
+
     return Retrying(
+        before_sleep=record,
         stop=stop_after_attempt(1 + config.get("max_retries", DEFAULT_MAX_RETRIES))
         | stop_after_delay(config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)),
         wait=wait,

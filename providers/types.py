@@ -58,6 +58,7 @@ class Completion:
     model_served: str
     request_id: str = ""
     retries: int = 0
+    retry_log: tuple[dict[str, Any], ...] = ()  # one entry per failed try that was retried
     cost_source: str = "provider"  # "provider" (reported by it), "catalog", or "" (unknown)
     raw_request: dict[str, Any] = field(default_factory=dict)
     raw_response: dict[str, Any] = field(default_factory=dict)

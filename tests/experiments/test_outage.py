@@ -36,3 +36,38 @@ def test_an_outage_fails_one_arm_not_the_run(experiment, org, django_capture_on_
     assert set(failed.values_list("error_category", "retries")) == {(ErrorCategory.OVERLOADED, 2)}
     assert len(down.seen) == 4 * 3  # every try reached the server, none more
     assert [row.label for row in run_leaderboard(run)] == ["healthy", "down"]
+
+
+def test_each_retry_is_recorded_on_the_attempt(experiment, org, django_capture_on_commit_callbacks):
+    flaky = FakeProvider()
+    flaky.script(
+        Reply(429, {"error": {"message": "slow down"}}, {"retry-after": "0.05"}),
+        Reply(500, {"error": {"message": "oops"}}),
+    )
+    flaky.default = Reply(
+        200,
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "no diff"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+        },
+    )
+    try:
+        credential = ProviderCredential(org=org, provider="openai", base_url=flaky.url + "/v1")
+        credential.set_api_key("sk-test-retries-00000")
+        credential.save()
+        do_replace_arms(experiment, [ArmSpec("gpt", "openai", "gpt-4o", {"max_retries": 3, "retry_base_ms": 1})])
+        experiment.sample_size = 1
+        experiment.save()
+        with django_capture_on_commit_callbacks(execute=True):
+            run = do_start_run(experiment)
+        work_queue()
+    finally:
+        flaky.close()
+    attempt = run.attempts.get()
+    assert attempt.status == "completed" and attempt.retries == 2
+    assert [(r["try"], r["category"]) for r in attempt.retry_log] == [(1, "rate_limited"), (2, "server_error")]
+    assert attempt.retry_log[0]["wait_s"] >= 0.05
