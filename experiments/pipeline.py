@@ -69,7 +69,7 @@ def process_attempt(attempt_id: int) -> bool:
 def _execute(attempt_id: int, token: uuid.UUID) -> None:
     attempt = Attempt.objects.select_related("run", "task", "arm").get(pk=attempt_id)
     request = build_request(attempt)
-    arm = ArmSpec(attempt.arm.provider, attempt.arm.model_name, attempt.arm.config)
+    arm = ArmSpec(attempt.arm.provider, attempt.arm.model_name, attempt.arm.config, key=f"run-arm:{attempt.arm_id}")
     try:
         completion = gateway.complete(attempt.run.org_id, arm, request)
     except ProviderError as error:

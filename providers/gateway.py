@@ -12,6 +12,7 @@ from tenacity.wait import wait_random_exponential
 from providers.adapters.base import Adapter
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
+from providers.limits import DEFAULT_MAX_CONCURRENCY, arm_slot
 from providers.policy import not_allowed_reason, resolve_credential
 from providers.pricing import catalog_cost
 from providers.registry import adapter_class
@@ -34,7 +35,7 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
     retry_log: list[dict] = []
     retrying = _retry_policy(arm.config, retry_log)
     try:
-        completion = retrying(_generate, adapter, request)
+        completion = retrying(_generate_in_slot, adapter, request)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
@@ -62,6 +63,13 @@ def _governed_adapter(org_id: int, arm: ArmSpec) -> Adapter:
     if cls.needs_credential and credential is None:
         raise ProviderError(ErrorCategory.AUTHENTICATION, f"the organisation has no {arm.provider} credential")
     return cls(arm, credential)
+
+
+def _generate_in_slot(adapter: Adapter, request: CompletionRequest) -> Completion:
+    # A slot per try, not per attempt: an attempt sleeping before a retry holds none.
+    limit = adapter.arm.config.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
+    with arm_slot(adapter.arm.key, limit):
+        return _generate(adapter, request)
 
 
 def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:

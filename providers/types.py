@@ -14,6 +14,8 @@ class ArmSpec:
     provider: str
     model_name: str
     config: dict[str, Any] = field(default_factory=dict)
+    # Identifies the arm across worker processes for its concurrency limit ("" = unlimited).
+    key: str = ""
 
 
 @dataclass(frozen=True)

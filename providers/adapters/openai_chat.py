@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import openai
 
 from providers.adapters.base import Adapter
 from providers.adapters.http_errors import category_for_status, error_message, retry_after_seconds
-from providers.adapters.timeouts import http_config_errors, timeouts_for
+from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
 
@@ -26,12 +27,11 @@ class OpenAIChatAdapter(Adapter):
 
     def client(self) -> openai.OpenAI:
         credential = self.credential
-        return openai.OpenAI(
-            api_key=credential.api_key if credential else "",
-            base_url=(credential.base_url if credential and credential.base_url else None) or self.default_base_url,
-            max_retries=0,  # the gateway owns retries, so every try is seen and recorded
-            timeout=timeouts_for(self.arm.config),
-            default_headers=self.extra_headers(),
+        return _openai_client(
+            credential.api_key if credential else "",
+            (credential.base_url if credential and credential.base_url else None) or self.default_base_url,
+            timeout_key(self.arm.config),
+            tuple(sorted(self.extra_headers().items())),
         )
 
     def extra_headers(self) -> dict[str, str]:
@@ -124,12 +124,8 @@ class OpenAICompatibleAdapter(OpenAIChatAdapter):
             raise ProviderError(
                 ErrorCategory.BAD_REQUEST, "no base URL: set it on the credential or as config.base_url"
             )
-        return openai.OpenAI(
-            api_key=(self.credential.api_key if self.credential else "") or "not-needed",
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeouts_for(self.arm.config),
-        )
+        api_key = (self.credential.api_key if self.credential else "") or "not-needed"
+        return _openai_client(api_key, base_url, timeout_key(self.arm.config), ())
 
 
 class OpenRouterAdapter(OpenAIChatAdapter):
@@ -154,17 +150,37 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
         credential = self.credential
         if credential is None or not credential.base_url or not credential.api_version:
             raise ProviderError(ErrorCategory.AUTHENTICATION, "Azure needs an endpoint, an api-version and a key")
-        return openai.AzureOpenAI(
-            api_key=credential.api_key,
-            azure_endpoint=credential.base_url,
-            api_version=credential.api_version,
-            max_retries=0,
-            timeout=timeouts_for(self.arm.config),
+        return _azure_client(
+            credential.api_key, credential.base_url, credential.api_version, timeout_key(self.arm.config)
         )
 
     def model_for_request(self) -> str:
         deployments = self.credential.deployments if self.credential else {}
         return self.arm.config.get("deployment") or deployments.get(self.arm.model_name) or self.arm.model_name
+
+
+@lru_cache(maxsize=256)
+def _openai_client(api_key: str, base_url: str | None, timeouts: tuple[float, float], headers: tuple) -> openai.OpenAI:
+    """Clients are reused: building one (connection pool, TLS context) costs tens of ms, and
+    they are thread-safe. Keyed by everything that shapes the connection."""
+    return openai.OpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=0,  # the gateway owns retries, so every try is seen and recorded
+        timeout=timeouts_from_key(timeouts),
+        default_headers=dict(headers),
+    )
+
+
+@lru_cache(maxsize=256)
+def _azure_client(api_key: str, endpoint: str, api_version: str, timeouts: tuple[float, float]) -> openai.AzureOpenAI:
+    return openai.AzureOpenAI(
+        api_key=api_key,
+        azure_endpoint=endpoint,
+        api_version=api_version,
+        max_retries=0,
+        timeout=timeouts_from_key(timeouts),
+    )
 
 
 def _stable_seed(seed_key: str) -> int:

@@ -8,12 +8,22 @@ DEFAULT_CONNECT_S = 10.0
 DEFAULT_READ_S = 120.0
 
 
-def timeouts_for(config: dict) -> Any:
+def timeout_key(config: dict) -> tuple[float, float]:
+    return float(config.get("timeout_connect_s", DEFAULT_CONNECT_S)), float(
+        config.get("timeout_read_s", DEFAULT_READ_S)
+    )
+
+
+def timeouts_from_key(key: tuple[float, float]) -> Any:
     # The SDKs bundle their own httpx fork; its Timeout accepts the same arguments.
     import httpx2
 
-    read = float(config.get("timeout_read_s", DEFAULT_READ_S))
-    return httpx2.Timeout(read, connect=float(config.get("timeout_connect_s", DEFAULT_CONNECT_S)))
+    connect, read = key
+    return httpx2.Timeout(read, connect=connect)
+
+
+def timeouts_for(config: dict) -> Any:
+    return timeouts_from_key(timeout_key(config))
 
 
 def http_config_errors(config: dict) -> list[str]:
