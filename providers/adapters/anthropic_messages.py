@@ -9,9 +9,9 @@ from typing import Any
 import anthropic
 
 from providers.adapters.base import Adapter
-from providers.adapters.http_errors import category_for_status, error_message, retry_after_seconds
+from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key
-from providers.errors import ErrorCategory, ProviderError
+from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
 
 SAMPLING = ("temperature", "top_p")
@@ -54,28 +54,15 @@ class AnthropicAdapter(Adapter):
         try:
             raw = self.client().messages.with_raw_response.create(**arguments, extra_body=extra_body or None)
             response = raw.parse()
-        except anthropic.APIStatusError as exc:
-            error = ProviderError(
-                category_for_status(exc.status_code, exc.body),
-                error_message(exc.status_code, exc.body),
-                retry_after=retry_after_seconds(exc.response.headers),
-            )
-            raise _with_request(error, params) from None
-        except anthropic.APITimeoutError:
-            raise _with_request(
-                ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time"), params
-            ) from None
-        except anthropic.APIConnectionError:
-            raise _with_request(
-                ProviderError(ErrorCategory.CONNECTION, "could not connect to the provider"), params
-            ) from None
-        except (anthropic.APIResponseValidationError, ValueError) as exc:
-            error = ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}")
-            raise _with_request(error, params) from None
+        except Exception as exc:
+            error = translate_sdk_error(exc, anthropic, params)
+            if error is None:
+                raise
+            raise error from None
         latency_ms = round((time.perf_counter() - started) * 1000)
         body = response.model_dump(mode="json", exclude_none=True) if hasattr(response, "model_dump") else {}
         if body.get("stop_reason") == "refusal":
-            raise _with_request(ProviderError(ErrorCategory.CONTENT_FILTERED, "the model refused to answer"), params)
+            raise failure(ErrorCategory.CONTENT_FILTERED, "the model refused to answer", params)
         text = "".join(block.get("text", "") for block in body.get("content") or [] if block.get("type") == "text")
         usage = body.get("usage") or {}
         return Completion(
@@ -103,8 +90,3 @@ class AnthropicAdapter(Adapter):
 def _anthropic_client(api_key: str, base_url: str | None, timeouts: tuple[float, float]) -> anthropic.Anthropic:
     # Reused for the same reason as the OpenAI clients: building one costs tens of ms.
     return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeouts_from_key(timeouts))
-
-
-def _with_request(error: ProviderError, params: dict) -> ProviderError:
-    error.raw_request = params
-    return error

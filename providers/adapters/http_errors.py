@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from providers.errors import ErrorCategory
+from providers.errors import ErrorCategory, ProviderError
 
 CONTEXT_HINTS = ("context_length_exceeded", "maximum context length", "prompt is too long", "too many tokens")
 FILTER_HINTS = ("content_filter", "content_policy", "responsible ai policy", "safety system")
@@ -116,3 +116,30 @@ def _timestamp(value: str, now: datetime) -> list[float]:
         return [max(0.0, (datetime.fromisoformat(value.replace("Z", "+00:00")) - now).total_seconds())]
     except ValueError:
         return []
+
+
+def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> ProviderError | None:
+    """The taxonomy's view of an exception from an official SDK (``openai`` or ``anthropic``:
+    both generate the same exception hierarchy), or None when it is not one of theirs."""
+    error: ProviderError | None = None
+    if isinstance(exc, sdk.APIStatusError):
+        error = ProviderError(
+            category_for_status(exc.status_code, exc.body),
+            error_message(exc.status_code, exc.body),
+            retry_after=retry_after_seconds(exc.response.headers),
+        )
+    elif isinstance(exc, sdk.APITimeoutError):  # before APIConnectionError, its parent
+        error = ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time")
+    elif isinstance(exc, sdk.APIConnectionError):
+        error = ProviderError(ErrorCategory.CONNECTION, "could not connect to the provider")
+    elif isinstance(exc, (sdk.APIResponseValidationError, ValueError)):
+        error = ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}")
+    if error is not None:
+        error.raw_request = request_record
+    return error
+
+
+def failure(category: ErrorCategory, message: str, request_record: dict) -> ProviderError:
+    error = ProviderError(category, message)
+    error.raw_request = request_record
+    return error

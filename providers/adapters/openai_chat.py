@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import openai
 
 from providers.adapters.base import Adapter
-from providers.adapters.http_errors import category_for_status, error_message, retry_after_seconds
+from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
@@ -65,30 +65,19 @@ class OpenAIChatAdapter(Adapter):
                 **params, extra_body=self.extra_body() or None
             )
             response = raw.parse()
-        except openai.APIStatusError as exc:
-            raise _status_error(exc.status_code, exc.body, exc.response.headers, params) from None
-        except openai.APITimeoutError:
-            raise _with_request(
-                ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time"), params
-            ) from None
-        except openai.APIConnectionError:
-            raise _with_request(
-                ProviderError(ErrorCategory.CONNECTION, "could not connect to the provider"), params
-            ) from None
-        except (openai.APIResponseValidationError, ValueError) as exc:
-            raise _with_request(
-                ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}"), params
-            ) from None
+        except Exception as exc:
+            error = translate_sdk_error(exc, openai, params)
+            if error is None:
+                raise
+            raise error from None
         latency_ms = round((time.perf_counter() - started) * 1000)
         body = _as_dict(response)
         choices = body.get("choices") or []
         if not choices:
-            raise _with_request(ProviderError(ErrorCategory.SERVER_ERROR, "the response had no choices"), params)
+            raise failure(ErrorCategory.SERVER_ERROR, "the response had no choices", params)
         choice = choices[0]
         if choice.get("finish_reason") == "content_filter":
-            raise _with_request(
-                ProviderError(ErrorCategory.CONTENT_FILTERED, "the answer was withheld by a content filter"), params
-            )
+            raise failure(ErrorCategory.CONTENT_FILTERED, "the answer was withheld by a content filter", params)
         usage = body.get("usage") or {}
         return Completion(
             text=(choice.get("message") or {}).get("content") or "",
@@ -195,14 +184,3 @@ def _as_dict(response: Any) -> dict:
     if hasattr(response, "model_dump"):
         return response.model_dump(mode="json", exclude_none=True)
     raise ValueError("unexpected response type")
-
-
-def _with_request(error: ProviderError, params: dict) -> ProviderError:
-    error.raw_request = params
-    return error
-
-
-def _status_error(status: int, body: Any, headers: Any, params: dict) -> ProviderError:
-    category = category_for_status(status, body)
-    error = ProviderError(category, error_message(status, body), retry_after=retry_after_seconds(headers))
-    return _with_request(error, params)
