@@ -80,7 +80,8 @@ def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:
     except Exception as exc:
         # An adapter bug or an SDK error nobody mapped yet is still a scored failure of this
         # attempt, not a crashed job. Only the type is kept: messages can quote credentials.
-        logger.exception("unmapped provider exception: provider=%s", adapter.arm.provider)
+        # No traceback: its message and locals could quote the credential.
+        logger.error("unmapped provider exception: provider=%s type=%s", adapter.arm.provider, type(exc).__name__)
         raise ProviderError(
             ErrorCategory.UNKNOWN, f"unexpected {type(exc).__name__} from the provider adapter"
         ) from None

@@ -51,7 +51,7 @@ def test_unknown_provider_is_refused_by_name():
     assert arm_errors("mock", "m", []) == ["config must be an object"]
 
 
-def test_an_adapter_crash_is_an_unknown_error_not_a_crashed_job(monkeypatch):
+def test_an_adapter_crash_is_an_unknown_error_not_a_crashed_job(monkeypatch, caplog):
     from providers.adapters.mock import MockAdapter
 
     def explode(self, request):
@@ -63,3 +63,4 @@ def test_an_adapter_crash_is_an_unknown_error_not_a_crashed_job(monkeypatch):
     assert caught.value.category == ErrorCategory.UNKNOWN
     assert caught.value.retries == 0
     assert "KeyError" in caught.value.message and "sk-secret" not in str(caught.value)
+    assert "KeyError" in caplog.text and "sk-secret" not in caplog.text
