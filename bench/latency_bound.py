@@ -82,7 +82,12 @@ def setup_django() -> None:
 def run_case(attempts: int, concurrency: int, workers: int) -> dict:
     setup_django()
     if attempts == 0:
-        return gateway_overhead()
+        from prbench.queues import stop_embedded_redis
+
+        try:
+            return gateway_overhead()
+        finally:
+            stop_embedded_redis()
     import threading
 
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run

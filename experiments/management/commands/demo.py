@@ -36,7 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, no_serve, addr, **options):
         # SIGTERM must unwind like Ctrl-C so the workers and the embedded Redis stop too.
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        signal.signal(signal.SIGTERM, _exit_once)
         ensure_redis()
         org, user = self.demo_org()
         experiment = load_demo_experiment(org, user)
@@ -88,6 +88,13 @@ def start_workers(count: int) -> list[subprocess.Popen]:
             raise CommandError("the RQ workers did not start; see their output above")
         time.sleep(0.2)
     return processes
+
+
+def _exit_once(signum: int, frame: object) -> None:
+    # A second SIGTERM (timeout(1) and a process group both sending one) must not cut the
+    # clean-up short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(128 + signum)
 
 
 def _die_with_parent() -> None:
