@@ -22,10 +22,6 @@ def timeouts_from_key(key: tuple[float, float]) -> Any:
     return httpx2.Timeout(read, connect=connect)
 
 
-def timeouts_for(config: dict) -> Any:
-    return timeouts_from_key(timeout_key(config))
-
-
 def http_config_errors(config: dict) -> list[str]:
     """Settings every HTTP adapter understands: timeouts, retries, extra body fields."""
     errors = []
