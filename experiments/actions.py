@@ -182,7 +182,8 @@ def do_save_experiment(
     if experiment is None:
         experiment = Experiment(org=org, created_by=user)
     else:
-        Experiment.objects.select_for_update().filter(pk=experiment.pk).first()
+        # Only the row lock matters: a concurrent start_run waits until this save commits.
+        Experiment.objects.select_for_update().only("pk").get(pk=experiment.pk)
     experiment.name = spec.name
     experiment.description = spec.description
     experiment.dataset = spec.dataset

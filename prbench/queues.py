@@ -44,15 +44,13 @@ def ensure_redis() -> None:
 
 def stop_embedded_redis() -> None:
     """Stop the embedded server this process started, whoever else is still connected."""
-    global _embedded
+    global _embedded, _connection
     if _embedded is None:
         return
     with contextlib.suppress(Exception):  # already gone is fine
         _embedded.shutdown(nosave=True, now=True, force=True)
     settings.EMBEDDED_REDIS_SOCKET.unlink(missing_ok=True)
-    _embedded = None
-    global _connection
-    _connection = None
+    _embedded = _connection = None
 
 
 def _socket_answers() -> bool:
