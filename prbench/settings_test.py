@@ -4,10 +4,12 @@ import os
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/prbench")
 # Each pytest-xdist worker gets its own Redis database (10, 11, ...): tests flush it.
+# TEST_REDIS_DB_BASE (and a DATABASE_URL of its own) lets a second suite run beside the first.
 _xdist_worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+_redis_db_base = int(os.environ.get("TEST_REDIS_DB_BASE", "10"))
 # Always set, never defaulted: the xdist controller imports these settings too, and its
 # REDIS_URL would otherwise be inherited by every worker, which would then share a database.
-os.environ["REDIS_URL"] = f"{os.environ.get('TEST_REDIS_SERVER', 'redis://127.0.0.1:6379')}/{10 + _xdist_worker}"
+os.environ["REDIS_URL"] = f"{os.environ.get('TEST_REDIS_SERVER', 'redis://127.0.0.1:6379')}/{_redis_db_base + _xdist_worker}"
 os.environ.setdefault("DEBUG", "True")
 
 from prbench.settings import *  # noqa: E402,F403
