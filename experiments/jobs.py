@@ -12,31 +12,21 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 
 from django.conf import settings
-from django.db import connections
 from rq.registry import StartedJobRegistry
 
-from experiments.pipeline import finish_run_if_done, process_attempt
+from experiments.pipeline import finish_run_if_done, run_attempts
 from prbench.queues import get_queue
 
 
 def execute_attempts(run_id: int, attempt_ids: list[int]) -> int:
-    """Execute a batch of one run's attempts, overlapping their provider calls on threads
-    (each arm's own limit still holds, see providers.limits); returns how many ran."""
-    threads = min(len(attempt_ids), settings.PRBENCH_THREADS_PER_JOB)
-    if threads <= 1:
-        ran = sum(process_attempt(attempt_id) for attempt_id in attempt_ids)
-    else:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="attempt") as pool:
-            ran = sum(pool.map(_process_in_thread, attempt_ids))
+    """Execute a batch of one run's attempts, overlapping their provider calls on up to
+    ``PRBENCH_THREADS_PER_JOB`` threads (each arm's own limit still holds, see
+    providers.limits); returns how many this job recorded."""
+    threads = max(1, min(len(attempt_ids), settings.PRBENCH_THREADS_PER_JOB))
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="attempt") as pool:
+        ran = run_attempts(attempt_ids, pool, threads)
     finish_run_if_done(run_id)
     return ran
-
-
-def _process_in_thread(attempt_id: int) -> bool:
-    try:
-        return process_attempt(attempt_id)
-    finally:
-        connections.close_all()  # each thread has its own connection: do not leak it
 
 
 def _batches(items: Iterable[int], size: int) -> Iterable[list[int]]:

@@ -1,18 +1,30 @@
-"""Execute one attempt: call the model, validate the patch, score it, record it.
+"""Execute attempts: call the model, validate the patch, score it, record it.
 
-The attempt row is the unit of work. A worker claims it with a conditional update and
-gets a token; the result is written only if that token still holds, so a slow worker
-whose attempt was re-queued after looking abandoned cannot count it a second time.
+The attempt row is the unit of work. A worker claims a batch of rows with one conditional
+update and gets a token; results are written only where that token still holds, so a slow
+worker whose attempts were re-queued after looking abandoned cannot count them twice.
+
+A job's own thread does all the database work (claim in one UPDATE, record in bulk); its
+pool threads only call providers and validate patches. That keeps the per-attempt cost of
+a latency-bound run in a few bulk statements instead of a handful of queries per attempt,
+and keeps worker threads free of database connections.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 import uuid
-from dataclasses import asdict
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
@@ -27,6 +39,7 @@ from experiments.models import (
     AttemptStatus,
     Run,
     RunStatus,
+    TaskInstance,
 )
 from experiments.prompts import build_request
 from providers import gateway
@@ -35,78 +48,216 @@ from providers.types import ArmSpec, Completion, CompletionRequest
 
 logger = logging.getLogger(__name__)
 
+# Finished attempts wait in memory at most this long before they are written: progress
+# stays live, and a crash loses nothing that requeue_stale cannot recover (rows stay running).
+FLUSH_AFTER_S = 0.2
 
-def claim_attempt(attempt_id: int) -> uuid.UUID | None:
+
+@dataclass
+class Outcome:
+    """What happened to one claimed attempt, ready to be recorded."""
+
+    attempt_id: int
+    request: CompletionRequest | None
+    completion: Completion | None = None
+    error: ProviderError | None = None
+    patch: str = ""
+    validation: ValidationResult | None = None
+    responded_at: datetime | None = None
+
+
+def claim_attempts(attempt_ids: list[int]) -> tuple[uuid.UUID, list[Attempt]]:
+    """Claim whichever of these attempts are still queued in a running run, in one UPDATE.
+    Returns the claim token and the claimed attempts with their run, arm and task loaded."""
     token = uuid.uuid4()
     # The run's status goes in an EXISTS, not a join: a join makes Django write
     # "id IN (subquery)", and Postgres re-checks only that outer condition after waiting on
     # the row lock, so two workers could both claim the same queued attempt.
     run_is_running = Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.RUNNING))
     claimed = (
-        Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.QUEUED)
+        Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.QUEUED)
         .filter(run_is_running)
         .update(status=AttemptStatus.RUNNING, claim_token=token, started_at=timezone.now(), claims=F("claims") + 1)
     )
+    if not claimed:
+        return token, []
+    attempts = list(
+        Attempt.objects.filter(pk__in=attempt_ids, claim_token=token).select_related("run", "arm").order_by("sequence")
+    )
+    # Tasks once each, not once per attempt: a task's files can be large and many
+    # attempts share a task.
+    tasks = TaskInstance.objects.in_bulk({attempt.task_id for attempt in attempts})
+    for attempt in attempts:
+        attempt.task = tasks[attempt.task_id]
+    return token, attempts
+
+
+def claim_attempt(attempt_id: int) -> uuid.UUID | None:
+    token, claimed = claim_attempts([attempt_id])
     return token if claimed else None
 
 
-def process_attempt(attempt_id: int) -> bool:
-    """Run the attempt if it is still waiting for a worker. Returns whether it ran."""
-    token = claim_attempt(attempt_id)
-    if token is None:
-        return False
+def arm_spec(attempt: Attempt) -> ArmSpec:
+    arm = attempt.arm
+    return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}")
+
+
+def execute(attempt: Attempt, prepared: gateway.PreparedArm) -> Outcome:
+    """Call the model and validate its patch. No database access: runs on pool threads."""
+    request = None
     try:
-        _execute(attempt_id, token)
+        request = build_request(attempt)
+        try:
+            completion = gateway.call(prepared, request)
+        except ProviderError as error:
+            return Outcome(attempt.pk, request, error=error)
+        responded_at = timezone.now()
+        patch = extract_patch(completion.text)
+        validation = None if attempt.run.inference_only else _validate(attempt.task, patch)
+        return Outcome(attempt.pk, request, completion, None, patch, validation, responded_at)
     except Exception as exc:
         # Whatever broke (a bad config the checks missed, a sandbox error), the attempt ends
         # as a scored failure instead of jamming its batch and the run for ever.
-        logger.exception("attempt %s crashed", attempt_id)
-        error = ProviderError(ErrorCategory.UNKNOWN, f"the platform failed on this attempt: {type(exc).__name__}")
-        record_failure(attempt_id, token, None, error)
-    return True
+        logger.exception("attempt %s crashed", attempt.pk)
+        return Outcome(attempt.pk, request, error=_platform_error(exc))
 
 
-def _execute(attempt_id: int, token: uuid.UUID) -> None:
-    attempt = Attempt.objects.select_related("run", "task", "arm").get(pk=attempt_id)
-    request = build_request(attempt)
-    arm = ArmSpec(attempt.arm.provider, attempt.arm.model_name, attempt.arm.config, key=f"run-arm:{attempt.arm_id}")
+def _platform_error(exc: Exception) -> ProviderError:
+    return ProviderError(ErrorCategory.UNKNOWN, f"the platform failed on this attempt: {type(exc).__name__}")
+
+
+# Validation runs the task's tests: CPU work, so more at once than there are cores only
+# makes each slower (and nearer its wall-clock limit). Provider calls are not bounded by it.
+_validation_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
+
+
+def _validate(task: TaskInstance, patch: str) -> ValidationResult:
+    with _validation_slots:
+        return validate_patch(task.repo_files, patch, task.test_command, settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS)
+
+
+class BatchRunner:
+    """Runs a job's attempts through a pool of ``threads``, claiming a chunk whenever
+    enough threads are free and recording finished attempts in bulk.
+
+    Claiming just before submitting (not the whole job up front) keeps ``started_at``
+    honest: an attempt's latency is measured from when a thread was ready for it.
+    """
+
+    def __init__(self, attempt_ids: Iterable[int], threads: int):
+        self.pending = deque(attempt_ids)
+        self.threads = threads
+        # Claim when a quarter of the threads are free (or none is busy), not on every
+        # single completion: a claim is one UPDATE for the whole chunk.
+        self.refill_at = max(1, threads // 4)
+        self.in_flight: dict[Future, uuid.UUID] = {}
+        self.finished: dict[uuid.UUID, list[Outcome]] = {}
+        self.oldest_finished = 0.0
+        self.recorded = 0
+
+    def run(self, pool: Executor) -> int:
+        """Returns how many attempts this job recorded."""
+        while self.pending or self.in_flight:
+            free = self.threads - len(self.in_flight)
+            if self.pending and (free >= self.refill_at or not self.in_flight):
+                self._claim_and_submit(pool, free)
+                continue
+            done, _ = wait(list(self.in_flight), timeout=FLUSH_AFTER_S, return_when=FIRST_COMPLETED)
+            for future in done:
+                self._finished(self.in_flight.pop(future), future.result())
+            if self._flush_due():
+                self._flush()
+        self._flush()
+        return self.recorded
+
+    def _claim_and_submit(self, pool: Executor, free: int) -> None:
+        chunk = [self.pending.popleft() for _ in range(min(free, len(self.pending)))]
+        token, attempts = claim_attempts(chunk)
+        prepared: dict[int, gateway.PreparedArm | ProviderError] = {}
+        for attempt in attempts:
+            if attempt.arm_id not in prepared:
+                prepared[attempt.arm_id] = _prepare(attempt)
+            arm = prepared[attempt.arm_id]
+            if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all
+                self._finished(token, Outcome(attempt.pk, None, error=arm))
+            else:
+                self.in_flight[pool.submit(execute, attempt, arm)] = token
+
+    def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
+        if not any(self.finished.values()):
+            self.oldest_finished = time.monotonic()
+        self.finished.setdefault(token, []).append(outcome)
+
+    def _flush_due(self) -> bool:
+        count = sum(len(outcomes) for outcomes in self.finished.values())
+        if not count:
+            return False
+        return count >= self.refill_at or time.monotonic() - self.oldest_finished >= FLUSH_AFTER_S
+
+    def _flush(self) -> None:
+        for token, outcomes in self.finished.items():
+            if outcomes:
+                self.recorded += record_outcomes(token, outcomes)
+        self.finished.clear()
+
+
+def _prepare(attempt: Attempt) -> gateway.PreparedArm | ProviderError:
     try:
-        completion = gateway.complete(attempt.run.org_id, arm, request)
+        return gateway.prepare(attempt.run.org_id, arm_spec(attempt))
     except ProviderError as error:
-        record_failure(attempt_id, token, request, error)
-        return
-    responded_at = timezone.now()
-    patch = extract_patch(completion.text)
-    validation = None if attempt.run.inference_only else _validate(attempt, patch)
-    record_completion(attempt_id, token, request, completion, patch, validation, responded_at)
+        return error
+    except Exception as exc:
+        logger.exception("preparing arm %s crashed", attempt.arm_id)
+        return _platform_error(exc)
 
 
-def _validate(attempt: Attempt, patch: str) -> ValidationResult:
-    task = attempt.task
-    return validate_patch(task.repo_files, patch, task.test_command, settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS)
+def run_attempts(attempt_ids: Iterable[int], pool: Executor, threads: int) -> int:
+    return BatchRunner(attempt_ids, threads).run(pool)
 
 
-def request_record(request: CompletionRequest) -> dict:
+def request_record(request: CompletionRequest | None) -> dict:
+    if request is None:
+        return {}
     record = asdict(request)
     record.pop("reference_output")  # the gold answer is never part of what a model was sent
     return record
 
 
-@transaction.atomic
-def record_completion(
-    attempt_id: int,
-    token: uuid.UUID,
-    request: CompletionRequest,
-    completion: Completion,
-    patch: str,
-    validation: ValidationResult | None,
-    responded_at,
-) -> bool:
-    score = score_pr_attempt(patch, validation)
-    now = timezone.now()
-    updated = _still_ours(attempt_id, token).update(
+COMPLETED_FIELDS = [
+    "status",
+    "request",
+    "raw_response",
+    "output",
+    "model_served",
+    "provider_request_id",
+    "finish_reason",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "latency_ms",
+    "cost_usd",
+    "cost_source",
+    "retries",
+    "retry_log",
+    "patch_present",
+    "patch_applied",
+    "resolved",
+    "lines_changed",
+    "responded_at",
+    "validated_at",
+    "scored_at",
+]
+FAILED_FIELDS = ["status", "request", "error_category", "error_message", "retries", "retry_log", "scored_at"]
+
+
+def _completed_row(outcome: Outcome, now: datetime) -> Attempt:
+    completion, validation = outcome.completion, outcome.validation
+    assert completion is not None
+    score = score_pr_attempt(outcome.patch, validation)
+    return Attempt(
+        pk=outcome.attempt_id,
         status=AttemptStatus.COMPLETED,
-        request=request_record(request),
+        request=request_record(outcome.request),
         raw_response=completion.raw_response,
         output=completion.text,
         model_served=completion.model_served,
@@ -124,45 +275,92 @@ def record_completion(
         patch_applied=score.applied,
         resolved=score.resolved,
         lines_changed=score.lines_changed,
-        responded_at=responded_at,
+        responded_at=outcome.responded_at,
         validated_at=now if validation else None,
         scored_at=now,
     )
-    if not updated:
-        return False
-    artifacts = [Artifact(attempt_id=attempt_id, kind=ArtifactKind.PATCH, content=patch)]
+
+
+def _failed_row(outcome: Outcome, now: datetime) -> Attempt:
+    error = outcome.error
+    assert error is not None
+    return Attempt(
+        pk=outcome.attempt_id,
+        status=AttemptStatus.FAILED,
+        request=request_record(outcome.request),
+        error_category=error.category,
+        error_message=error.message[:2000],
+        retries=error.retries,
+        retry_log=error.retry_log,
+        scored_at=now,
+    )
+
+
+def _artifacts(outcome: Outcome) -> list[Artifact]:
+    artifacts = [Artifact(attempt_id=outcome.attempt_id, kind=ArtifactKind.PATCH, content=outcome.patch)]
+    validation = outcome.validation
     if validation:
         artifacts.append(
             Artifact(
-                attempt_id=attempt_id,
+                attempt_id=outcome.attempt_id,
                 kind=ArtifactKind.VALIDATION,
                 status=validation.status,
                 content=validation.log,
                 duration_ms=validation.duration_ms,
             )
         )
-    elif patch:
-        artifacts.append(Artifact(attempt_id=attempt_id, kind=ArtifactKind.VALIDATION, status=ValidationStatus.SKIPPED))
-    Artifact.objects.bulk_create(artifacts)
-    return True
+    elif outcome.patch:
+        artifacts.append(
+            Artifact(attempt_id=outcome.attempt_id, kind=ArtifactKind.VALIDATION, status=ValidationStatus.SKIPPED)
+        )
+    return artifacts
+
+
+@transaction.atomic
+def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
+    """Write the outcomes whose attempts this token still holds; returns how many."""
+    ids = [outcome.attempt_id for outcome in outcomes]
+    # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
+    # lock), so a requeue cannot slip in between this check and the writes below.
+    ours = set(_still_ours(ids, token).select_for_update().values_list("pk", flat=True))
+    mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
+    now = timezone.now()
+    completed = [outcome for outcome in mine if outcome.completion is not None]
+    failed = [outcome for outcome in mine if outcome.completion is None]
+    if completed:
+        _update_rows([_completed_row(o, now) for o in completed], COMPLETED_FIELDS)
+        Artifact.objects.bulk_create([artifact for o in completed for artifact in _artifacts(o)])
+    if failed:
+        _update_rows([_failed_row(o, now) for o in failed], FAILED_FIELDS)
+    return len(mine)
+
+
+def _update_rows(rows: list[Attempt], field_names: list[str]) -> None:
+    """Write these fields of each row by primary key: one statement, run for every row.
+
+    Not ``bulk_update``: it builds a CASE per field per row, which costs about 10 ms of
+    Python per attempt, more than everything else an attempt does. The values go through
+    each field's own ``get_db_prep_save``, so JSON, decimals and times are stored exactly as
+    the ORM would store them.
+    """
+    connection = connections[Attempt.objects.db]
+    fields = [Attempt._meta.get_field(name) for name in field_names]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+    sql = f"UPDATE {quote(Attempt._meta.db_table)} SET {assignments} WHERE {quote(Attempt._meta.pk.column)} = %s"
+    params = [
+        [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields] + [row.pk] for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest | None, error: ProviderError) -> bool:
-    return bool(
-        _still_ours(attempt_id, token).update(
-            status=AttemptStatus.FAILED,
-            request=request_record(request) if request else {},
-            error_category=error.category,
-            error_message=error.message[:2000],
-            retries=error.retries,
-            retry_log=error.retry_log,
-            scored_at=timezone.now(),
-        )
-    )
+    return bool(record_outcomes(token, [Outcome(attempt_id, request, error=error)]))
 
 
-def _still_ours(attempt_id: int, token: uuid.UUID):
-    return Attempt.objects.filter(pk=attempt_id, claim_token=token, status=AttemptStatus.RUNNING)
+def _still_ours(attempt_ids: list[int], token: uuid.UUID):
+    return Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.RUNNING)
 
 
 def finish_run_if_done(run_id: int) -> str | None:

@@ -124,8 +124,10 @@ RQ = {
     "COMMIT_MODE": "auto",
 }
 
-# How many attempts one RQ job executes: batching amortises the queue round trip.
-PRBENCH_ATTEMPTS_PER_JOB = envint("PRBENCH_ATTEMPTS_PER_JOB", "10")
+# How many attempts one RQ job executes: batching amortises the queue round trip and lets a
+# job claim and record its attempts in bulk. A few times PRBENCH_THREADS_PER_JOB keeps the
+# job's threads busy without starving other workers of jobs.
+PRBENCH_ATTEMPTS_PER_JOB = envint("PRBENCH_ATTEMPTS_PER_JOB", "32")
 # An attempt claimed longer ago than this (and still running) is considered abandoned.
 PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
 # Wall-clock limit for one validation (apply + tests) of a patch.
@@ -170,6 +172,7 @@ LOGGING = {
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")
 # Where `manage.py models refresh` fetches OpenRouter's model list from.
 PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://openrouter.ai/api/v1/models")
-# How many of a job's attempts run at once (threads). Above 1, latency-bound provider calls overlap;
-# at 1 (the default) the zero-latency overhead stays lowest. See bench/ for both figures.
-PRBENCH_THREADS_PER_JOB = envint("PRBENCH_THREADS_PER_JOB", "1")
+# How many of a job's attempts run at once, on threads that only call providers and validate
+# (the job's own thread does the database work in bulk). Latency-bound calls overlap up to
+# this many per worker process; each arm's max_concurrency still holds across all workers.
+PRBENCH_THREADS_PER_JOB = envint("PRBENCH_THREADS_PER_JOB", "8")

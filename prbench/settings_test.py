@@ -9,7 +9,8 @@ _xdist_worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("g
 _redis_db_base = int(os.environ.get("TEST_REDIS_DB_BASE", "10"))
 # Always set, never defaulted: the xdist controller imports these settings too, and its
 # REDIS_URL would otherwise be inherited by every worker, which would then share a database.
-os.environ["REDIS_URL"] = f"{os.environ.get('TEST_REDIS_SERVER', 'redis://127.0.0.1:6379')}/{_redis_db_base + _xdist_worker}"
+_redis_server = os.environ.get("TEST_REDIS_SERVER", "redis://127.0.0.1:6379")
+os.environ["REDIS_URL"] = f"{_redis_server}/{_redis_db_base + _xdist_worker}"
 os.environ.setdefault("DEBUG", "True")
 
 from prbench.settings import *  # noqa: E402,F403
@@ -18,6 +19,3 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = 20
 # A fixed test key (not a secret): credentials in the test database are encrypted with it.
 PRBENCH_ENCRYPTION_KEYS = "akQXInqjqleliVcdPKfFGClb6jb4hvvgif22nzrya5k="
-# Jobs run in the test's own thread, inside its transaction; threaded execution has its own
-# transactional test (tests/experiments/test_concurrency.py).
-PRBENCH_THREADS_PER_JOB = 1

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from django.utils import timezone
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
@@ -13,8 +14,9 @@ from providers.adapters.base import Adapter
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import DEFAULT_MAX_CONCURRENCY, arm_slot
-from providers.policy import not_allowed_reason, resolve_credential
-from providers.pricing import catalog_cost
+from providers.models import Price
+from providers.policy import ResolvedCredential, governance_version, not_allowed_reason, resolve_credential
+from providers.pricing import catalog_price, cost_for
 from providers.registry import adapter_class
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -31,7 +33,34 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
     Raises ``ProviderError`` (with ``retries`` set) when no completion could be had.
     ``org_id`` scopes credential look-up to the run's own organisation.
     """
-    adapter = _governed_adapter(org_id, arm)
+    return call(prepare(org_id, arm), request)
+
+
+@dataclass(frozen=True)
+class PreparedArm:
+    """An arm the organisation may call, with its credential and today's catalog price.
+
+    Holds no database connection: worker threads call providers with it while the job's
+    own thread does all database work."""
+
+    arm: ArmSpec
+    adapter_class: type[Adapter]
+    credential: ResolvedCredential | None = field(default=None, repr=False)
+    price: Price | None = None
+
+
+def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
+    """Governance for one arm: the allowlist and the org's own credential. Raises
+    ``ProviderError`` before any network traffic when the org may not, or cannot, call it."""
+    adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, governance_version(org_id))
+    price = catalog_price(arm.provider, arm.model_name, timezone.now().date())
+    return PreparedArm(arm, adapter_class, credential, price)
+
+
+def call(prepared: PreparedArm, request: CompletionRequest) -> Completion:
+    """One request through the retry loop; safe to run on many threads at once."""
+    arm = prepared.arm
+    adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     retry_log: list[dict] = []
     retrying = _retry_policy(arm.config, retry_log)
     try:
@@ -41,28 +70,33 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         raise
     done = replace(completion, retries=len(retry_log), retry_log=tuple(retry_log))
-    if done.cost_usd is None:  # a provider-reported cost (OpenRouter, the mock) wins
-        cost = catalog_cost(arm.provider, arm.model_name, done.usage, timezone.now().date())
-        return replace(done, cost_usd=cost, cost_source="catalog" if cost is not None else "")
+    if done.cost_usd is None and prepared.price is not None:  # a provider-reported cost (OpenRouter, the mock) wins
+        price = prepared.price
+        cost = cost_for(done.usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)
+        return replace(done, cost_usd=cost, cost_source="catalog")
     return done
 
 
-def _governed_adapter(org_id: int, arm: ArmSpec) -> Adapter:
-    """The adapter for this arm, after the allowlist and with the org's own credential.
-    Raises before any network traffic when the org may not, or cannot, call the provider."""
-    reason = not_allowed_reason(org_id, arm.provider, arm.model_name)
+@lru_cache(maxsize=4096)
+def _governance(
+    org_id: int, provider: str, model_name: str, version: str
+) -> tuple[type[Adapter], ResolvedCredential | None]:
+    """Cached per governance version (see ``governance_version``): two queries per org,
+    provider and model until an admin changes the allowlist or a credential, not per call.
+    A refusal is not cached (``lru_cache`` keeps no exceptions), so it is re-checked."""
+    reason = not_allowed_reason(org_id, provider, model_name)
     if reason:
         raise ProviderError(ErrorCategory.NOT_ALLOWED, reason)
-    cls = adapter_class(arm.provider)
+    cls = adapter_class(provider)
     if not cls.uses_credential:
-        return cls(arm)
+        return cls, None
     try:
-        credential = resolve_credential(org_id, arm.provider)
+        credential = resolve_credential(org_id, provider)
     except DecryptionFailed:
         raise ProviderError(ErrorCategory.AUTHENTICATION, "the stored API key cannot be decrypted") from None
     if cls.needs_credential and credential is None:
-        raise ProviderError(ErrorCategory.AUTHENTICATION, f"the organisation has no {arm.provider} credential")
-    return cls(arm, credential)
+        raise ProviderError(ErrorCategory.AUTHENTICATION, f"the organisation has no {provider} credential")
+    return cls, credential
 
 
 def _generate_in_slot(adapter: Adapter, request: CompletionRequest) -> Completion:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
 from dataclasses import dataclass, field
 
+from django.db import transaction
+from redis.exceptions import RedisError
+
+from prbench.queues import get_connection
 from providers.models import AllowedProvider, ProviderCredential
 from providers.registry import arm_errors
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,3 +56,38 @@ def arm_problems(org_id: int, provider: str, model_name: str, config: object) ->
         return problems
     reason = not_allowed_reason(org_id, provider, model_name)
     return [f"not_allowed: {reason}"] if reason else []
+
+
+def _version_key(org_id: int) -> str:
+    return f"prbench:governance:{org_id}"
+
+
+def governance_version(org_id: int) -> str:
+    """A token that changes whenever the org's allowlist or credentials change.
+
+    Workers cache governance under it, so a change reaches every process on its next call
+    for the price of one Redis read. A random token, not a counter: after Redis loses its
+    data a counter would restart and could meet an old cached value again.
+    """
+    redis = get_connection()
+    key = _version_key(org_id)
+    version = redis.get(key)
+    if version is None:
+        redis.set(key, uuid.uuid4().hex, nx=True)
+        version = redis.get(key)
+    return version.decode() if isinstance(version, bytes) else str(version)
+
+
+def bump_governance_version(org_id: int) -> None:
+    """Invalidate every worker's cached governance for the org: now, and again after the
+    change commits, so no worker re-caches the old rows under the new token meanwhile."""
+
+    def bump() -> None:
+        try:
+            get_connection().set(_version_key(org_id), uuid.uuid4().hex)
+        except RedisError:
+            # Redis is down, so no worker runs; when it returns empty the token is new anyway.
+            logger.warning("could not invalidate cached governance for org %s", org_id)
+
+    bump()
+    transaction.on_commit(bump)

@@ -17,8 +17,9 @@ from experiments.actions import (
 )
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, RunStatus
-from experiments.pipeline import claim_attempt, record_failure
+from experiments.pipeline import arm_spec, claim_attempt, claim_attempts, execute, record_failure, record_outcomes
 from experiments.prompts import build_request
+from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from tests.conftest import work_queue
 
@@ -159,3 +160,21 @@ def test_requeue_leaves_healthy_runs_alone(experiment, start):
     report = do_requeue_stale()
     assert (report.reclaimed, report.requeued_runs, report.jobs) == (0, 0, 0)
     assert uuid.UUID(str(run.code))
+
+
+def test_a_batch_is_recorded_only_where_its_claim_still_holds(experiment, start):
+    run = start(experiment, inference_only=True)
+    ids = list(run.attempts.order_by("sequence").values_list("pk", flat=True)[:3])
+    token, attempts = claim_attempts(ids)
+    assert [a.pk for a in attempts] == ids and claim_attempts(ids)[1] == []  # claimed once, in one go
+    outcomes = [execute(a, gateway.prepare(run.org_id, arm_spec(a))) for a in attempts]
+    # The second attempt looked abandoned and was re-queued meanwhile: its result is not ours.
+    Attempt.objects.filter(pk=ids[1]).update(status=AttemptStatus.QUEUED, claim_token=None)
+    assert record_outcomes(token, outcomes) == 2
+    statuses = dict(Attempt.objects.filter(pk__in=ids).values_list("pk", "status"))
+    assert statuses == {ids[0]: AttemptStatus.COMPLETED, ids[1]: AttemptStatus.QUEUED, ids[2]: AttemptStatus.COMPLETED}
+    assert set(Artifact.objects.filter(attempt_id__in=ids).values_list("attempt_id", flat=True)) == {ids[0], ids[2]}
+    recorded = Attempt.objects.get(pk=ids[0])
+    # Written through each field's own preparation: JSON, decimals and times round-trip.
+    assert recorded.request["messages"][0]["role"] == "user" and recorded.raw_response["mode"] == "oracle"
+    assert recorded.responded_at >= recorded.started_at and recorded.output.startswith("Here is a patch")

@@ -64,3 +64,29 @@ def test_an_adapter_crash_is_an_unknown_error_not_a_crashed_job(monkeypatch, cap
     assert caught.value.retries == 0
     assert "KeyError" in caught.value.message and "sk-secret" not in str(caught.value)
     assert "KeyError" in caplog.text and "sk-secret" not in caplog.text
+
+
+def test_an_allowlist_change_reaches_a_cached_worker_on_its_next_call(org):
+    from providers.actions import do_allow, do_disallow
+    from providers.policy import governance_version
+
+    arm = ArmSpec("mock", "m", {"mode": "empty"})
+    gateway.complete(org.pk, arm, REQUEST)  # governance now cached under the current version
+    before = governance_version(org.pk)
+    do_allow(org, "openai", "")  # mock is no longer on the (now non-empty) allowlist
+    assert governance_version(org.pk) != before
+    with pytest.raises(ProviderError) as caught:
+        gateway.complete(org.pk, arm, REQUEST)
+    assert caught.value.category == ErrorCategory.NOT_ALLOWED
+    do_disallow(org, "openai")
+    assert gateway.complete(org.pk, arm, REQUEST).retries == 0
+
+
+def test_governance_is_cached_between_calls_and_survives_a_lost_redis(org, clean_redis, django_assert_num_queries):
+    arm = ArmSpec("mock", "m", {"mode": "empty"})
+    gateway.complete(org.pk, arm, REQUEST)
+    with django_assert_num_queries(0):  # the allowlist and the price are not read again
+        gateway.complete(org.pk, arm, REQUEST)
+    clean_redis.flushdb()  # Redis restarted empty: the version is new, so the cache is not trusted
+    with django_assert_num_queries(1):
+        gateway.complete(org.pk, arm, REQUEST)
