@@ -44,7 +44,7 @@ def main() -> int:
         env = dict(
             os.environ,
             PRBENCH_THREADS_PER_JOB=str(per_worker),
-            PRBENCH_ATTEMPTS_PER_JOB=str(per_worker),
+            PRBENCH_ATTEMPTS_PER_JOB=str(4 * per_worker),
             PRBENCH_VAR_DIR=tempfile.mkdtemp(prefix="prbench-latency-"),
             LOG_LEVEL="ERROR",
         )

@@ -24,7 +24,7 @@ def execute_attempts(run_id: int, attempt_ids: list[int]) -> int:
     providers.limits); returns how many this job recorded."""
     threads = max(1, min(len(attempt_ids), settings.PRBENCH_THREADS_PER_JOB))
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="attempt") as pool:
-        ran = run_attempts(attempt_ids, pool, threads)
+        ran = run_attempts(run_id, attempt_ids, pool, threads)
     finish_run_if_done(run_id)
     return ran
 

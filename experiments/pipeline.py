@@ -29,7 +29,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from evaluation.patches import extract_patch
-from evaluation.scoring import score_pr_attempt
+from evaluation.scoring import PatchScore, score_pr_attempt
 from evaluation.validation import ValidationResult, ValidationStatus, validate_patch
 from experiments.models import (
     ATTEMPT_TERMINAL,
@@ -38,6 +38,7 @@ from experiments.models import (
     Attempt,
     AttemptStatus,
     Run,
+    RunArm,
     RunStatus,
     TaskInstance,
 )
@@ -63,10 +64,11 @@ class Outcome:
     error: ProviderError | None = None
     patch: str = ""
     validation: ValidationResult | None = None
+    score: PatchScore | None = None
     responded_at: datetime | None = None
 
 
-def claim_attempts(attempt_ids: list[int]) -> tuple[uuid.UUID, list[Attempt]]:
+def claim_attempts(attempt_ids: list[int], related: RelatedCache | None = None) -> tuple[uuid.UUID, list[Attempt]]:
     """Claim whichever of these attempts are still queued in a running run, in one UPDATE.
     Returns the claim token and the claimed attempts with their run, arm and task loaded."""
     token = uuid.uuid4()
@@ -82,14 +84,41 @@ def claim_attempts(attempt_ids: list[int]) -> tuple[uuid.UUID, list[Attempt]]:
     if not claimed:
         return token, []
     attempts = list(
-        Attempt.objects.filter(pk__in=attempt_ids, claim_token=token).select_related("run", "arm").order_by("sequence")
+        Attempt.objects.filter(pk__in=attempt_ids, claim_token=token)
+        .only("id", "run_id", "task_id", "arm_id", "repetition", "sequence")
+        .order_by("sequence")
     )
-    # Tasks once each, not once per attempt: a task's files can be large and many
-    # attempts share a task.
-    tasks = TaskInstance.objects.in_bulk({attempt.task_id for attempt in attempts})
-    for attempt in attempts:
-        attempt.task = tasks[attempt.task_id]
+    (related or RelatedCache()).attach(attempts)
     return token, attempts
+
+
+class RelatedCache:
+    """A job's runs, arms and tasks, each read once rather than with every attempt: a
+    run's snapshot and a task's files can be large, and many attempts share them."""
+
+    MAX_TASKS = 512  # bounds memory when one job works through a large run
+
+    def __init__(self) -> None:
+        self.runs: dict[int, Run] = {}
+        self.arms: dict[int, RunArm] = {}
+        self.tasks: dict[int, TaskInstance] = {}
+
+    def attach(self, attempts: list[Attempt]) -> None:
+        self._load(self.runs, Run, {a.run_id for a in attempts})
+        self._load(self.arms, RunArm, {a.arm_id for a in attempts})
+        if len(self.tasks) > self.MAX_TASKS:
+            self.tasks.clear()
+        self._load(self.tasks, TaskInstance, {a.task_id for a in attempts})
+        for attempt in attempts:
+            attempt.run = self.runs[attempt.run_id]
+            attempt.arm = self.arms[attempt.arm_id]
+            attempt.task = self.tasks[attempt.task_id]
+
+    @staticmethod
+    def _load(cache: dict, model, ids: set[int]) -> None:
+        missing = ids - cache.keys()
+        if missing:
+            cache.update(model.objects.in_bulk(missing))
 
 
 def claim_attempt(attempt_id: int) -> uuid.UUID | None:
@@ -114,7 +143,8 @@ def execute(attempt: Attempt, prepared: gateway.PreparedArm) -> Outcome:
         responded_at = timezone.now()
         patch = extract_patch(completion.text)
         validation = None if attempt.run.inference_only else _validate(attempt.task, patch)
-        return Outcome(attempt.pk, request, completion, None, patch, validation, responded_at)
+        score = score_pr_attempt(patch, validation)
+        return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at)
     except Exception as exc:
         # Whatever broke (a bad config the checks missed, a sandbox error), the attempt ends
         # as a scored failure instead of jamming its batch and the run for ever.
@@ -142,9 +172,16 @@ class BatchRunner:
 
     Claiming just before submitting (not the whole job up front) keeps ``started_at``
     honest: an attempt's latency is measured from when a thread was ready for it.
+
+    When its own attempts are done, a job goes on with its run's other queued attempts
+    (those of jobs still waiting in the queue, which then find nothing to claim). Without
+    that, every job boundary idles the threads that finish first, and jobs divide unevenly
+    between workers; with it, a run flows through the workers without gaps. It takes no
+    one's turn: the run's queued jobs were ahead of any later run's in the queue anyway.
     """
 
-    def __init__(self, attempt_ids: Iterable[int], threads: int):
+    def __init__(self, run_id: int, attempt_ids: Iterable[int], threads: int):
+        self.run_id = run_id
         self.pending = deque(attempt_ids)
         self.threads = threads
         # Claim when a quarter of the threads are free (or none is busy), not on every
@@ -153,26 +190,51 @@ class BatchRunner:
         self.in_flight: dict[Future, uuid.UUID] = {}
         self.finished: dict[uuid.UUID, list[Outcome]] = {}
         self.oldest_finished = 0.0
+        self.run_drained = False
+        self.related = RelatedCache()
         self.recorded = 0
 
     def run(self, pool: Executor) -> int:
         """Returns how many attempts this job recorded."""
-        while self.pending or self.in_flight:
+        while self._has_work():
             free = self.threads - len(self.in_flight)
-            if self.pending and (free >= self.refill_at or not self.in_flight):
-                self._claim_and_submit(pool, free)
+            if free and (free >= self.refill_at or not self.in_flight) and self._claim_and_submit(pool, free):
+                continue
+            if self._flush_due():
+                self._flush()
+                continue
+            if not self.in_flight:
                 continue
             done, _ = wait(list(self.in_flight), timeout=FLUSH_AFTER_S, return_when=FIRST_COMPLETED)
             for future in done:
                 self._finished(self.in_flight.pop(future), future.result())
-            if self._flush_due():
-                self._flush()
         self._flush()
         return self.recorded
 
-    def _claim_and_submit(self, pool: Executor, free: int) -> None:
-        chunk = [self.pending.popleft() for _ in range(min(free, len(self.pending)))]
-        token, attempts = claim_attempts(chunk)
+    def _has_work(self) -> bool:
+        return bool(self.pending or self.in_flight or not self.run_drained)
+
+    def _next_ids(self, count: int) -> list[int]:
+        if self.pending:
+            return [self.pending.popleft() for _ in range(min(count, len(self.pending)))]
+        ids = list(
+            Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)
+            .order_by("sequence")
+            .values_list("pk", flat=True)[:count]
+        )
+        self.run_drained = not ids
+        return ids
+
+    def _claim_and_submit(self, pool: Executor, free: int) -> bool:
+        """Claim up to ``free`` attempts and start them; returns False when there was
+        nothing left to try."""
+        stealing = not self.pending
+        ids = self._next_ids(free)
+        if not ids:
+            return False
+        token, attempts = claim_attempts(ids, self.related)
+        if not attempts and stealing:
+            self.run_drained = True  # paused, cancelled, or another worker got there first
         prepared: dict[int, gateway.PreparedArm | ProviderError] = {}
         for attempt in attempts:
             if attempt.arm_id not in prepared:
@@ -182,6 +244,7 @@ class BatchRunner:
                 self._finished(token, Outcome(attempt.pk, None, error=arm))
             else:
                 self.in_flight[pool.submit(execute, attempt, arm)] = token
+        return True
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
         if not any(self.finished.values()):
@@ -192,7 +255,8 @@ class BatchRunner:
         count = sum(len(outcomes) for outcomes in self.finished.values())
         if not count:
             return False
-        return count >= self.refill_at or time.monotonic() - self.oldest_finished >= FLUSH_AFTER_S
+        idle = not self.in_flight
+        return idle or count >= self.refill_at or time.monotonic() - self.oldest_finished >= FLUSH_AFTER_S
 
     def _flush(self) -> None:
         for token, outcomes in self.finished.items():
@@ -211,8 +275,8 @@ def _prepare(attempt: Attempt) -> gateway.PreparedArm | ProviderError:
         return _platform_error(exc)
 
 
-def run_attempts(attempt_ids: Iterable[int], pool: Executor, threads: int) -> int:
-    return BatchRunner(attempt_ids, threads).run(pool)
+def run_attempts(run_id: int, attempt_ids: Iterable[int], pool: Executor, threads: int) -> int:
+    return BatchRunner(run_id, attempt_ids, threads).run(pool)
 
 
 def request_record(request: CompletionRequest | None) -> dict:
@@ -223,77 +287,47 @@ def request_record(request: CompletionRequest | None) -> dict:
     return record
 
 
-COMPLETED_FIELDS = [
-    "status",
-    "request",
-    "raw_response",
-    "output",
-    "model_served",
-    "provider_request_id",
-    "finish_reason",
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "latency_ms",
-    "cost_usd",
-    "cost_source",
-    "retries",
-    "retry_log",
-    "patch_present",
-    "patch_applied",
-    "resolved",
-    "lines_changed",
-    "responded_at",
-    "validated_at",
-    "scored_at",
-]
-FAILED_FIELDS = ["status", "request", "error_category", "error_message", "retries", "retry_log", "scored_at"]
+def _completed_row(outcome: Outcome, now: datetime) -> dict:
+    completion, validation, score = outcome.completion, outcome.validation, outcome.score
+    assert completion is not None and score is not None
+    return {
+        "status": AttemptStatus.COMPLETED,
+        "request": request_record(outcome.request),
+        "raw_response": completion.raw_response,
+        "output": completion.text,
+        "model_served": completion.model_served,
+        "provider_request_id": completion.request_id,
+        "finish_reason": completion.finish_reason,
+        "input_tokens": completion.usage.input_tokens,
+        "output_tokens": completion.usage.output_tokens,
+        "cached_tokens": completion.usage.cached_tokens,
+        "latency_ms": completion.latency_ms,
+        "cost_usd": completion.cost_usd,
+        "cost_source": completion.cost_source if completion.cost_usd is not None else "",
+        "retries": completion.retries,
+        "retry_log": list(completion.retry_log),
+        "patch_present": score.patch_present,
+        "patch_applied": score.applied,
+        "resolved": score.resolved,
+        "lines_changed": score.lines_changed,
+        "responded_at": outcome.responded_at,
+        "validated_at": now if validation else None,
+        "scored_at": now,
+    }
 
 
-def _completed_row(outcome: Outcome, now: datetime) -> Attempt:
-    completion, validation = outcome.completion, outcome.validation
-    assert completion is not None
-    score = score_pr_attempt(outcome.patch, validation)
-    return Attempt(
-        pk=outcome.attempt_id,
-        status=AttemptStatus.COMPLETED,
-        request=request_record(outcome.request),
-        raw_response=completion.raw_response,
-        output=completion.text,
-        model_served=completion.model_served,
-        provider_request_id=completion.request_id,
-        finish_reason=completion.finish_reason,
-        input_tokens=completion.usage.input_tokens,
-        output_tokens=completion.usage.output_tokens,
-        cached_tokens=completion.usage.cached_tokens,
-        latency_ms=completion.latency_ms,
-        cost_usd=completion.cost_usd,
-        cost_source=completion.cost_source if completion.cost_usd is not None else "",
-        retries=completion.retries,
-        retry_log=list(completion.retry_log),
-        patch_present=score.patch_present,
-        patch_applied=score.applied,
-        resolved=score.resolved,
-        lines_changed=score.lines_changed,
-        responded_at=outcome.responded_at,
-        validated_at=now if validation else None,
-        scored_at=now,
-    )
-
-
-def _failed_row(outcome: Outcome, now: datetime) -> Attempt:
+def _failed_row(outcome: Outcome, now: datetime) -> dict:
     error = outcome.error
     assert error is not None
-    return Attempt(
-        pk=outcome.attempt_id,
-        status=AttemptStatus.FAILED,
-        request=request_record(outcome.request),
-        error_category=error.category,
-        error_message=error.message[:2000],
-        retries=error.retries,
-        retry_log=error.retry_log,
-        scored_at=now,
-    )
+    return {
+        "status": AttemptStatus.FAILED,
+        "request": request_record(outcome.request),
+        "error_category": error.category,
+        "error_message": error.message[:2000],
+        "retries": error.retries,
+        "retry_log": error.retry_log,
+        "scored_at": now,
+    }
 
 
 def _artifacts(outcome: Outcome) -> list[Artifact]:
@@ -328,15 +362,16 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     completed = [outcome for outcome in mine if outcome.completion is not None]
     failed = [outcome for outcome in mine if outcome.completion is None]
     if completed:
-        _update_rows([_completed_row(o, now) for o in completed], COMPLETED_FIELDS)
+        _update_rows({o.attempt_id: _completed_row(o, now) for o in completed})
         Artifact.objects.bulk_create([artifact for o in completed for artifact in _artifacts(o)])
     if failed:
-        _update_rows([_failed_row(o, now) for o in failed], FAILED_FIELDS)
+        _update_rows({o.attempt_id: _failed_row(o, now) for o in failed})
     return len(mine)
 
 
-def _update_rows(rows: list[Attempt], field_names: list[str]) -> None:
-    """Write these fields of each row by primary key: one statement, run for every row.
+def _update_rows(rows: dict[int, dict]) -> None:
+    """Write each row's values by primary key: one statement, run for every row. The rows
+    must all set the same fields.
 
     Not ``bulk_update``: it builds a CASE per field per row, which costs about 10 ms of
     Python per attempt, more than everything else an attempt does. The values go through
@@ -344,12 +379,14 @@ def _update_rows(rows: list[Attempt], field_names: list[str]) -> None:
     the ORM would store them.
     """
     connection = connections[Attempt.objects.db]
-    fields = [Attempt._meta.get_field(name) for name in field_names]
+    names = list(next(iter(rows.values())))
+    fields = [Attempt._meta.get_field(name) for name in names]
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
     sql = f"UPDATE {quote(Attempt._meta.db_table)} SET {assignments} WHERE {quote(Attempt._meta.pk.column)} = %s"
     params = [
-        [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields] + [row.pk] for row in rows
+        [field.get_db_prep_save(values[name], connection) for name, field in zip(names, fields, strict=True)] + [pk]
+        for pk, values in rows.items()
     ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
