@@ -175,9 +175,21 @@ def wait_for_rate_budget(limit: RateLimit, tokens: int, arm_key: str, deadline: 
             redis.decr(rate_waiting_key(arm_key))
 
 
-def waiting_for(arm_keys: list[str]) -> int:
-    """How many calls are waiting for a slot on these arms right now."""
+@dataclass(frozen=True)
+class Waiting:
+    """Calls on some arms waiting right now, for a concurrency slot or for rate budget."""
+
+    for_slot: int = 0
+    for_rate_limit: int = 0
+
+
+def waiting_for(arm_keys: list[str]) -> Waiting:
+    """How many calls are waiting on these arms right now, and for what."""
     if not arm_keys:
-        return 0
-    values = get_connection().mget([waiting_key(k) for k in arm_keys])
+        return Waiting()
+    values = get_connection().mget([waiting_key(k) for k in arm_keys] + [rate_waiting_key(k) for k in arm_keys])
+    return Waiting(_total(values[: len(arm_keys)]), _total(values[len(arm_keys) :]))
+
+
+def _total(values: list) -> int:
     return sum(max(0, int(v)) for v in values if v is not None)

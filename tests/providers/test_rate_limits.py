@@ -6,6 +6,7 @@ Bucket tests pass the clock in, so nothing sleeps; gateway tests talk to a local
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 import time
 
@@ -126,6 +127,26 @@ def _take_and_count(limit: RateLimit) -> None:
             limits.get_connection().incr("test:taken")
 
 
+def test_a_wait_cut_short_by_a_job_timeout_is_no_longer_counted():
+    # RQ ends an overrunning job with SIGALRM, raising inside whatever sleep it is in.
+    limit = RateLimit(credential_id=7, requests_per_minute=1)
+    assert take_rate_budget(limit, 0, time.time()) == 0
+
+    def job_timeout(signum, frame):
+        assert limits.waiting_for(["test-arm"]) == limits.Waiting(for_rate_limit=1)
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, job_timeout)
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    try:
+        with pytest.raises(TimeoutError):
+            limits.wait_for_rate_budget(limit, 0, "test-arm", time.monotonic() + 120)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert limits.waiting_for(["test-arm"]) == limits.Waiting()
+
+
 # --- the gateway -------------------------------------------------------------------------
 
 
@@ -162,13 +183,13 @@ def test_the_gateway_waits_for_budget_instead_of_sending(org, fake):
 
     caller = threading.Thread(target=second_call)
     caller.start()
-    wait_until(lambda: rate_waiting("test-arm") == 1)
+    wait_until(lambda: limits.waiting_for(["test-arm"]).for_rate_limit == 1)
     assert len(fake.seen) == 1  # held back, not sent to collect a 429
     assert limits.get_connection().zcard(limits.slots_key("test-arm")) == 0  # and holding no slot
     limits.get_connection().delete(limits.rate_key(credential.pk))  # as if the minute had passed
     caller.join(5)
     assert [c.text for c in results] == ["OK"] and len(fake.seen) == 2
-    assert rate_waiting("test-arm") == 0
+    assert limits.waiting_for(["test-arm"]) == limits.Waiting()
 
 
 @pytest.mark.django_db
@@ -204,7 +225,7 @@ def test_a_wait_past_the_deadline_fails_the_call_without_sending(org, fake):
     assert "retry deadline" in caught.value.message
     assert caught.value.retries == 2 and time.monotonic() - started < 1  # refused at once, not slept on
     assert fake.seen == []
-    assert rate_waiting("test-arm") == 0
+    assert limits.waiting_for(["test-arm"]) == limits.Waiting()
 
 
 @pytest.mark.django_db
@@ -223,10 +244,6 @@ def test_a_credential_without_limits_keeps_no_bucket(org, fake):
     fake.default = answer()
     gateway.complete(org.pk, arm(), REQUEST)
     assert not limits.get_connection().exists(limits.rate_key(credential.pk))
-
-
-def rate_waiting(arm_key: str) -> int:
-    return int(limits.get_connection().get(limits.rate_waiting_key(arm_key)) or 0)
 
 
 def tokens_left(credential: ProviderCredential) -> float:
