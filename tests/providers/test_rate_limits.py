@@ -247,7 +247,9 @@ def test_a_credential_without_limits_keeps_no_bucket(org, fake):
 
 
 def tokens_left(credential: ProviderCredential) -> float:
-    return float(limits.get_connection().hget(limits.rate_key(credential.pk), "tokens"))
+    level = limits.get_connection().hget(limits.rate_key(credential.pk), "tokens")
+    assert level is not None
+    return float(level)
 
 
 def wait_until(condition, timeout_s: float = 5) -> None:
