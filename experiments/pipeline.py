@@ -22,10 +22,11 @@ from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import cast
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, Field, OuterRef
 from django.utils import timezone
 
 from evaluation.patches import extract_patch
@@ -380,10 +381,10 @@ def _update_rows(rows: dict[int, dict]) -> None:
     """
     connection = connections[Attempt.objects.db]
     names = list(next(iter(rows.values())))
-    fields = [Attempt._meta.get_field(name) for name in names]
+    fields = [cast(Field, Attempt._meta.get_field(name)) for name in names]
     quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
-    sql = f"UPDATE {quote(Attempt._meta.db_table)} SET {assignments} WHERE {quote(Attempt._meta.pk.column)} = %s"
+    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
+    sql = f"UPDATE {quote(Attempt._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"
     params = [
         [field.get_db_prep_save(values[name], connection) for name, field in zip(names, fields, strict=True)] + [pk]
         for pk, values in rows.items()

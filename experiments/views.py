@@ -26,7 +26,7 @@ from orgs.access import (
     membership_for,
 )
 from providers.catalog import suggestions as model_suggestions
-from providers.limits import waiting_for
+from providers.limits import Waiting, waiting_for
 
 ATTEMPT_ROWS = 500
 # The attempts table shows a few short columns: leave the bulky ones in the database.
@@ -143,7 +143,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "run": run,
         "can_write": membership_for(request, run.org).can_write,
         "progress": run_progress(run),
-        "waiting": 0
+        "waiting": Waiting()
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
         "leaderboard": run_leaderboard(run),

@@ -24,6 +24,7 @@ CHEAP_TEST_MODELS = {
     "openai_compatible": "default",
     "mock": "mock",
 }
+MAX_PER_MINUTE = 2_000_000_000  # fits the column (a Postgres integer)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class CredentialInput:
     base_url: str
     api_version: str
     deployments: dict[str, str]
+    requests_per_minute: int | None = None  # None: no limit
+    tokens_per_minute: int | None = None
 
 
 def check_credential(org: Organization, data: dict[str, Any]) -> CredentialInput:
@@ -56,11 +59,33 @@ def check_credential(org: Organization, data: dict[str, Any]) -> CredentialInput
     exists = ProviderCredential.objects.filter(org=org, provider=provider).exists()
     if not data.get("api_key") and not exists and provider not in ("openai_compatible", "mock"):
         errors.append("api_key: required for a new credential")
+    requests_per_minute = _per_minute_limit(data, "requests_per_minute", errors)
+    tokens_per_minute = _per_minute_limit(data, "tokens_per_minute", errors)
     if errors:
         raise ValidationError(errors)
     return CredentialInput(
-        provider, data.get("api_key", "").strip(), base_url, (data.get("api_version") or "").strip(), deployments or {}
+        provider,
+        data.get("api_key", "").strip(),
+        base_url,
+        (data.get("api_version") or "").strip(),
+        deployments or {},
+        requests_per_minute,
+        tokens_per_minute,
     )
+
+
+def _per_minute_limit(data: dict[str, Any], name: str, errors: list[str]) -> int | None:
+    raw = (data.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_PER_MINUTE:
+        errors.append(f"{name}: a whole number from 1 to {MAX_PER_MINUTE}, or empty for no limit")
+        return None
+    return value
 
 
 @transaction.atomic
@@ -71,6 +96,8 @@ def do_save_credential(org: Organization, values: CredentialInput) -> ProviderCr
     credential.base_url = values.base_url
     credential.api_version = values.api_version
     credential.deployments = values.deployments
+    credential.requests_per_minute = values.requests_per_minute
+    credential.tokens_per_minute = values.tokens_per_minute
     credential.save()
     return credential
 

@@ -6,11 +6,31 @@ from providers.models import AllowedProvider, Price, ProviderCredential
 @admin.register(ProviderCredential)
 class ProviderCredentialAdmin(admin.ModelAdmin):
     # The encrypted key is not editable and never listed; staff see the last four only.
-    list_display = ["org", "provider", "masked_key", "base_url", "api_version", "updated_at"]
+    list_display = [
+        "org",
+        "provider",
+        "masked_key",
+        "base_url",
+        "api_version",
+        "requests_per_minute",
+        "tokens_per_minute",
+        "updated_at",
+    ]
     list_filter = ["provider"]
     search_fields = ["org__slug", "org__name", "base_url"]
     readonly_fields = ["masked_key", "created_at", "updated_at"]
-    fields = ["org", "provider", "masked_key", "base_url", "api_version", "deployments", "created_at", "updated_at"]
+    fields = [
+        "org",
+        "provider",
+        "masked_key",
+        "base_url",
+        "api_version",
+        "deployments",
+        "requests_per_minute",
+        "tokens_per_minute",
+        "created_at",
+        "updated_at",
+    ]
 
 
 @admin.register(AllowedProvider)

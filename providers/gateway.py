@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import math
+import time
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -13,7 +15,7 @@ from tenacity.wait import wait_random_exponential
 from providers.adapters.base import Adapter
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
-from providers.limits import DEFAULT_MAX_CONCURRENCY, arm_slot
+from providers.limits import DEFAULT_MAX_CONCURRENCY, RateLimit, arm_slot, charge_tokens, wait_for_rate_budget
 from providers.models import Price
 from providers.policy import ResolvedCredential, governance_version, not_allowed_reason, resolve_credential
 from providers.pricing import catalog_price, cost_for
@@ -63,8 +65,10 @@ def call(prepared: PreparedArm, request: CompletionRequest) -> Completion:
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     retry_log: list[dict] = []
     retrying = _retry_policy(arm.config, retry_log)
+    # The same bound as the retry policy's stop_after_delay, for waits inside a try.
+    deadline = time.monotonic() + arm.config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)
     try:
-        completion = retrying(_generate_in_slot, adapter, request)
+        completion = retrying(_generate_within_limits, adapter, request, deadline)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
@@ -97,6 +101,53 @@ def _governance(
     if cls.needs_credential and credential is None:
         raise ProviderError(ErrorCategory.AUTHENTICATION, f"the organisation has no {provider} credential")
     return cls, credential
+
+
+def _generate_within_limits(adapter: Adapter, request: CompletionRequest, deadline: float) -> Completion:
+    """One try: rate budget first, then the arm's slot, so a call held back by its
+    credential's rate limit does not also keep another call of the arm from running."""
+    limit = _rate_limit(adapter.credential)
+    if limit is None:
+        return _generate_in_slot(adapter, request)
+    estimate = estimated_tokens(request)
+    _take_rate_budget(adapter, limit, estimate, deadline)
+    completion = _generate_in_slot(adapter, request)
+    used = completion.usage.input_tokens + completion.usage.output_tokens
+    if used > estimate:
+        charge_tokens(limit, used - estimate, time.time())
+    return completion
+
+
+def estimated_tokens(request: CompletionRequest) -> int:
+    """What a request is admitted for against tokens per minute, before anyone counts it.
+
+    OpenAI admits a request by its prompt at about four characters a token plus max_tokens,
+    and Anthropic likewise reserves max_tokens up front and settles the actual count after
+    the response; we estimate the same way and charge any excess once usage is known.
+    """
+    return math.ceil(len(request.prompt_text()) / 4) + request.max_output_tokens
+
+
+def _rate_limit(credential: ResolvedCredential | None) -> RateLimit | None:
+    if credential is None or credential.id is None:
+        return None
+    if not (credential.requests_per_minute or credential.tokens_per_minute):
+        return None
+    return RateLimit(credential.id, credential.requests_per_minute, credential.tokens_per_minute)
+
+
+def _take_rate_budget(adapter: Adapter, limit: RateLimit, tokens: int, deadline: float) -> None:
+    if limit.tokens_per_minute and tokens > limit.tokens_per_minute:
+        raise ProviderError(
+            ErrorCategory.BAD_REQUEST,
+            f"the request is estimated at {tokens} tokens (prompt plus max_output_tokens), more than "
+            f"the credential's whole tokens_per_minute limit of {limit.tokens_per_minute}",
+        )
+    if not wait_for_rate_budget(limit, tokens, adapter.arm.key, deadline):
+        # Retryable, like a provider's 429: the deadline, not this error, ends the attempt.
+        raise ProviderError(
+            ErrorCategory.RATE_LIMITED, "waiting for the credential's rate limit would pass the retry deadline"
+        )
 
 
 def _generate_in_slot(adapter: Adapter, request: CompletionRequest) -> Completion:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import fnmatch
 
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from providers import crypto
@@ -26,6 +27,13 @@ class ProviderCredential(models.Model):
     base_url = models.CharField(max_length=500, blank=True, help_text="Endpoint; empty means the provider's default")
     api_version = models.CharField(max_length=40, blank=True, help_text="Azure OpenAI api-version")
     deployments = models.JSONField(default=dict, blank=True, help_text="Azure: model name -> deployment name")
+    # The account's own limits, enforced before each call so we queue instead of collecting 429s.
+    requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text="Empty means no limit"
+    )
+    tokens_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text="Empty means no limit"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

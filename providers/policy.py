@@ -22,6 +22,9 @@ class ResolvedCredential:
     base_url: str = ""
     api_version: str = ""
     deployments: dict = field(default_factory=dict)
+    id: int | None = None  # keys the rate limits every process shares for this credential
+    requests_per_minute: int | None = None  # None: no limit
+    tokens_per_minute: int | None = None
 
 
 def not_allowed_reason(org_id: int, provider: str, model_name: str) -> str | None:
@@ -46,6 +49,9 @@ def resolve_credential(org_id: int, provider: str) -> ResolvedCredential | None:
         base_url=credential.base_url,
         api_version=credential.api_version,
         deployments=dict(credential.deployments or {}),
+        id=credential.pk,
+        requests_per_minute=credential.requests_per_minute,
+        tokens_per_minute=credential.tokens_per_minute,
     )
 
 

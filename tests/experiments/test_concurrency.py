@@ -51,9 +51,9 @@ def test_slots_are_released_and_waiting_is_counted(db):
         waiter = threading.Thread(target=lambda: results.append(_take("test-arm")))
         waiter.start()
         time.sleep(0.2)
-        assert limits.waiting_for(["test-arm"]) == 1
+        assert limits.waiting_for(["test-arm"]) == limits.Waiting(for_slot=1, for_rate_limit=0)
     waiter.join(5)
-    assert results == ["got it"] and limits.waiting_for(["test-arm"]) == 0
+    assert results == ["got it"] and limits.waiting_for(["test-arm"]) == limits.Waiting()
     assert limits.get_connection().zcard(limits.slots_key("test-arm")) == 0
 
 

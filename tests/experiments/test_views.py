@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from html.parser import HTMLParser
 
 import pytest
@@ -26,6 +28,7 @@ from experiments.models import (
 )
 from orgs.access import SESSION_KEY
 from orgs.models import Membership, Organization, Role
+from providers import limits
 from tests.conftest import ZERO_LATENCY_ARMS, client_for, work_queue
 
 ORACLE = {"label": "oracle", "provider": "mock", "model_name": "mock-oracle", "config": {"mode": "oracle"}}
@@ -669,6 +672,45 @@ def test_run_detail_htmx_returns_the_live_partial_while_running(bob, run):
     assert content.lstrip().startswith('<section id="live"')
     assert 'hx-trigger="every 1s"' in content
     assert "0 / 8 attempts" in content
+
+
+def test_run_detail_shows_calls_waiting_for_a_slot_and_for_the_rate_limit(bob, run):
+    arm_key = f"run-arm:{run.arms.order_by('pk').first().pk}"
+    rate = limits.RateLimit(credential_id=1, requests_per_minute=1)
+    assert limits.take_rate_budget(rate, 0, time.time()) == 0  # the minute's one request
+    url = reverse("experiments:run", args=[run.code])
+
+    def take_the_slot():
+        with limits.arm_slot(arm_key, 1):
+            pass
+
+    with limits.arm_slot(arm_key, 1):
+        waiters = [
+            threading.Thread(target=take_the_slot),
+            threading.Thread(target=limits.wait_for_rate_budget, args=(rate, 0, arm_key, time.monotonic() + 120)),
+        ]
+        for waiter in waiters:
+            waiter.start()
+        wait_until(lambda: limits.waiting_for([arm_key]) == limits.Waiting(for_slot=1, for_rate_limit=1))
+        response = client_for(bob).get(url, HTTP_HX_REQUEST="true")
+        limits.get_connection().delete(limits.rate_key(1))  # a full bucket again: the waiter goes
+    for waiter in waiters:
+        waiter.join(5)
+
+    assert response.status_code == 200
+    assert (
+        '1 waiting for a provider slot</span> · <span class="flag">1 waiting for the credential\'s rate limit'
+        in response.content.decode()
+    )
+    assert limits.waiting_for([arm_key]) == limits.Waiting()
+    assert "waiting for" not in client_for(bob).get(url, HTTP_HX_REQUEST="true").content.decode()
+
+
+def wait_until(condition, timeout_s: float = 5) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def test_run_detail_htmx_stops_polling_once_finished(bob, finished_run):

@@ -52,6 +52,38 @@ def test_an_empty_key_keeps_the_stored_one(alice, org):
     assert credential.api_key() == KEY and credential.base_url == "https://proxy.example.com/v1"
 
 
+def test_rate_limits_are_saved_shown_and_cleared(alice, org):
+    client = client_for(alice)
+    response = save_key(client, org, requests_per_minute="60", tokens_per_minute=" 90000 ")
+    assert response.status_code == 302
+    credential = ProviderCredential.objects.get(org=org)
+    assert (credential.requests_per_minute, credential.tokens_per_minute) == (60, 90000)
+    content = client.get(reverse("providers:settings", args=[org.code])).content.decode()
+    assert '<td class="num">60</td><td class="num">90000</td>' in content
+    save_key(client, org, api_key="", requests_per_minute="", tokens_per_minute="")
+    credential.refresh_from_db()
+    assert (credential.requests_per_minute, credential.tokens_per_minute) == (None, None)
+    content = client.get(reverse("providers:settings", args=[org.code])).content.decode()
+    assert '<td class="num">no limit</td><td class="num">no limit</td>' in content
+
+
+def test_staff_edit_rate_limits_in_the_admin(alice, org):
+    save_key(client_for(alice), org)
+    alice.is_staff = alice.is_superuser = True
+    alice.save()
+    credential = ProviderCredential.objects.get(org=org)
+    url = reverse("admin:providers_providercredential_change", args=[credential.pk])
+    form = {"org": org.pk, "provider": "openai", "base_url": "", "api_version": "", "deployments": "{}"}
+    response = client_for(alice).post(url, form | {"requests_per_minute": "0", "tokens_per_minute": ""})
+    assert response.status_code == 200  # the form again, with the error
+    assert "Ensure this value is greater than or equal to 1." in response.content.decode()
+    response = client_for(alice).post(url, form | {"requests_per_minute": "500", "tokens_per_minute": "30000"})
+    assert response.status_code == 302
+    credential.refresh_from_db()
+    assert (credential.requests_per_minute, credential.tokens_per_minute) == (500, 30000)
+    assert credential.api_key() == KEY
+
+
 @pytest.mark.parametrize(
     "fields, error",
     [
@@ -60,6 +92,11 @@ def test_an_empty_key_keeps_the_stored_one(alice, org):
         ({"deployments": "[1, 2]"}, "deployments: a JSON object"),
         ({"base_url": "ftp://x"}, "base_url: must start with http"),
         ({"api_key": ""}, "api_key: required for a new credential"),
+        ({"requests_per_minute": "0"}, "requests_per_minute: a whole number from 1"),
+        ({"requests_per_minute": "-5"}, "requests_per_minute: a whole number from 1"),
+        ({"tokens_per_minute": "1.5"}, "tokens_per_minute: a whole number from 1"),
+        ({"tokens_per_minute": "lots"}, "tokens_per_minute: a whole number from 1"),
+        ({"tokens_per_minute": "3000000000"}, "tokens_per_minute: a whole number from 1"),
     ],
 )
 def test_bad_credentials_are_refused_with_the_field(alice, org, fields, error):
