@@ -14,24 +14,25 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import cast
 
 from django.conf import settings
-from django.db import connections, transaction
-from django.db.models import Exists, F, Field, OuterRef
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from evaluation.patches import extract_patch
 from evaluation.scoring import PatchScore, score_pr_attempt
 from evaluation.validation import ValidationResult, ValidationStatus, validate_patch
+from experiments.bulk import insert_rows, update_by_pk
 from experiments.models import (
     ATTEMPT_TERMINAL,
     Artifact,
@@ -188,7 +189,10 @@ class BatchRunner:
         # Claim when a quarter of the threads are free (or none is busy), not on every
         # single completion: a claim is one UPDATE for the whole chunk.
         self.refill_at = max(1, threads // 4)
-        self.in_flight: dict[Future, uuid.UUID] = {}
+        self.running = 0
+        # Threads hand finished work back through a queue: waiting on it is O(1), where
+        # concurrent.futures.wait re-arms every pending future on each wake-up.
+        self.done: queue.SimpleQueue[tuple[uuid.UUID, Future]] = queue.SimpleQueue()
         self.finished: dict[uuid.UUID, list[Outcome]] = {}
         self.oldest_finished = 0.0
         self.run_drained = False
@@ -198,22 +202,33 @@ class BatchRunner:
     def run(self, pool: Executor) -> int:
         """Returns how many attempts this job recorded."""
         while self._has_work():
-            free = self.threads - len(self.in_flight)
-            if free and (free >= self.refill_at or not self.in_flight) and self._claim_and_submit(pool, free):
+            free = self.threads - self.running
+            if free and (free >= self.refill_at or not self.running) and self._claim_and_submit(pool, free):
                 continue
             if self._flush_due():
                 self._flush()
                 continue
-            if not self.in_flight:
-                continue
-            done, _ = wait(list(self.in_flight), timeout=FLUSH_AFTER_S, return_when=FIRST_COMPLETED)
-            for future in done:
-                self._finished(self.in_flight.pop(future), future.result())
+            if self.running:
+                self._collect()
         self._flush()
         return self.recorded
 
+    def _collect(self) -> None:
+        """Wait for at least one attempt to finish, then take all that have."""
+        try:
+            token, future = self.done.get(timeout=FLUSH_AFTER_S)
+        except queue.Empty:
+            return
+        while True:
+            self.running -= 1
+            self._finished(token, future.result())
+            try:
+                token, future = self.done.get_nowait()
+            except queue.Empty:
+                return
+
     def _has_work(self) -> bool:
-        return bool(self.pending or self.in_flight or not self.run_drained)
+        return bool(self.pending or self.running or not self.run_drained)
 
     def _next_ids(self, count: int) -> list[int]:
         if self.pending:
@@ -244,8 +259,12 @@ class BatchRunner:
             if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all
                 self._finished(token, Outcome(attempt.pk, None, error=arm))
             else:
-                self.in_flight[pool.submit(execute, attempt, arm)] = token
+                self._submit(pool, token, attempt, arm)
         return True
+
+    def _submit(self, pool: Executor, token: uuid.UUID, attempt: Attempt, arm: gateway.PreparedArm) -> None:
+        self.running += 1
+        pool.submit(execute, attempt, arm).add_done_callback(lambda future: self.done.put((token, future)))
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
         if not any(self.finished.values()):
@@ -256,7 +275,7 @@ class BatchRunner:
         count = sum(len(outcomes) for outcomes in self.finished.values())
         if not count:
             return False
-        idle = not self.in_flight
+        idle = not self.running
         return idle or count >= self.refill_at or time.monotonic() - self.oldest_finished >= FLUSH_AFTER_S
 
     def _flush(self) -> None:
@@ -331,24 +350,28 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
     }
 
 
-def _artifacts(outcome: Outcome) -> list[Artifact]:
-    artifacts = [Artifact(attempt_id=outcome.attempt_id, kind=ArtifactKind.PATCH, content=outcome.patch)]
+def _artifacts(outcome: Outcome, now: datetime) -> list[dict]:
+    """The attempt's patch, and its validation (or that validation was skipped)."""
+    artifacts: list[dict] = [{"kind": ArtifactKind.PATCH, "status": "", "content": outcome.patch, "duration_ms": None}]
     validation = outcome.validation
     if validation:
         artifacts.append(
-            Artifact(
-                attempt_id=outcome.attempt_id,
-                kind=ArtifactKind.VALIDATION,
-                status=validation.status,
-                content=validation.log,
-                duration_ms=validation.duration_ms,
-            )
+            {
+                "kind": ArtifactKind.VALIDATION,
+                "status": validation.status,
+                "content": validation.log,
+                "duration_ms": validation.duration_ms,
+            }
         )
     elif outcome.patch:
-        artifacts.append(
-            Artifact(attempt_id=outcome.attempt_id, kind=ArtifactKind.VALIDATION, status=ValidationStatus.SKIPPED)
-        )
-    return artifacts
+        skipped = {
+            "kind": ArtifactKind.VALIDATION,
+            "status": ValidationStatus.SKIPPED,
+            "content": "",
+            "duration_ms": None,
+        }
+        artifacts.append(skipped)
+    return [{"attempt_id": outcome.attempt_id, **artifact, "created_at": now} for artifact in artifacts]
 
 
 @transaction.atomic
@@ -362,35 +385,10 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     now = timezone.now()
     completed = [outcome for outcome in mine if outcome.completion is not None]
     failed = [outcome for outcome in mine if outcome.completion is None]
-    if completed:
-        _update_rows({o.attempt_id: _completed_row(o, now) for o in completed})
-        Artifact.objects.bulk_create([artifact for o in completed for artifact in _artifacts(o)])
-    if failed:
-        _update_rows({o.attempt_id: _failed_row(o, now) for o in failed})
+    update_by_pk(Attempt, {o.attempt_id: _completed_row(o, now) for o in completed})
+    update_by_pk(Attempt, {o.attempt_id: _failed_row(o, now) for o in failed})
+    insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
     return len(mine)
-
-
-def _update_rows(rows: dict[int, dict]) -> None:
-    """Write each row's values by primary key: one statement, run for every row. The rows
-    must all set the same fields.
-
-    Not ``bulk_update``: it builds a CASE per field per row, which costs about 10 ms of
-    Python per attempt, more than everything else an attempt does. The values go through
-    each field's own ``get_db_prep_save``, so JSON, decimals and times are stored exactly as
-    the ORM would store them.
-    """
-    connection = connections[Attempt.objects.db]
-    names = list(next(iter(rows.values())))
-    fields = [cast(Field, Attempt._meta.get_field(name)) for name in names]
-    quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
-    sql = f"UPDATE {quote(Attempt._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"
-    params = [
-        [field.get_db_prep_save(values[name], connection) for name, field in zip(names, fields, strict=True)] + [pk]
-        for pk, values in rows.items()
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
 
 
 def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest | None, error: ProviderError) -> bool:

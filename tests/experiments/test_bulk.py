@@ -1,0 +1,43 @@
+"""The pipeline's bulk writes store values exactly as the ORM would."""
+
+from decimal import Decimal
+
+from django.utils import timezone
+
+from experiments.bulk import insert_rows, update_by_pk
+from experiments.models import Artifact, Attempt, AttemptStatus
+
+
+def test_inserted_rows_get_the_model_defaults(experiment):
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    attempt = run.attempts.order_by("sequence").first()
+    assert attempt.status == AttemptStatus.QUEUED and attempt.claims == 0 and attempt.retries == 0
+    assert attempt.request == {} and attempt.retry_log == [] and attempt.output == ""
+    assert attempt.code and attempt.started_at is None and attempt.cost_usd is None
+    assert run.attempts.values("code").distinct().count() == run.total_attempts  # a default per row, not one shared
+
+
+def test_updated_rows_round_trip_json_decimals_and_times(experiment):
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    first, second = run.attempts.order_by("sequence")[:2]
+    now = timezone.now()
+    values = {
+        "status": AttemptStatus.COMPLETED,
+        "request": {"messages": [{"role": "user", "content": 'quote " and \\ and ünïcode'}]},
+        "cost_usd": Decimal("0.00012345"),
+        "responded_at": now,
+        "resolved": True,
+    }
+    update_by_pk(Attempt, {first.pk: values, second.pk: {**values, "resolved": False, "cost_usd": None}})
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.request == values["request"] and first.cost_usd == Decimal("0.00012345")
+    assert first.responded_at == now and first.resolved is True and first.status == AttemptStatus.COMPLETED
+    assert second.resolved is False and second.cost_usd is None
+    insert_rows(Artifact, [{"attempt_id": first.pk, "kind": "patch", "content": "diff", "created_at": now}])
+    artifact = Artifact.objects.get(attempt=first)
+    assert artifact.content == "diff" and artifact.status == "" and artifact.duration_ms is None
