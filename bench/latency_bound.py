@@ -20,12 +20,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._settings import production_environment  # noqa: E402
+
 LATENCY_MS = 250
 CASES = [(400, 16, 1.15), (2000, 128, 1.25)]
 
@@ -37,16 +38,17 @@ def main() -> int:
     args = parser.parse_args()
     if args.case:
         attempts, concurrency = map(int, args.case.split(","))
-        print(json.dumps(run_case(attempts, concurrency, args.workers)))
+        result = run_case(attempts, concurrency, args.workers)
+        if result:
+            print(json.dumps(result))
         return 0
     for attempts, concurrency, target in CASES:
         per_worker = max(1, concurrency // args.workers)
         env = dict(
-            os.environ,
+            production_environment(),
+            **os.environ,
             PRBENCH_THREADS_PER_JOB=str(per_worker),
             PRBENCH_ATTEMPTS_PER_JOB=str(4 * per_worker),
-            PRBENCH_VAR_DIR=tempfile.mkdtemp(prefix="prbench-latency-"),
-            LOG_LEVEL="ERROR",
         )
         out = subprocess.run(
             [sys.executable, __file__, "--case", f"{attempts},{concurrency}", "--workers", str(args.workers)],
@@ -64,7 +66,7 @@ def main() -> int:
             f"p95 latency {result['p95_ms']:.0f} ms = {p95_ratio:.2f} x 250 ms (target <= 1.2) "
             f"{'met' if p95_ratio <= 1.2 else 'NOT met'}; peak in flight {result['peak']}"
         )
-    env = dict(os.environ, PRBENCH_VAR_DIR=tempfile.mkdtemp(prefix="prbench-latency-"), LOG_LEVEL="ERROR")
+    env = dict(production_environment(), **os.environ)
     subprocess.run([sys.executable, __file__, "--case", "0,0"], env=env, check=True)
     return 0
 

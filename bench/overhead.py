@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._settings import use_production_environment  # noqa: E402
 
 
 def main() -> int:
@@ -28,9 +28,8 @@ def main() -> int:
     parser.add_argument("--validate", action="store_true", help="also validate every patch (runs the task tests)")
     args = parser.parse_args()
 
-    os.environ.setdefault("PRBENCH_VAR_DIR", tempfile.mkdtemp(prefix="prbench-bench-"))
+    use_production_environment()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
-    os.environ.setdefault("LOG_LEVEL", "ERROR")
     import django
 
     django.setup()

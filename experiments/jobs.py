@@ -23,10 +23,18 @@ def execute_attempts(run_id: int, attempt_ids: list[int]) -> int:
     """Execute a batch of one run's attempts, overlapping their provider calls on up to
     ``PRBENCH_THREADS_PER_JOB`` threads (each arm's own limit still holds, see
     providers.limits); returns how many this job recorded."""
-    threads = max(1, settings.PRBENCH_THREADS_PER_JOB)
+    threads = _threads()
     ran = run_attempts(run_id, attempt_ids, _attempt_pool(threads), threads)
     finish_run_if_done(run_id)
     return ran
+
+
+def _threads() -> int:
+    return max(1, settings.PRBENCH_THREADS_PER_JOB)
+
+
+def warm_attempt_pool() -> None:
+    _attempt_pool(_threads())
 
 
 WARM_UP_S = 10

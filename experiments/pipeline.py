@@ -133,13 +133,13 @@ def arm_spec(attempt: Attempt) -> ArmSpec:
     return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}")
 
 
-def execute(attempt: Attempt, prepared: gateway.PreparedArm) -> Outcome:
+def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None = None) -> Outcome:
     """Call the model and validate its patch. No database access: runs on pool threads."""
     request = None
     try:
         request = build_request(attempt)
         try:
-            completion = gateway.call(prepared, request)
+            completion = gateway.call(prepared, request, held_slot)
         except ProviderError as error:
             return Outcome(attempt.pk, request, error=error)
         responded_at = timezone.now()
@@ -168,6 +168,15 @@ def _validate(task: TaskInstance, patch: str) -> ValidationResult:
         return validate_patch(task.repo_files, patch, task.test_command, settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS)
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """What a job keeps about an attempt it handed to a thread."""
+
+    token: uuid.UUID
+    arm: gateway.PreparedArm
+    slot: str | None
+
+
 class BatchRunner:
     """Runs a job's attempts through a pool of ``threads``, claiming a chunk whenever
     enough threads are free and recording finished attempts in bulk.
@@ -192,7 +201,7 @@ class BatchRunner:
         self.running = 0
         # Threads hand finished work back through a queue: waiting on it is O(1), where
         # concurrent.futures.wait re-arms every pending future on each wake-up.
-        self.done: queue.SimpleQueue[tuple[uuid.UUID, Future]] = queue.SimpleQueue()
+        self.done: queue.SimpleQueue[tuple[Submitted, Future]] = queue.SimpleQueue()
         self.finished: dict[uuid.UUID, list[Outcome]] = {}
         self.oldest_finished = 0.0
         self.run_drained = False
@@ -214,18 +223,24 @@ class BatchRunner:
         return self.recorded
 
     def _collect(self) -> None:
-        """Wait for at least one attempt to finish, then take all that have."""
+        """Wait for at least one attempt to finish, take all that have, and give back the
+        slots they were started in, one Redis round trip per arm."""
         try:
-            token, future = self.done.get(timeout=FLUSH_AFTER_S)
+            submitted, future = self.done.get(timeout=FLUSH_AFTER_S)
         except queue.Empty:
             return
+        slots: dict[str, tuple[gateway.PreparedArm, list[str]]] = {}
         while True:
             self.running -= 1
-            self._finished(token, future.result())
+            self._finished(submitted.token, future.result())
+            if submitted.slot:
+                slots.setdefault(submitted.arm.arm.key, (submitted.arm, []))[1].append(submitted.slot)
             try:
-                token, future = self.done.get_nowait()
+                submitted, future = self.done.get_nowait()
             except queue.Empty:
-                return
+                break
+        for arm, held in slots.values():
+            gateway.release_slots(arm, held)
 
     def _has_work(self) -> bool:
         return bool(self.pending or self.running or not self.run_drained)
@@ -251,20 +266,24 @@ class BatchRunner:
         token, attempts = claim_attempts(ids, self.related)
         if not attempts and stealing:
             self.run_drained = True  # paused, cancelled, or another worker got there first
-        prepared: dict[int, gateway.PreparedArm | ProviderError] = {}
+        by_arm: dict[int, list[Attempt]] = {}
         for attempt in attempts:
-            if attempt.arm_id not in prepared:
-                prepared[attempt.arm_id] = _prepare(attempt)
-            arm = prepared[attempt.arm_id]
+            by_arm.setdefault(attempt.arm_id, []).append(attempt)
+        for arm_attempts in by_arm.values():
+            arm = _prepare(arm_attempts[0])
             if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all
-                self._finished(token, Outcome(attempt.pk, None, error=arm))
-            else:
-                self._submit(pool, token, attempt, arm)
+                for attempt in arm_attempts:
+                    self._finished(token, Outcome(attempt.pk, None, error=arm))
+                continue
+            slots = gateway.hold_slots(arm, len(arm_attempts))  # the rest wait for theirs on the thread
+            for attempt in arm_attempts:
+                self._submit(pool, Submitted(token, arm, slots.pop() if slots else None), attempt)
         return True
 
-    def _submit(self, pool: Executor, token: uuid.UUID, attempt: Attempt, arm: gateway.PreparedArm) -> None:
+    def _submit(self, pool: Executor, submitted: Submitted, attempt: Attempt) -> None:
         self.running += 1
-        pool.submit(execute, attempt, arm).add_done_callback(lambda future: self.done.put((token, future)))
+        future = pool.submit(execute, attempt, submitted.arm, submitted.slot)
+        future.add_done_callback(lambda done: self.done.put((submitted, done)))
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
         if not any(self.finished.values()):

@@ -118,8 +118,9 @@ RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600}}
 RQ = {
     # A forking worker pays 60-650 ms per job once the SDKs are imported; the attempt
     # pipeline is I/O-bound and crash-safe by design (see experiments/jobs.py), so the
-    # in-process SimpleWorker is the right trade.
-    "WORKER_CLASS": "rq.worker.SimpleWorker",
+    # in-process SimpleWorker is the right trade. Ours starts its attempt threads before the
+    # first job arrives (experiments/worker.py).
+    "WORKER_CLASS": "experiments.worker.AttemptWorker",
     # experiments.actions enqueues inside transaction.on_commit itself.
     "COMMIT_MODE": "auto",
 }

@@ -15,7 +15,15 @@ from tenacity.wait import wait_random_exponential
 from providers.adapters.base import Adapter
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
-from providers.limits import DEFAULT_MAX_CONCURRENCY, RateLimit, arm_slot, charge_tokens, wait_for_rate_budget
+from providers.limits import (
+    DEFAULT_MAX_CONCURRENCY,
+    RateLimit,
+    acquire_slots,
+    arm_slot,
+    charge_tokens,
+    wait_for_rate_budget,
+)
+from providers.limits import release_slots as release_arm_slots
 from providers.models import Price
 from providers.policy import ResolvedCredential, governance_version, not_allowed_reason, resolve_credential
 from providers.pricing import catalog_price, cost_for
@@ -59,16 +67,36 @@ def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     return PreparedArm(arm, adapter_class, credential, price)
 
 
-def call(prepared: PreparedArm, request: CompletionRequest) -> Completion:
-    """One request through the retry loop; safe to run on many threads at once."""
+def hold_slots(prepared: PreparedArm, count: int) -> list[str]:
+    """Take up to ``count`` of the arm's concurrency slots now, in one Redis round trip,
+    for calls about to start (see ``call``'s ``held_slot``). None for an arm whose
+    credential is rate limited: its calls must wait for rate budget before taking a slot.
+    The caller gives them back with ``release_slots``, whatever became of the calls."""
+    if _rate_limit(prepared.credential) is not None:
+        return []
+    return acquire_slots(prepared.arm.key, _max_concurrency(prepared.arm), count)
+
+
+def release_slots(prepared: PreparedArm, slots: list[str]) -> None:
+    release_arm_slots(prepared.arm.key, slots)
+
+
+def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | None = None) -> Completion:
+    """One request through the retry loop; safe to run on many threads at once.
+
+    ``held_slot``, from ``hold_slots``, serves the first try, so a batch of calls costs one
+    Redis round trip for its slots instead of two per call. It is given back here if that
+    try fails (a call waiting to retry holds no slot); otherwise by the caller.
+    """
     arm = prepared.arm
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     retry_log: list[dict] = []
     retrying = _retry_policy(arm.config, retry_log)
     # The same bound as the retry policy's stop_after_delay, for waits inside a try.
     deadline = time.monotonic() + arm.config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)
+    held = [held_slot] if held_slot else []
     try:
-        completion = retrying(_generate_within_limits, adapter, request, deadline)
+        completion = retrying(_generate_within_limits, adapter, request, deadline, held)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
@@ -103,9 +131,18 @@ def _governance(
     return cls, credential
 
 
-def _generate_within_limits(adapter: Adapter, request: CompletionRequest, deadline: float) -> Completion:
+def _generate_within_limits(
+    adapter: Adapter, request: CompletionRequest, deadline: float, held: list[str]
+) -> Completion:
     """One try: rate budget first, then the arm's slot, so a call held back by its
     credential's rate limit does not also keep another call of the arm from running."""
+    if held:  # the first try, in a slot taken for it in advance (never for rate-limited arms)
+        slot = held.pop()
+        try:
+            return _generate(adapter, request)
+        except BaseException:
+            release_arm_slots(adapter.arm.key, [slot])
+            raise
     limit = _rate_limit(adapter.credential)
     if limit is None:
         return _generate_in_slot(adapter, request)
@@ -152,9 +189,12 @@ def _take_rate_budget(adapter: Adapter, limit: RateLimit, tokens: int, deadline:
 
 def _generate_in_slot(adapter: Adapter, request: CompletionRequest) -> Completion:
     # A slot per try, not per attempt: an attempt sleeping before a retry holds none.
-    limit = adapter.arm.config.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
-    with arm_slot(adapter.arm.key, limit):
+    with arm_slot(adapter.arm.key, _max_concurrency(adapter.arm)):
         return _generate(adapter, request)
+
+
+def _max_concurrency(arm: ArmSpec) -> int:
+    return arm.config.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
 
 
 def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:

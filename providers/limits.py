@@ -19,14 +19,19 @@ DEFAULT_MAX_CONCURRENCY = 8
 LEASE_S = 900
 POLL_S = 0.01
 
+# Takes as many of the offered lease tokens (ARGV[5..]) as there are free slots; returns
+# how many it took, the first ones offered.
 ACQUIRE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
-  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
-  redis.call('EXPIRE', KEYS[1], ARGV[5])
-  return 1
+local free = tonumber(ARGV[3]) - redis.call('ZCARD', KEYS[1])
+local taken = math.max(0, math.min(free, #ARGV - 4))
+for i = 1, taken do
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4 + i])
 end
-return 0
+if taken > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+end
+return taken
 """
 
 
@@ -107,6 +112,24 @@ def rate_waiting_key(arm_key: str) -> str:
     return f"prbench:rate-waiting:{arm_key}"
 
 
+def acquire_slots(arm_key: str, limit: int, count: int) -> list[str]:
+    """Take up to ``count`` of the arm's free slots in one round trip, without waiting;
+    returns their lease tokens (possibly none). Release them with ``release_slots``."""
+    if not arm_key or count < 1:
+        return []
+    tokens = [uuid.uuid4().hex for _ in range(count)]
+    now = time.time()
+    script = get_connection().register_script(ACQUIRE)
+    taken = script(keys=[slots_key(arm_key)], args=[now, now + LEASE_S, limit, LEASE_S, *tokens])
+    return tokens[: int(taken)]
+
+
+def release_slots(arm_key: str, tokens: list[str]) -> None:
+    """Give slots back; releasing one twice (or after its lease ran out) does nothing."""
+    if arm_key and tokens:
+        get_connection().zrem(slots_key(arm_key), *tokens)
+
+
 @contextlib.contextmanager
 def arm_slot(arm_key: str, limit: int) -> Iterator[None]:
     """Hold one of the arm's ``limit`` concurrent-call slots; wait (visibly) for one if needed."""
@@ -114,11 +137,9 @@ def arm_slot(arm_key: str, limit: int) -> Iterator[None]:
         yield
         return
     redis = get_connection()
-    acquire = redis.register_script(ACQUIRE)
-    token = uuid.uuid4().hex
     waiting = False
     try:
-        while not acquire(keys=[slots_key(arm_key)], args=[time.time(), time.time() + LEASE_S, limit, token, LEASE_S]):
+        while not (tokens := acquire_slots(arm_key, limit, 1)):
             if not waiting:
                 redis.incr(waiting_key(arm_key))
                 waiting = True
@@ -129,7 +150,7 @@ def arm_slot(arm_key: str, limit: int) -> Iterator[None]:
     try:
         yield
     finally:
-        redis.zrem(slots_key(arm_key), token)
+        release_slots(arm_key, tokens)
 
 
 def take_rate_budget(limit: RateLimit, tokens: int, now: float) -> float:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rq import SimpleWorker
 
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.demo import load_demo_dataset
+from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, get_queue
 from providers.pricing import forget_catalog
@@ -107,4 +107,4 @@ def experiment(org, dataset, alice):
 
 def work_queue() -> None:
     """Drain the test queue with a real RQ worker, in this process (as the style guide says)."""
-    SimpleWorker([get_queue()], connection=get_connection()).work(burst=True)
+    AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)

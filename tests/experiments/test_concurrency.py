@@ -9,6 +9,7 @@ from django.conf import settings
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
 from experiments.models import AttemptStatus, RunStatus
 from providers import limits
+from providers.errors import ProviderError
 from tests.conftest import work_queue
 
 
@@ -60,3 +61,62 @@ def test_slots_are_released_and_waiting_is_counted(db):
 def _take(key):
     with limits.arm_slot(key, 1):
         return "got it"
+
+
+def test_slots_are_taken_in_batches_up_to_the_free_count(db):
+    held = limits.acquire_slots("batch-arm", 3, 5)
+    assert len(held) == 3 and limits.acquire_slots("batch-arm", 3, 1) == []
+    limits.release_slots("batch-arm", held[:1])
+    limits.release_slots("batch-arm", held[:1])  # twice is harmless
+    assert len(limits.acquire_slots("batch-arm", 3, 5)) == 1
+
+
+def test_a_held_slot_serves_the_first_try_and_is_freed_before_a_retry(db):
+    from providers import gateway
+    from providers.types import ArmSpec as ProviderArm
+    from providers.types import CompletionRequest, Message
+
+    request = CompletionRequest(messages=(Message("user", "hi"),), seed_key="1:t:a:0")
+    ok = gateway.prepare(0, ProviderArm("mock", "m", {"mode": "empty", "max_concurrency": 1}, key="held-ok"))
+    [slot] = gateway.hold_slots(ok, 1)
+    assert _finishes(lambda: gateway.call(ok, request, slot))  # no second slot wanted: with limit 1 it would wait
+    assert limits.get_connection().zscore(limits.slots_key("held-ok"), slot) is not None  # the caller frees it
+    gateway.release_slots(ok, [slot])
+    assert limits.get_connection().zcard(limits.slots_key("held-ok")) == 0
+
+    config = {"mode": "error", "max_concurrency": 1, "max_retries": 1, "retry_base_ms": 1}
+    failing = gateway.prepare(0, ProviderArm("mock", "m", config, key="held-fail"))
+    [slot] = gateway.hold_slots(failing, 1)
+    errors: list[ProviderError] = []
+
+    def call_failing():
+        try:
+            gateway.call(failing, request, slot)
+        except ProviderError as error:
+            errors.append(error)
+
+    assert _finishes(call_failing)  # the retry needs the only slot: the failed try must have given it back
+    assert errors[0].retries == 1
+    assert limits.get_connection().zcard(limits.slots_key("held-fail")) == 0
+
+
+def test_a_worker_starts_its_attempt_threads_before_its_first_job(db, monkeypatch):
+    from experiments import jobs
+    from experiments.worker import AttemptWorker
+    from prbench.queues import get_queue
+
+    monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", 5)
+    monkeypatch.setattr(jobs, "_pool", None)
+    AttemptWorker([get_queue()], connection=limits.get_connection()).work(burst=True)  # nothing queued
+    assert jobs._pool is not None and jobs._pool_size == 5
+    assert len(jobs._pool._threads) == 5
+    jobs._pool.shutdown()
+
+
+def _finishes(function, timeout=5.0) -> bool:
+    """Run ``function`` on a thread; whether it returned in time (a broken limit would
+    otherwise hang the suite instead of failing it)."""
+    thread = threading.Thread(target=function, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return not thread.is_alive()

@@ -7,11 +7,12 @@ import time
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
-from rq import SimpleWorker, Worker
+from rq import Worker
 from tqdm import tqdm
 
 from experiments.models import Run
 from experiments.progress import run_progress
+from experiments.worker import AttemptWorker
 from orgs.models import Organization
 from prbench.queues import get_connection, get_queue
 
@@ -35,7 +36,7 @@ def wait_for_run(run: Run, poll_seconds: float = 0.5) -> Run:
     queue in this process so ``start_run --wait`` also works on a bare machine."""
     if not Worker.all(connection=get_connection()):
         print("No RQ worker is running: executing the run in this process.", file=sys.stderr)
-        SimpleWorker([get_queue()], connection=get_connection()).work(burst=True)
+        AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)
     with tqdm(total=run.total_attempts, unit="attempt", file=sys.stderr, dynamic_ncols=True) as bar:
         while True:
             run.refresh_from_db(fields=["status", "finished_at"])

@@ -1,0 +1,19 @@
+"""The RQ worker class PRBench runs (settings.RQ["WORKER_CLASS"])."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rq.worker import SimpleWorker
+
+from experiments.jobs import warm_attempt_pool
+
+
+class AttemptWorker(SimpleWorker):
+    """RQ's in-process SimpleWorker (see settings) whose attempt threads and their Redis
+    connections are ready before its first job, not started while that job's first
+    attempts wait for them."""
+
+    def work(self, *args: Any, **kwargs: Any) -> bool:
+        warm_attempt_pool()
+        return super().work(*args, **kwargs)
