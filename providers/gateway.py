@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from django.utils import timezone
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
 from tenacity.wait import wait_random_exponential
 
 from providers.adapters.base import Adapter
@@ -92,8 +92,9 @@ def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | Non
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     retry_log: list[dict] = []
     retrying = _retry_policy(arm.config, retry_log)
-    # The same bound as the retry policy's stop_after_delay, for waits inside a try.
-    deadline = time.monotonic() + arm.config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)
+    # The same bound as the retry policy's stop_before_delay, for waits and reads inside a try.
+    deadline = time.monotonic() + _total_seconds(arm.config)
+    adapter.deadline = deadline
     held = [held_slot] if held_slot else []
     try:
         completion = retrying(_generate_within_limits, adapter, request, deadline, held)
@@ -212,6 +213,13 @@ def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:
         ) from None
 
 
+def _total_seconds(config: dict) -> float:
+    """How long a whole call may take, every try and wait included: ``timeout_total_s``
+    when the arm sets it, never more than ``retry_deadline_s``."""
+    deadline = config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)
+    return min(deadline, config.get("timeout_total_s", deadline))
+
+
 def _retry_policy(config: dict, retry_log: list[dict]) -> Retrying:
     base_s = config.get("retry_base_ms", DEFAULT_RETRY_BASE_MS) / 1000
     exponential = wait_random_exponential(multiplier=base_s, max=60)
@@ -236,7 +244,8 @@ def _retry_policy(config: dict, retry_log: list[dict]) -> Retrying:
     return Retrying(
         before_sleep=record,
         stop=stop_after_attempt(1 + config.get("max_retries", DEFAULT_MAX_RETRIES))
-        | stop_after_delay(config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)),
+        # Not after the delay but before it: no retry whose wait would end past the total.
+        | stop_before_delay(_total_seconds(config)),
         wait=wait,
         retry=retry_if_exception(lambda exc: isinstance(exc, ProviderError) and exc.retryable),
         reraise=True,

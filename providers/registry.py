@@ -47,6 +47,7 @@ def retry_config_errors(config: dict) -> list[str]:
         "max_retries": (0, 20, int),
         "retry_base_ms": (0, 600_000, (int, float)),
         "retry_deadline_s": (0.001, 86_400, (int, float)),
+        "timeout_total_s": (0.001, 86_400, (int, float)),
         "max_concurrency": (1, 1024, int),
     }
     errors = []

@@ -10,7 +10,7 @@ import anthropic
 
 from providers.adapters.base import Adapter
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key
+from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
 
@@ -52,7 +52,11 @@ class AnthropicAdapter(Adapter):
         arguments = {k: v for k, v in params.items() if k not in SAMPLING}
         extra_body = sampling | self.arm.config.get("extra_body", {})
         try:
-            raw = self.client().messages.with_raw_response.create(**arguments, extra_body=extra_body or None)
+            raw = self.client().messages.with_raw_response.create(
+                **arguments,
+                extra_body=extra_body or None,
+                timeout=try_timeout(self.arm.config, self.seconds_left()),
+            )
             response = raw.parse()
         except Exception as exc:
             error = translate_sdk_error(exc, anthropic, params)

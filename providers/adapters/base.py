@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, ClassVar
 
 from providers.types import ArmSpec, Completion, CompletionRequest
@@ -22,6 +23,12 @@ class Adapter:
     def __init__(self, arm: ArmSpec, credential: ResolvedCredential | None = None):
         self.arm = arm
         self.credential = credential
+        # When the whole call (every try, every wait) must be over, on time.monotonic();
+        # set by the gateway. HTTP adapters cap each try's timeouts to what is left.
+        self.deadline: float | None = None
+
+    def seconds_left(self) -> float | None:
+        return None if self.deadline is None else max(0.001, self.deadline - time.monotonic())
 
     def generate(self, request: CompletionRequest) -> Completion:
         raise NotImplementedError

@@ -12,7 +12,7 @@ import openai
 
 from providers.adapters.base import Adapter
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key
+from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
 
@@ -62,7 +62,9 @@ class OpenAIChatAdapter(Adapter):
         started = time.perf_counter()
         try:
             raw = self.client().chat.completions.with_raw_response.create(
-                **params, extra_body=self.extra_body() or None
+                **params,
+                extra_body=self.extra_body() or None,
+                timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
             response = raw.parse()
         except Exception as exc:

@@ -1,4 +1,4 @@
-"""Per-arm connect / read timeouts, shared by every HTTP adapter."""
+"""Per-arm connect / read / total timeouts, shared by every HTTP adapter."""
 
 from __future__ import annotations
 
@@ -20,6 +20,17 @@ def timeouts_from_key(key: tuple[float, float]) -> Any:
 
     connect, read = key
     return httpx2.Timeout(read, connect=connect)
+
+
+def try_timeout(config: dict, seconds_left: float | None) -> Any:
+    """This try's timeouts: the arm's connect and read timeouts, neither longer than what is
+    left of the call's total (``timeout_total_s``, else its retry deadline). The total is
+    checked at every socket read, so a server that goes quiet is cut off on time; one that
+    keeps trickling bytes is cut off at the first read after the total has run out."""
+    connect, read = timeout_key(config)
+    if seconds_left is not None:
+        connect, read = min(connect, seconds_left), min(read, seconds_left)
+    return timeouts_from_key((connect, read))
 
 
 def http_config_errors(config: dict) -> list[str]:

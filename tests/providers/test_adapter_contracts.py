@@ -236,6 +236,17 @@ def test_a_hang_times_out(wire, fake):
     assert time.monotonic() - started < 2.5
 
 
+def test_the_total_timeout_bounds_a_try_whose_read_timeout_is_longer(wire, fake):
+    spec, org = wire
+    fake.script(Reply(200, spec.success, delay_s=3), Reply(200, spec.success))
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        call(org, spec, timeout_read_s=30, timeout_total_s=0.4, max_retries=3, retry_base_ms=1000)
+    assert caught.value.category == ErrorCategory.TIMEOUT
+    # Cut off at the total, and no retry started whose back-off would end past it.
+    assert time.monotonic() - started < 1.5 and len(fake.seen) == 1
+
+
 def test_malformed_json_is_a_server_error(wire, fake):
     spec, org = wire
     fake.script(Reply(200, "{this is not json"))
