@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -25,10 +27,14 @@ from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredenti
 def settings_page(request: HttpRequest, code: str) -> HttpResponse:
     membership = access_org(request, code)
     org = membership.org
+    credentials = ProviderCredential.objects.filter(org=org)
+    editing = credentials.filter(provider=request.GET.get("edit", "")).first() if membership.can_manage else None
     context = {
         "org": org,
         "membership": membership,
-        "credentials": ProviderCredential.objects.filter(org=org),
+        "credentials": credentials,
+        "editing": editing,
+        "editing_deployments": json.dumps(editing.deployments) if editing else "",
         "allowlist": AllowedProvider.objects.filter(org=org),
         "providers": PROVIDER_CHOICES,
         "test_models": CHEAP_TEST_MODELS,

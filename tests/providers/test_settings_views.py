@@ -67,6 +67,32 @@ def test_rate_limits_are_saved_shown_and_cleared(alice, org):
     assert '<td class="num">no limit</td><td class="num">no limit</td>' in content
 
 
+def test_editing_a_credential_prefills_everything_but_the_key(alice, bob, org):
+    client = client_for(alice)
+    deployments = json.dumps({"gpt-4o": "prod-4o"})
+    save_key(
+        client, org, provider="azure_openai", base_url="https://acme.openai.azure.com", api_version="2024-10-21",
+        deployments=deployments, requests_per_minute="60",
+    )  # fmt: skip
+    url = reverse("providers:settings", args=[org.code]) + "?edit=azure_openai"
+    content = client.get(url).content.decode()
+    assert '<option value="azure_openai" selected>' in content
+    assert 'value="https://acme.openai.azure.com"' in content and 'value="2024-10-21"' in content
+    assert 'value="{&quot;gpt-4o&quot;: &quot;prod-4o&quot;}"' in content and 'name="requests_per_minute"' in content
+    assert 'placeholder="no limit" value="60"' in content
+    assert KEY not in content and KEY[:-4] not in content
+    # Re-saving the pre-filled form as a browser would, with the key left empty, keeps it all.
+    save_key(
+        client, org, provider="azure_openai", api_key="", base_url="https://acme.openai.azure.com",
+        api_version="2024-10-21", deployments=deployments, requests_per_minute="60",
+    )  # fmt: skip
+    credential = ProviderCredential.objects.get(org=org, provider="azure_openai")
+    assert credential.api_key() == KEY and credential.deployments == {"gpt-4o": "prod-4o"}
+    assert credential.requests_per_minute == 60
+    # A member cannot open the form at all, pre-filled or not.
+    assert "credential-form" not in client_for(bob).get(url).content.decode()
+
+
 def test_staff_edit_rate_limits_in_the_admin(alice, org):
     save_key(client_for(alice), org)
     alice.is_staff = alice.is_superuser = True
