@@ -68,7 +68,36 @@ def main() -> None:
         page.click("button:has-text('Save experiment')")
         expect(page.locator(".messages")).to_contain_text("Saved")
         print("edit form saves unchanged, as a browser submits it")
+
+        check_providers_page(page, out)
         browser.close()
+
+
+def check_providers_page(page, out: Path) -> None:
+    """Save a credential with rate limits, then Edit: the form comes back filled, key empty."""
+    page.click("nav >> text=Providers")
+    page.select_option("#cred-provider", "openai_compatible")
+    page.fill("#cred-key", "sk-browser-check-0000")
+    page.fill("#cred-url", "http://127.0.0.1:9/v1")
+    page.fill("#cred-rpm", "120")
+    page.fill("#cred-tpm", "90000")
+    page.click("button:has-text('Save credential')")
+    expect(page.locator(".messages")).to_contain_text("Saved")
+    row = page.locator("tr", has_text="OpenAI-compatible")
+    expect(row).to_contain_text("120")
+    assert "sk-browser-check" not in page.content(), "the key must never come back"
+    row.locator("text=Edit").click()
+    expect(page.locator("#cred-rpm")).to_have_value("120")
+    expect(page.locator("#cred-url")).to_have_value("http://127.0.0.1:9/v1")
+    expect(page.locator("#cred-key")).to_have_value("")
+    page.screenshot(path=out / "7-providers-edit.png", full_page=True)
+    row.locator("button:has-text('Test connection')").click()
+    expect(page.locator("#connection-openai_compatible")).to_contain_text("connection", timeout=30_000)
+    page.screenshot(path=out / "8-providers-test.png", full_page=True)
+    print(
+        "providers page: credential saved with limits, Edit pre-fills it, test connection reports",
+        page.locator("#connection-openai_compatible").inner_text(),
+    )
 
 
 if __name__ == "__main__":
