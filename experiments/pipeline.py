@@ -12,6 +12,7 @@ and keeps worker threads free of database connections.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DataError, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
@@ -54,6 +55,9 @@ logger = logging.getLogger(__name__)
 # Finished attempts wait in memory at most this long before they are written: progress
 # stays live, and a crash loses nothing that requeue_stale cannot recover (rows stay running).
 FLUSH_AFTER_S = 0.2
+STEAL_FOR_S = 300
+# Set when the worker process is asked to stop: jobs claim nothing more (see worker.py).
+stop_claiming = threading.Event()
 
 
 @dataclass
@@ -144,7 +148,11 @@ def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | No
             return Outcome(attempt.pk, request, error=error)
         responded_at = timezone.now()
         patch = extract_patch(completion.text)
-        validation = None if attempt.run.inference_only else _validate(attempt.task, patch)
+        validation = None
+        if not attempt.run.inference_only:
+            if held_slot:  # the call is over: validating must not keep the arm's slot
+                gateway.release_slots(prepared, [held_slot])
+            validation = _validate(attempt.task, patch)
         score = score_pr_attempt(patch, validation)
         return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at)
     except Exception as exc:
@@ -205,22 +213,43 @@ class BatchRunner:
         self.finished: dict[uuid.UUID, list[Outcome]] = {}
         self.oldest_finished = 0.0
         self.run_drained = False
+        # A job stops taking its run's other attempts after a while: RQ sees no heartbeat
+        # from a SimpleWorker mid-job, and later runs' jobs should get their turn.
+        self.steal_until = time.monotonic() + STEAL_FOR_S
         self.related = RelatedCache()
+        self.claimed: dict[uuid.UUID, list[int]] = {}
         self.recorded = 0
 
     def run(self, pool: Executor) -> int:
         """Returns how many attempts this job recorded."""
-        while self._has_work():
-            free = self.threads - self.running
-            if free and (free >= self.refill_at or not self.running) and self._claim_and_submit(pool, free):
-                continue
-            if self._flush_due():
-                self._flush()
-                continue
-            if self.running:
-                self._collect()
-        self._flush()
+        try:
+            while self._has_work():
+                free = self.threads - self.running
+                if free and (free >= self.refill_at or not self.running) and self._claim_and_submit(pool, free):
+                    continue
+                if self._flush_due():
+                    self._flush()
+                    continue
+                if self.running:
+                    self._collect()
+            self._flush()
+        except BaseException:
+            self._abandon()
+            raise
         return self.recorded
+
+    def _abandon(self) -> None:
+        """The job is failing (the database or Redis went away, say). Let the calls already
+        made finish and give back their slots, keep what can be kept, and return the
+        attempts still claimed to the queue rather than leave them to requeue_stale."""
+        with contextlib.suppress(Exception):
+            while self.running:
+                self._collect()
+        with contextlib.suppress(Exception):
+            self._flush()
+        with contextlib.suppress(Exception):
+            for token, ids in self.claimed.items():
+                _still_ours(ids, token).update(status=AttemptStatus.QUEUED, claim_token=None, started_at=None)
 
     def _collect(self) -> None:
         """Wait for at least one attempt to finish, take all that have, and give back the
@@ -246,8 +275,15 @@ class BatchRunner:
         return bool(self.pending or self.running or not self.run_drained)
 
     def _next_ids(self, count: int) -> list[int]:
+        if stop_claiming.is_set():
+            self.pending.clear()
+            self.run_drained = True
+            return []
         if self.pending:
             return [self.pending.popleft() for _ in range(min(count, len(self.pending)))]
+        if self.run_drained or time.monotonic() > self.steal_until:
+            self.run_drained = True
+            return []
         ids = list(
             Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)
             .order_by("sequence")
@@ -264,8 +300,11 @@ class BatchRunner:
         if not ids:
             return False
         token, attempts = claim_attempts(ids, self.related)
-        if not attempts and stealing:
-            self.run_drained = True  # paused, cancelled, or another worker got there first
+        if not attempts:
+            if stealing:
+                self.run_drained = True  # paused, cancelled, or another worker got there first
+            return bool(self.pending)  # False lets the loop collect what is in flight
+        self.claimed[token] = [attempt.pk for attempt in attempts]
         by_arm: dict[int, list[Attempt]] = {}
         for attempt in attempts:
             by_arm.setdefault(attempt.arm_id, []).append(attempt)
@@ -300,18 +339,34 @@ class BatchRunner:
     def _flush(self) -> None:
         for token, outcomes in self.finished.items():
             if outcomes:
-                self.recorded += record_outcomes(token, outcomes)
+                self.recorded += _record_or_fail(token, outcomes)
         self.finished.clear()
 
 
 def _prepare(attempt: Attempt) -> gateway.PreparedArm | ProviderError:
+    """The arm ready to call, or why the org may not call it. A failing database or Redis
+    is not the arm's fault: it propagates, and the job returns its attempts to the queue."""
     try:
         return gateway.prepare(attempt.run.org_id, arm_spec(attempt))
     except ProviderError as error:
         return error
-    except Exception as exc:
-        logger.exception("preparing arm %s crashed", attempt.arm_id)
-        return _platform_error(exc)
+
+
+def _record_or_fail(token: uuid.UUID, outcomes: list[Outcome]) -> int:
+    """Record a batch; if the database refuses it, record its outcomes one by one, and an
+    outcome it still refuses as the platform's failure, so one bad row sinks nothing else
+    and cannot come back on every retry."""
+    try:
+        return record_outcomes(token, outcomes)
+    except DataError:
+        logger.exception("a batch of %s outcomes could not be recorded; recording them one by one", len(outcomes))
+    recorded = 0
+    for outcome in outcomes:
+        try:
+            recorded += record_outcomes(token, [outcome])
+        except DataError as exc:
+            recorded += record_outcomes(token, [Outcome(outcome.attempt_id, None, error=_platform_error(exc))])
+    return recorded
 
 
 def run_attempts(run_id: int, attempt_ids: Iterable[int], pool: Executor, threads: int) -> int:
@@ -334,9 +389,11 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "request": request_record(outcome.request),
         "raw_response": completion.raw_response,
         "output": completion.text,
-        "model_served": completion.model_served,
-        "provider_request_id": completion.request_id,
-        "finish_reason": completion.finish_reason,
+        # Whatever a server reports, never longer than the column: a self-hosted server's
+        # 300-character model name must not make the attempt unrecordable.
+        "model_served": completion.model_served[:200],
+        "provider_request_id": completion.request_id[:200],
+        "finish_reason": completion.finish_reason[:64],
         "input_tokens": completion.usage.input_tokens,
         "output_tokens": completion.usage.output_tokens,
         "cached_tokens": completion.usage.cached_tokens,

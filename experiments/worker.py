@@ -7,6 +7,7 @@ from typing import Any
 from rq.worker import SimpleWorker
 
 from experiments.jobs import warm_attempt_pool
+from experiments.pipeline import stop_claiming
 
 
 class AttemptWorker(SimpleWorker):
@@ -17,3 +18,10 @@ class AttemptWorker(SimpleWorker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
         warm_attempt_pool()
         return super().work(*args, **kwargs)
+
+    def request_stop(self, signum: Any, frame: Any) -> None:
+        # A warm shutdown waits for the current job, which may be working through a whole
+        # run: it now finishes the calls in flight and claims nothing more. What it leaves
+        # queued, requeue_stale gives a new job.
+        stop_claiming.set()
+        super().request_stop(signum, frame)

@@ -62,7 +62,8 @@ class PreparedArm:
 def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     """Governance for one arm: the allowlist and the org's own credential. Raises
     ``ProviderError`` before any network traffic when the org may not, or cannot, call it."""
-    adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, governance_version(org_id))
+    version = governance_version(org_id)
+    adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, version, _minute())
     price = catalog_price(arm.provider, arm.model_name, timezone.now().date())
     return PreparedArm(arm, adapter_class, credential, price)
 
@@ -110,13 +111,21 @@ def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | Non
     return done
 
 
-@lru_cache(maxsize=4096)
+GOVERNANCE_MAX_AGE_S = 60
+
+
+def _minute() -> int:
+    return int(time.time() // GOVERNANCE_MAX_AGE_S)
+
+
+@lru_cache(maxsize=256)
 def _governance(
-    org_id: int, provider: str, model_name: str, version: str
+    org_id: int, provider: str, model_name: str, version: str, minute: int
 ) -> tuple[type[Adapter], ResolvedCredential | None]:
     """Cached per governance version (see ``governance_version``): two queries per org,
     provider and model until an admin changes the allowlist or a credential, not per call.
-    A refusal is not cached (``lru_cache`` keeps no exceptions), so it is re-checked."""
+    Never older than a minute either, in case a change could not reach Redis. A refusal is
+    not cached (``lru_cache`` keeps no exceptions), so it is re-checked."""
     reason = not_allowed_reason(org_id, provider, model_name)
     if reason:
         raise ProviderError(ErrorCategory.NOT_ALLOWED, reason)

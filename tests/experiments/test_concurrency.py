@@ -107,6 +107,7 @@ def test_a_worker_starts_its_attempt_threads_before_its_first_job(db, monkeypatc
 
     monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", 5)
     monkeypatch.setattr(jobs, "_pool", None)
+    monkeypatch.setattr(jobs, "_pool_size", 0)
     AttemptWorker([get_queue()], connection=limits.get_connection()).work(burst=True)  # nothing queued
     assert jobs._pool is not None and jobs._pool_size == 5
     assert len(jobs._pool._threads) == 5

@@ -40,7 +40,7 @@ def wait_until(predicate, timeout=30.0):
 @pytest.mark.django_db(transaction=True)
 def test_killed_worker(experiment):
     # Slow answers so the worker is certainly mid-attempt when it is killed.
-    do_replace_arms(experiment, [ArmSpec("slow", "mock", "m", {"mode": "oracle", "latency_ms": 1500})])
+    do_replace_arms(experiment, [ArmSpec("slow", "mock", "m", {"mode": "oracle", "latency_ms": 4000})])
     run = do_start_run(experiment, inference_only=True)
     worker = spawn_worker()
     try:

@@ -90,3 +90,16 @@ def test_governance_is_cached_between_calls_and_survives_a_lost_redis(org, clean
     clean_redis.flushdb()  # Redis restarted empty: the version is new, so the cache is not trusted
     with django_assert_num_queries(1):
         gateway.complete(org.pk, arm, REQUEST)
+
+
+def test_a_governance_change_is_announced_again_once_it_commits(org, django_capture_on_commit_callbacks):
+    from providers.actions import do_allow
+    from providers.policy import governance_version
+
+    before = governance_version(org.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        do_allow(org, "mock", "")
+        during = governance_version(org.pk)
+    # Twice: a worker that re-cached the old rows under the first token before the change
+    # committed must miss its cache again afterwards.
+    assert len({before, during, governance_version(org.pk)}) == 3
