@@ -50,7 +50,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
     from experiments.progress import run_progress
     from experiments.prompts import build_request
     from orgs.models import Organization
-    from prbench.queues import ensure_redis
+    from prbench.queues import ensure_redis, stop_embedded_redis
     from providers.adapters.mock import MockAdapter
     from providers.types import ArmSpec
 
@@ -92,6 +92,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
             process.terminate()
         for process in processes:
             process.wait(timeout=30)
+        stop_embedded_redis()  # the workers are gone; an embedded server would outlive this script
     run = Run.objects.get(pk=run.pk)
     total = run.total_attempts
 
