@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
 from experiments.models import Attempt
-from orgs.models import Membership, Role
+from orgs.models import Membership, Organization, Role
 from providers.errors import ErrorCategory
 from providers.models import AllowedProvider, ProviderCredential
 from tests.conftest import client_for, work_queue
@@ -76,7 +76,7 @@ def test_editing_a_credential_prefills_everything_but_the_key(alice, bob, org):
     )  # fmt: skip
     url = reverse("providers:settings", args=[org.code]) + "?edit=azure_openai"
     content = client.get(url).content.decode()
-    assert '<option value="azure_openai" selected>' in content
+    assert '<input type="hidden" name="provider" value="azure_openai">' in content  # no switching mid-edit
     assert 'value="https://acme.openai.azure.com"' in content and 'value="2024-10-21"' in content
     assert 'value="{&quot;gpt-4o&quot;: &quot;prod-4o&quot;}"' in content and 'name="requests_per_minute"' in content
     assert 'placeholder="no limit" value="60"' in content
@@ -91,6 +91,11 @@ def test_editing_a_credential_prefills_everything_but_the_key(alice, bob, org):
     assert credential.requests_per_minute == 60
     # A member cannot open the form at all, pre-filled or not.
     assert "credential-form" not in client_for(bob).get(url).content.decode()
+    # Another org's credential is never what ?edit= finds.
+    other = Organization.objects.create(slug="other", name="Other")
+    ProviderCredential.objects.create(org=other, provider="openai", base_url="https://other.example.com")
+    content = client.get(reverse("providers:settings", args=[org.code]) + "?edit=openai").content.decode()
+    assert "other.example.com" not in content and "Editing" not in content
 
 
 def test_staff_edit_rate_limits_in_the_admin(alice, org):
