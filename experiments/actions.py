@@ -218,7 +218,7 @@ def do_replace_arms(experiment: Experiment, arms: list[ArmSpec]) -> None:
 # --- runs --------------------------------------------------------------------------------
 
 
-def check_start_run(experiment: Experiment) -> None:
+def check_start_run(experiment: Experiment, inference_only: bool = False) -> None:
     arms = list(experiment.arms.all())
     errors = []
     if not arms:
@@ -229,6 +229,13 @@ def check_start_run(experiment: Experiment) -> None:
         ]
     if not experiment.dataset.tasks.exists():
         errors.append(f"dataset {experiment.dataset.name!r} has no tasks")
+    if not inference_only and experiment.dataset.tasks.exclude(repo="").exists():
+        # Tasks imported from real repositories need a checkout at their base commit to be
+        # validated, which PRBench cannot do yet: answers can be collected, not judged.
+        errors.append(
+            f"dataset {experiment.dataset.name!r} has tasks on real repositories, which cannot be validated yet: "
+            "start an inference-only run"
+        )
     if experiment.sample_size == 0:
         errors.append("the sample size is 0")
     if errors:

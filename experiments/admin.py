@@ -13,9 +13,9 @@ class DatasetAdmin(admin.ModelAdmin):
 
 @admin.register(TaskInstance)
 class TaskInstanceAdmin(admin.ModelAdmin):
-    list_display = ["external_id", "title", "dataset", "position"]
+    list_display = ["external_id", "title", "dataset", "repo", "position"]
     list_filter = ["dataset__kind", "dataset"]
-    search_fields = ["external_id", "title", "problem_statement", "code"]
+    search_fields = ["external_id", "title", "problem_statement", "code", "repo"]
     readonly_fields = ["code"]
 
 

@@ -34,6 +34,11 @@ class Dataset(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=32, choices=DatasetKind.choices, default=DatasetKind.PR_PATCH)
     description = models.TextField(blank=True)
+    repo_sources = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Where each task repository is cloned from: {"owner/name": "/srv/repos/name" or a clone URL}',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -56,6 +61,15 @@ class TaskInstance(models.Model):
     repo_files = models.JSONField(default=dict, help_text="path -> content at the base commit")
     gold_patch = models.TextField(blank=True)
     test_command = models.JSONField(default=list)
+    # Tasks on a real repository (SWE-bench format): its files come from a checkout of
+    # ``repo`` at ``base_commit`` (see Dataset.repo_sources), not from ``repo_files``.
+    repo = models.CharField(max_length=200, blank=True, help_text="owner/name, empty for self-contained tasks")
+    base_commit = models.CharField(max_length=64, blank=True)
+    test_patch = models.TextField(blank=True, help_text="Tests added or changed by the fix, applied before testing")
+    hints_text = models.TextField(blank=True)
+    version = models.CharField(max_length=50, blank=True)
+    fail_to_pass = models.JSONField(default=list, blank=True, help_text="Tests the fix must turn green")
+    pass_to_pass = models.JSONField(default=list, blank=True, help_text="Tests that must stay green")
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:

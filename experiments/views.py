@@ -119,16 +119,16 @@ def experiment_detail(request: HttpRequest, code: str) -> HttpResponse:
 @require_POST
 def run_start(request: HttpRequest, code: str) -> HttpResponse:
     experiment = access_experiment(request, code, write=True)
-    try:
-        check_start_run(experiment)
-    except ValidationError as exc:
-        messages.error(request, "Cannot start a run: " + "; ".join(exc.messages))
-        return redirect("experiments:detail", code=experiment.code)
     form = StartRunForm(request.POST)
     if not form.is_valid():
         messages.error(
             request, "Cannot start a run: " + "; ".join(str(e) for errors in form.errors.values() for e in errors)
         )
+        return redirect("experiments:detail", code=experiment.code)
+    try:
+        check_start_run(experiment, inference_only=form.cleaned_data["inference_only"])
+    except ValidationError as exc:
+        messages.error(request, "Cannot start a run: " + "; ".join(exc.messages))
         return redirect("experiments:detail", code=experiment.code)
     run = do_start_run(
         experiment, request.user, seed=form.cleaned_data["seed"], inference_only=form.cleaned_data["inference_only"]
@@ -189,5 +189,5 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
     dataset = access_dataset(request, code)
-    tasks = dataset.tasks.only("code", "external_id", "title", "position")
+    tasks = dataset.tasks.only("code", "external_id", "title", "position", "repo", "base_commit", "fail_to_pass")
     return render(request, "experiments/dataset_detail.html", {"dataset": dataset, "tasks": tasks})

@@ -25,7 +25,7 @@ class Command(BaseCommand):
         if seed is not None and not -SEED_LIMIT <= seed <= SEED_LIMIT:
             raise CommandError(f"--seed must be between {-SEED_LIMIT} and {SEED_LIMIT}")
         try:
-            check_start_run(chosen)
+            check_start_run(chosen, inference_only=inference_only)
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
         run = do_start_run(chosen, seed=seed, inference_only=inference_only)

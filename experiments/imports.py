@@ -1,0 +1,100 @@
+"""Importing task files into a dataset: all or nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+
+from experiments.models import Dataset, DatasetKind, TaskInstance
+from experiments.swebench import REPO, SwebenchTask
+from orgs.models import Organization
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    dataset: Dataset
+    created: bool
+    imported: int
+    repos: list[str]
+    repos_without_source: list[str]
+
+
+def check_repo_sources(pairs: list[str]) -> dict[str, str]:
+    """``owner/name=SOURCE`` pairs, SOURCE a local path or a clone URL, as a mapping."""
+    sources, errors = {}, []
+    for pair in pairs:
+        repo, _, source = pair.partition("=")
+        if not REPO.match(repo) or not source.strip():
+            errors.append(f"repository source {pair!r}: expected owner/name=PATH_OR_URL")
+        elif "://" in source and urlparse(source).scheme not in ("https", "http", "ssh", "git", "file"):
+            errors.append(f"repository source {pair!r}: a clone URL must be https, http, ssh, git or file")
+        else:
+            sources[repo] = source.strip()
+    if errors:
+        raise ValidationError(errors)
+    return sources
+
+
+def check_import_tasks(org: Organization, dataset_name: str, tasks: list[SwebenchTask], file_name: str) -> None:
+    """Refuse what the file alone cannot show: a name that is no dataset name, or tasks the
+    dataset already holds (re-importing a task would silently change past results)."""
+    if not dataset_name.strip() or len(dataset_name) > 200:
+        raise ValidationError("the dataset name must be 1 to 200 characters")
+    existing = set(
+        TaskInstance.objects.filter(
+            dataset__org=org, dataset__name=dataset_name, external_id__in=[t.instance_id for t in tasks]
+        ).values_list("external_id", flat=True)
+    )
+    clashes = [
+        f"{file_name}:{task.line}: field instance_id: {task.instance_id!r} is already in dataset {dataset_name!r}"
+        for task in tasks
+        if task.instance_id in existing
+    ]
+    if clashes:
+        raise ValidationError(clashes[:20])
+
+
+@transaction.atomic
+def do_import_tasks(
+    org: Organization, dataset_name: str, tasks: list[SwebenchTask], repo_sources: dict[str, str], file_name: str
+) -> ImportReport:
+    dataset, created = Dataset.objects.select_for_update().get_or_create(
+        org=org, name=dataset_name, defaults={"kind": DatasetKind.PR_PATCH}
+    )
+    check_import_tasks(org, dataset_name, tasks, file_name)  # again, under the dataset's lock
+    if repo_sources:
+        dataset.repo_sources = {**dataset.repo_sources, **repo_sources}
+        dataset.save(update_fields=["repo_sources"])
+    start = (dataset.tasks.aggregate(last=Max("position"))["last"] or -1) + 1
+    TaskInstance.objects.bulk_create(_task_row(dataset, start + i, task) for i, task in enumerate(tasks))
+    repos = sorted({task.repo for task in tasks})
+    return ImportReport(
+        dataset=dataset,
+        created=created,
+        imported=len(tasks),
+        repos=repos,
+        repos_without_source=[repo for repo in repos if repo not in dataset.repo_sources],
+    )
+
+
+def _task_row(dataset: Dataset, position: int, task: SwebenchTask) -> TaskInstance:
+    return TaskInstance(
+        dataset=dataset,
+        external_id=task.instance_id,
+        position=position,
+        title=task.problem_statement.strip().splitlines()[0][:300],
+        problem_statement=task.problem_statement,
+        gold_patch=task.patch,
+        repo=task.repo,
+        base_commit=task.base_commit,
+        test_patch=task.test_patch,
+        hints_text=task.hints_text,
+        version=task.version,
+        fail_to_pass=task.fail_to_pass,
+        pass_to_pass=task.pass_to_pass,
+        metadata=task.metadata,
+    )

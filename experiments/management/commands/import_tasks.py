@@ -1,0 +1,65 @@
+import sys
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from experiments.imports import check_import_tasks, check_repo_sources, do_import_tasks
+from experiments.management.commands._helpers import org_by_slug
+from experiments.swebench import TaskFileRejected, parse_swebench
+
+
+class Command(BaseCommand):
+    help = "Import a task file into a dataset (created if new). All or nothing: a bad line changes nothing."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", required=True, help="organisation slug")
+        parser.add_argument("--dataset", required=True, help="dataset name (created if it does not exist)")
+        parser.add_argument("--format", required=True, choices=["swebench"], help="the file's format")
+        parser.add_argument(
+            "--repo-source",
+            action="append",
+            default=[],
+            metavar="OWNER/NAME=PATH_OR_URL",
+            help="where a task repository is cloned from (repeatable; kept on the dataset)",
+        )
+        parser.add_argument("file", help="SWE-bench JSONL: one task instance per line")
+
+    def handle(self, *args, org, dataset, format, repo_source, file, **options):
+        organisation = org_by_slug(org)
+        path = Path(file)
+        try:
+            sources = check_repo_sources(repo_source)
+            tasks = parse_swebench(path.name, _lines(path))
+            check_import_tasks(organisation, dataset, tasks, path.name)
+            report = do_import_tasks(organisation, dataset, tasks, sources, path.name)
+        except TaskFileRejected as exc:
+            raise CommandError(f"nothing imported: {path} has problems:\n  " + "\n  ".join(exc.problems)) from None
+        except ValidationError as exc:
+            raise CommandError("nothing imported:\n  " + "\n  ".join(exc.messages)) from None
+        verb = "Created dataset" if report.created else "Added to dataset"
+        self.stdout.write(
+            f"{verb} {report.dataset.name!r}: {report.imported} task(s) from {len(report.repos)} repositories"
+        )
+        if report.repos_without_source:
+            self.stdout.write(
+                "No source configured yet for: " + ", ".join(report.repos_without_source) + ". Set one with "
+                "--repo-source OWNER/NAME=PATH_OR_URL (or in the admin) before validating these tasks."
+            )
+
+
+def _lines(path: Path):
+    """The file's lines, with a progress bar: SWE-bench files run to tens of megabytes."""
+    try:
+        size = path.stat().st_size
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
+    with handle, tqdm(total=size, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
+        try:
+            for line in handle:
+                bar.update(len(line.encode("utf-8")))
+                yield line
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"nothing imported: {path}: not UTF-8 text ({exc.reason})") from None

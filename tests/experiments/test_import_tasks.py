@@ -1,0 +1,147 @@
+"""`import_tasks --format swebench`: the real SWE-bench Lite sample, and bad files refused whole."""
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError
+
+from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
+from experiments.models import Dataset, TaskInstance
+from tests.experiments.test_commands import run_command
+
+# The SWE-bench Lite dev split, as shipped (MIT licence beside it).
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "swebench" / "SWE-bench_Lite_dev.jsonl"
+LINES = SAMPLE.read_text().splitlines()
+
+
+def write_lines(tmp_path, lines, name="tasks.jsonl"):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def edited(line_number, **changes):
+    row = json.loads(LINES[line_number - 1])
+    for key, value in changes.items():
+        if value is None:
+            row.pop(key, None)
+        else:
+            row[key] = value
+    return json.dumps(row)
+
+
+def test_the_swebench_lite_sample_imports(org):
+    out = run_command(
+        "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
+        "--repo-source", "sqlfluff/sqlfluff=/srv/repos/sqlfluff", str(SAMPLE),
+    )  # fmt: skip
+    assert "Created dataset 'lite': 23 task(s) from 6 repositories" in out
+    assert "No source configured yet for: marshmallow-code/marshmallow" in out and "sqlfluff/sqlfluff," not in out
+    dataset = Dataset.objects.get(org=org, name="lite")
+    assert dataset.repo_sources == {"sqlfluff/sqlfluff": "/srv/repos/sqlfluff"}
+    task = dataset.tasks.get(external_id="sqlfluff__sqlfluff-1625")
+    first = json.loads(LINES[0])
+    assert task.repo == "sqlfluff/sqlfluff" and task.base_commit == first["base_commit"]
+    assert task.gold_patch == first["patch"] and task.test_patch == first["test_patch"]
+    assert task.fail_to_pass == json.loads(first["FAIL_TO_PASS"])  # shipped as a JSON string
+    assert task.pass_to_pass == json.loads(first["PASS_TO_PASS"]) and task.version == "0.6"
+    assert task.title.startswith("TSQL - L031") and task.position == 0
+    # Fields PRBench has no column for are kept, not dropped.
+    assert {"created_at", "environment_setup_commit", "image", "eval_script"} <= task.metadata.keys()
+    assert list(dataset.tasks.values_list("position", flat=True)) == list(range(23))
+
+
+def test_a_bad_line_refuses_the_whole_file_naming_file_line_and_field(org, tmp_path):
+    lines = [LINES[0], edited(2, base_commit="not-a-commit"), edited(3, patch=None), LINES[3]]
+    path = write_lines(tmp_path, lines)
+    with pytest.raises(CommandError) as caught:
+        run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", path)
+    message = str(caught.value)
+    assert "tasks.jsonl:2: field base_commit: 'not-a-commit' is not a hex commit id" in message
+    assert "tasks.jsonl:3: field patch: missing or empty" in message
+    assert "tasks.jsonl:1" not in message and "tasks.jsonl:4" not in message
+    assert not Dataset.objects.filter(org=org, name="lite").exists() and not TaskInstance.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("{not json", "tasks.jsonl:1: not valid JSON"),
+        ("[1, 2]", "tasks.jsonl:1: each line must be a JSON object"),
+        (edited(1, FAIL_TO_PASS="[not json"), "tasks.jsonl:1: field FAIL_TO_PASS: not a JSON list of test ids"),
+        (edited(1, PASS_TO_PASS=[1, 2]), "tasks.jsonl:1: field PASS_TO_PASS: must be a list of test ids"),
+        (edited(1, repo="sqlfluff"), "tasks.jsonl:1: field repo: 'sqlfluff' is not owner/name"),
+        (edited(1, patch="this is not a diff"), "tasks.jsonl:1: field patch: malformed patch"),
+        (edited(1, problem_statement=42), "tasks.jsonl:1: field problem_statement: must be a string, not int"),
+        (edited(1, version=[1]), "tasks.jsonl:1: field version: must be a string or a number"),
+    ],
+)
+def test_each_kind_of_bad_line_is_named(org, tmp_path, line, problem):
+    with pytest.raises(CommandError) as caught:
+        run_command(
+            "import_tasks", "--org", org.slug, "--dataset", "d", "--format", "swebench", write_lines(tmp_path, [line])
+        )
+    assert problem in str(caught.value)
+    assert not Dataset.objects.exists()
+
+
+def test_lists_may_be_given_as_lists_and_duplicates_are_refused(org, tmp_path):
+    as_lists = edited(1, FAIL_TO_PASS=["t::a"], PASS_TO_PASS=[], version=0.6)
+    run_command(
+        "import_tasks", "--org", org.slug, "--dataset", "d", "--format", "swebench", write_lines(tmp_path, [as_lists])
+    )
+    task = TaskInstance.objects.get()
+    assert task.fail_to_pass == ["t::a"] and task.pass_to_pass == [] and task.version == "0.6"
+
+    with pytest.raises(CommandError) as caught:  # the same instance twice in one file
+        run_command(
+            "import_tasks", "--org", org.slug, "--dataset", "e", "--format", "swebench",
+            write_lines(tmp_path, [LINES[1], LINES[2], LINES[1]]),
+        )  # fmt: skip
+    assert "tasks.jsonl:3: field instance_id:" in str(caught.value)
+    assert "already appears on line 1" in str(caught.value)
+    with pytest.raises(CommandError) as caught:  # a task the dataset already holds
+        run_command(
+            "import_tasks", "--org", org.slug, "--dataset", "d", "--format", "swebench",
+            write_lines(tmp_path, [LINES[4], LINES[0]]),
+        )  # fmt: skip
+    assert "tasks.jsonl:2: field instance_id" in str(caught.value) and "is already in dataset 'd'" in str(caught.value)
+    assert TaskInstance.objects.count() == 1  # neither file changed anything
+
+
+def test_a_bad_repository_source_is_refused(org):
+    with pytest.raises(CommandError) as caught:
+        run_command(
+            "import_tasks", "--org", org.slug, "--dataset", "d", "--format", "swebench",
+            "--repo-source", "sqlfluff=/srv/x", str(SAMPLE),
+        )  # fmt: skip
+    assert "repository source 'sqlfluff=/srv/x': expected owner/name=PATH_OR_URL" in str(caught.value)
+    assert not Dataset.objects.exists()
+
+
+def test_repository_tasks_run_inference_only_until_they_can_be_validated(org):
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    dataset = Dataset.objects.get(name="lite")
+    spec = ExperimentSpec(name="lite", dataset=dataset, arms=[ArmSpec("o", "mock", "m", {"mode": "oracle"})])
+    experiment = do_save_experiment(org, spec)
+    with pytest.raises(ValidationError) as caught:
+        check_start_run(experiment)
+    assert "cannot be validated yet: start an inference-only run" in caught.value.messages[0]
+    check_start_run(experiment, inference_only=True)
+
+
+def test_the_dataset_page_shows_each_task_repository(org, alice):
+    from django.urls import reverse
+
+    from tests.conftest import client_for
+
+    run_command(
+        "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
+        "--repo-source", "sqlfluff/sqlfluff=/srv/repos/sqlfluff", str(SAMPLE),
+    )  # fmt: skip
+    dataset = Dataset.objects.get(name="lite")
+    content = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    assert "<code>sqlfluff/sqlfluff</code> from <code>/srv/repos/sqlfluff</code>" in content
+    assert "<code>14e1a23a31</code>" in content and "sqlfluff__sqlfluff-1625" in content
