@@ -1,0 +1,81 @@
+"""A run in SWE-bench's own formats, for its harness and for side-by-side comparison."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from evaluation.validation import ValidationStatus
+from experiments.models import Artifact, ArtifactKind, AttemptStatus, Run
+
+
+def model_name(label: str, repetition: int, repetitions: int) -> str:
+    """SWE-bench wants one prediction per (instance, model): each repetition of an arm is
+    its own "model" when the run has several."""
+    return label if repetitions <= 1 else f"{label}@rep{repetition}"
+
+
+def _repetitions(run: Run) -> int:
+    return int(run.config_snapshot.get("repetitions") or 1)
+
+
+def swebench_predictions(run: Run) -> list[dict]:
+    """One line per attempt: ``instance_id``, ``model_name_or_path``, ``model_patch``
+    (empty when the model gave no patch or no answer)."""
+    patches = dict(
+        Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.PATCH).values_list("attempt_id", "content")
+    )
+    repetitions = _repetitions(run)
+    rows = run.attempts.order_by("sequence").values_list("pk", "task__external_id", "arm__label", "repetition")
+    return [
+        {
+            "instance_id": instance_id,
+            "model_name_or_path": model_name(label, repetition, repetitions),
+            "model_patch": patches.get(pk, ""),
+        }
+        for pk, instance_id, label, repetition in rows
+    ]
+
+
+class ReportUnavailable(Exception):
+    pass
+
+
+def swebench_report(run: Run) -> dict:
+    """Per model (arm, and repetition when there are several), SWE-bench's id lists:
+    resolved; unresolved (a patch that did not resolve, including one that did not apply);
+    empty_patch (an answer without a patch); error (no answer, or tests that ran out of time)."""
+    if run.inference_only:
+        raise ReportUnavailable(f"run {run.code} was inference-only: no patch was validated, so none is resolved")
+    unfinished = run.attempts.exclude(status__in=[AttemptStatus.COMPLETED, AttemptStatus.FAILED]).count()
+    validation = dict(
+        Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.VALIDATION).values_list("attempt_id", "status")
+    )
+    repetitions = _repetitions(run)
+    models: dict[str, dict[str, list[str]]] = defaultdict(
+        lambda: {"resolved_ids": [], "unresolved_ids": [], "empty_patch_ids": [], "error_ids": []}
+    )
+    attempts = run.attempts.order_by("sequence").values_list(
+        "pk", "task__external_id", "arm__label", "repetition", "status", "patch_present", "resolved"
+    )
+    for pk, instance_id, label, repetition, status, patch_present, resolved in attempts:
+        outcome = _outcome(status, patch_present, resolved, validation.get(pk))
+        if outcome:
+            models[model_name(label, repetition, repetitions)][outcome].append(instance_id)
+    per_model = {}
+    for name, ids in sorted(models.items()):
+        lists = {key: sorted(values) for key, values in ids.items()}
+        counts = {key.replace("_ids", "_instances"): len(values) for key, values in lists.items()}
+        per_model[name] = {"total_instances": sum(counts.values()), **counts, **lists}
+    return {"run_id": str(run.code), "status": run.status, "unfinished_instances": unfinished, "models": per_model}
+
+
+def _outcome(status: str, patch_present: bool | None, resolved: bool | None, validation: str | None) -> str | None:
+    if status == AttemptStatus.FAILED:
+        return "error_ids"
+    if status != AttemptStatus.COMPLETED:
+        return None  # still queued or running, or cancelled: not part of the report
+    if not patch_present:
+        return "empty_patch_ids"
+    if validation == ValidationStatus.TIMED_OUT:
+        return "error_ids"
+    return "resolved_ids" if resolved else "unresolved_ids"
