@@ -218,7 +218,9 @@ class Attempt(models.Model):
     patch_present = models.BooleanField(null=True)
     patch_applied = models.BooleanField(null=True)
     resolved = models.BooleanField(null=True)
+    patch_well_formed = models.BooleanField(null=True, help_text="The patch parses, with safe paths, no binary parts")
     lines_changed = models.PositiveIntegerField(null=True, blank=True)
+    files_changed = models.PositiveIntegerField(null=True, blank=True)
 
     queued_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)

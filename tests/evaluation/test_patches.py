@@ -46,3 +46,15 @@ def test_lines_changed():
 def test_bad_patches_are_rejected_with_the_reason(patch, reason):
     with pytest.raises(PatchRejected, match=reason):
         check_patch(patch)
+
+
+def test_a_patch_is_scored_well_formed_or_not_with_its_size():
+    from evaluation.scoring import score_pr_attempt
+
+    good = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- a/y.py\n+++ b/y.py\n@@ -1 +1,2 @@\n a\n+c\n"
+    score = score_pr_attempt(good, None)
+    assert (score.patch_present, score.well_formed, score.lines_changed, score.files_changed) == (True, True, 3, 2)
+    broken = "--- a/x.py\n+++ b/x.py\n@@ -1,5 +1,5 @@\n-a\n"
+    score = score_pr_attempt(broken, None)
+    assert (score.patch_present, score.well_formed, score.lines_changed) == (True, False, 0)
+    assert not score_pr_attempt("", None).well_formed

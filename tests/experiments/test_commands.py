@@ -166,16 +166,25 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "repetition",
         "status",
         "resolved",
+        "patch_present",
+        "patch_well_formed",
+        "lines_changed",
+        "files_changed",
         "latency_ms",
         "cost_usd",
         "error_category",
     }
+    oracle_attempt = next(a for a in data["attempts"] if a["arm_label"] == "oracle")
+    assert oracle_attempt["patch_well_formed"] is True and oracle_attempt["files_changed"] >= 1
 
 
 def test_export_csv(experiment, django_capture_on_commit_callbacks):
     run = finished_run(experiment, django_capture_on_commit_callbacks)
     lines = run_command("export_run", str(run.code), "--format", "csv").splitlines()
-    assert lines[0] == "task_id,arm_label,repetition,status,resolved,latency_ms,cost_usd,error_category"
+    assert lines[0] == (
+        "task_id,arm_label,repetition,status,resolved,patch_present,patch_well_formed,lines_changed,files_changed,"
+        "latency_ms,cost_usd,error_category"
+    )
     assert len(lines) == 9
 
 

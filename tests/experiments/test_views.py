@@ -1074,3 +1074,13 @@ def test_run_detail_query_count_does_not_grow_with_attempts(
 
     assert eight == one
     assert eight_live == one_live
+
+
+def test_attempt_detail_says_whether_the_patch_is_well_formed(bob, finished_run):
+    attempt = finished_run.attempts.filter(arm__label="oracle").first()
+    url = reverse("experiments:attempt", args=[attempt.code])
+    content = client_for(bob).get(url).content.decode()
+    assert f"well formed, {attempt.lines_changed} lines in {attempt.files_changed} file" in content
+    finished_run.attempts.filter(pk=attempt.pk).update(patch_well_formed=False)
+    content = client_for(bob).get(url).content.decode()
+    assert "present, malformed," in content and "well formed" not in content
