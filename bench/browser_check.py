@@ -55,6 +55,12 @@ def main() -> None:
         page.reload()
         page.screenshot(path=out / "4-run-done.png", full_page=True)
 
+        page.locator("table.attempts tbody tr td:nth-child(2) a").first.click()
+        expect(page.locator("h2", has_text="Gold patch")).to_be_visible()
+        print("task page:", page.locator("section.card").count(), "arms side by side")
+        page.screenshot(path=out / "4b-task.png", full_page=True)
+        page.go_back()
+
         page.locator("table.attempts tbody tr td a").first.click()
         expect(page.locator("h2", has_text="Patch")).to_be_visible()
         page.screenshot(path=out / "5-attempt.png", full_page=True)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
-from experiments.models import Run
+from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm, TaskInstance
 from leaderboards.aggregation import ArmRow, arm_leaderboard
 
 
@@ -131,3 +133,31 @@ def run_export_csv(run: Run) -> str:
     for row in run_export(run)["attempts"]:
         writer.writerow(row)
     return out.getvalue()
+
+
+@dataclass
+class TaskComparison:
+    """One task of a run and every arm's attempts at it, each with its patch."""
+
+    task: TaskInstance
+    arms: list[tuple[RunArm, list[Attempt]]]
+
+
+def task_comparison(run: Run, task_code: Any) -> TaskComparison | None:
+    """None when the task is not part of the run (an outsider guessing codes gets a 404)."""
+    attempts = list(
+        run.attempts.filter(task__code=task_code)
+        .select_related("task", "arm")
+        .defer("request", "raw_response", "output")
+        .order_by("arm__position", "arm_id", "repetition")
+    )
+    if not attempts:
+        return None
+    patches = dict(
+        Artifact.objects.filter(attempt__in=attempts, kind=ArtifactKind.PATCH).values_list("attempt_id", "content")
+    )
+    by_arm: dict[int, list[Attempt]] = {}
+    for attempt in attempts:
+        attempt.patch_text = patches.get(attempt.pk, "")  # type: ignore[attr-defined]
+        by_arm.setdefault(attempt.arm_id, []).append(attempt)
+    return TaskComparison(attempts[0].task, [(group[0].arm, group) for group in by_arm.values()])

@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
@@ -16,7 +16,7 @@ from experiments.actions import check_run_transition, check_start_run, do_run_ac
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
 from experiments.models import AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
-from experiments.reporting import run_leaderboard
+from experiments.reporting import run_leaderboard, task_comparison
 from orgs.access import (
     access_attempt,
     access_current_org,
@@ -177,6 +177,16 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
     artifacts = {a.kind: a for a in attempt.artifacts.all()}
     context = {"attempt": attempt, "patch": artifacts.get("patch"), "validation": artifacts.get("validation")}
     return render(request, "experiments/attempt_detail.html", context)
+
+
+@login_required
+def run_task(request: HttpRequest, code: str, task_code: str) -> HttpResponse:
+    """One task of a run: the task, its gold patch, and every arm's attempts side by side."""
+    run = access_run(request, code)
+    comparison = task_comparison(run, task_code)
+    if comparison is None:
+        raise Http404("no such task in this run")
+    return render(request, "experiments/run_task.html", {"run": run, "comparison": comparison})
 
 
 @login_required

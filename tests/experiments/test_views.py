@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from html.parser import HTMLParser
 
 import pytest
@@ -12,6 +13,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils.html import escape
 
 from experiments.actions import ArmSpec, ExperimentSpec, do_run_action, do_save_experiment, do_start_run
 from experiments.demo import DEMO_DATASET, load_demo_dataset
@@ -825,7 +827,8 @@ def test_attempt_detail_works(bob, validated_attempt):
     assert validated_attempt.resolved is True
     assert dict(validated_attempt.artifacts.values_list("kind", "status")) == {"patch": "", "validation": "passed"}
     content = response.content.decode()
-    assert f"oracle on {validated_attempt.task.external_id}" in content
+    task_url = reverse("experiments:run_task", args=[validated_attempt.run.code, validated_attempt.task.code])
+    assert f'oracle on <a href="{task_url}">{validated_attempt.task.external_id}</a>' in content
     assert '<span class="status passed">Passed</span>' in content
     assert '<span class="hdr">+++ b/' in content
     assert '<span class="hunk">@@ ' in content
@@ -1084,3 +1087,24 @@ def test_attempt_detail_says_whether_the_patch_is_well_formed(bob, finished_run)
     finished_run.attempts.filter(pk=attempt.pk).update(patch_well_formed=False)
     content = client_for(bob).get(url).content.decode()
     assert "present, malformed," in content and "well formed" not in content
+
+
+def test_a_task_page_shows_the_gold_patch_and_every_arms_attempt_side_by_side(bob, charlie, finished_run):
+    attempt = finished_run.attempts.select_related("task").order_by("sequence").first()
+    task = attempt.task
+    url = reverse("experiments:run_task", args=[finished_run.code, task.code])
+    response = client_for(bob).get(url)
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert task.external_id in content and "<h2>Gold patch</h2>" in content
+    first_gold_line = next(line for line in task.gold_patch.splitlines() if line.startswith("+") and line[1:2] != "+")
+    assert f'<span class="add">{escape(first_gold_line)}</span>' in content
+    assert content.count('<section class="card">') == 2  # oracle and noisy, side by side
+    oracle = finished_run.attempts.get(task=task, arm__label="oracle")
+    assert reverse("experiments:attempt", args=[oracle.code]) in content
+    # The run page links each attempt's task here.
+    assert url in client_for(bob).get(reverse("experiments:run", args=[finished_run.code])).content.decode()
+    # An outsider, and a task that is not in this run, get 404.
+    assert client_for(charlie).get(url).status_code == 404
+    other = reverse("experiments:run_task", args=[finished_run.code, uuid.uuid4()])
+    assert client_for(bob).get(other).status_code == 404
