@@ -21,6 +21,7 @@ class PatchStats:
     files: int
     added: int
     removed: int
+    paths: tuple[str, ...] = ()  # where each changed file ends up (its old path if deleted)
 
     @property
     def lines_changed(self) -> int:
@@ -64,7 +65,8 @@ def check_patch(patch: str) -> PatchStats:
             raise PatchRejected(f"binary patches are not accepted ({patched_file.path})")
         for raw in (patched_file.source_file, patched_file.target_file):
             check_relative_path(_strip_prefix(raw))
-    return PatchStats(files=len(files), added=files.added, removed=files.removed)
+    paths = tuple(_strip_prefix(f.target_file) or _strip_prefix(f.source_file) for f in files)
+    return PatchStats(files=len(files), added=files.added, removed=files.removed, paths=paths)
 
 
 def _strip_prefix(path: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,11 +38,40 @@ class ValidationStatus(models.TextChoices):
     SKIPPED = "skipped"  # inference-only run
 
 
+class CheckStatus(models.TextChoices):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # no Python file changed, or the patch never applied
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Lint or build of the Python files a patch changed."""
+
+    status: CheckStatus
+    log: str = ""
+
+    @property
+    def ok(self) -> bool | None:
+        return None if self.status == CheckStatus.SKIPPED else self.status == CheckStatus.PASSED
+
+
+NOT_CHECKED = CheckResult(CheckStatus.SKIPPED)
+# ruff's default rules (syntax errors, undefined names, unused imports...), ignoring any
+# configuration file, so a patch cannot switch the rules off for itself.
+LINT_COMMAND = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--quiet", "--output-format=concise"]
+CHECK_TIMEOUT_S = 60
+# "calc.py:2:15: F401 ..." or, for a syntax error, "calc.py:2:15: invalid-syntax: ..."
+LINT_FINDING = re.compile(r"^(?P<path>[^:\n]+):\d+:\d+: (?P<rule>[A-Za-z][A-Za-z0-9-]*)", re.MULTILINE)
+
+
 @dataclass(frozen=True)
 class ValidationResult:
     status: ValidationStatus
     log: str
     duration_ms: int
+    lint: CheckResult = NOT_CHECKED
+    build: CheckResult = NOT_CHECKED
 
     @property
     def applied(self) -> bool:
@@ -64,15 +95,58 @@ def validate_patch(files: dict[str, str], patch: str, test_command: list[str], t
         return result(ValidationStatus.REJECTED, str(exc))
     with tempfile.TemporaryDirectory(prefix="prbench-validate-") as workdir:
         write_files(Path(workdir), files)
+        findings_before = _lint_findings(changed_python_files(patch, Path(workdir)), workdir)
         applied = _run(["git", "apply", "--whitespace=nowarn", "-"], workdir, 30, stdin=patch)
         if applied.returncode != 0:
             return result(ValidationStatus.NOT_APPLIED, "git apply refused the patch:\n" + applied.output)
+        python_files = changed_python_files(patch, Path(workdir))
+        build = _check([sys.executable, "-m", "py_compile", *python_files], python_files, workdir)
+        lint = _lint(python_files, workdir, findings_before)
         command = [sys.executable if part == "{python}" else part for part in test_command]
         tests = _run(command, workdir, timeout_s)
     if tests.timed_out:
-        return result(ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}")
-    status = ValidationStatus.PASSED if tests.returncode == 0 else ValidationStatus.FAILED
-    return result(status, tests.output)
+        status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
+    else:
+        status = ValidationStatus.PASSED if tests.returncode == 0 else ValidationStatus.FAILED
+        log = tests.output
+    return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000), lint, build)
+
+
+def changed_python_files(patch: str, root: Path) -> list[str]:
+    """The Python files the patch leaves in place (added or modified, not deleted)."""
+    files = check_patch(patch).paths
+    return sorted(path for path in files if path.endswith(".py") and (root / path).is_file())
+
+
+def _lint_findings(python_files: list[str], workdir: str) -> tuple[Counter, str]:
+    """ruff's findings per (file, rule), and its report."""
+    if not python_files:
+        return Counter(), ""
+    finished = _run([*LINT_COMMAND, *python_files], workdir, CHECK_TIMEOUT_S)
+    found = Counter((match["path"], match["rule"]) for match in LINT_FINDING.finditer(finished.output))
+    if finished.returncode not in (0, 1) or finished.timed_out:  # ruff itself failed: not a finding
+        found[("", "ruff-error")] += 1
+    return found, finished.output
+
+
+def _lint(python_files: list[str], workdir: str, before: tuple[Counter, str]) -> CheckResult:
+    """Clean when the patch adds no finding: the files' old findings are not the model's."""
+    if not python_files:
+        return NOT_CHECKED
+    after, report = _lint_findings(python_files, workdir)
+    new = after - before[0]
+    if not new:
+        return CheckResult(CheckStatus.PASSED, truncate(report))
+    added = ", ".join(f"{rule} in {path}" if path else rule for (path, rule) in sorted(new))
+    return CheckResult(CheckStatus.FAILED, truncate(f"new findings: {added}\n{report}"))
+
+
+def _check(command: list[str], python_files: list[str], workdir: str) -> CheckResult:
+    if not python_files:
+        return NOT_CHECKED
+    finished = _run(command, workdir, CHECK_TIMEOUT_S)
+    passed = finished.returncode == 0 and not finished.timed_out
+    return CheckResult(CheckStatus.PASSED if passed else CheckStatus.FAILED, truncate(finished.output))
 
 
 def write_files(root: Path, files: dict[str, str]) -> None:

@@ -221,6 +221,8 @@ class Attempt(models.Model):
     patch_well_formed = models.BooleanField(null=True, help_text="The patch parses, with safe paths, no binary parts")
     lines_changed = models.PositiveIntegerField(null=True, blank=True)
     files_changed = models.PositiveIntegerField(null=True, blank=True)
+    lint_clean = models.BooleanField(null=True, help_text="ruff finds nothing in the changed Python files")
+    build_ok = models.BooleanField(null=True, help_text="the changed Python files byte-compile")
 
     queued_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -242,6 +244,8 @@ class Attempt(models.Model):
 class ArtifactKind(models.TextChoices):
     PATCH = "patch"
     VALIDATION = "validation"
+    LINT = "lint"  # ruff on the Python files the patch changed
+    BUILD = "build"  # byte-compiling them
 
 
 class Artifact(models.Model):

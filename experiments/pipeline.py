@@ -409,6 +409,8 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "lines_changed": score.lines_changed,
         "files_changed": score.files_changed,
         "responded_at": outcome.responded_at,
+        "lint_clean": validation.lint.ok if validation else None,
+        "build_ok": validation.build.ok if validation else None,
         "validated_at": now if validation else None,
         "scored_at": now,
     }
@@ -441,6 +443,8 @@ def _artifacts(outcome: Outcome, now: datetime) -> list[dict]:
                 "duration_ms": validation.duration_ms,
             }
         )
+        for kind, check in ((ArtifactKind.LINT, validation.lint), (ArtifactKind.BUILD, validation.build)):
+            artifacts.append({"kind": kind, "status": check.status, "content": check.log, "duration_ms": None})
     elif outcome.patch:
         skipped = {
             "kind": ArtifactKind.VALIDATION,

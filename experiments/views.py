@@ -175,7 +175,12 @@ def run_action(request: HttpRequest, code: str, action: str) -> HttpResponse:
 def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
     attempt = access_attempt(request, code)
     artifacts = {a.kind: a for a in attempt.artifacts.all()}
-    context = {"attempt": attempt, "patch": artifacts.get("patch"), "validation": artifacts.get("validation")}
+    context = {
+        "attempt": attempt,
+        "patch": artifacts.get("patch"),
+        "validation": artifacts.get("validation"),
+        "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
+    }
     return render(request, "experiments/attempt_detail.html", context)
 
 

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from evaluation.validation import LOG_LIMIT, ValidationStatus, truncate, validate_patch
+from evaluation.validation import LOG_LIMIT, CheckStatus, ValidationStatus, truncate, validate_patch
 from experiments.demo import demo_task_dirs, read_task_dir
 
 TASK = read_task_dir(demo_task_dirs()[0], 0)
@@ -102,3 +102,55 @@ def test_undecodable_output_does_not_crash():
     command = ["{python}", "-c", "import sys; sys.stdout.buffer.write(b'\\xff\\xfe bad bytes'); sys.exit(1)"]
     result = validate(TASK["gold_patch"], command)
     assert result.status == ValidationStatus.FAILED and "bad bytes" in result.log
+
+
+FILES = {"calc.py": "def add(a, b):\n    return a + b\n", "README.md": "calc\n"}
+PASSING = ["{python}", "-c", "pass"]
+
+
+def check(patch):
+    return validate_patch(FILES, patch, PASSING, 30)
+
+
+def test_the_gold_patch_builds_and_lints_clean():
+    result = validate(TASK["gold_patch"])
+    assert (result.build.status, result.lint.status) == (CheckStatus.PASSED, CheckStatus.PASSED)
+    assert result.build.ok is True and result.lint.ok is True
+
+
+def test_lint_findings_in_the_changed_files_are_reported():
+    patch = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,3 @@\n+import os\n def add(a, b):\n     return a + b\n"
+    result = check(patch)
+    assert result.status == ValidationStatus.PASSED and result.build.ok is True
+    assert result.lint.status == CheckStatus.FAILED and "F401" in result.lint.log and "calc.py" in result.lint.log
+
+
+def test_a_file_that_does_not_compile_fails_the_build():
+    patch = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a + b\n+    return a +\n"
+    result = check(patch)
+    assert result.build.status == CheckStatus.FAILED and "SyntaxError" in result.build.log
+    assert result.lint.ok is False
+
+
+def test_a_patch_cannot_switch_the_lint_rules_off_for_itself():
+    patch = (
+        '--- /dev/null\n+++ b/ruff.toml\n@@ -0,0 +1,2 @@\n+[lint]\n+ignore = ["F401"]\n'
+        "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,3 @@\n+import os\n def add(a, b):\n     return a + b\n"
+    )
+    assert check(patch).lint.ok is False
+
+
+def test_a_patch_that_changes_no_python_file_is_not_built_or_linted():
+    result = check("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-calc\n+a calculator\n")
+    assert (result.build.status, result.lint.status) == (CheckStatus.SKIPPED, CheckStatus.SKIPPED)
+    assert result.build.ok is None and result.lint.ok is None
+
+
+def test_findings_the_file_had_before_the_patch_are_not_the_patchs():
+    files = {"calc.py": "import os\n\n\ndef add(a, b):\n    return a + b\n"}
+    patch = "--- a/calc.py\n+++ b/calc.py\n@@ -4,2 +4,2 @@\n def add(a, b):\n-    return a + b\n+    return b + a\n"
+    result = validate_patch(files, patch, PASSING, 30)
+    assert result.lint.ok is True and "F401" in result.lint.log  # reported, but not held against it
+    worse = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,3 @@\n import os\n+import sys\n \n"
+    result = validate_patch(files, worse, PASSING, 30)
+    assert result.lint.ok is False and result.lint.log.startswith("new findings: F401 in calc.py")

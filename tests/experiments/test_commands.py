@@ -170,6 +170,8 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "patch_well_formed",
         "lines_changed",
         "files_changed",
+        "lint_clean",
+        "build_ok",
         "latency_ms",
         "cost_usd",
         "error_category",
@@ -183,7 +185,7 @@ def test_export_csv(experiment, django_capture_on_commit_callbacks):
     lines = run_command("export_run", str(run.code), "--format", "csv").splitlines()
     assert lines[0] == (
         "task_id,arm_label,repetition,status,resolved,patch_present,patch_well_formed,lines_changed,files_changed,"
-        "latency_ms,cost_usd,error_category"
+        "lint_clean,build_ok,latency_ms,cost_usd,error_category"
     )
     assert len(lines) == 9
 

@@ -825,7 +825,13 @@ def test_attempt_detail_works(bob, validated_attempt):
     assert response.status_code == 200
     assert validated_attempt.status == AttemptStatus.COMPLETED
     assert validated_attempt.resolved is True
-    assert dict(validated_attempt.artifacts.values_list("kind", "status")) == {"patch": "", "validation": "passed"}
+    assert dict(validated_attempt.artifacts.values_list("kind", "status")) == {
+        "patch": "",
+        "validation": "passed",
+        "build": "passed",
+        "lint": "passed",
+    }
+    assert validated_attempt.build_ok is True and validated_attempt.lint_clean is True
     content = response.content.decode()
     task_url = reverse("experiments:run_task", args=[validated_attempt.run.code, validated_attempt.task.code])
     assert f'oracle on <a href="{task_url}">{validated_attempt.task.external_id}</a>' in content
@@ -834,6 +840,8 @@ def test_attempt_detail_works(bob, validated_attempt):
     assert '<span class="hunk">@@ ' in content
     assert '<span class="add">+' in content and '<span class="del">-' in content
     assert '<span class="good">yes</span>' in content
+    assert '<span class="good">compiles</span> · <span class="good">lint clean</span>' in content
+    assert '<h3>Lint <span class="status passed">Passed</span></h3>' in content
     assert "reference_output" not in content
 
 

@@ -228,7 +228,8 @@ def test_429_with_retry_after_is_retried_after_the_wait(wire, fake):
 
 def test_a_hang_times_out(wire, fake):
     spec, org = wire
-    fake.script(Reply(200, spec.success, delay_s=3))
+    fake.script(Reply(200, spec.success), Reply(200, spec.success, delay_s=3))
+    call(org, spec)  # the SDK's first import and client are not what is being timed
     started = time.monotonic()
     with pytest.raises(ProviderError) as caught:
         call(org, spec, timeout_read_s=0.3)
@@ -238,13 +239,14 @@ def test_a_hang_times_out(wire, fake):
 
 def test_the_total_timeout_bounds_a_try_whose_read_timeout_is_longer(wire, fake):
     spec, org = wire
-    fake.script(Reply(200, spec.success, delay_s=3), Reply(200, spec.success))
+    fake.script(Reply(200, spec.success), Reply(200, spec.success, delay_s=3), Reply(200, spec.success))
+    call(org, spec)  # the SDK's first import and client are not what is being timed
     started = time.monotonic()
     with pytest.raises(ProviderError) as caught:
         call(org, spec, timeout_read_s=30, timeout_total_s=0.4, max_retries=3, retry_base_ms=1000)
     assert caught.value.category == ErrorCategory.TIMEOUT
     # Cut off at the total, and no retry started whose back-off would end past it.
-    assert time.monotonic() - started < 1.5 and len(fake.seen) == 1
+    assert time.monotonic() - started < 1.5 and len(fake.seen) == 2
 
 
 def test_malformed_json_is_a_server_error(wire, fake):
