@@ -24,6 +24,7 @@ from typing import Any
 from django.db import models
 
 from evaluation.patches import PatchRejected, check_leaves_tests_alone, check_patch, check_relative_path
+from evaluation.test_results import TestOutcome, parse_junit, parse_pytest_log
 
 LOG_LIMIT = 20_000
 MEMORY_LIMIT_BYTES = 2 * 1024**3
@@ -61,6 +62,7 @@ NOT_CHECKED = CheckResult(CheckStatus.SKIPPED)
 # configuration file, so a patch cannot switch the rules off for itself.
 LINT_COMMAND = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--quiet", "--output-format=concise"]
 CHECK_TIMEOUT_S = 60
+REPORT_LIMIT = 10 * 1024**2
 # "calc.py:2:15: F401 ..." or, for a syntax error, "calc.py:2:15: invalid-syntax: ..."
 LINT_FINDING = re.compile(r"^(?P<path>[^:\n]+):\d+:\d+: (?P<rule>[A-Za-z][A-Za-z0-9-]*)", re.MULTILINE)
 
@@ -72,6 +74,7 @@ class ValidationResult:
     duration_ms: int
     lint: CheckResult = NOT_CHECKED
     build: CheckResult = NOT_CHECKED
+    tests: tuple[TestOutcome, ...] = ()  # per test, when the runner reported them
 
     @property
     def applied(self) -> bool:
@@ -102,14 +105,32 @@ def validate_patch(files: dict[str, str], patch: str, test_command: list[str], t
         python_files = changed_python_files(patch, Path(workdir))
         build = _check([sys.executable, "-m", "py_compile", *python_files], python_files, workdir)
         lint = _lint(python_files, workdir, findings_before)
-        command = [sys.executable if part == "{python}" else part for part in test_command]
-        tests = _run(command, workdir, timeout_s)
+        with tempfile.TemporaryDirectory(prefix="prbench-report-") as report_dir:
+            # Outside the work directory: the patch cannot plant a report there in advance.
+            report = Path(report_dir) / "junit.xml"
+            tests = _run(_test_command(test_command, report), workdir, timeout_s)
+            outcomes = _outcomes(report, tests.output)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
         status = ValidationStatus.PASSED if tests.returncode == 0 else ValidationStatus.FAILED
         log = tests.output
-    return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000), lint, build)
+    duration_ms = round((time.monotonic() - started) * 1000)
+    return ValidationResult(status, truncate(log), duration_ms, lint, build, tuple(outcomes))
+
+
+def _test_command(test_command: list[str], report: Path) -> list[str]:
+    """``{python}`` is this interpreter, ``{junit}`` where the runner writes its JUnit XML."""
+    return [sys.executable if part == "{python}" else part.replace("{junit}", str(report)) for part in test_command]
+
+
+def _outcomes(report: Path, log: str) -> list[TestOutcome]:
+    try:
+        xml = report.read_bytes()[:REPORT_LIMIT].decode(errors="replace") if report.is_file() else ""
+    except OSError:
+        xml = ""
+    parsed = parse_junit(xml) if xml else None
+    return parsed if parsed is not None else parse_pytest_log(log)
 
 
 def changed_python_files(patch: str, root: Path) -> list[str]:

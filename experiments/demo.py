@@ -11,7 +11,7 @@ from experiments.models import Dataset, DatasetKind, Experiment, TaskInstance
 from orgs.models import Organization
 
 DEMO_TASKS_DIR = Path(__file__).resolve().parent / "demo_tasks"
-PYTEST_COMMAND = ["{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+PYTEST_COMMAND = ["{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml={junit}"]
 DEMO_DATASET = "Demo: small Python bugs"
 DEMO_EXPERIMENT = "Demo: three mock arms"
 

@@ -244,6 +244,7 @@ class Attempt(models.Model):
 class ArtifactKind(models.TextChoices):
     PATCH = "patch"
     VALIDATION = "validation"
+    TESTS = "tests"  # per-test outcomes, JSON: [{id, outcome, seconds, message}]
     LINT = "lint"  # ruff on the Python files the patch changed
     BUILD = "build"  # byte-compiling them
 

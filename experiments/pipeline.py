@@ -13,6 +13,7 @@ and keeps worker threads free of database connections.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import queue
@@ -443,6 +444,9 @@ def _artifacts(outcome: Outcome, now: datetime) -> list[dict]:
                 "duration_ms": validation.duration_ms,
             }
         )
+        if validation.tests:
+            tests = json.dumps([test.as_dict() for test in validation.tests])
+            artifacts.append({"kind": ArtifactKind.TESTS, "status": "", "content": tests, "duration_ms": None})
         for kind, check in ((ArtifactKind.LINT, validation.lint), (ArtifactKind.BUILD, validation.build)):
             artifacts.append({"kind": kind, "status": check.status, "content": check.log, "duration_ms": None})
     elif outcome.patch:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import cast
 
 from django.contrib import messages
@@ -180,6 +181,7 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "patch": artifacts.get("patch"),
         "validation": artifacts.get("validation"),
         "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
+        "tests": json.loads(artifacts["tests"].content) if "tests" in artifacts else [],
     }
     return render(request, "experiments/attempt_detail.html", context)
 

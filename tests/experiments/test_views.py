@@ -830,6 +830,7 @@ def test_attempt_detail_works(bob, validated_attempt):
         "validation": "passed",
         "build": "passed",
         "lint": "passed",
+        "tests": "",
     }
     assert validated_attempt.build_ok is True and validated_attempt.lint_clean is True
     content = response.content.decode()
@@ -842,6 +843,8 @@ def test_attempt_detail_works(bob, validated_attempt):
     assert '<span class="good">yes</span>' in content
     assert '<span class="good">compiles</span> · <span class="good">lint clean</span>' in content
     assert '<h3>Lint <span class="status passed">Passed</span></h3>' in content
+    assert '<table class="tests">' in content and '<span class="status passed">passed</span>' in content
+    assert "::test_" in content
     assert "reference_output" not in content
 
 

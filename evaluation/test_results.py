@@ -1,0 +1,76 @@
+"""Per-test outcomes of a validation: from the JUnit XML report pytest (and most runners)
+write, or, when there is none, from pytest's own summary lines in the log."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from defusedxml import ElementTree
+from defusedxml.common import DefusedXmlException
+
+MAX_TESTS = 5_000  # a table, not a dump: a suite larger than this is cut, and says so
+MESSAGE_LIMIT = 300
+SUMMARY_LINE = re.compile(r"^(?P<outcome>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (?P<id>\S+)", re.MULTILINE)
+LOG_OUTCOMES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
+                "XFAIL": "skipped", "XPASS": "passed"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    __test__ = False  # not a pytest test class, whatever its name
+
+    id: str  # pytest's node id, e.g. tests/test_calc.py::test_add
+    outcome: str  # passed, failed, error or skipped
+    seconds: float | None = None
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_junit(xml: str) -> list[TestOutcome] | None:
+    """The report's test cases, or None when it is not a JUnit report we can read.
+    defusedxml, because the report is written by code under test: no entity bombs."""
+    try:
+        root = ElementTree.fromstring(xml)
+    except (ElementTree.ParseError, DefusedXmlException, ValueError):
+        return None
+    cases = root.iter("testcase")
+    return [_case(case) for _, case in zip(range(MAX_TESTS), cases, strict=False)]
+
+
+def _case(case) -> TestOutcome:
+    classname, name = case.get("classname", ""), case.get("name", "")
+    outcome, message = "passed", ""
+    for tag, kind in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+        found = case.find(tag)
+        if found is not None:
+            outcome, message = kind, (found.get("message") or "")[:MESSAGE_LIMIT]
+            break
+    try:
+        seconds = round(float(case.get("time", "")), 3)
+    except ValueError:
+        seconds = None
+    return TestOutcome(_node_id(classname, name), outcome, seconds, message)
+
+
+def _node_id(classname: str, name: str) -> str:
+    """pytest writes classname "tests.test_calc" (or "tests.test_calc.TestAdd"): turn it
+    back into the node id SWE-bench's FAIL_TO_PASS lists use."""
+    if not classname:
+        return name
+    parts = classname.split(".")
+    for split in range(len(parts), 0, -1):
+        if parts[split - 1].startswith("test") or split == 1:
+            module = "/".join(parts[:split]) + ".py"
+            return "::".join([module, *parts[split:], name])
+    return f"{classname}::{name}"
+
+
+def parse_pytest_log(log: str) -> list[TestOutcome]:
+    """pytest's short summary (``-rA`` lists every test; ``-q`` at least the failures)."""
+    return [
+        TestOutcome(match["id"], LOG_OUTCOMES[match["outcome"]])
+        for _, match in zip(range(MAX_TESTS), SUMMARY_LINE.finditer(log), strict=False)
+    ]
