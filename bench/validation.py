@@ -1,0 +1,109 @@
+"""Validations per minute: oracle patches for the demo tasks, validated by 1 and by 2 workers.
+
+Each validation applies the patch to a fresh copy of the task's files, byte-compiles and
+lints the changed files and runs the task's tests, as a real run does. The provider call is
+a zero-latency mock, so what is measured is validation and its bookkeeping.
+
+    .venv/bin/python bench/validation.py [--attempts 120]
+
+Runs on the `make demo` stores (SQLite under a fresh directory, embedded Redis) with
+production settings, unless DATABASE_URL / REDIS_URL are set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench._settings import production_environment  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attempts", type=int, default=120)
+    parser.add_argument("--case", type=int, help=argparse.SUPPRESS)  # workers: run one case in this process
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.attempts, args.case)))
+        return 0
+    for workers in (1, 2):
+        out = subprocess.run(
+            [sys.executable, __file__, "--attempts", str(args.attempts), "--case", str(workers)],
+            env=dict(production_environment(), **os.environ),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        per_minute = result["validated"] / result["wall_s"] * 60
+        print(
+            f"{workers} worker{'s' if workers > 1 else ''}: {result['validated']} validations in "
+            f"{result['wall_s']:.1f}s = {per_minute:.0f} validations/minute "
+            f"(median validation {result['median_ms']:.0f} ms; {result['resolved']} resolved)"
+        )
+    return 0
+
+
+def run_case(attempts: int, workers: int) -> dict:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
+    from experiments.demo import load_demo_dataset
+    from experiments.management.commands.demo import start_workers
+    from experiments.models import Artifact, AttemptStatus
+    from orgs.models import Organization
+    from prbench.queues import ensure_redis, stop_embedded_redis
+
+    ensure_redis()
+    org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    dataset = load_demo_dataset(org)
+    tasks = dataset.tasks.count()
+    spec = ExperimentSpec(
+        name=f"validation {workers}",
+        dataset=dataset,
+        repetitions=max(1, attempts // tasks),
+        arms=[ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})],
+    )
+    experiment = do_save_experiment(org, spec)
+    processes = start_workers(workers)
+    try:
+        started = time.perf_counter()
+        run = do_start_run(experiment)
+        while run.attempts.exclude(status__in=[AttemptStatus.COMPLETED, AttemptStatus.FAILED]).exists():
+            time.sleep(0.05)
+        wall = time.perf_counter() - started
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=60)
+        stop_embedded_redis()
+    durations = sorted(
+        duration
+        for duration in Artifact.objects.filter(attempt__run=run, kind="validation").values_list(
+            "duration_ms", flat=True
+        )
+        if duration is not None
+    )
+    return {
+        "validated": len(durations),
+        "wall_s": wall,
+        "median_ms": durations[len(durations) // 2] if durations else 0,
+        "resolved": run.attempts.filter(resolved=True).count(),
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
