@@ -94,10 +94,10 @@ def run_case(attempts: int, concurrency: int, workers: int) -> dict:
 
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
     from experiments.demo import load_demo_dataset
-    from experiments.management.commands.demo import start_workers
+    from experiments.management.commands.demo import start_workers, stop_workers
     from experiments.models import Attempt, AttemptStatus
     from orgs.models import Organization
-    from prbench.queues import ensure_redis, stop_embedded_redis
+    from prbench.queues import ensure_redis
     from providers import limits
 
     ensure_redis()
@@ -132,11 +132,7 @@ def run_case(attempts: int, concurrency: int, workers: int) -> dict:
         wall = time.perf_counter() - started
         stop.set()
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=30)
-        stop_embedded_redis()
+        stop_workers(processes)
     # The attempt's own latency as the platform saw it: from claim to recorded answer.
     spans = [
         (a.responded_at - a.started_at).total_seconds() * 1000

@@ -45,12 +45,12 @@ def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
     from experiments.actions import ArmSpec as ArmSpecInput
     from experiments.actions import ExperimentSpec, do_save_experiment, do_start_run
     from experiments.demo import load_demo_dataset
-    from experiments.management.commands.demo import start_workers
+    from experiments.management.commands.demo import start_workers, stop_workers
     from experiments.models import Run
     from experiments.progress import run_progress
     from experiments.prompts import build_request
     from orgs.models import Organization
-    from prbench.queues import ensure_redis, stop_embedded_redis
+    from prbench.queues import ensure_redis
     from providers.adapters.mock import MockAdapter
     from providers.types import ArmSpec
 
@@ -88,11 +88,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
         wall = time.perf_counter() - started
         print(file=sys.stderr)
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=30)
-        stop_embedded_redis()  # the workers are gone; an embedded server would outlive this script
+        stop_workers(processes)
     run = Run.objects.get(pk=run.pk)
     total = run.total_attempts
 

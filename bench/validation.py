@@ -61,10 +61,10 @@ def run_case(attempts: int, workers: int) -> dict:
     call_command("migrate", verbosity=0)
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
     from experiments.demo import load_demo_dataset
-    from experiments.management.commands.demo import start_workers
+    from experiments.management.commands.demo import start_workers, stop_workers
     from experiments.models import Artifact, AttemptStatus
     from orgs.models import Organization
-    from prbench.queues import ensure_redis, stop_embedded_redis
+    from prbench.queues import ensure_redis
 
     ensure_redis()
     org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
@@ -85,11 +85,7 @@ def run_case(attempts: int, workers: int) -> dict:
             time.sleep(0.05)
         wall = time.perf_counter() - started
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
-        stop_embedded_redis()
+        stop_workers(processes, timeout_s=60)
     durations = sorted(
         duration
         for duration in Artifact.objects.filter(attempt__run=run, kind="validation").values_list(

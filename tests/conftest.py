@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
 from experiments.demo import load_demo_dataset
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
@@ -108,3 +108,14 @@ def experiment(org, dataset, alice):
 def work_queue() -> None:
     """Drain the test queue with a real RQ worker, in this process (as the style guide says)."""
     AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)
+
+
+@pytest.fixture
+def start(django_capture_on_commit_callbacks):
+    """Start a run and queue its jobs, as the commit would."""
+
+    def start_run(experiment, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return do_start_run(experiment, **kwargs)
+
+    return start_run

@@ -3,7 +3,6 @@
 import uuid
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from experiments.actions import (
@@ -13,7 +12,6 @@ from experiments.actions import (
     do_replace_arms,
     do_requeue_stale,
     do_resume_run,
-    do_start_run,
 )
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, RunStatus
@@ -22,15 +20,6 @@ from experiments.prompts import build_request
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from tests.conftest import work_queue
-
-
-@pytest.fixture
-def start(django_capture_on_commit_callbacks):
-    def start_run(experiment, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return do_start_run(experiment, **kwargs)
-
-    return start_run
 
 
 def test_a_run_executes_every_attempt_and_completes(experiment, start):

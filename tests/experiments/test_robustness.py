@@ -17,15 +17,6 @@ from providers.errors import ErrorCategory
 from tests.conftest import work_queue
 
 
-@pytest.fixture
-def start(django_capture_on_commit_callbacks):
-    def start_run(experiment, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return do_start_run(experiment, **kwargs)
-
-    return start_run
-
-
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_cannot_claim_the_same_attempt(experiment):
     run = do_start_run(experiment, inference_only=True)

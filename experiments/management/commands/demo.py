@@ -55,11 +55,7 @@ class Command(BaseCommand):
             self.stdout.write(f"\nPRBench is at http://{addr}/ — log in as {DEMO_EMAIL} / {DEMO_PASSWORD}\n")
             call_command("runserver", addr, use_reloader=False)
         finally:
-            for process in workers:
-                process.terminate()
-            for process in workers:
-                process.wait(timeout=30)
-            stop_embedded_redis()
+            stop_workers(workers)
 
     def demo_org(self):
         org = Organization.objects.filter(slug="demo").first()
@@ -71,6 +67,16 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])
         return org, user
+
+
+def stop_workers(processes: list[subprocess.Popen], timeout_s: float = 30) -> None:
+    """Stop workers started by ``start_workers``, then the embedded Redis they used (when
+    this process started one): nothing is left running behind a demo or a bench script."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=timeout_s)
+    stop_embedded_redis()
 
 
 def start_workers(count: int) -> list[subprocess.Popen]:
