@@ -15,7 +15,7 @@ from itertools import islice
 from django.conf import settings
 from rq.registry import StartedJobRegistry
 
-from experiments.pipeline import finish_run_if_done, run_attempts
+from experiments.pipeline import BatchRunner, finish_run_if_done
 from prbench.queues import get_connection, get_queue
 
 
@@ -24,7 +24,7 @@ def execute_attempts(run_id: int, attempt_ids: list[int]) -> int:
     ``PRBENCH_THREADS_PER_JOB`` threads (each arm's own limit still holds, see
     providers.limits); returns how many this job recorded."""
     threads = _threads()
-    ran = run_attempts(run_id, attempt_ids, _attempt_pool(threads), threads)
+    ran = BatchRunner(run_id, attempt_ids, threads).run(_attempt_pool(threads))
     finish_run_if_done(run_id)
     return ran
 

@@ -370,10 +370,6 @@ def _record_or_fail(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     return recorded
 
 
-def run_attempts(run_id: int, attempt_ids: Iterable[int], pool: Executor, threads: int) -> int:
-    return BatchRunner(run_id, attempt_ids, threads).run(pool)
-
-
 def request_record(request: CompletionRequest | None) -> dict:
     if request is None:
         return {}

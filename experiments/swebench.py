@@ -62,10 +62,9 @@ def parse_swebench(name: str, lines: Iterable[str]) -> list[SwebenchTask]:
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
-        task, errors = _parse_line(text)
+        task, errors = _parse_line(number, text)
         problems += [f"{name}:{number}: {error}" for error in errors]
         if task is not None:
-            task.line = number
             if task.instance_id in first_seen:
                 problems.append(
                     f"{name}:{number}: field instance_id: {task.instance_id!r} already appears on line "
@@ -83,7 +82,7 @@ def parse_swebench(name: str, lines: Iterable[str]) -> list[SwebenchTask]:
     return tasks
 
 
-def _parse_line(text: str) -> tuple[SwebenchTask | None, list[str]]:
+def _parse_line(number: int, text: str) -> tuple[SwebenchTask | None, list[str]]:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -106,7 +105,7 @@ def _parse_line(text: str) -> tuple[SwebenchTask | None, list[str]]:
     if errors:
         return None, errors
     metadata = {key: value for key, value in raw.items() if key not in KNOWN_FIELDS}
-    return SwebenchTask(line=0, metadata=metadata, **values), []
+    return SwebenchTask(line=number, metadata=metadata, **values), []
 
 
 def _text(
