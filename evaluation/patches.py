@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+SYMLINK_MODE = re.compile(r"^(new file mode|new mode|old mode|deleted file mode) 120000$", re.MULTILINE)
 FENCE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -52,6 +53,8 @@ def check_patch(patch: str) -> PatchStats:
     """Parse and vet a patch before it touches a disk. Raises PatchRejected with the reason."""
     if not patch.strip():
         raise PatchRejected("the patch is empty")
+    if SYMLINK_MODE.search(patch):
+        raise PatchRejected("symbolic links are not accepted (a link can aim a later write outside the checkout)")
     if "GIT binary patch" in patch or re.search(r"^Binary files .* differ$", patch, re.MULTILINE):
         raise PatchRejected("binary patches are not accepted")
     try:
@@ -113,9 +116,24 @@ def touches_test_harness(path: str) -> bool:
     )
 
 
-def check_leaves_tests_alone(patch: str) -> None:
+def check_leaves_tests_alone(patch: str, protected: frozenset[str] = frozenset()) -> None:
+    """Refuse changes to test files, the test harness, or ``protected`` (the task's own test
+    files, from its test patch)."""
     for patched_file in PatchSet(patch):
         for raw in (patched_file.source_file, patched_file.target_file):
             path = _strip_prefix(raw)
+            if path in protected:
+                raise PatchRejected(f"the patch changes the task's test file {path}")
             if path and touches_test_harness(path):
                 raise PatchRejected(f"the patch changes the tests or their harness ({path})")
+
+
+def patch_paths(patch: str) -> frozenset[str]:
+    """Every path a (trusted) patch touches, old and new names; empty for no patch."""
+    if not patch.strip():
+        return frozenset()
+    paths: set[str] = set()
+    for patched_file in PatchSet(patch):
+        paths.update(_strip_prefix(raw) for raw in (patched_file.source_file, patched_file.target_file))
+    paths.discard("")
+    return frozenset(paths)

@@ -1,33 +1,40 @@
-"""Apply a patch to a clean copy of a task's files and run its tests, in isolation.
+"""Apply a patch to a fresh copy of a task's files and run its tests in the sandbox.
 
-Each validation gets a fresh temporary directory, a minimal environment, a wall-clock
-limit (the whole process group is killed on expiry) and CPU / memory rlimits.
+A self-contained task's files are written to a temporary directory; a task on a real
+repository gets a fresh checkout of its base commit (evaluation/repositories.py). Then:
+the model's patch (vetted first), the task's test patch, build, lint, and the tests, each
+command run by evaluation/sandbox.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import resource
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from django.db import models
 
-from evaluation.patches import PatchRejected, check_leaves_tests_alone, check_patch, check_relative_path
+from evaluation.patches import (
+    PatchRejected,
+    check_leaves_tests_alone,
+    check_patch,
+    check_relative_path,
+    patch_paths,
+)
+from evaluation.repositories import checkout
+from evaluation.sandbox import LOG_LIMIT, Finished, run_limited, truncate
 from evaluation.test_results import TestOutcome, parse_junit, parse_pytest_log
 
-LOG_LIMIT = 20_000
-MEMORY_LIMIT_BYTES = 2 * 1024**3
+__all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
+
+APPLY_COMMAND = ["git", "apply", "--whitespace=nowarn", "-"]
 
 
 class ValidationStatus(models.TextChoices):
@@ -75,6 +82,7 @@ class ValidationResult:
     lint: CheckResult = NOT_CHECKED
     build: CheckResult = NOT_CHECKED
     tests: tuple[TestOutcome, ...] = ()  # per test, when the runner reported them
+    tally: TestTally | None = None  # FAIL_TO_PASS / PASS_TO_PASS, for tasks that name them
 
     @property
     def applied(self) -> bool:
@@ -85,7 +93,38 @@ class ValidationResult:
         return self.status == ValidationStatus.PASSED
 
 
+@dataclass(frozen=True)
+class TestPlan:
+    """How a task judges a patch. With FAIL_TO_PASS / PASS_TO_PASS ids, resolved means every
+    one of those passes (other tests may fail, as at the base commit); without them, the
+    test command must succeed."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    command: list[str]
+    test_patch: str = ""  # the task's own tests, applied after the model's patch
+    fail_to_pass: tuple[str, ...] = ()
+    pass_to_pass: tuple[str, ...] = ()
+    build_command: tuple[str, ...] = ()  # empty: byte-compile the changed Python files
+
+    @property
+    def judged_by_test_ids(self) -> bool:
+        return bool(self.fail_to_pass or self.pass_to_pass)
+
+
 def validate_patch(files: dict[str, str], patch: str, test_command: list[str], timeout_s: float) -> ValidationResult:
+    """Validate against a self-contained task: its files are written to a fresh directory."""
+    return validate_in(_written(files), patch, TestPlan(test_command), timeout_s)
+
+
+def validate_in_repository(clone: Path, commit: str, patch: str, plan: TestPlan, timeout_s: float) -> ValidationResult:
+    """Validate against a fresh checkout of ``commit`` from a cached clone."""
+    return validate_in(checkout(clone, commit), patch, plan, timeout_s)
+
+
+def validate_in(
+    workspace: AbstractContextManager[Path], patch: str, plan: TestPlan, timeout_s: float
+) -> ValidationResult:
     started = time.monotonic()
 
     def result(status: ValidationStatus, log: str) -> ValidationResult:
@@ -93,30 +132,117 @@ def validate_patch(files: dict[str, str], patch: str, test_command: list[str], t
 
     try:
         check_patch(patch)
-        check_leaves_tests_alone(patch)
+        check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch))
     except PatchRejected as exc:
         return result(ValidationStatus.REJECTED, str(exc))
-    with tempfile.TemporaryDirectory(prefix="prbench-validate-") as workdir:
-        write_files(Path(workdir), files)
-        findings_before = _lint_findings(changed_python_files(patch, Path(workdir)), workdir)
-        applied = _run(["git", "apply", "--whitespace=nowarn", "-"], workdir, 30, stdin=patch)
+    with workspace as root:
+        workdir = str(root)
+        findings_before = _lint_findings(changed_python_files(patch, root), workdir)
+        applied = run_limited(APPLY_COMMAND, workdir, 30, stdin=patch)
         if applied.returncode != 0:
             return result(ValidationStatus.NOT_APPLIED, "git apply refused the patch:\n" + applied.output)
-        python_files = changed_python_files(patch, Path(workdir))
-        build = _check([sys.executable, "-m", "py_compile", *python_files], python_files, workdir)
+        if plan.test_patch:
+            tests_applied = run_limited(APPLY_COMMAND, workdir, 30, stdin=plan.test_patch)
+            if tests_applied.returncode != 0:
+                return result(
+                    ValidationStatus.NOT_APPLIED,
+                    "the patch applied, but the task's test patch no longer applies on top of it:\n"
+                    + tests_applied.output,
+                )
+        python_files = changed_python_files(patch, root)
+        build = _build(plan, python_files, workdir)
         lint = _lint(python_files, workdir, findings_before)
-        with tempfile.TemporaryDirectory(prefix="prbench-report-") as report_dir:
-            # Outside the work directory: the patch cannot plant a report there in advance.
-            report = Path(report_dir) / "junit.xml"
-            tests = _run(_test_command(test_command, report), workdir, timeout_s)
-            outcomes = _outcomes(report, tests.output)
+        tests, outcomes = run_tests(plan.command, workdir, timeout_s)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
-        status = ValidationStatus.PASSED if tests.returncode == 0 else ValidationStatus.FAILED
-        log = tests.output
+        status, log = _judge(plan, tests, outcomes), tests.output
     duration_ms = round((time.monotonic() - started) * 1000)
-    return ValidationResult(status, truncate(log), duration_ms, lint, build, tuple(outcomes))
+    return ValidationResult(status, truncate(log), duration_ms, lint, build, tuple(outcomes), _tally(plan, outcomes))
+
+
+def run_tests(command: list[str], workdir: str, timeout_s: float) -> tuple[Finished, list[TestOutcome]]:
+    """Run the test command in ``workdir``; its outcome and the per-test results."""
+    with tempfile.TemporaryDirectory(prefix="prbench-report-") as report_dir:
+        # Outside the work directory: the patch cannot plant a report there in advance.
+        report = Path(report_dir) / "junit.xml"
+        finished = run_limited(_test_command(command, report), workdir, timeout_s)
+        return finished, _outcomes(report, finished.output)
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """The tests of one checkout after some trusted patches (ingestion's gold runs)."""
+
+    __test__ = False
+
+    apply_error: str  # empty when every patch applied
+    timed_out: bool
+    outcomes: tuple[TestOutcome, ...]
+    log: str
+
+    @property
+    def passed(self) -> frozenset[str]:
+        return frozenset(outcome.id for outcome in self.outcomes if outcome.outcome == "passed")
+
+
+def run_tests_with(clone: Path, commit: str, patches: list[str], command: list[str], timeout_s: float) -> TestRun:
+    """Check out ``commit``, apply ``patches`` in order, run the tests."""
+    with checkout(clone, commit) as root:
+        for patch in filter(str.strip, patches):
+            applied = run_limited(APPLY_COMMAND, str(root), 30, stdin=patch)
+            if applied.returncode != 0:
+                return TestRun(truncate(applied.output) or "git apply failed", False, (), "")
+        finished, outcomes = run_tests(command, str(root), timeout_s)
+    return TestRun("", finished.timed_out, tuple(outcomes), truncate(finished.output))
+
+
+def _judge(plan: TestPlan, tests: Finished, outcomes: list[TestOutcome]) -> ValidationStatus:
+    tally = _tally(plan, outcomes)
+    if tally is None:
+        return ValidationStatus.PASSED if tests.returncode == 0 else ValidationStatus.FAILED
+    resolved = tally.fail_to_pass_passed == len(plan.fail_to_pass) and tally.pass_to_pass_failed == 0
+    return ValidationStatus.PASSED if resolved else ValidationStatus.FAILED
+
+
+@dataclass(frozen=True)
+class TestTally:
+    """How the task's named tests fared; a named test that did not run counts as failed."""
+
+    __test__ = False
+
+    fail_to_pass_passed: int = 0
+    fail_to_pass_total: int = 0
+    pass_to_pass_failed: int = 0
+
+    @property
+    def fail_to_pass_fraction(self) -> float | None:
+        return self.fail_to_pass_passed / self.fail_to_pass_total if self.fail_to_pass_total else None
+
+
+def _tally(plan: TestPlan, outcomes: list[TestOutcome]) -> TestTally | None:
+    if not plan.judged_by_test_ids:
+        return None
+    passed = {outcome.id for outcome in outcomes if outcome.outcome == "passed"}
+    return TestTally(
+        fail_to_pass_passed=sum(test in passed for test in plan.fail_to_pass),
+        fail_to_pass_total=len(plan.fail_to_pass),
+        pass_to_pass_failed=sum(test not in passed for test in plan.pass_to_pass),
+    )
+
+
+@contextlib.contextmanager
+def _written(files: dict[str, str]) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="prbench-validate-") as workdir:
+        write_files(Path(workdir), files)
+        yield Path(workdir)
+
+
+def _build(plan: TestPlan, python_files: list[str], workdir: str) -> CheckResult:
+    if plan.build_command:
+        finished = run_limited(list(plan.build_command), workdir, CHECK_TIMEOUT_S)
+        return _status_of(finished)
+    return _check([sys.executable, "-m", "py_compile", *python_files], python_files, workdir)
 
 
 def _test_command(test_command: list[str], report: Path) -> list[str]:
@@ -143,7 +269,7 @@ def _lint_findings(python_files: list[str], workdir: str) -> tuple[Counter, str]
     """ruff's findings per (file, rule), and its report."""
     if not python_files:
         return Counter(), ""
-    finished = _run([*LINT_COMMAND, *python_files], workdir, CHECK_TIMEOUT_S)
+    finished = run_limited([*LINT_COMMAND, *python_files], workdir, CHECK_TIMEOUT_S)
     found = Counter((match["path"], match["rule"]) for match in LINT_FINDING.finditer(finished.output))
     if finished.returncode not in (0, 1) or finished.timed_out:  # ruff itself failed: not a finding
         found[("", "ruff-error")] += 1
@@ -165,7 +291,10 @@ def _lint(python_files: list[str], workdir: str, before: tuple[Counter, str]) ->
 def _check(command: list[str], python_files: list[str], workdir: str) -> CheckResult:
     if not python_files:
         return NOT_CHECKED
-    finished = _run(command, workdir, CHECK_TIMEOUT_S)
+    return _status_of(run_limited(command, workdir, CHECK_TIMEOUT_S))
+
+
+def _status_of(finished: Finished) -> CheckResult:
     passed = finished.returncode == 0 and not finished.timed_out
     return CheckResult(CheckStatus.PASSED if passed else CheckStatus.FAILED, truncate(finished.output))
 
@@ -176,89 +305,3 @@ def write_files(root: Path, files: dict[str, str]) -> None:
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
-
-
-def truncate(log: str) -> str:
-    if len(log) <= LOG_LIMIT:
-        return log
-    half = LOG_LIMIT // 2
-    return f"{log[:half]}\n… [{len(log) - LOG_LIMIT} characters truncated] …\n{log[-half:]}"
-
-
-@dataclass(frozen=True)
-class _Finished:
-    returncode: int
-    output: str
-    timed_out: bool
-
-
-def _limit_resources(cpu_seconds: int) -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-
-
-def _run(command: list[str], cwd: str, timeout_s: float, stdin: str | None = None) -> _Finished:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": cwd,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
-    cpu = int(timeout_s) + 5
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # so a timeout kills the tests' children too
-        preexec_fn=lambda: _limit_resources(cpu),
-    )
-    output = _BoundedOutput()
-    reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
-    reader.start()
-    if stdin is not None and process.stdin:
-        with contextlib.suppress(BrokenPipeError):
-            process.stdin.write(stdin.encode())
-        process.stdin.close()
-    timed_out = False
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    reader.join(timeout=10)
-    return _Finished(process.returncode, output.text(), timed_out=timed_out)
-
-
-class _BoundedOutput:
-    """Keeps the head and the tail of a process's output in bounded memory: a test that
-    floods stdout must not take the worker down with it."""
-
-    def __init__(self) -> None:
-        self.buffer = bytearray()
-        self.dropped = 0
-
-    def drain(self, pipe: Any) -> None:
-        while chunk := pipe.read1(65536):
-            self.buffer += chunk
-            if len(self.buffer) > 4 * LOG_LIMIT:
-                self._trim()
-        if self.dropped:
-            self._trim()
-        pipe.close()
-
-    def _trim(self) -> None:
-        half = LOG_LIMIT // 2 - 200  # room for the marker, so truncate() leaves it alone
-        self.dropped += len(self.buffer) - 2 * half
-        self.buffer = self.buffer[:half] + self.buffer[-half:]
-
-    def text(self) -> str:
-        text = self.buffer.decode(errors="replace")
-        if not self.dropped:
-            return text
-        half = len(text) // 2
-        return f"{text[:half]}\n… [{self.dropped} bytes of output dropped] …\n{text[half:]}"

@@ -133,6 +133,13 @@ PRBENCH_ATTEMPTS_PER_JOB = envint("PRBENCH_ATTEMPTS_PER_JOB", "32")
 PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
 # Wall-clock limit for one validation (apply + tests) of a patch.
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS", "60")
+# The sandbox every validation runs in (evaluation/sandbox.py): namespaces (no network, own
+# /proc) when unshare works here, a process limit, an address-space limit.
+PRBENCH_SANDBOX_NAMESPACES = envbool("PRBENCH_SANDBOX_NAMESPACES", "True")
+PRBENCH_SANDBOX_MAX_PROCESSES = envint("PRBENCH_SANDBOX_MAX_PROCESSES", "512")
+PRBENCH_SANDBOX_MEMORY_BYTES = envint("PRBENCH_SANDBOX_MEMORY_BYTES", str(2 * 1024**3))
+# One bare clone per task repository (see evaluation/repositories.py).
+PRBENCH_REPO_CACHE_DIR = Path(env("PRBENCH_REPO_CACHE_DIR", str(VAR_DIR / "repos")))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -1,0 +1,147 @@
+"""Task repositories: one bare clone per repository, a fresh checkout per validation.
+
+The cache lives under ``PRBENCH_REPO_CACHE_DIR`` and is shared by every worker on the
+machine (a lock file serialises cloning and fetching). A validation never works in the
+cache: it gets a temporary directory holding ``git archive`` of the base commit, removed
+afterwards. That is deliberately not a ``git worktree``: a worktree's ``.git`` points back
+into the shared clone, which the code under test could then rewrite for every later task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.conf import settings
+
+GIT_TIMEOUT_S = 600
+# Only transports that fetch: "ext::" would run a command, and a dataset's source is data.
+GIT_ENV = {
+    "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "LANG": "C.UTF-8",
+}
+SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+_present: set[tuple[str, str]] = set()  # (clone, commit) already checked in this process
+
+
+class RepositoryUnavailable(Exception):
+    """The repository cannot be cloned, or lacks the task's base commit."""
+
+
+def git(*args: str | Path, cwd: Path | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", *map(str, args)],
+        cwd=cwd,
+        env=GIT_ENV,
+        input=stdin,
+        capture_output=True,
+        timeout=GIT_TIMEOUT_S,
+    )
+
+
+def clone_path(repo: str) -> Path:
+    return Path(settings.PRBENCH_REPO_CACHE_DIR) / f"{SAFE_NAME.sub('_', repo.replace('/', '__'))}.git"
+
+
+def ensure_commit(repo: str, source: str, commit: str) -> Path:
+    """The cached clone of ``repo`` holding ``commit``: cloned from ``source`` the first time,
+    fetched again when the commit is new to it."""
+    if not source:
+        raise RepositoryUnavailable(f"no source is configured for repository {repo!r} (the dataset's repo sources)")
+    path = clone_path(repo)
+    if (str(path), commit) in _present:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path.with_suffix(".lock")):
+        if not path.exists():
+            _clone(repo, source, path)
+        if not _has_commit(path, commit):
+            git("--git-dir", path, "fetch", "--quiet", source, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+        if not _has_commit(path, commit):
+            raise RepositoryUnavailable(f"commit {commit} is not in repository {repo} (source {source})")
+    _present.add((str(path), commit))
+    return path
+
+
+def _clone(repo: str, source: str, path: Path) -> None:
+    partial = path.with_name(f"{path.name}.partial-{uuid.uuid4().hex[:8]}")
+    cloned = git("clone", "--bare", "--quiet", source, partial)
+    if cloned.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        reason = cloned.stderr.decode(errors="replace").strip().splitlines()
+        raise RepositoryUnavailable(f"cannot clone {repo} from {source}: {reason[-1] if reason else 'git failed'}")
+    partial.rename(path)  # whole or not at all: a killed clone leaves no half cache
+
+
+def _has_commit(path: Path, commit: str) -> bool:
+    return git("--git-dir", path, "cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
+
+
+@contextlib.contextmanager
+def _locked(lock_file: Path) -> Iterator[None]:
+    with open(lock_file, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def checkout(clone: Path, commit: str) -> Iterator[Path]:
+    """A temporary directory holding the files of ``commit``, removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="prbench-checkout-") as workdir:
+        export_tree(clone, commit, Path(workdir))
+        yield Path(workdir)
+
+
+def export_tree(clone: Path, commit: str, target: Path) -> None:
+    archive = subprocess.Popen(
+        ["git", "--git-dir", str(clone), "archive", "--format=tar", commit],
+        env=GIT_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert archive.stdout is not None
+    try:
+        with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+            # The "data" filter refuses absolute paths, links leaving the tree and devices:
+            # a repository's own content must not write outside its checkout either.
+            tar.extractall(target, filter="data")
+        while archive.stdout.read(65536):  # tar stops at its end marker; git pads beyond it
+            pass
+    finally:
+        archive.stdout.close()
+        error = archive.stderr.read().decode(errors="replace") if archive.stderr else ""
+        if archive.wait() != 0:
+            raise RepositoryUnavailable(f"git archive {commit} failed: {error.strip()}")
+
+
+def read_files(clone: Path, commit: str, paths: list[str]) -> dict[str, str]:
+    """The text of these files at ``commit`` (missing or binary ones are left out)."""
+    found: dict[str, str] = {}
+    for path in paths:
+        shown = git("--git-dir", clone, "show", f"{commit}:{path}")
+        if shown.returncode == 0 and b"\0" not in shown.stdout[:8000]:
+            found[path] = shown.stdout.decode(errors="replace")
+    return found
+
+
+def list_files(clone: Path, commit: str) -> list[str]:
+    listed = git("--git-dir", clone, "ls-tree", "-r", "--name-only", "-z", commit)
+    if listed.returncode != 0:
+        raise RepositoryUnavailable(f"cannot list the files of {commit}")
+    return [name for name in listed.stdout.decode(errors="replace").split("\0") if name]
