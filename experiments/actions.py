@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from experiments.bulk import insert_rows
@@ -25,10 +26,11 @@ from experiments.models import (
     RunArm,
     RunStatus,
     SampleStrategy,
+    TaskInstance,
 )
 from experiments.pipeline import finish_run_if_done
 from experiments.planner import attempt_order, sample_tasks
-from experiments.prompts import PLACEHOLDERS
+from experiments.prompts import PLACEHOLDERS, prompt_version
 from orgs.models import Organization
 from providers.policy import arm_problems
 
@@ -218,6 +220,35 @@ def do_replace_arms(experiment: Experiment, arms: list[ArmSpec]) -> None:
 # --- runs --------------------------------------------------------------------------------
 
 
+def runnable_tasks(experiment: Experiment) -> QuerySet[TaskInstance]:
+    """The dataset's tasks a run may use: flaky (quarantined) ones only when asked for."""
+    tasks = experiment.dataset.tasks.all()
+    return tasks if experiment.include_quarantined else tasks.filter(quarantined=False)
+
+
+def repository_problems(experiment: Experiment, validating: bool) -> list[str]:
+    """What stops the dataset's repository tasks from being run: a repository with no
+    configured source (needed to validate, and to show files in the prompt), or no test
+    command to validate with."""
+    dataset = experiment.dataset
+    repo_tasks = dataset.tasks.exclude(repo="")
+    repos = sorted(set(repo_tasks.values_list("repo", flat=True)))
+    problems = []
+    if validating or "{{repository}}" in experiment.prompt_template:
+        problems += [
+            f"dataset {dataset.name!r}: repository {repo} has no source to clone it from "
+            "(import_tasks --repo-source OWNER/NAME=PATH_OR_URL)"
+            for repo in repos
+            if not dataset.repo_sources.get(repo)
+        ]
+    if validating and repos and not dataset.test_command and repo_tasks.filter(test_command=[]).exists():
+        problems.append(
+            f"dataset {dataset.name!r} has repository tasks but no test command to validate them with "
+            "(set the dataset's test command, or start an inference-only run)"
+        )
+    return problems
+
+
 def check_start_run(experiment: Experiment, inference_only: bool = False) -> None:
     arms = list(experiment.arms.all())
     errors = []
@@ -227,15 +258,9 @@ def check_start_run(experiment: Experiment, inference_only: bool = False) -> Non
         errors += [
             f"arm {arm.label!r}: {e}" for e in arm_problems(experiment.org_id, arm.provider, arm.model_name, arm.config)
         ]
-    if not experiment.dataset.tasks.exists():
-        errors.append(f"dataset {experiment.dataset.name!r} has no tasks")
-    if not inference_only and experiment.dataset.tasks.exclude(repo="").exists():
-        # Tasks imported from real repositories need a checkout at their base commit to be
-        # validated, which PRBench cannot do yet: answers can be collected, not judged.
-        errors.append(
-            f"dataset {experiment.dataset.name!r} has tasks on real repositories, which cannot be validated yet: "
-            "start an inference-only run"
-        )
+    if not runnable_tasks(experiment).exists():
+        errors.append(f"dataset {experiment.dataset.name!r} has no tasks that are not quarantined")
+    errors += repository_problems(experiment, validating=not inference_only)
     if experiment.sample_size == 0:
         errors.append("the sample size is 0")
     if errors:
@@ -268,7 +293,7 @@ def do_start_run(
         )
         for a in experiment.arms.all()
     )
-    tasks = sample_tasks(list(experiment.dataset.tasks.all()), experiment.sample_size, experiment.sample_strategy, seed)
+    tasks = sample_tasks(list(runnable_tasks(experiment)), experiment.sample_size, experiment.sample_strategy, seed)
     cells = [(task, arm, rep) for task in tasks for arm in run_arms for rep in range(experiment.repetitions)]
     # insert_rows, not bulk_create: preparing every field of thousands of model instances
     # in Python took most of the time between "start" and the first provider call.
@@ -294,6 +319,9 @@ def _snapshot(experiment: Experiment) -> dict:
         "sample_strategy": experiment.sample_strategy,
         "repetitions": experiment.repetitions,
         "prompt_template": experiment.prompt_template,
+        "prompt_version": prompt_version(experiment.prompt_template),
+        "context_mode": experiment.context_mode,
+        "include_quarantined": experiment.include_quarantined,
         "arms": [
             {"label": a.label, "provider": a.provider, "model_name": a.model_name, "config": a.config}
             for a in experiment.arms.all()

@@ -11,6 +11,13 @@ class DatasetKind(models.TextChoices):
     PR_PATCH = "pr_patch", "PR patch"
 
 
+class ContextMode(models.TextChoices):
+    """Which repository files a prompt shows, for tasks on a real repository."""
+
+    ORACLE = "oracle", "Oracle: the files the gold patch touches"
+    BM25 = "bm25", "Retrieved: BM25 over the repository"
+
+
 class SampleStrategy(models.TextChoices):
     RANDOM = "random", "Random (seeded)"
     FIRST = "first", "First N in dataset order"
@@ -38,6 +45,17 @@ class Dataset(models.Model):
         default=dict,
         blank=True,
         help_text='Where each task repository is cloned from: {"owner/name": "/srv/repos/name" or a clone URL}',
+    )
+    test_command = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Test command (argument list) for repository tasks that name none; "
+        "{python} is the worker's interpreter, {junit} where the JUnit report goes",
+    )
+    build_command = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Build command (argument list); empty: byte-compile the changed Python files",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -71,6 +89,10 @@ class TaskInstance(models.Model):
     fail_to_pass = models.JSONField(default=list, blank=True, help_text="Tests the fix must turn green")
     pass_to_pass = models.JSONField(default=list, blank=True, help_text="Tests that must stay green")
     metadata = models.JSONField(default=dict, blank=True)
+    # A task whose gold patch gave different results on repeated runs: kept, but left out of
+    # runs unless an experiment asks for it, since it would score arms at random.
+    quarantined = models.BooleanField(default=False)
+    quarantine_reason = models.TextField(blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "external_id"], name="task_id_per_dataset")]
@@ -91,6 +113,10 @@ class Experiment(models.Model):
     sample_seed = models.BigIntegerField(default=0)
     prompt_template = models.TextField(default=DEFAULT_PROMPT)
     repetitions = models.PositiveIntegerField(default=1)
+    context_mode = models.CharField(max_length=16, choices=ContextMode.choices, default=ContextMode.ORACLE)
+    include_quarantined = models.BooleanField(
+        default=False, help_text="Also run tasks quarantined as flaky (their results are noise)"
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -223,6 +249,10 @@ class Attempt(models.Model):
     files_changed = models.PositiveIntegerField(null=True, blank=True)
     lint_clean = models.BooleanField(null=True, help_text="ruff finds nothing in the changed Python files")
     build_ok = models.BooleanField(null=True, help_text="the changed Python files byte-compile")
+    fail_to_pass_fraction = models.FloatField(null=True, blank=True, help_text="Share of FAIL_TO_PASS tests that pass")
+    pass_to_pass_regressions = models.PositiveIntegerField(
+        null=True, blank=True, help_text="PASS_TO_PASS tests the patch broke"
+    )
 
     queued_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)

@@ -28,12 +28,19 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import DataError, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 
 from evaluation.patches import extract_patch
+from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.scoring import PatchScore, score_pr_attempt
-from evaluation.validation import ValidationResult, ValidationStatus, validate_patch
+from evaluation.validation import (
+    TestPlan,
+    ValidationResult,
+    ValidationStatus,
+    validate_in_repository,
+    validate_patch,
+)
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.models import (
     ATTEMPT_TERMINAL,
@@ -111,21 +118,21 @@ class RelatedCache:
         self.tasks: dict[int, TaskInstance] = {}
 
     def attach(self, attempts: list[Attempt]) -> None:
-        self._load(self.runs, Run, {a.run_id for a in attempts})
-        self._load(self.arms, RunArm, {a.arm_id for a in attempts})
+        self._load(self.runs, Run.objects.all(), {a.run_id for a in attempts})
+        self._load(self.arms, RunArm.objects.all(), {a.arm_id for a in attempts})
         if len(self.tasks) > self.MAX_TASKS:
             self.tasks.clear()
-        self._load(self.tasks, TaskInstance, {a.task_id for a in attempts})
+        self._load(self.tasks, TaskInstance.objects.select_related("dataset"), {a.task_id for a in attempts})
         for attempt in attempts:
             attempt.run = self.runs[attempt.run_id]
             attempt.arm = self.arms[attempt.arm_id]
             attempt.task = self.tasks[attempt.task_id]
 
     @staticmethod
-    def _load(cache: dict, model, ids: set[int]) -> None:
+    def _load(cache: dict, rows: QuerySet, ids: set[int]) -> None:
         missing = ids - cache.keys()
         if missing:
-            cache.update(model.objects.in_bulk(missing))
+            cache.update(rows.in_bulk(missing))
 
 
 def claim_attempt(attempt_id: int) -> uuid.UUID | None:
@@ -156,6 +163,12 @@ def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | No
             validation = _validate(attempt.task, patch)
         score = score_pr_attempt(patch, validation)
         return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at)
+    except RepositoryUnavailable as exc:
+        # The platform's failure, not the model's: named, so whoever runs it can fix it.
+        logger.warning("attempt %s: %s", attempt.pk, exc)
+        return Outcome(
+            attempt.pk, request, error=ProviderError(ErrorCategory.UNKNOWN, f"repository unavailable: {exc}")
+        )
     except Exception as exc:
         # Whatever broke (a bad config the checks missed, a sandbox error), the attempt ends
         # as a scored failure instead of jamming its batch and the run for ever.
@@ -173,8 +186,24 @@ _validation_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
 
 
 def _validate(task: TaskInstance, patch: str) -> ValidationResult:
+    timeout = settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS
     with _validation_slots:
-        return validate_patch(task.repo_files, patch, task.test_command, settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS)
+        if not task.repo:
+            return validate_patch(task.repo_files, patch, task.test_command, timeout)
+        clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
+        return validate_in_repository(clone, task.base_commit, patch, test_plan(task), timeout)
+
+
+def test_plan(task: TaskInstance) -> TestPlan:
+    """How a repository task judges a patch: its own test command, or its dataset's."""
+    dataset = task.dataset
+    return TestPlan(
+        command=task.test_command or dataset.test_command,
+        test_patch=task.test_patch,
+        fail_to_pass=tuple(task.fail_to_pass),
+        pass_to_pass=tuple(task.pass_to_pass),
+        build_command=tuple(dataset.build_command),
+    )
 
 
 @dataclass(frozen=True)
@@ -381,6 +410,7 @@ def request_record(request: CompletionRequest | None) -> dict:
 def _completed_row(outcome: Outcome, now: datetime) -> dict:
     completion, validation, score = outcome.completion, outcome.validation, outcome.score
     assert completion is not None and score is not None
+    tally = validation.tally if validation else None
     return {
         "status": AttemptStatus.COMPLETED,
         "request": request_record(outcome.request),
@@ -408,6 +438,8 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "responded_at": outcome.responded_at,
         "lint_clean": validation.lint.ok if validation else None,
         "build_ok": validation.build.ok if validation else None,
+        "fail_to_pass_fraction": tally.fail_to_pass_fraction if tally else None,
+        "pass_to_pass_regressions": tally.pass_to_pass_failed if tally else None,
         "validated_at": now if validation else None,
         "scored_at": now,
     }

@@ -121,15 +121,27 @@ def test_a_bad_repository_source_is_refused(org):
     assert not Dataset.objects.exists()
 
 
-def test_repository_tasks_run_inference_only_until_they_can_be_validated(org):
+def test_a_run_on_repository_tasks_needs_their_sources_and_a_test_command(org):
     run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
     dataset = Dataset.objects.get(name="lite")
     spec = ExperimentSpec(name="lite", dataset=dataset, arms=[ArmSpec("o", "mock", "m", {"mode": "oracle"})])
     experiment = do_save_experiment(org, spec)
     with pytest.raises(ValidationError) as caught:
         check_start_run(experiment)
-    assert "cannot be validated yet: start an inference-only run" in caught.value.messages[0]
+    messages = "\n".join(caught.value.messages)
+    assert "repository sqlfluff/sqlfluff has no source to clone it from" in messages
+    assert "no test command to validate them with" in messages
+    # The default prompt shows repository files, so even inference needs the sources...
+    with pytest.raises(ValidationError):
+        check_start_run(experiment, inference_only=True)
+    # ...and a prompt that shows none does not.
+    experiment.prompt_template = "Fix this:\n{{problem_statement}}"
+    experiment.save()
     check_start_run(experiment, inference_only=True)
+    dataset.repo_sources = {repo: f"/srv/repos/{repo}" for repo in dataset.tasks.values_list("repo", flat=True)}
+    dataset.test_command = ["{python}", "-m", "pytest"]
+    dataset.save()
+    check_start_run(experiment)
 
 
 def test_the_dataset_page_shows_each_task_repository(org, alice):
