@@ -1,28 +1,50 @@
-"""Turning a task and an arm into the normalised request every provider receives."""
+"""Turning a task and an arm into the normalised request every provider receives.
+
+A run records its template's version (a hash of its text) and its context mode, so two
+runs' results are comparable only when both agree. For a task on a real repository,
+``{{repository}}`` is the files context: the files the gold patch touches ("oracle") or the
+files BM25 retrieves for the problem statement ("bm25"), read at the base commit.
+"""
 
 from __future__ import annotations
 
-from experiments.models import Attempt, TaskInstance
+import hashlib
+
+from evaluation.repositories import ensure_commit
+from experiments.context import bm25_context, oracle_context, render_files
+from experiments.models import Attempt, ContextMode, TaskInstance
 from providers.types import CompletionRequest, Message
 
 PLACEHOLDERS = ("{{problem_statement}}", "{{repository}}")
 
 
-def render_repository(task: TaskInstance) -> str:
-    return "\n\n".join(f"--- {path} ---\n{content}" for path, content in sorted(task.repo_files.items()))
+def prompt_version(template: str) -> str:
+    return "sha256:" + hashlib.sha256(template.encode()).hexdigest()[:12]
 
 
-def render_prompt(template: str, task: TaskInstance) -> str:
-    return template.replace("{{problem_statement}}", task.problem_statement).replace(
-        "{{repository}}", render_repository(task)
-    )
+def render_repository(task: TaskInstance, context_mode: str = ContextMode.ORACLE) -> str:
+    if not task.repo:
+        return "\n\n".join(f"--- {path} ---\n{content}" for path, content in sorted(task.repo_files.items()))
+    clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
+    if context_mode == ContextMode.BM25:
+        query = "\n".join(filter(None, (task.problem_statement, task.hints_text)))
+        return render_files(bm25_context(clone, task.base_commit, query))
+    return render_files(oracle_context(clone, task.base_commit, task.gold_patch))
+
+
+def render_prompt(template: str, task: TaskInstance, context_mode: str = ContextMode.ORACLE) -> str:
+    # Reading a repository is not free: only when the template asks for it.
+    files = render_repository(task, context_mode) if "{{repository}}" in template else ""
+    return template.replace("{{problem_statement}}", task.problem_statement).replace("{{repository}}", files)
 
 
 def build_request(attempt: Attempt) -> CompletionRequest:
     run, arm, task = attempt.run, attempt.arm, attempt.task
     config = arm.config
+    snapshot = run.config_snapshot
+    prompt = render_prompt(snapshot["prompt_template"], task, snapshot.get("context_mode", ContextMode.ORACLE))
     return CompletionRequest(
-        messages=(Message("user", render_prompt(run.config_snapshot["prompt_template"], task)),),
+        messages=(Message("user", prompt),),
         max_output_tokens=config.get("max_tokens", 4096),
         temperature=config.get("temperature"),
         top_p=config.get("top_p"),
