@@ -19,6 +19,7 @@ from experiments.models import (
     RUN_FINISHED,
     Attempt,
     AttemptStatus,
+    ContextMode,
     Dataset,
     Experiment,
     ModelArm,
@@ -56,6 +57,8 @@ class ExperimentSpec:
     seed: int = 0
     repetitions: int = 1
     prompt_template: str | None = None
+    context_mode: str = ContextMode.ORACLE
+    include_quarantined: bool = False
 
 
 class SpecError(ValidationError):
@@ -75,6 +78,8 @@ SPEC_FIELDS = {
     "seed",
     "repetitions",
     "prompt_template",
+    "context_mode",
+    "include_quarantined",
     "arms",
 }
 ARM_FIELDS = {"label", "provider", "model_name", "config"}
@@ -103,6 +108,11 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         errors.append(f"sample_strategy: must be one of {', '.join(SampleStrategy.values)}")
     if not isinstance(raw.get("description", ""), str):
         errors.append("description: must be a string")
+    context_mode = raw.get("context_mode", ContextMode.ORACLE)
+    if context_mode not in ContextMode.values:
+        errors.append(f"context_mode: must be one of {', '.join(ContextMode.values)}")
+    if not isinstance(raw.get("include_quarantined", False), bool):
+        errors.append("include_quarantined: must be true or false")
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
@@ -121,6 +131,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         seed=raw.get("seed", 0),
         repetitions=raw.get("repetitions", 1),
         prompt_template=template,
+        context_mode=context_mode,
+        include_quarantined=raw.get("include_quarantined", False),
     )
 
 
@@ -194,6 +206,8 @@ def do_save_experiment(
     experiment.sample_strategy = spec.sample_strategy
     experiment.sample_seed = spec.seed
     experiment.repetitions = spec.repetitions
+    experiment.context_mode = spec.context_mode
+    experiment.include_quarantined = spec.include_quarantined
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
     experiment.save()

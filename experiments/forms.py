@@ -24,8 +24,15 @@ class ExperimentForm(forms.ModelForm):
             "sample_seed",
             "repetitions",
             "prompt_template",
+            "context_mode",
+            "include_quarantined",
         ]
-        labels = {"sample_seed": "Seed", "sample_size": "Sample size"}
+        labels = {
+            "sample_seed": "Seed",
+            "sample_size": "Sample size",
+            "context_mode": "Files shown (repository tasks)",
+            "include_quarantined": "Include quarantined (flaky) tasks",
+        }
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
             "prompt_template": forms.Textarea(attrs={"rows": 10}),
@@ -123,6 +130,8 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         seed=data["sample_seed"],
         repetitions=data["repetitions"],
         prompt_template=data["prompt_template"],
+        context_mode=data["context_mode"],
+        include_quarantined=data["include_quarantined"],
         arms=[
             ArmSpec(
                 f.cleaned_data["label"],

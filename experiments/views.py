@@ -112,6 +112,7 @@ def experiment_detail(request: HttpRequest, code: str) -> HttpResponse:
         "arms": experiment.arms.all(),
         "runs": runs,
         "can_write": membership_for(request, experiment.org).can_write,
+        "quarantined": experiment.dataset.tasks.filter(quarantined=True).count(),
     }
     return render(request, "experiments/experiment_detail.html", context)
 
@@ -206,5 +207,8 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
     dataset = access_dataset(request, code)
-    tasks = dataset.tasks.only("code", "external_id", "title", "position", "repo", "base_commit", "fail_to_pass")
+    tasks = dataset.tasks.only(
+        "code", "external_id", "title", "position", "repo", "base_commit", "fail_to_pass", "quarantined",
+        "quarantine_reason",
+    )  # fmt: skip
     return render(request, "experiments/dataset_detail.html", {"dataset": dataset, "tasks": tasks})
