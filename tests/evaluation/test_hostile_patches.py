@@ -1,0 +1,210 @@
+"""Hostile patches against a real repository checkout: each is refused before it touches a
+disk, or runs and is contained, and the result says which."""
+
+import contextlib
+import os
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluation.repositories import ensure_commit
+from evaluation.sandbox import isolation
+from evaluation.testbed import build_testbed
+from evaluation.validation import TestPlan, ValidationStatus, validate_in_repository
+from experiments.ingest import DEFAULT_TEST_COMMAND
+
+CANARY = "sk-canary-4f1d9b7e2c"
+WORDS = "textkit/words.py"
+
+
+@pytest.fixture
+def clone(tmp_path, settings):
+    settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "cache"
+    repo = build_testbed(tmp_path / "textkit")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    return ensure_commit("local/textkit", str(repo), head), head
+
+
+def validate(clone, patch, timeout_s=60, **plan):
+    path, commit = clone
+    return validate_in_repository(path, commit, patch, TestPlan(list(DEFAULT_TEST_COMMAND), **plan), timeout_s)
+
+
+def replacing_words_module(body: str) -> str:
+    """A patch that puts ``body`` at the top of textkit/words.py, which every test run imports."""
+    lines = body.strip("\n").splitlines()
+    added = "".join(f"+{line}\n" for line in lines)
+    return (
+        f"--- a/{WORDS}\n+++ b/{WORDS}\n@@ -1,3 +1,{3 + len(lines)} @@\n{added}"
+        ' def count_words(text):\n     """How many words the text holds."""\n'
+        "     # split() with no argument splits on any run of whitespace.\n"
+    )
+
+
+def test_a_well_behaved_patch_runs_normally(clone):
+    result = validate(clone, replacing_words_module("X = 1"))
+    assert result.status == ValidationStatus.PASSED, result.log
+
+
+def test_path_traversal_is_refused(clone):
+    patch = "--- a/../../outside.py\n+++ b/../../outside.py\n@@ -0,0 +1 @@\n+pwned = True\n"
+    result = validate(clone, patch)
+    assert result.status == ValidationStatus.REJECTED
+    assert "escapes the work directory" in result.log
+
+
+def test_a_symbolic_link_is_refused(clone):
+    patch = (
+        "diff --git a/textkit/data b/textkit/data\nnew file mode 120000\nindex 0000000..1111111\n"
+        "--- /dev/null\n+++ b/textkit/data\n@@ -0,0 +1 @@\n+/etc\n\\ No newline at end of file\n"
+    )
+    result = validate(clone, patch)
+    assert result.status == ValidationStatus.REJECTED
+    assert "symbolic links are not accepted" in result.log
+
+
+def test_a_binary_patch_is_refused(clone):
+    patch = (
+        "diff --git a/textkit/blob.bin b/textkit/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\n"
+        "GIT binary patch\nliteral 4\nLcmZ?l|Nj60\n\nliteral 0\nHcmV?d00001\n\n"
+    )
+    result = validate(clone, patch)
+    assert result.status == ValidationStatus.REJECTED
+    assert "binary patches are not accepted" in result.log
+
+
+def test_changing_the_tests_is_refused(clone):
+    patch = (
+        "--- a/tests/test_words.py\n+++ b/tests/test_words.py\n"
+        "@@ -1 +1,2 @@\n from textkit.words import count_words\n+X = 1\n"
+    )
+    result = validate(clone, patch)
+    assert result.status == ValidationStatus.REJECTED
+    assert "changes the tests or their harness (tests/test_words.py)" in result.log
+
+
+def test_changing_a_file_of_the_tasks_test_patch_is_refused(clone):
+    """The task's tests may live anywhere: whatever its test patch touches is off limits."""
+    test_patch = "--- /dev/null\n+++ b/checks/verify.py\n@@ -0,0 +1 @@\n+CHECK = True\n"
+    patch = "--- /dev/null\n+++ b/checks/verify.py\n@@ -0,0 +1 @@\n+CHECK = False\n"
+    result = validate(clone, patch, test_patch=test_patch)
+    assert result.status == ValidationStatus.REJECTED
+    assert "changes the task's test file checks/verify.py" in result.log
+
+
+def test_code_under_test_sees_no_secret_of_the_worker(clone, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setenv("DATABASE_URL", f"postgres://user:{CANARY}@db/prbench")
+    snoop = """
+import glob, os
+_found = [k for k, v in os.environ.items() if "canary" in v or k in ("DATABASE_URL", "OPENAI_API_KEY")]
+_read = 0
+for _path in glob.glob("/proc/*/environ"):
+    try:
+        _text = open(_path, "rb").read().decode(errors="replace")
+    except OSError:
+        continue
+    _read += 1
+    if "canary" in _text:
+        _found.append(_path)
+raise RuntimeError(f"SNOOPED {_read} environ files, found {_found} in {sorted(os.environ)}")
+"""
+    result = validate(clone, replacing_words_module(snoop))
+    assert result.status == ValidationStatus.FAILED
+    assert "SNOOPED" in result.log, result.log  # the snooping code did run
+    assert CANARY not in result.log
+    assert "found []" in result.log
+    if not isolation().namespaces:
+        pytest.skip("unshare is unavailable here: /proc of the worker is visible (the environment is still scrubbed)")
+    assert "SNOOPED 0 environ" not in result.log  # it could read its own /proc, just nobody else's
+
+
+@pytest.fixture
+def listener():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted = []
+
+    def accept():
+        server.settimeout(30)
+        with contextlib.suppress(OSError):  # closed at teardown: nobody came
+            accepted.append(server.accept())
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    server.close()
+
+
+def test_code_under_test_cannot_reach_the_network(clone, listener):
+    if not isolation().namespaces:
+        pytest.skip("unshare is unavailable here, so the sandbox cannot take the network away")
+    port, accepted = listener
+    connect = f"""
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3)
+    _result = "CONNECTED"
+except OSError as exc:
+    _result = f"BLOCKED {{exc}}"
+raise RuntimeError(_result)
+"""
+    result = validate(clone, replacing_words_module(connect))
+    assert "BLOCKED" in result.log and "CONNECTED" not in result.log, result.log
+    assert not accepted
+
+
+def sandbox_leftovers() -> list[str]:
+    """Processes still working in a validation checkout."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if "prbench-checkout-" in os.readlink(proc / "cwd"):
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_fork_bomb_is_contained(clone):
+    if not isolation().pids_cgroup and os.geteuid() == 0:
+        pytest.skip("no pids cgroup and running as root: RLIMIT_NPROC would not bound a fork bomb here")
+    bomb = """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+    started = time.monotonic()
+    result = validate(clone, replacing_words_module(bomb), timeout_s=5)
+    assert result.status == ValidationStatus.TIMED_OUT
+    assert "tests exceeded 5s" in result.log
+    assert time.monotonic() - started < 30
+    time.sleep(0.5)
+    assert sandbox_leftovers() == []
+    assert subprocess.run(["true"]).returncode == 0  # the machine can still start processes
+
+
+def test_an_infinite_loop_times_out(clone):
+    started = time.monotonic()
+    result = validate(clone, replacing_words_module("while True:\n    pass"), timeout_s=3)
+    assert result.status == ValidationStatus.TIMED_OUT
+    assert time.monotonic() - started < 20
+    assert sandbox_leftovers() == []
+
+
+def test_a_checkout_is_removed_after_validation(clone, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    validate(clone, replacing_words_module("X = 1"))
+    assert list((tmp_path / "tmp").iterdir()) == []
