@@ -15,7 +15,7 @@ from django_htmx.middleware import HtmxDetails
 
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
-from experiments.models import AttemptStatus, Dataset, Experiment
+from experiments.models import Artifact, Attempt, AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
 from experiments.reporting import run_leaderboard, task_comparison
 from orgs.access import (
@@ -182,9 +182,20 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "patch": artifacts.get("patch"),
         "validation": artifacts.get("validation"),
         "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
-        "tests": json.loads(artifacts["tests"].content) if "tests" in artifacts else [],
+        "tests": tests_with_roles(attempt, artifacts.get("tests")),
     }
     return render(request, "experiments/attempt_detail.html", context)
+
+
+def tests_with_roles(attempt: Attempt, artifact: Artifact | None) -> list[dict]:
+    """Each test's outcome, marked with what the task asks of it: to be fixed
+    (FAIL_TO_PASS), to keep passing (PASS_TO_PASS), or nothing."""
+    tests = json.loads(artifact.content) if artifact else []
+    roles = {test: "must fix" for test in attempt.task.fail_to_pass}
+    roles.update({test: "must keep passing" for test in attempt.task.pass_to_pass})
+    for test in tests:
+        test["role"] = roles.get(test["id"], "")
+    return tests
 
 
 @login_required

@@ -168,6 +168,9 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "resolved",
         "patch_present",
         "patch_well_formed",
+        "patch_applied",
+        "fail_to_pass_fraction",
+        "pass_to_pass_regressions",
         "lines_changed",
         "files_changed",
         "lint_clean",
@@ -184,7 +187,8 @@ def test_export_csv(experiment, django_capture_on_commit_callbacks):
     run = finished_run(experiment, django_capture_on_commit_callbacks)
     lines = run_command("export_run", str(run.code), "--format", "csv").splitlines()
     assert lines[0] == (
-        "task_id,arm_label,repetition,status,resolved,patch_present,patch_well_formed,lines_changed,files_changed,"
+        "task_id,arm_label,repetition,status,resolved,patch_present,patch_well_formed,patch_applied,"
+        "fail_to_pass_fraction,pass_to_pass_regressions,lines_changed,files_changed,"
         "lint_clean,build_ok,latency_ms,cost_usd,error_category"
     )
     assert len(lines) == 9

@@ -5,13 +5,14 @@ import json
 
 import pytest
 from django.core.management import CommandError
+from django.urls import reverse
 
 from evaluation.patches import check_patch
 from evaluation.testbed import FLAKY_SUBJECT, KEPT_SUBJECTS, build_testbed
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.models import Artifact, ArtifactKind, AttemptStatus, Dataset, TaskInstance
 from experiments.swebench_export import swebench_report
-from tests.conftest import work_queue
+from tests.conftest import client_for, work_queue
 from tests.experiments.test_commands import run_command
 
 
@@ -32,7 +33,7 @@ def ingest(org, repo, *extra):
     return run_command("ingest_prs", "--org", org.slug, "--dataset", "textkit", "--repo", str(repo), *extra)
 
 
-def test_ingestion_keeps_the_bug_fixes_and_says_why_it_rejects_the_rest(org, textkit):
+def test_ingestion_keeps_the_bug_fixes_and_says_why_it_rejects_the_rest(org, alice, textkit):
     output = ingest(org, textkit)
     assert "5 candidate(s): kept 4 (1 quarantined as flaky), rejected 1" in output
     assert "'Name the word splitter': the gold patch turns no test green" in output
@@ -57,6 +58,9 @@ def test_ingestion_keeps_the_bug_fixes_and_says_why_it_rejects_the_rest(org, tex
     assert flaky.quarantined
     assert "tests/test_rounding.py::test_sometimes passed only sometimes" in flaky.quarantine_reason
     assert flaky.fail_to_pass == ["tests/test_rounding.py::test_rounds_to_nearest_minute"]
+    page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    assert "quarantined</span> Left out of runs unless an experiment includes quarantined tasks: " in page
+    assert "tests/test_rounding.py::test_sometimes passed only sometimes" in page
 
 
 def test_ingesting_again_adds_nothing_twice(org, textkit):
@@ -150,3 +154,19 @@ def test_quarantined_tasks_run_only_when_asked_for(org, alice, textkit, start):
     run = start(experiment)
     assert run.attempts.filter(task__quarantined=True).count() == 9
     assert run.config_snapshot["include_quarantined"] is True
+
+
+def test_the_attempt_page_shows_what_the_task_asks_of_each_test(org, alice, plain_textkit, start):
+    ingest(org, plain_textkit, "--max", "1")
+    dataset = Dataset.objects.get(name="textkit")
+    arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
+    experiment = do_save_experiment(org, ExperimentSpec(name="p", dataset=dataset, arms=arms))
+    run = start(experiment)
+    work_queue()
+    attempt = run.attempts.get()
+    page = client_for(alice).get(reverse("experiments:attempt", args=[attempt.code])).content.decode()
+    assert "100% of FAIL_TO_PASS fixed" in page and "no PASS_TO_PASS regression" in page
+    assert '<code>tests/test_duration.py::test_minutes</code></td><td class="muted">must fix</td>' in page
+    assert '<code>tests/test_duration.py::test_hours</code></td><td class="muted">must keep passing</td>' in page
+    dataset_page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    assert "Test command: <code>{python} -m pytest" in dataset_page
