@@ -240,7 +240,9 @@ def _written(files: dict[str, str]) -> Iterator[Path]:
 
 def _build(plan: TestPlan, python_files: list[str], workdir: str) -> CheckResult:
     if plan.build_command:
-        finished = run_limited(list(plan.build_command), workdir, CHECK_TIMEOUT_S)
+        finished = run_limited(
+            [sys.executable if part == "{python}" else part for part in plan.build_command], workdir, CHECK_TIMEOUT_S
+        )
         return _status_of(finished)
     return _check([sys.executable, "-m", "py_compile", *python_files], python_files, workdir)
 

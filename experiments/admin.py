@@ -13,8 +13,8 @@ class DatasetAdmin(admin.ModelAdmin):
 
 @admin.register(TaskInstance)
 class TaskInstanceAdmin(admin.ModelAdmin):
-    list_display = ["external_id", "title", "dataset", "repo", "position"]
-    list_filter = ["dataset__kind", "dataset"]
+    list_display = ["external_id", "title", "dataset", "repo", "position", "quarantined"]
+    list_filter = ["dataset__kind", "quarantined", "dataset"]
     search_fields = ["external_id", "title", "problem_statement", "code", "repo"]
     readonly_fields = ["code"]
 

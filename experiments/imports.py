@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -39,6 +40,24 @@ def check_repo_sources(pairs: list[str]) -> dict[str, str]:
     return sources
 
 
+def check_commands(**commands: str | None) -> dict[str, list[str]]:
+    """Shell-style command strings (as typed on a command line) as argument lists."""
+    parsed, errors = {}, []
+    for name, text in commands.items():
+        if text is None:
+            continue
+        try:
+            parsed[name] = shlex.split(text)
+        except ValueError as exc:
+            errors.append(f"--{name.replace('_', '-')}: {exc}")
+            continue
+        if not parsed[name]:
+            errors.append(f"--{name.replace('_', '-')}: empty")
+    if errors:
+        raise ValidationError(errors)
+    return parsed
+
+
 def check_import_tasks(org: Organization, dataset_name: str, tasks: list[SwebenchTask], file_name: str) -> None:
     """Refuse what the file alone cannot show: a name that is no dataset name, or tasks the
     dataset already holds (re-importing a task would silently change past results)."""
@@ -60,15 +79,22 @@ def check_import_tasks(org: Organization, dataset_name: str, tasks: list[Swebenc
 
 @transaction.atomic
 def do_import_tasks(
-    org: Organization, dataset_name: str, tasks: list[SwebenchTask], repo_sources: dict[str, str], file_name: str
+    org: Organization,
+    dataset_name: str,
+    tasks: list[SwebenchTask],
+    repo_sources: dict[str, str],
+    file_name: str,
+    commands: dict[str, list[str]] | None = None,
 ) -> ImportReport:
+    """``commands``: the dataset's ``test_command`` / ``build_command``, replaced if given."""
     dataset, created = Dataset.objects.select_for_update().get_or_create(
         org=org, name=dataset_name, defaults={"kind": DatasetKind.PR_PATCH}
     )
     check_import_tasks(org, dataset_name, tasks, file_name)  # again, under the dataset's lock
-    if repo_sources:
-        dataset.repo_sources = {**dataset.repo_sources, **repo_sources}
-        dataset.save(update_fields=["repo_sources"])
+    dataset.repo_sources = {**dataset.repo_sources, **repo_sources}
+    for field, command in (commands or {}).items():
+        setattr(dataset, field, command)
+    dataset.save(update_fields=["repo_sources", "test_command", "build_command"])
     start = (dataset.tasks.aggregate(last=Max("position"))["last"] or -1) + 1
     TaskInstance.objects.bulk_create(_task_row(dataset, start + i, task) for i, task in enumerate(tasks))
     repos = sorted({task.repo for task in tasks})

@@ -208,3 +208,12 @@ def test_a_checkout_is_removed_after_validation(clone, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
     validate(clone, replacing_words_module("X = 1"))
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_dataset_build_command_replaces_byte_compiling(clone):
+    """The build runs after both patches, in the sandbox: here it imports the package."""
+    build = ("{python}", "-c", "import textkit.words; print('BUILT', textkit.words.X)")
+    built = validate(clone, replacing_words_module("X = 41"), build_command=build)
+    assert built.build.ok is True and "BUILT 41" in built.build.log
+    broken = validate(clone, replacing_words_module("X = undefined_name"), build_command=build)
+    assert broken.build.ok is False and "NameError" in broken.build.log

@@ -121,6 +121,26 @@ def test_a_bad_repository_source_is_refused(org):
     assert not Dataset.objects.exists()
 
 
+def test_test_and_build_commands_are_kept_on_the_dataset(org):
+    run_command(
+        "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
+        "--test-command", "{python} -m pytest -x --junitxml={junit}", "--build-command", "make 'build all'",
+        str(SAMPLE),
+    )  # fmt: skip
+    dataset = Dataset.objects.get(name="lite")
+    assert dataset.test_command == ["{python}", "-m", "pytest", "-x", "--junitxml={junit}"]
+    assert dataset.build_command == ["make", "build all"]
+
+
+def test_an_unparsable_test_command_imports_nothing(org):
+    with pytest.raises(CommandError, match="--test-command: No closing quotation"):
+        run_command(
+            "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
+            "--test-command", "pytest 'oops", str(SAMPLE),
+        )  # fmt: skip
+    assert not Dataset.objects.exists()
+
+
 def test_a_run_on_repository_tasks_needs_their_sources_and_a_test_command(org):
     run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
     dataset = Dataset.objects.get(name="lite")

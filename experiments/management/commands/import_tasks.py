@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from experiments.imports import check_import_tasks, check_repo_sources, do_import_tasks
+from experiments.imports import check_commands, check_import_tasks, check_repo_sources, do_import_tasks
 from experiments.management.commands._helpers import org_by_slug
 from experiments.swebench import TaskFileRejected, parse_swebench
 
@@ -24,16 +24,23 @@ class Command(BaseCommand):
             metavar="OWNER/NAME=PATH_OR_URL",
             help="where a task repository is cloned from (repeatable; kept on the dataset)",
         )
+        parser.add_argument(
+            "--test-command",
+            help="the dataset's test command for validating these tasks; {python} is the worker's interpreter, "
+            "{junit} where the JUnit report goes (e.g. '{python} -m pytest --junitxml={junit}')",
+        )
+        parser.add_argument("--build-command", help="the dataset's build command (default: byte-compile)")
         parser.add_argument("file", help="SWE-bench JSONL: one task instance per line")
 
-    def handle(self, *args, org, dataset, format, repo_source, file, **options):
+    def handle(self, *args, org, dataset, format, repo_source, test_command, build_command, file, **options):
         organisation = org_by_slug(org)
         path = Path(file)
         try:
             sources = check_repo_sources(repo_source)
+            commands = check_commands(test_command=test_command, build_command=build_command)
             tasks = parse_swebench(path.name, _lines(path))
             check_import_tasks(organisation, dataset, tasks, path.name)
-            report = do_import_tasks(organisation, dataset, tasks, sources, path.name)
+            report = do_import_tasks(organisation, dataset, tasks, sources, path.name, commands)
         except TaskFileRejected as exc:
             raise CommandError(f"nothing imported: {path} has problems:\n  " + "\n  ".join(exc.problems)) from None
         except ValidationError as exc:
