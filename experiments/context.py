@@ -10,6 +10,7 @@ attempt threads can call them.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import threading
 from dataclasses import dataclass, field
@@ -20,6 +21,10 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from evaluation.patches import check_patch, touches_test_harness
 from evaluation.repositories import list_files, read_files
+
+# bm25s sets its logger to DEBUG when imported and logs every index it builds; leave the
+# level to the project's logging settings.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 CONTEXT_MODES = ("oracle", "bm25")
 # About 13K tokens at ~4 characters a token: the smallest of SWE-bench's BM25 budgets.

@@ -1,12 +1,16 @@
-"""The shipped demo: a dataset of 12 small real bugs and an experiment with three mock arms."""
+"""The shipped demo: a dataset of 12 small real bugs and an experiment with three mock arms;
+and the textkit repository's history, mined by ingest_prs, with an experiment on it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 
+from evaluation.testbed import build_testbed
 from experiments.actions import check_experiment_spec, do_apply_experiment
+from experiments.ingest import IngestOptions, Verdict, do_save_ingested, ingest
 from experiments.models import Dataset, DatasetKind, Experiment, TaskInstance
 from orgs.models import Organization
 
@@ -14,6 +18,8 @@ DEMO_TASKS_DIR = Path(__file__).resolve().parent / "demo_tasks"
 PYTEST_COMMAND = ["{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml={junit}"]
 DEMO_DATASET = "Demo: small Python bugs"
 DEMO_EXPERIMENT = "Demo: three mock arms"
+DEMO_REPO_DATASET = "Demo: textkit repository"
+DEMO_REPO_EXPERIMENT = "Demo: textkit bug fixes"
 
 DEMO_ARMS = [
     {
@@ -112,6 +118,34 @@ def load_demo_experiment(org: Organization, user=None) -> Experiment:
             "repetitions": 1,
             "arms": DEMO_ARMS,
             "description": "An oracle, a careful model and a cheap, flaky one, all simulated.",
+        },
+    )
+    experiment, _ = do_apply_experiment(org, spec, user)
+    return experiment
+
+
+def load_repository_experiment(org: Organization, user=None) -> Experiment:
+    """textkit, built under var/ and mined once: three bug fixes kept, one flaky fix
+    quarantined, one refactor rejected; oracle and careful arms prompted with BM25 files."""
+    repo = Path(settings.VAR_DIR) / "demo-repos" / "textkit"
+    if not repo.exists():
+        build_testbed(repo, flaky_counter=repo.parent / "flaky-runs")
+    if not Dataset.objects.filter(org=org, name=DEMO_REPO_DATASET).exists():
+        options = IngestOptions("demo/textkit", str(repo))
+        verdicts = [found for found in ingest(options, set()) if isinstance(found, Verdict)]
+        dataset = do_save_ingested(org, options, DEMO_REPO_DATASET, verdicts)
+        dataset.description = "A small library's real bug-fix history, mined with ingest_prs."
+        dataset.save(update_fields=["description"])
+    spec = check_experiment_spec(
+        org,
+        {
+            "name": DEMO_REPO_EXPERIMENT,
+            "dataset": DEMO_REPO_DATASET,
+            "seed": 7,
+            "repetitions": 2,
+            "context_mode": "bm25",
+            "arms": DEMO_ARMS[:2],
+            "description": "Patches checked out, tested and judged on a real git repository.",
         },
     )
     experiment, _ = do_apply_experiment(org, spec, user)

@@ -226,9 +226,11 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
         [sys.executable, manage, "demo", "--no-serve"], env=env, capture_output=True, text=True, timeout=600
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "completed" in demo.stdout
+    assert demo.stdout.count("completed") == 2, demo.stdout
     for arm in ("oracle", "careful", "cheap-flaky"):
         assert arm in demo.stdout
+    assert "Running 'Demo: textkit bug fixes': 3 tasks × 2 arms × 2" in demo.stdout
+    assert "bm25s" not in demo.stderr  # its debug lines stay quiet
     assert (tmp_path / "prbench.sqlite3").exists()
     assert not (tmp_path / "redis.sock").exists(), "the embedded Redis must stop with the demo"
 

@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from rq import Worker
 
-from experiments.actions import do_requeue_stale, do_start_run
-from experiments.demo import load_demo_experiment
+from experiments.actions import do_requeue_stale, do_start_run, runnable_tasks
+from experiments.demo import load_demo_experiment, load_repository_experiment
 from experiments.management.commands._helpers import wait_for_run
 from experiments.models import RunStatus
 from experiments.reporting import format_leaderboard, run_leaderboard
@@ -28,7 +28,7 @@ PR_SET_PDEATHSIG = 1
 
 
 class Command(BaseCommand):
-    help = "Load the demo organisation and data, run one full benchmark, then serve the UI."
+    help = "Load the demo organisation and data, run its benchmarks, then serve the UI."
 
     def add_arguments(self, parser):
         parser.add_argument("--no-serve", action="store_true", help="run the benchmark, print it and exit")
@@ -39,23 +39,27 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _exit_once)
         ensure_redis()
         org, user = self.demo_org()
-        experiment = load_demo_experiment(org, user)
+        experiments = [load_demo_experiment(org, user), load_repository_experiment(org, user)]
         workers = start_workers(WORKERS)
         threading.Thread(target=sweep_forever, daemon=True).start()
         try:
-            tasks, arms = experiment.dataset.tasks.count(), experiment.arms.count()
-            self.stdout.write(f"Running {experiment.name!r}: {tasks} tasks × {arms} arms")
-            run = wait_for_run(do_start_run(experiment, user))
-            self.stdout.write(f"\nRun {run.code} {run.status}\n")
-            self.stdout.write(format_leaderboard(run_leaderboard(run)) + "\n")
-            if run.status != RunStatus.COMPLETED:
-                raise CommandError(f"the demo run ended {run.status}")
+            for experiment in experiments:
+                self.run_experiment(experiment, user)
             if no_serve:
                 return
             self.stdout.write(f"\nPRBench is at http://{addr}/ — log in as {DEMO_EMAIL} / {DEMO_PASSWORD}\n")
             call_command("runserver", addr, use_reloader=False)
         finally:
             stop_workers(workers)
+
+    def run_experiment(self, experiment, user) -> None:
+        tasks, arms = runnable_tasks(experiment).count(), experiment.arms.count()
+        self.stdout.write(f"Running {experiment.name!r}: {tasks} tasks × {arms} arms × {experiment.repetitions}")
+        run = wait_for_run(do_start_run(experiment, user))
+        self.stdout.write(f"\nRun {run.code} {run.status}\n")
+        self.stdout.write(format_leaderboard(run_leaderboard(run)) + "\n")
+        if run.status != RunStatus.COMPLETED:
+            raise CommandError(f"the demo run ended {run.status}")
 
     def demo_org(self):
         org = Organization.objects.filter(slug="demo").first()
