@@ -54,7 +54,10 @@ class Isolation:
 
 @functools.cache
 def isolation() -> Isolation:
-    return Isolation(namespaces=_namespaces_work(), pids_cgroup=_pids_cgroup_root())
+    found = Isolation(namespaces=_namespaces_work(), pids_cgroup=_pids_cgroup_root())
+    if not (found.namespaces and found.pids_cgroup):  # said once per process, where operators look
+        logger.warning("validation runs with less isolation than it could: %s", found.describe())
+    return found
 
 
 def _namespaces_work() -> bool:
