@@ -6,7 +6,7 @@ from django import forms
 from django.core.validators import MinValueValidator
 
 from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, prompt_template_errors
-from experiments.models import Dataset, Experiment
+from experiments.models import ContextMode, Dataset, Experiment
 from orgs.models import Organization
 from providers.policy import arm_problems
 from providers.registry import provider_names
@@ -43,6 +43,11 @@ class ExperimentForm(forms.ModelForm):
         self.org = org
         cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = Dataset.objects.filter(org=org)
         self.fields["sample_size"].validators.append(MinValueValidator(1))
+        # Only repository tasks use it: a form (or a script) that leaves it out means the default.
+        self.fields["context_mode"].required = False
+
+    def clean_context_mode(self) -> str:
+        return self.cleaned_data["context_mode"] or ContextMode.ORACLE
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()

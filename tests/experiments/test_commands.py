@@ -242,6 +242,8 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
         ({"arms": [dict(SPEC["arms"][0], config={"when": "2024-01-01"})]}, None),
         ({"sample_size": 99_999_999_999}, "sample_size: must be an integer of at least 1 and at most 1000000"),
         ({"name": "x" * 250}, "name: required, a non-empty string of at most 200 characters"),
+        ({"context_mode": "grep"}, "context_mode: must be one of oracle, bm25"),
+        ({"include_quarantined": "yes"}, "include_quarantined: must be true or false"),
         ({"arms": [dict(SPEC["arms"][0], config={"max_retries": "2"})]}, "arms[0].config.max_retries"),
         (
             {"arms": [dict(SPEC["arms"][0], model_name="m" * 300)]},

@@ -291,6 +291,19 @@ def test_create_page_works(bob, dataset):
     assert f'<option value="{dataset.pk}">{DEMO_DATASET}</option>' in content
 
 
+def test_the_form_sets_the_files_context_and_quarantine_choice(bob, dataset):
+    client = client_for(bob)
+    data = form_data(dataset, [ORACLE], context_mode="bm25", include_quarantined="on")
+    response = client.post(reverse("experiments:create"), data)
+    assert response.status_code == 302
+    experiment = Experiment.objects.get()
+    assert (experiment.context_mode, experiment.include_quarantined) == ("bm25", True)
+    page = client.get(response["Location"]).content.decode()
+    assert "Retrieved: BM25 over the repository" in page
+    bad = client.post(reverse("experiments:create"), form_data(dataset, [ORACLE], name="x", context_mode="grep"))
+    assert "Select a valid choice. grep is not one of the available choices." in bad.content.decode()
+
+
 def test_create_works(bob, org, dataset):
     client = client_for(bob)
     response = client.post(reverse("experiments:create"), form_data(dataset, [ORACLE, NOISY | {"config": ""}]))
