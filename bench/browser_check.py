@@ -75,8 +75,30 @@ def main() -> None:
         expect(page.locator(".messages")).to_contain_text("Saved")
         print("edit form saves unchanged, as a browser submits it")
 
+        check_repository_pages(page, args.base, out)
         check_providers_page(page, out)
         browser.close()
+
+
+def check_repository_pages(page, base: str, out: Path) -> None:
+    """The textkit experiment: its run's attempt page (per-test roles) and the dataset
+    page (the quarantined task, and why)."""
+    page.goto(f"{base}/experiments/")
+    page.click("text=Demo: textkit bug fixes")
+    expect(page.locator("dd", has_text="Retrieved: BM25")).to_be_visible()
+    page.screenshot(path=out / "8-textkit-experiment.png", full_page=True)
+    page.locator("table tbody tr td a").last.click()  # its first run (the demo's)
+    expect(page.locator("#live .status")).to_have_text("completed")
+    page.locator("table.attempts tbody tr td a").first.click()
+    expect(page.locator("td", has_text="must fix").first).to_be_visible()
+    roles = page.locator("table.tests tbody tr").count()
+    print("textkit attempt:", page.locator("dt:has-text(\"Task's tests\") + dd").inner_text(), f"({roles} tests)")
+    page.screenshot(path=out / "9-textkit-attempt.png", full_page=True)
+    page.goto(f"{base}/datasets/")
+    page.click("text=Demo: textkit repository")
+    reason = page.locator("tr.quarantined td").last.inner_text()
+    print("textkit dataset:", reason[:140])
+    page.screenshot(path=out / "10-textkit-dataset.png", full_page=True)
 
 
 def check_providers_page(page, out: Path) -> None:
