@@ -92,7 +92,7 @@ def check_repository_pages(page, base: str, out: Path) -> None:
     page.locator("table.attempts tbody tr td a").first.click()
     expect(page.locator("td", has_text="must fix").first).to_be_visible()
     roles = page.locator("table.tests tbody tr").count()
-    print("textkit attempt:", page.locator("dt:has-text(\"Task's tests\") + dd").inner_text(), f"({roles} tests)")
+    print("textkit attempt:", page.locator('dt:has-text("Task\'s tests") + dd').inner_text(), f"({roles} tests)")
     page.screenshot(path=out / "9-textkit-attempt.png", full_page=True)
     page.goto(f"{base}/datasets/")
     page.click("text=Demo: textkit repository")

@@ -9,11 +9,15 @@ from decimal import Decimal
 from typing import Any
 
 from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm, TaskInstance
-from leaderboards.aggregation import ArmRow, arm_leaderboard
+from leaderboards.aggregation import ArmRow, PatchQualityRow, arm_leaderboard, arm_patch_quality
 
 
 def run_leaderboard(run: Run) -> list[ArmRow]:
     return arm_leaderboard(run.attempts.all())
+
+
+def run_patch_quality(run: Run) -> list[PatchQualityRow]:
+    return arm_patch_quality(run.attempts.all())
 
 
 def _pct(value: float | None) -> str:
@@ -62,6 +66,7 @@ def _number(value: Decimal | float | None) -> float | None:
 
 def run_export(run: Run) -> dict:
     rows = run_leaderboard(run)
+    quality = {row.arm_id: row for row in run_patch_quality(run)}
     attempts = run.attempts.select_related("task", "arm").order_by("sequence")
     return {
         "run": {
@@ -87,6 +92,7 @@ def run_export(run: Run) -> dict:
                 "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
                 "error_rate": r.error_rate,
                 "low_sample": r.low_sample,
+                **_quality_fields(quality.get(r.arm_id)),
             }
             for r in rows
         ],
@@ -113,6 +119,19 @@ def run_export(run: Run) -> dict:
             for a in attempts
         ],
     }
+
+
+def _quality_fields(row: PatchQualityRow | None) -> dict:
+    fields = (
+        "well_formed_rate",
+        "applied_rate",
+        "fail_to_pass_mean",
+        "pass_to_pass_regressions",
+        "build_ok_rate",
+        "lint_clean_rate",
+        "lines_changed_mean",
+    )
+    return {field: getattr(row, field) if row else None for field in fields}
 
 
 ATTEMPT_COLUMNS = [

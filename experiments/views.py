@@ -17,7 +17,7 @@ from experiments.actions import check_run_transition, check_start_run, do_run_ac
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
 from experiments.models import Artifact, Attempt, AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
-from experiments.reporting import run_leaderboard, task_comparison
+from experiments.reporting import run_leaderboard, run_patch_quality, task_comparison
 from orgs.access import (
     access_attempt,
     access_current_org,
@@ -149,6 +149,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
         "leaderboard": run_leaderboard(run),
+        "patch_quality": run_patch_quality(run),
         "attempts": run.attempts.select_related("task", "arm")
         .defer(*ATTEMPT_ROW_BULK)
         .order_by("sequence")[:ATTEMPT_ROWS],

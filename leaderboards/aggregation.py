@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Avg, Count, Q, QuerySet, Sum
 
 from leaderboards.sql import Percentile
 from leaderboards.stats import LOW_SAMPLE, wilson_interval
@@ -79,3 +79,62 @@ def _row(values: dict) -> ArmRow:
         else None,
         error_rate=values["failed_count"] / n if n else None,
     )
+
+
+@dataclass(frozen=True)
+class PatchQualityRow:
+    """Rule metrics of an arm's answered attempts; a rate is over the attempts where the
+    metric applies (lint and build only where a Python file changed and the patch applied)."""
+
+    arm_id: int
+    label: str
+    answered: int
+    well_formed_rate: float | None
+    applied_rate: float | None
+    fail_to_pass_mean: float | None  # mean share of FAIL_TO_PASS tests fixed (repository tasks)
+    pass_to_pass_regressions: int | None  # total PASS_TO_PASS tests broken (repository tasks)
+    build_ok_rate: float | None
+    lint_clean_rate: float | None
+    lines_changed_mean: float | None
+
+
+def arm_patch_quality(attempts: QuerySet) -> list[PatchQualityRow]:
+    answered = Q(status=COMPLETED)
+    rows = (
+        attempts.values("arm_id", "arm__label", "arm__position")
+        .annotate(
+            n_answered=Count("id", filter=answered),
+            n_present=Count("id", filter=answered & Q(patch_present=True)),
+            n_well_formed=Count("id", filter=answered & Q(patch_well_formed=True)),
+            # Over validated attempts: an inference-only run applies nothing and says nothing.
+            n_applied=Count("id", filter=answered & Q(patch_applied=True, validated_at__isnull=False)),
+            n_validated=Count("id", filter=answered & Q(validated_at__isnull=False)),
+            mean_f2p=Avg("fail_to_pass_fraction", filter=answered),
+            sum_p2p=Sum("pass_to_pass_regressions", filter=answered),
+            n_built=Count("id", filter=answered & Q(build_ok=True)),
+            n_build_checked=Count("id", filter=answered & Q(build_ok__isnull=False)),
+            n_lint_clean=Count("id", filter=answered & Q(lint_clean=True)),
+            n_lint_checked=Count("id", filter=answered & Q(lint_clean__isnull=False)),
+            mean_lines=Avg("lines_changed", filter=answered & Q(patch_well_formed=True)),
+        )
+        .order_by("arm__position", "arm_id")
+    )
+    return [
+        PatchQualityRow(
+            arm_id=values["arm_id"],
+            label=values["arm__label"],
+            answered=values["n_answered"],
+            well_formed_rate=_share(values["n_well_formed"], values["n_present"]),
+            applied_rate=_share(values["n_applied"], values["n_validated"]),
+            fail_to_pass_mean=values["mean_f2p"],
+            pass_to_pass_regressions=values["sum_p2p"],
+            build_ok_rate=_share(values["n_built"], values["n_build_checked"]),
+            lint_clean_rate=_share(values["n_lint_clean"], values["n_lint_checked"]),
+            lines_changed_mean=values["mean_lines"],
+        )
+        for values in rows
+    ]
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None

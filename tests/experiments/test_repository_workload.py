@@ -11,7 +11,9 @@ from evaluation.patches import check_patch
 from evaluation.testbed import FLAKY_SUBJECT, KEPT_SUBJECTS, build_testbed
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.models import Artifact, ArtifactKind, AttemptStatus, Dataset, TaskInstance
+from experiments.reporting import run_patch_quality
 from experiments.swebench_export import swebench_report
+from leaderboards.aggregation import PatchQualityRow
 from tests.conftest import client_for, work_queue
 from tests.experiments.test_commands import run_command
 
@@ -126,6 +128,25 @@ def test_oracle_resolves_every_task_empty_none_noisy_some(org, alice, textkit, s
 
     empty = run.attempts.filter(arm__label="empty").first()
     assert (empty.patch_present, empty.resolved, empty.fail_to_pass_fraction) == (False, False, None)
+
+    quality = {row.label: row for row in run_patch_quality(run)}
+    assert quality["oracle"] == PatchQualityRow(
+        arm_id=oracle.arm_id,
+        label="oracle",
+        answered=9,
+        well_formed_rate=1.0,
+        applied_rate=1.0,
+        fail_to_pass_mean=1.0,
+        pass_to_pass_regressions=0,
+        build_ok_rate=1.0,
+        lint_clean_rate=1.0,
+        lines_changed_mean=quality["oracle"].lines_changed_mean,
+    )
+    assert quality["oracle"].lines_changed_mean == 2.0  # each fix swaps one line
+    empty_row = quality["empty"]
+    assert (empty_row.well_formed_rate, empty_row.applied_rate, empty_row.fail_to_pass_mean) == (None, 0.0, None)
+    page = client_for(alice).get(reverse("experiments:run", args=[run.code])).content.decode()
+    assert "<h3>Patch quality</h3>" in page
 
     report = swebench_report(run)
     oracle_ids = {task.external_id for task in dataset.tasks.filter(quarantined=False)}

@@ -5,7 +5,7 @@ import pytest
 from django.utils import timezone
 
 from experiments.models import Attempt, AttemptStatus, Experiment, Run, RunArm, RunStatus
-from leaderboards.aggregation import arm_leaderboard
+from leaderboards.aggregation import arm_leaderboard, arm_patch_quality
 from leaderboards.sql import _SqlitePercentile
 from leaderboards.stats import wilson_interval
 
@@ -87,3 +87,39 @@ def test_an_empty_run_has_rows_without_rates(experiment):
     assert isinstance(experiment, Experiment)
     run = Run.objects.create(org=experiment.org, experiment=experiment, seed=1)
     assert arm_leaderboard(run.attempts.all()) == []
+
+
+def test_patch_quality_rates_count_only_where_the_metric_applies(run, dataset, django_assert_max_num_queries):
+    task = dataset.tasks.first()
+    arm = RunArm.objects.create(run=run, label="a", provider="mock", model_name="a", position=0)
+    now = timezone.now()
+    rows = [
+        # (patch present, well formed, applied, validated, F2P share, P2P broken, builds, lint clean, lines)
+        (True, True, True, True, 1.0, 0, True, True, 4),
+        (True, True, True, True, 0.5, 2, False, None, 2),
+        (True, False, False, True, None, None, None, None, None),
+        (False, False, False, True, None, None, None, None, None),
+        (True, True, False, False, None, None, None, None, 6),  # inference only: never validated
+    ]
+    for rep, (present, formed, applied, validated, f2p, p2p, builds, clean, lines) in enumerate(rows):
+        attempt = add(run, arm, task, rep)
+        Attempt.objects.filter(pk=attempt.pk).update(
+            patch_present=present,
+            patch_well_formed=formed,
+            patch_applied=applied,
+            validated_at=now if validated else None,
+            fail_to_pass_fraction=f2p,
+            pass_to_pass_regressions=p2p,
+            build_ok=builds,
+            lint_clean=clean,
+            lines_changed=lines,
+        )
+    add(run, arm, task, 9, status=AttemptStatus.FAILED)  # no answer: in no rate
+    with django_assert_max_num_queries(1):
+        (row,) = arm_patch_quality(run.attempts.all())
+    assert row.answered == 5
+    assert row.well_formed_rate == 3 / 4  # of the answers with a patch
+    assert row.applied_rate == 2 / 4  # of the validated answers
+    assert row.fail_to_pass_mean == 0.75 and row.pass_to_pass_regressions == 2
+    assert (row.build_ok_rate, row.lint_clean_rate) == (0.5, 1.0)
+    assert row.lines_changed_mean == 4.0
