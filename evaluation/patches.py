@@ -30,15 +30,33 @@ class PatchStats:
 
 
 def extract_patch(text: str) -> str:
-    """The diff in a model answer: the first fenced block that looks like a diff, or the
-    whole answer when it is a bare diff. "" when there is none."""
-    for block in FENCE.findall(text):
-        if _looks_like_diff(block):
-            return _with_final_newline(block)
+    """The diff in a model answer: its fenced blocks that look like diffs, joined (a model
+    often gives one block per file), or the whole answer when it is a bare diff. A block
+    that changes a file an earlier block already changed is left out: models restate
+    their patch, and the first statement is the answer (as SWE-bench's extraction takes
+    the first). "" when there is none."""
+    blocks = [_with_final_newline(block) for block in FENCE.findall(text) if _looks_like_diff(block)]
+    if blocks:
+        return "".join(_without_restatements(blocks))
     stripped = text.strip("\n")
     if _looks_like_diff(stripped):
         return _with_final_newline(stripped)
     return ""
+
+
+def _without_restatements(blocks: list[str]) -> list[str]:
+    kept, seen = [blocks[0]], _touched(blocks[0])
+    for block in blocks[1:]:
+        touched = _touched(block)
+        if touched and not touched & seen:
+            kept.append(block)
+            seen |= touched
+    return kept
+
+
+def _touched(block: str) -> set[str]:
+    """The files a block changes, read from its headers (it may not parse as a whole)."""
+    return {_strip_prefix(line[4:].split("\t")[0].strip()) for line in block.splitlines() if line.startswith("+++ ")}
 
 
 def _looks_like_diff(text: str) -> bool:

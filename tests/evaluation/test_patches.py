@@ -58,3 +58,17 @@ def test_a_patch_is_scored_well_formed_or_not_with_its_size():
     score = score_pr_attempt(broken, None)
     assert (score.patch_present, score.well_formed, score.lines_changed) == (True, False, 0)
     assert not score_pr_attempt("", None).well_formed
+
+
+OTHER = PATCH.replace("m.py", "other.py")
+
+
+def test_extract_joins_one_block_per_file():
+    answer = f"First file:\n```diff\n{PATCH}```\nSecond file:\n```diff\n{OTHER}```\n"
+    assert extract_patch(answer) == PATCH + OTHER
+    assert check_patch(extract_patch(answer)).files == 2
+
+
+def test_a_restated_patch_is_taken_once():
+    answer = f"```diff\n{PATCH}```\nTo recap, the whole change:\n```diff\n{PATCH}{OTHER}```\n"
+    assert extract_patch(answer) == PATCH
