@@ -1,5 +1,6 @@
-"""Per-test outcomes of a validation: from the JUnit XML report pytest (and most runners)
-write, or, when there is none, from pytest's own summary lines in the log."""
+"""Per-test outcomes of a validation: from the JUnit XML report pytest (and most runners,
+unittest through xmlrunner) write, or, when there is none, from the log: pytest's summary
+lines, else unittest's verbose lines."""
 
 from __future__ import annotations
 
@@ -11,9 +12,21 @@ from defusedxml.common import DefusedXmlException
 
 MAX_TESTS = 5_000  # a table, not a dump: a suite larger than this is cut, and says so
 MESSAGE_LIMIT = 300
-SUMMARY_LINE = re.compile(r"^(?P<outcome>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (?P<id>\S+)", re.MULTILINE)
+# Not "FAILED (failures=1)": that is unittest's last line.
+SUMMARY_LINE = re.compile(r"^(?P<outcome>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (?P<id>[^\s(]\S*)", re.MULTILINE)
 LOG_OUTCOMES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
                 "XFAIL": "skipped", "XPASS": "passed"}  # fmt: skip
+
+
+# "test_add (tests.test_calc.TestCalc) ... ok", or, from Python 3.11, with the method's
+# name repeated at the end of the dotted path.
+UNITTEST_LINE = re.compile(
+    r"^(?P<name>\w+) \((?P<path>[\w.]+)\)(?:\n.*?)?? \.\.\. (?P<outcome>ok|FAIL|ERROR|skipped|expected failure"
+    r"|unexpected success)",
+    re.MULTILINE,
+)
+UNITTEST_OUTCOMES = {"ok": "passed", "FAIL": "failed", "ERROR": "error", "skipped": "skipped",
+                     "expected failure": "passed", "unexpected success": "failed"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -74,3 +87,20 @@ def parse_pytest_log(log: str) -> list[TestOutcome]:
         TestOutcome(match["id"], LOG_OUTCOMES[match["outcome"]])
         for _, match in zip(range(MAX_TESTS), SUMMARY_LINE.finditer(log), strict=False)
     ]
+
+
+def parse_unittest_log(log: str) -> list[TestOutcome]:
+    """unittest's verbose lines (``-v``), as ``name (module.Class)``: the form SWE-bench's
+    FAIL_TO_PASS lists use for Django and other unittest suites."""
+    outcomes = []
+    for _, match in zip(range(MAX_TESTS), UNITTEST_LINE.finditer(log), strict=False):
+        name, path = match["name"], match["path"]
+        if path.endswith(f".{name}"):  # Python 3.11+ repeats the method's name
+            path = path[: -len(name) - 1]
+        outcomes.append(TestOutcome(f"{name} ({path})", UNITTEST_OUTCOMES[match["outcome"]]))
+    return outcomes
+
+
+def parse_test_log(log: str) -> list[TestOutcome]:
+    """Whichever runner's lines the log holds."""
+    return parse_pytest_log(log) or parse_unittest_log(log)

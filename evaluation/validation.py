@@ -30,7 +30,7 @@ from evaluation.patches import (
 )
 from evaluation.repositories import checkout
 from evaluation.sandbox import LOG_LIMIT, Finished, run_limited, truncate
-from evaluation.test_results import TestOutcome, parse_junit, parse_pytest_log
+from evaluation.test_results import TestOutcome, parse_junit, parse_test_log
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
 
@@ -258,7 +258,7 @@ def _outcomes(report: Path, log: str) -> list[TestOutcome]:
     except OSError:
         xml = ""
     parsed = parse_junit(xml) if xml else None
-    return parsed if parsed is not None else parse_pytest_log(log)
+    return parsed if parsed is not None else parse_test_log(log)
 
 
 def changed_python_files(patch: str, root: Path) -> list[str]:

@@ -1,6 +1,9 @@
 """Per-test outcomes: JUnit XML from the runner, pytest's summary as the fallback."""
 
-from evaluation.test_results import parse_junit, parse_pytest_log
+import subprocess
+import sys
+
+from evaluation.test_results import parse_junit, parse_pytest_log, parse_test_log
 from evaluation.validation import ValidationStatus, validate_patch
 from experiments.demo import demo_task_dirs, read_task_dir
 from providers.adapters.mock import no_op_rewrite
@@ -48,3 +51,30 @@ def test_a_validation_reports_each_test():
     wrong = validate_patch(TASK["repo_files"], no_op_rewrite(TASK["gold_patch"]), TASK["test_command"], 30)
     assert wrong.status == ValidationStatus.FAILED and "failed" in {t.outcome for t in wrong.tests}
     assert {t.id for t in wrong.tests} == {t.id for t in passed.tests}
+
+
+def test_unittest_verbose_lines_are_read_when_there_is_no_report(tmp_path):
+    """A real unittest run, Python's own output: the ids take SWE-bench's Django form."""
+    (tmp_path / "test_calc.py").write_text(
+        "import unittest\n\n"
+        "class TestCalc(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n"
+        "    def test_sub(self):\n        self.assertEqual(1 - 1, 1)\n"
+        "    def test_boom(self):\n        raise RuntimeError('boom')\n"
+        "    @unittest.skip('later')\n    def test_later(self):\n        pass\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-m", "unittest", "-v", "test_calc"], cwd=tmp_path, capture_output=True, text=True
+    )
+    outcomes = {t.id: t.outcome for t in parse_test_log(finished.stderr)}
+    assert outcomes == {
+        "test_add (test_calc.TestCalc)": "passed",
+        "test_boom (test_calc.TestCalc)": "error",
+        "test_later (test_calc.TestCalc)": "skipped",
+        "test_sub (test_calc.TestCalc)": "failed",
+    }
+
+
+def test_the_log_parser_prefers_pytest_lines():
+    log = "FAILED tests/test_a.py::test_x - assert 1\ntest_y (m.C) ... ok\n"
+    assert [(t.id, t.outcome) for t in parse_test_log(log)] == [("tests/test_a.py::test_x", "failed")]
