@@ -107,5 +107,5 @@ class AttemptAdmin(admin.ModelAdmin):
 class ArtifactAdmin(admin.ModelAdmin):
     list_display = ["attempt", "kind", "status", "duration_ms", "created_at"]
     list_filter = ["kind", "status"]
-    search_fields = ["attempt__code", "attempt__task__external_id"]
+    search_fields = ["attempt__code", "attempt__task__external_id", "attempt__arm__label"]
     raw_id_fields = ["attempt"]

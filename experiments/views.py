@@ -6,7 +6,7 @@ from typing import cast
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -15,7 +15,7 @@ from django_htmx.middleware import HtmxDetails
 
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
-from experiments.models import Artifact, Attempt, AttemptStatus, Dataset, Experiment
+from experiments.models import Artifact, Attempt, AttemptStatus, Dataset, Experiment, Run
 from experiments.progress import run_progress
 from experiments.reporting import run_leaderboard, run_patch_quality, task_comparison
 from orgs.access import (
@@ -138,9 +138,20 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
     return redirect("experiments:run", code=run.code)
 
 
+def attempt_rows(run: Run, arm_label: str) -> QuerySet[Attempt]:
+    """The run's attempts in execution order, one arm's only when asked (an unknown label
+    matches nothing, like any other filter)."""
+    attempts = run.attempts.select_related("task", "arm").defer(*ATTEMPT_ROW_BULK)
+    if arm_label:
+        attempts = attempts.filter(arm__label=arm_label)
+    return attempts.order_by("sequence")[:ATTEMPT_ROWS]
+
+
 @login_required
 def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
+    leaderboard = run_leaderboard(run)
+    arm_filter = request.GET.get("arm", "")
     context = {
         "run": run,
         "can_write": membership_for(request, run.org).can_write,
@@ -148,11 +159,11 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "waiting": Waiting()
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
-        "leaderboard": run_leaderboard(run),
+        "leaderboard": leaderboard,
         "patch_quality": run_patch_quality(run),
-        "attempts": run.attempts.select_related("task", "arm")
-        .defer(*ATTEMPT_ROW_BULK)
-        .order_by("sequence")[:ATTEMPT_ROWS],
+        "attempts": attempt_rows(run, arm_filter),
+        "arm_labels": [row.label for row in leaderboard],
+        "arm_filter": arm_filter,
     }
     if request.htmx:
         response = render(request, "experiments/run_detail.html#live", context)
