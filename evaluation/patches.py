@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -9,7 +10,8 @@ from pathlib import PurePosixPath
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-SYMLINK_MODE = re.compile(r"^(new file mode|new mode|old mode|deleted file mode) 120000$", re.MULTILINE)
+# Any spelling git might accept: leading zeros, extra blanks, a carriage return.
+SYMLINK_MODE = re.compile(r"^(new file mode|new mode|old mode|deleted file mode)\s+0*120000\s*$", re.MULTILINE)
 FENCE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -55,8 +57,15 @@ def _without_restatements(blocks: list[str]) -> list[str]:
 
 
 def _touched(block: str) -> set[str]:
-    """The files a block changes, read from its headers (it may not parse as a whole)."""
-    return {_strip_prefix(line[4:].split("\t")[0].strip()) for line in block.splitlines() if line.startswith("+++ ")}
+    """The files a block changes, read from its headers (it may not parse as a whole): the
+    new name, or the old one for a deletion."""
+    lines = block.splitlines()
+    touched = set()
+    for old, new in itertools.pairwise(lines):
+        if old.startswith("--- ") and new.startswith("+++ "):
+            source, target = (_strip_prefix(line[4:].split("\t")[0].strip()) for line in (old, new))
+            touched.add(target or source)
+    return touched
 
 
 def _looks_like_diff(text: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -32,6 +33,11 @@ GIT_ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
     "HOME": "/nonexistent",
     "LANG": "C.UTF-8",
+    # The cache is data, never code: no hook runs, no replace ref rewrites what is read.
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "core.hooksPath",
+    "GIT_CONFIG_VALUE_0": "/dev/null",
 }
 SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 _present: set[tuple[str, str]] = set()  # (clone, commit) already checked in this process
@@ -52,8 +58,11 @@ def git(*args: str | Path, cwd: Path | None = None, stdin: bytes | None = None) 
     )
 
 
-def clone_path(repo: str) -> Path:
-    return Path(settings.PRBENCH_REPO_CACHE_DIR) / f"{SAFE_NAME.sub('_', repo.replace('/', '__'))}.git"
+def clone_path(repo: str, source: str) -> Path:
+    """Keyed by source as well as name: two datasets may call different repositories (or
+    forks) by one owner/name, and neither may be served the other's clone."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    return Path(settings.PRBENCH_REPO_CACHE_DIR) / f"{SAFE_NAME.sub('_', repo.replace('/', '__'))}-{digest}.git"
 
 
 def ensure_commit(repo: str, source: str, commit: str) -> Path:
@@ -61,7 +70,7 @@ def ensure_commit(repo: str, source: str, commit: str) -> Path:
     fetched again when the commit is new to it."""
     if not source:
         raise RepositoryUnavailable(f"no source is configured for repository {repo!r} (the dataset's repo sources)")
-    path = clone_path(repo)
+    path = clone_path(repo, source)
     if (str(path), commit) in _present:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,17 @@ killed on expiry), CPU-time and address-space rlimits, and, where the machine al
 - a process limit: a ``pids`` cgroup per command (a fork bomb gets EAGAIN, and the machine
   keeps its PIDs). Without a writable cgroup, RLIMIT_NPROC, which does not bind root.
 
-What it does not provide (a container does; see the README): a private filesystem. The
-code runs as the worker's user and can read what that user can read.
+- where the worker is root and namespaces work: a user of its own. Each validation gets a
+  uid no other process has, owns its checkout and nothing else (so it cannot write the
+  repository cache, the project or another validation's checkout, nor move itself out of
+  its cgroup), and its mount namespace covers the worker's state with empty tmpfs mounts:
+  ``VAR_DIR`` (database, embedded Redis socket, repository cache), the worker's home and
+  ``/run`` (the Postgres socket). The interpreter's own directory is put back if it was
+  under one of them.
+
+What it does not provide (a container does; see the README): a private filesystem beyond
+that. The code can read whatever is world-readable, and without a separate user (a worker
+that is not root) it runs as the worker's user.
 """
 
 from __future__ import annotations
@@ -20,10 +29,13 @@ import contextlib
 import functools
 import logging
 import os
+import random
 import resource
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
@@ -36,6 +48,24 @@ logger = logging.getLogger(__name__)
 
 LOG_LIMIT = 20_000
 NAMESPACES = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+# Uids for sandboxed commands: above any distribution's range, one drawn per validation.
+SANDBOX_UIDS = (2_000_000, 2_999_999)
+FILE_SIZE_LIMIT = 1024**3  # no single file beyond 1 GiB
+# Run as root inside the new mount namespace, then drops to the sandbox user for good:
+# set aside the directories to keep, cover the hidden ones, put the kept ones back.
+ENTER_SANDBOX = r"""
+set -e
+uid=$1 stash=$2 keep=$3 hide=$4
+shift 4
+IFS=:
+i=0
+for dir in $keep; do mkdir "$stash/$i"; mount --bind "$dir" "$stash/$i"; i=$((i+1)); done
+for dir in $hide; do if [ -d "$dir" ]; then mount -t tmpfs -o mode=755,size=64k prbench-hidden "$dir"; fi; done
+i=0
+for dir in $keep; do mkdir -p "$dir"; mount --move "$stash/$i" "$dir"; i=$((i+1)); done
+unset IFS
+exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"
+"""
 CGROUP_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
 
 
@@ -45,17 +75,21 @@ class Isolation:
 
     namespaces: bool  # no network, own PID namespace and /proc
     pids_cgroup: Path | None  # where per-command pids cgroups are made
+    separate_user: bool = False  # a uid of its own, the worker's state hidden
 
     def describe(self) -> str:
         network = "no network (namespaces)" if self.namespaces else "network NOT isolated (unshare unavailable)"
-        processes = "pids cgroup" if self.pids_cgroup else "RLIMIT_NPROC (does not bind root)"
-        return f"sandbox: {network}; process limit by {processes}"
+        processes = "pids cgroup" if self.pids_cgroup else "RLIMIT_NPROC"
+        user = "a user of its own" if self.separate_user else "the worker's user"
+        return f"sandbox: {network}; process limit by {processes}; runs as {user}"
 
 
 @functools.cache
 def isolation() -> Isolation:
-    found = Isolation(namespaces=_namespaces_work(), pids_cgroup=_pids_cgroup_root())
-    if not (found.namespaces and found.pids_cgroup):  # said once per process, where operators look
+    namespaces = _namespaces_work()
+    separate_user = namespaces and os.geteuid() == 0 and shutil.which("setpriv") is not None
+    found = Isolation(namespaces, _pids_cgroup_root(), separate_user)
+    if not (found.namespaces and found.pids_cgroup and found.separate_user):  # once, where operators look
         logger.warning("validation runs with less isolation than it could: %s", found.describe())
     return found
 
@@ -109,12 +143,53 @@ def scrubbed_environment(home: str) -> dict[str, str]:
     }
 
 
-def run_limited(command: list[str], cwd: str, timeout_s: float, stdin: str | None = None) -> Finished:
-    """Run ``command`` in ``cwd`` inside the sandbox; its output is kept bounded."""
+def sandbox_user() -> int | None:
+    """A fresh uid for one validation's commands, or None where commands keep the worker's."""
+    if not isolation().separate_user:
+        return None
+    return random.SystemRandom().randint(*SANDBOX_UIDS)
+
+
+def hand_over(path: Path, uid: int | None) -> None:
+    """Give a directory tree to the sandbox user (nothing to do without one)."""
+    if uid is None:
+        return
+    os.chown(path, uid, uid)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, uid)
+
+
+@dataclass(frozen=True)
+class Box:
+    """One validation's directory, and the user its commands run as."""
+
+    workdir: str
+    uid: int | None = None
+
+    def run(self, command: list[str], timeout_s: float, stdin: str | None = None) -> Finished:
+        return run_limited(command, self.workdir, timeout_s, stdin, self.uid)
+
+
+def box_for(root: Path) -> Box:
+    """Hand ``root`` over to a fresh sandbox user (where there is one) and box it."""
+    uid = sandbox_user()
+    hand_over(root, uid)
+    return Box(str(root), uid)
+
+
+def run_limited(
+    command: list[str], cwd: str, timeout_s: float, stdin: str | None = None, uid: int | None = None
+) -> Finished:
+    """Run ``command`` in ``cwd`` inside the sandbox, as ``uid`` when given (see
+    ``sandbox_user``; ``cwd`` must be handed over to it); its output is kept bounded."""
     _check_program(command[0], cwd)
     found = isolation()
-    with _process_group_limit(found.pids_cgroup) as cgroup:
-        wrapped = [shutil.which("unshare") or "unshare", *NAMESPACES, "--", *command] if found.namespaces else command
+    with (
+        _process_group_limit(found.pids_cgroup) as cgroup,
+        tempfile.TemporaryDirectory(prefix="prbench-keep-") as stash,
+    ):
+        wrapped = _wrapped(command, found, uid, stash)
         cpu = int(timeout_s) + 5
         process = subprocess.Popen(
             wrapped,
@@ -124,7 +199,7 @@ def run_limited(command: list[str], cwd: str, timeout_s: float, stdin: str | Non
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # so a timeout kills the tests' children too
-            preexec_fn=functools.partial(_enter_limits, cpu, cgroup),
+            preexec_fn=functools.partial(_enter_limits, cpu, cgroup, uid),
         )
         output = BoundedOutput()
         reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
@@ -147,6 +222,31 @@ def run_limited(command: list[str], cwd: str, timeout_s: float, stdin: str | Non
     return Finished(process.returncode, output.text(), timed_out=timed_out)
 
 
+def _wrapped(command: list[str], found: Isolation, uid: int | None, stash: str) -> list[str]:
+    if not found.namespaces:
+        return command
+    unshare = [shutil.which("unshare") or "unshare", *NAMESPACES, "--"]
+    if uid is None:
+        return [*unshare, *command]
+    hidden = _hidden_directories()
+    kept = [path for path in (sys.base_prefix, sys.prefix) if any(_within(path, h) for h in hidden)]
+    args = [str(uid), stash, ":".join(dict.fromkeys(kept)), ":".join(hidden)]
+    return [*unshare, "/bin/sh", "-c", ENTER_SANDBOX, "prbench-sandbox", *args, *command]
+
+
+def _hidden_directories() -> list[str]:
+    """The worker's state: its var directory (database, Redis socket, repository cache), its
+    home and /run (the Postgres socket). Not /tmp: checkouts live there, each its own uid's."""
+    candidates = [settings.VAR_DIR, settings.PRBENCH_REPO_CACHE_DIR, Path.home(), Path("/run")]
+    return [
+        str(Path(path).resolve()) for path in candidates if Path(path).is_dir() and Path(path).resolve() != Path("/")
+    ]
+
+
+def _within(path: str, directory: str) -> bool:
+    return Path(path).resolve().is_relative_to(directory)
+
+
 def _check_program(program: str, cwd: str) -> None:
     """Raise FileNotFoundError as Popen would: behind ``unshare`` a missing program would
     look like a failing test run instead of a broken test command."""
@@ -156,13 +256,16 @@ def _check_program(program: str, cwd: str) -> None:
         raise FileNotFoundError(f"the program {program!r} was not found")
 
 
-def _enter_limits(cpu_seconds: int, cgroup: Path | None) -> None:
+def _enter_limits(cpu_seconds: int, cgroup: Path | None, uid: int | None) -> None:
     """In the child, before exec: the limits every process it starts inherits."""
     if cgroup:
         (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-    else:
+    if uid is not None or cgroup is None:
+        # Counted per user, so only for the sandbox's own uid (a worker's user may run
+        # more than this elsewhere), or where nothing else limits processes.
         nproc = settings.PRBENCH_SANDBOX_MAX_PROCESSES
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
     memory = settings.PRBENCH_SANDBOX_MEMORY_BYTES
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))

@@ -169,7 +169,7 @@ def test_rounds_to_nearest_minute():
 
 
 def test_sometimes():
-    runs = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1
+    runs = int(COUNTER.read_text()) + 1
     COUNTER.write_text(str(runs))
     assert runs % 2 == 1
 """,
@@ -178,7 +178,12 @@ def test_sometimes():
 
 
 def build_testbed(path: Path, flaky_counter: Path | None = None) -> Path:
-    """Create the repository at ``path`` (a new directory); returns it."""
+    """Create the repository at ``path`` (a new directory); returns it. ``flaky_counter`` is
+    created for every sandbox user to write (each validation may run as another uid); its
+    directory must be one they can reach, not hidden from them (so not under VAR_DIR)."""
+    if flaky_counter:
+        flaky_counter.write_text("0")
+        flaky_counter.chmod(0o666)
     path.mkdir(parents=True)
     _git(path, "init", "--quiet", "--initial-branch=main")
     _commit(path, "Start textkit", BASE, 0)

@@ -29,7 +29,7 @@ from evaluation.patches import (
     patch_paths,
 )
 from evaluation.repositories import checkout
-from evaluation.sandbox import LOG_LIMIT, Finished, run_limited, truncate
+from evaluation.sandbox import LOG_LIMIT, Box, Finished, box_for, hand_over, truncate
 from evaluation.test_results import TestOutcome, parse_junit, parse_test_log
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
@@ -128,7 +128,9 @@ def validate_in(
     started = time.monotonic()
 
     def result(status: ValidationStatus, log: str) -> ValidationResult:
-        return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000))
+        # Nothing ran: none of the task's FAIL_TO_PASS tests is fixed, none of the others broken.
+        tally = TestTally(0, len(plan.fail_to_pass), 0) if plan.judged_by_test_ids else None
+        return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000), tally=tally)
 
     try:
         check_patch(patch)
@@ -136,13 +138,15 @@ def validate_in(
     except PatchRejected as exc:
         return result(ValidationStatus.REJECTED, str(exc))
     with workspace as root:
-        workdir = str(root)
-        findings_before = _lint_findings(changed_python_files(patch, root), workdir)
-        applied = run_limited(APPLY_COMMAND, workdir, 30, stdin=patch)
+        box = box_for(root)
+        findings_before = _lint_findings(changed_python_files(patch, root), box)
+        applied = box.run(APPLY_COMMAND, 30, stdin=patch)
         if applied.returncode != 0:
             return result(ValidationStatus.NOT_APPLIED, "git apply refused the patch:\n" + applied.output)
+        if links := _symbolic_links(root, check_patch(patch).paths):
+            return result(ValidationStatus.REJECTED, f"the patch made a symbolic link: {', '.join(links)}")
         if plan.test_patch:
-            tests_applied = run_limited(APPLY_COMMAND, workdir, 30, stdin=plan.test_patch)
+            tests_applied = box.run(APPLY_COMMAND, 30, stdin=plan.test_patch)
             if tests_applied.returncode != 0:
                 return result(
                     ValidationStatus.NOT_APPLIED,
@@ -150,9 +154,9 @@ def validate_in(
                     + tests_applied.output,
                 )
         python_files = changed_python_files(patch, root)
-        build = _build(plan, python_files, workdir)
-        lint = _lint(python_files, workdir, findings_before)
-        tests, outcomes = run_tests(plan.command, workdir, timeout_s)
+        build = _build(plan, python_files, box)
+        lint = _lint(python_files, box, findings_before)
+        tests, outcomes = run_tests(plan.command, box, timeout_s)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
@@ -161,13 +165,14 @@ def validate_in(
     return ValidationResult(status, truncate(log), duration_ms, lint, build, tuple(outcomes), _tally(plan, outcomes))
 
 
-def run_tests(command: list[str], workdir: str, timeout_s: float) -> tuple[Finished, list[TestOutcome]]:
-    """Run the test command in ``workdir``; its outcome and the per-test results."""
+def run_tests(command: list[str], box: Box, timeout_s: float) -> tuple[Finished, list[TestOutcome]]:
+    """Run the test command in the box; its outcome and the per-test results."""
     with tempfile.TemporaryDirectory(prefix="prbench-report-") as report_dir:
         # Outside the work directory: the patch cannot plant a report there in advance.
+        hand_over(Path(report_dir), box.uid)
         report = Path(report_dir) / "junit.xml"
-        finished = run_limited(_test_command(command, report), workdir, timeout_s)
-        return finished, _outcomes(report, finished.output)
+        finished = box.run(_test_command(command, report), timeout_s)
+        return finished, _outcomes(report, finished)
 
 
 @dataclass(frozen=True)
@@ -189,11 +194,12 @@ class TestRun:
 def run_tests_with(clone: Path, commit: str, patches: list[str], command: list[str], timeout_s: float) -> TestRun:
     """Check out ``commit``, apply ``patches`` in order, run the tests."""
     with checkout(clone, commit) as root:
+        box = box_for(root)
         for patch in filter(str.strip, patches):
-            applied = run_limited(APPLY_COMMAND, str(root), 30, stdin=patch)
+            applied = box.run(APPLY_COMMAND, 30, stdin=patch)
             if applied.returncode != 0:
                 return TestRun(truncate(applied.output) or "git apply failed", False, (), "")
-        finished, outcomes = run_tests(command, str(root), timeout_s)
+        finished, outcomes = run_tests(command, box, timeout_s)
     return TestRun("", finished.timed_out, tuple(outcomes), truncate(finished.output))
 
 
@@ -238,13 +244,17 @@ def _written(files: dict[str, str]) -> Iterator[Path]:
         yield Path(workdir)
 
 
-def _build(plan: TestPlan, python_files: list[str], workdir: str) -> CheckResult:
+def _build(plan: TestPlan, python_files: list[str], box: Box) -> CheckResult:
     if plan.build_command:
-        finished = run_limited(
-            [sys.executable if part == "{python}" else part for part in plan.build_command], workdir, CHECK_TIMEOUT_S
-        )
-        return _status_of(finished)
-    return _check([sys.executable, "-m", "py_compile", *python_files], python_files, workdir)
+        command = [sys.executable if part == "{python}" else part for part in plan.build_command]
+        return _status_of(box.run(command, CHECK_TIMEOUT_S))
+    return _check([sys.executable, "-m", "py_compile", *python_files], python_files, box)
+
+
+def _symbolic_links(root: Path, paths: tuple[str, ...]) -> list[str]:
+    """A second line of defence behind check_patch's mode check: whatever spelling of a
+    link mode got through, the patched files must not be links."""
+    return [path for path in paths if (root / path).is_symlink()]
 
 
 def _test_command(test_command: list[str], report: Path) -> list[str]:
@@ -252,13 +262,23 @@ def _test_command(test_command: list[str], report: Path) -> list[str]:
     return [sys.executable if part == "{python}" else part.replace("{junit}", str(report)) for part in test_command]
 
 
-def _outcomes(report: Path, log: str) -> list[TestOutcome]:
+def _outcomes(report: Path, finished: Finished) -> list[TestOutcome]:
     try:
         xml = report.read_bytes()[:REPORT_LIMIT].decode(errors="replace") if report.is_file() else ""
     except OSError:
         xml = ""
     parsed = parse_junit(xml) if xml else None
-    return parsed if parsed is not None else parse_test_log(log)
+    if parsed is None or not _agrees(parsed, finished):
+        return parse_test_log(finished.output)
+    return parsed
+
+
+def _agrees(outcomes: list[TestOutcome], finished: Finished) -> bool:
+    """The report is written from inside the process under test, so code under test can
+    rewrite it (an atexit hook, say). A report that contradicts the runner's exit status
+    is not believed: 0 means nothing failed, 1 (pytest, unittest) means something did."""
+    failed = any(outcome.outcome in ("failed", "error") for outcome in outcomes)
+    return not ((finished.returncode == 0 and failed) or (finished.returncode == 1 and not failed))
 
 
 def changed_python_files(patch: str, root: Path) -> list[str]:
@@ -267,22 +287,22 @@ def changed_python_files(patch: str, root: Path) -> list[str]:
     return sorted(path for path in files if path.endswith(".py") and (root / path).is_file())
 
 
-def _lint_findings(python_files: list[str], workdir: str) -> tuple[Counter, str]:
+def _lint_findings(python_files: list[str], box: Box) -> tuple[Counter, str]:
     """ruff's findings per (file, rule), and its report."""
     if not python_files:
         return Counter(), ""
-    finished = run_limited([*LINT_COMMAND, *python_files], workdir, CHECK_TIMEOUT_S)
+    finished = box.run([*LINT_COMMAND, *python_files], CHECK_TIMEOUT_S)
     found = Counter((match["path"], match["rule"]) for match in LINT_FINDING.finditer(finished.output))
     if finished.returncode not in (0, 1) or finished.timed_out:  # ruff itself failed: not a finding
         found[("", "ruff-error")] += 1
     return found, finished.output
 
 
-def _lint(python_files: list[str], workdir: str, before: tuple[Counter, str]) -> CheckResult:
+def _lint(python_files: list[str], box: Box, before: tuple[Counter, str]) -> CheckResult:
     """Clean when the patch adds no finding: the files' old findings are not the model's."""
     if not python_files:
         return NOT_CHECKED
-    after, report = _lint_findings(python_files, workdir)
+    after, report = _lint_findings(python_files, box)
     new = after - before[0]
     if not new:
         return CheckResult(CheckStatus.PASSED, truncate(report))
@@ -290,10 +310,10 @@ def _lint(python_files: list[str], workdir: str, before: tuple[Counter, str]) ->
     return CheckResult(CheckStatus.FAILED, truncate(f"new findings: {added}\n{report}"))
 
 
-def _check(command: list[str], python_files: list[str], workdir: str) -> CheckResult:
+def _check(command: list[str], python_files: list[str], box: Box) -> CheckResult:
     if not python_files:
         return NOT_CHECKED
-    return _status_of(run_limited(command, workdir, CHECK_TIMEOUT_S))
+    return _status_of(box.run(command, CHECK_TIMEOUT_S))
 
 
 def _status_of(finished: Finished) -> CheckResult:

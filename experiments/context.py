@@ -85,7 +85,7 @@ def bm25_context(
     max_files: int = DEFAULT_MAX_FILES,
 ) -> FilesContext:
     """The up to ``max_files`` files at ``commit`` that BM25 ranks highest for ``query``
-    (the problem statement, with the hints appended when the arm shows them), best first.
+    (the problem statement), best first.
 
     Files that share no word with the query are never shown, so a query the repository
     knows nothing of gives an empty context.

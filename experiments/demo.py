@@ -3,6 +3,8 @@ and the textkit repository's history, mined by ingest_prs, with an experiment on
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
@@ -129,7 +131,7 @@ def load_repository_experiment(org: Organization, user=None) -> Experiment:
     quarantined, one refactor rejected; oracle and careful arms prompted with BM25 files."""
     repo = Path(settings.VAR_DIR) / "demo-repos" / "textkit"
     if not repo.exists():
-        build_testbed(repo, flaky_counter=repo.parent / "flaky-runs")
+        build_testbed(repo, flaky_counter=shared_scratch("flaky-runs"))
     if not Dataset.objects.filter(org=org, name=DEMO_REPO_DATASET).exists():
         options = IngestOptions("demo/textkit", str(repo))
         verdicts = [found for found in ingest(options, set()) if isinstance(found, Verdict)]
@@ -150,3 +152,14 @@ def load_repository_experiment(org: Organization, user=None) -> Experiment:
     )
     experiment, _ = do_apply_experiment(org, spec, user)
     return experiment
+
+
+def shared_scratch(name: str) -> Path:
+    """A file the sandbox's users can all reach: validations hide VAR_DIR from them."""
+    directory = (
+        Path(tempfile.gettempdir()) / "prbench-demo" / hashlib.sha256(str(settings.VAR_DIR).encode()).hexdigest()[:12]
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    for part in (directory.parent, directory):
+        part.chmod(0o755)
+    return directory / name

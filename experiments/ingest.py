@@ -156,6 +156,11 @@ def judge_candidate(candidate: Candidate, options: IngestOptions) -> Verdict:
 def _rejection(before: TestRun, afters: list[TestRun]) -> str:
     if before.apply_error:
         return f"the test patch does not apply at the parent commit: {before.apply_error.strip()[:300]}"
+    # Without a trustworthy "before", every test would look newly fixed.
+    if before.timed_out:
+        return "the tests timed out before the gold patch"
+    if not before.outcomes:
+        return "the test command reported no per-test results before the gold patch"
     for after in afters:
         if after.apply_error:
             return f"the gold patch does not apply at the parent commit: {after.apply_error.strip()[:300]}"

@@ -149,6 +149,10 @@ def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | No
     """Call the model and validate its patch. No database access: runs on pool threads."""
     request = None
     try:
+        if attempt.task.repo and not attempt.run.inference_only:
+            # Before the call: a repository that cannot be checked out must not cost an answer.
+            task = attempt.task
+            ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
         request = build_request(attempt)
         try:
             completion = gateway.call(prepared, request, held_slot)

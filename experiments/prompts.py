@@ -27,8 +27,9 @@ def render_repository(task: TaskInstance, context_mode: str = ContextMode.ORACLE
         return "\n\n".join(f"--- {path} ---\n{content}" for path, content in sorted(task.repo_files.items()))
     clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
     if context_mode == ContextMode.BM25:
-        query = "\n".join(filter(None, (task.problem_statement, task.hints_text)))
-        return render_files(bm25_context(clone, task.base_commit, query))
+        # The problem statement alone, as SWE-bench retrieves: hints are not in the prompt,
+        # so they must not steer which files it shows either.
+        return render_files(bm25_context(clone, task.base_commit, task.problem_statement))
     return render_files(oracle_context(clone, task.base_commit, task.gold_patch))
 
 

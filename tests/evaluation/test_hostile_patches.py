@@ -3,8 +3,10 @@ disk, or runs and is contained, and the result says which."""
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -96,7 +98,16 @@ def test_changing_a_file_of_the_tasks_test_patch_is_refused(clone):
     assert "changes the task's test file checks/verify.py" in result.log
 
 
-def test_code_under_test_sees_no_secret_of_the_worker(clone, monkeypatch):
+@pytest.fixture
+def process_with_a_secret():
+    """A process of the worker's whose real environment holds a key, as a worker's would."""
+    process = subprocess.Popen(["sleep", "60"], env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": CANARY})
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_code_under_test_sees_no_secret_of_the_worker(clone, monkeypatch, process_with_a_secret):
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     monkeypatch.setenv("DATABASE_URL", f"postgres://user:{CANARY}@db/prbench")
     snoop = """
@@ -117,10 +128,7 @@ raise RuntimeError(f"SNOOPED {_read} environ files, found {_found} in {sorted(os
     assert result.status == ValidationStatus.FAILED
     assert "SNOOPED" in result.log, result.log  # the snooping code did run
     assert CANARY not in result.log
-    assert "found []" in result.log
-    if not isolation().namespaces:
-        pytest.skip("unshare is unavailable here: /proc of the worker is visible (the environment is still scrubbed)")
-    assert "SNOOPED 0 environ" not in result.log  # it could read its own /proc, just nobody else's
+    assert "found []" in result.log  # neither in its environment nor in another process's
 
 
 @pytest.fixture
@@ -159,23 +167,35 @@ raise RuntimeError(_result)
     assert not accepted
 
 
-def sandbox_leftovers() -> list[str]:
-    """Processes still working in a validation checkout."""
+@pytest.fixture
+def own_tmp(monkeypatch):
+    """This test's checkouts in a directory of its own (other tests validate alongside),
+    one the sandbox user may pass through, as /tmp."""
+    directory = Path(tempfile.mkdtemp(prefix="prbench-test-"))
+    directory.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    yield directory
+    shutil.rmtree(directory)
+
+
+def sandbox_leftovers(directory: Path) -> list[str]:
+    """Processes still working in a checkout under ``directory``."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            if "prbench-checkout-" in os.readlink(proc / "cwd"):
+            if os.readlink(proc / "cwd").startswith(str(directory)):
                 found.append(proc.name)
         except OSError:
             continue
     return found
 
 
-def test_a_fork_bomb_is_contained(clone):
+def test_a_fork_bomb_is_contained(clone, own_tmp):
     if not isolation().pids_cgroup and os.geteuid() == 0:
         pytest.skip("no pids cgroup and running as root: RLIMIT_NPROC would not bound a fork bomb here")
     bomb = """
 import os
+import shutil
 while True:
     try:
         os.fork()
@@ -188,26 +208,21 @@ while True:
     assert "tests exceeded 5s" in result.log
     assert time.monotonic() - started < 30
     time.sleep(0.5)
-    assert sandbox_leftovers() == []
+    assert sandbox_leftovers(own_tmp) == []
     assert subprocess.run(["true"]).returncode == 0  # the machine can still start processes
 
 
-def test_an_infinite_loop_times_out(clone):
+def test_an_infinite_loop_times_out(clone, own_tmp):
     started = time.monotonic()
     result = validate(clone, replacing_words_module("while True:\n    pass"), timeout_s=3)
     assert result.status == ValidationStatus.TIMED_OUT
     assert time.monotonic() - started < 20
-    assert sandbox_leftovers() == []
+    assert sandbox_leftovers(own_tmp) == []
 
 
-def test_a_checkout_is_removed_after_validation(clone, tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+def test_a_checkout_is_removed_after_validation(clone, own_tmp):
     validate(clone, replacing_words_module("X = 1"))
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert list(own_tmp.iterdir()) == []
 
 
 def test_a_dataset_build_command_replaces_byte_compiling(clone):
@@ -217,3 +232,99 @@ def test_a_dataset_build_command_replaces_byte_compiling(clone):
     assert built.build.ok is True and "BUILT 41" in built.build.log
     broken = validate(clone, replacing_words_module("X = undefined_name"), build_command=build)
     assert broken.build.ok is False and "NameError" in broken.build.log
+
+
+def needs_a_separate_user():
+    if not isolation().separate_user:
+        pytest.skip("the worker is not root here, so sandboxed commands keep its user")
+
+
+def test_code_under_test_cannot_write_the_cache_the_project_or_its_cgroup(clone, settings):
+    needs_a_separate_user()
+    cache = Path(settings.PRBENCH_REPO_CACHE_DIR)
+    before = sorted(str(path) for path in cache.rglob("*"))
+    attempts = f"""
+import os
+import shutil
+_results = []
+for _path in ({str(clone[0] / "hooks" / "reference-transaction")!r}, {str(settings.BASE_DIR / "pwned.py")!r},
+              "/sys/fs/cgroup/pids/cgroup.procs"):
+    try:
+        with open(_path, "a") as _handle:
+            _handle.write(str(os.getpid()))
+        _results.append("WROTE " + _path)
+    except OSError as _exc:
+        _results.append(f"DENIED {{_exc.errno}}")
+raise RuntimeError(" | ".join(_results) + f" as uid {{os.getuid()}}")
+"""
+    result = validate(clone, replacing_words_module(attempts))
+    assert "WROTE" not in result.log and "DENIED 13 | DENIED 13 | DENIED 13" in result.log, result.log
+    assert "as uid 0" not in result.log
+    assert sorted(str(path) for path in cache.rglob("*")) == before
+    assert not (settings.BASE_DIR / "pwned.py").exists()
+
+
+def test_the_workers_sockets_are_hidden(clone, settings):
+    """A Unix socket in the var directory (the embedded Redis's), even one anybody may use."""
+    needs_a_separate_user()
+    var = Path(tempfile.mkdtemp(prefix="prbench-var-", dir="/tmp"))
+    var.chmod(0o755)
+    settings.VAR_DIR = var
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(var / "redis.sock"))
+    (var / "redis.sock").chmod(0o777)
+    server.listen()
+    try:
+        connect = f"""
+import socket
+_client = socket.socket(socket.AF_UNIX)
+try:
+    _client.connect({str(var / "redis.sock")!r})
+    _result = "CONNECTED"
+except OSError as _exc:
+    _result = f"BLOCKED {{_exc}}"
+raise RuntimeError(_result)
+"""
+        result = validate(clone, replacing_words_module(connect))
+    finally:
+        server.close()
+        (var / "redis.sock").unlink()
+        var.rmdir()
+    assert "BLOCKED" in result.log and "CONNECTED" not in result.log, result.log
+
+
+def test_a_rewritten_junit_report_is_not_believed(clone):
+    """The patch fixes nothing but rewrites the report at exit to say every test passed."""
+    test_patch = (
+        "--- /dev/null\n+++ b/tests/test_more_words.py\n@@ -0,0 +1,5 @@\n"
+        "+from textkit.words import count_words\n+\n+\n+def test_counts_hyphenated_words():\n"
+        '+    assert count_words("well-known") == 2\n'
+    )
+    forger = """
+import atexit, sys
+
+def _forge():
+    for _arg in sys.argv:
+        if _arg.startswith("--junitxml="):
+            open(_arg.split("=", 1)[1], "w").write(
+                '<testsuite><testcase classname="tests.test_more_words" '
+                'name="test_counts_hyphenated_words"/></testsuite>'
+            )
+
+atexit.register(_forge)
+"""
+    f2p = ("tests/test_more_words.py::test_counts_hyphenated_words",)
+    result = validate(clone, replacing_words_module(forger), test_patch=test_patch, fail_to_pass=f2p)
+    assert result.status == ValidationStatus.FAILED
+    assert result.tally is not None and result.tally.fail_to_pass_passed == 0
+
+
+@pytest.mark.parametrize("mode", ["0120000", "120000\r", "120000 "])
+def test_a_symbolic_link_in_any_spelling_is_refused(clone, mode):
+    patch = (
+        f"diff --git a/textkit/data b/textkit/data\nnew file mode {mode}\nindex 0000000..1111111\n"
+        "--- /dev/null\n+++ b/textkit/data\n@@ -0,0 +1 @@\n+/etc\n\\ No newline at end of file\n"
+    )
+    result = validate(clone, patch)
+    assert result.status == ValidationStatus.REJECTED
+    assert "symbolic link" in result.log

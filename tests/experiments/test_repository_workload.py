@@ -2,6 +2,7 @@
 an oracle arm (all resolved), an empty arm (none) and a noisy arm (in between)."""
 
 import json
+import shutil
 
 import pytest
 from django.core.management import CommandError
@@ -10,6 +11,7 @@ from django.urls import reverse
 from evaluation.patches import check_patch
 from evaluation.testbed import FLAKY_SUBJECT, KEPT_SUBJECTS, build_testbed
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
+from experiments.demo import shared_scratch
 from experiments.models import Artifact, ArtifactKind, AttemptStatus, Dataset, TaskInstance
 from experiments.reporting import run_patch_quality
 from experiments.swebench_export import swebench_report
@@ -21,7 +23,11 @@ from tests.experiments.test_commands import run_command
 @pytest.fixture
 def textkit(tmp_path, settings):
     settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "cache"
-    return build_testbed(tmp_path / "textkit", flaky_counter=tmp_path / "flaky-runs")
+    # The flaky test's counter where every sandbox user can reach it, as the demo's.
+    settings.VAR_DIR = tmp_path / "var"
+    counter = shared_scratch("flaky-runs")
+    yield build_testbed(tmp_path / "textkit", flaky_counter=counter)
+    shutil.rmtree(counter.parent)
 
 
 @pytest.fixture
@@ -124,10 +130,13 @@ def test_oracle_resolves_every_task_empty_none_noisy_some(org, alice, textkit, s
         for path in check_patch(attempt.task.gold_patch).paths:
             assert f"--- {path} ---" in prompt
         assert attempt.task.problem_statement in prompt
-    assert 'UNITS = {"h": 3600, "m": 3600, "s": 1}' in prompt or "duration" not in prompt
+        if "textkit/duration.py" in attempt.task.gold_patch:  # shown as it was before the fix
+            assert 'UNITS = {"h": 3600, "m": 3600, "s": 1}' in prompt
 
     empty = run.attempts.filter(arm__label="empty").first()
-    assert (empty.patch_present, empty.resolved, empty.fail_to_pass_fraction) == (False, False, None)
+    # No patch fixes none of the FAIL_TO_PASS tests (and breaks none of the others).
+    assert (empty.patch_present, empty.resolved, empty.fail_to_pass_fraction) == (False, False, 0.0)
+    assert empty.pass_to_pass_regressions == 0
 
     quality = {row.label: row for row in run_patch_quality(run)}
     assert quality["oracle"] == PatchQualityRow(
@@ -144,7 +153,7 @@ def test_oracle_resolves_every_task_empty_none_noisy_some(org, alice, textkit, s
     )
     assert quality["oracle"].lines_changed_mean == 2.0  # each fix swaps one line
     empty_row = quality["empty"]
-    assert (empty_row.well_formed_rate, empty_row.applied_rate, empty_row.fail_to_pass_mean) == (None, 0.0, None)
+    assert (empty_row.well_formed_rate, empty_row.applied_rate, empty_row.fail_to_pass_mean) == (None, 0.0, 0.0)
     page = client_for(alice).get(reverse("experiments:run", args=[run.code])).content.decode()
     assert "<h3>Patch quality</h3>" in page
 
@@ -191,3 +200,36 @@ def test_the_attempt_page_shows_what_the_task_asks_of_each_test(org, alice, plai
     assert '<code>tests/test_duration.py::test_hours</code></td><td class="muted">must keep passing</td>' in page
     dataset_page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
     assert "Test command: <code>{python} -m pytest" in dataset_page
+
+
+def test_bm25_mode_shows_the_files_retrieved_for_the_problem(org, alice, plain_textkit, start):
+    ingest(org, plain_textkit, "--max", "1")  # parse_duration counts minutes as hours
+    dataset = Dataset.objects.get(name="textkit")
+    arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
+    spec = ExperimentSpec(name="b", dataset=dataset, arms=arms, context_mode="bm25")
+    run = start(do_save_experiment(org, spec))
+    work_queue()
+    attempt = run.attempts.get()
+    prompt = attempt.request["messages"][0]["content"]
+    assert run.config_snapshot["context_mode"] == "bm25"
+    assert run.config_snapshot["prompt_version"].startswith("sha256:")
+    # Retrieved, not given: the query's words ("parse_duration", "minutes", "hours") find
+    # the module, and test files are never shown.
+    assert "--- textkit/duration.py ---" in prompt
+    assert "--- tests/" not in prompt
+    assert attempt.resolved
+
+
+def test_an_unavailable_repository_fails_the_attempt_before_the_model_is_paid(org, alice, plain_textkit, start):
+    ingest(org, plain_textkit, "--max", "1")
+    dataset = Dataset.objects.get(name="textkit")
+    dataset.repo_sources = {"local/textkit": str(plain_textkit.parent / "moved-away")}
+    dataset.save()
+    arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
+    spec = ExperimentSpec(name="gone", dataset=dataset, arms=arms, prompt_template="Fix: {{problem_statement}}")
+    run = start(do_save_experiment(org, spec))
+    work_queue()
+    attempt = run.attempts.get()
+    assert attempt.status == AttemptStatus.FAILED
+    assert "repository unavailable: cannot clone local/textkit" in attempt.error_message
+    assert attempt.request == {} and attempt.input_tokens is None  # no call was made
