@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from evaluation.evaluator import active_profile
 from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
@@ -298,6 +299,7 @@ def do_start_run(
         status=RunStatus.RUNNING,
         inference_only=inference_only,
         config_snapshot=_snapshot(experiment),
+        evaluator_profile=active_profile(),
         created_by=user,
         started_at=now,
     )

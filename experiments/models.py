@@ -165,6 +165,14 @@ class Run(models.Model):
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
     inference_only = models.BooleanField(default=False, help_text="Skip patch validation (SWE-bench style inference)")
     config_snapshot = models.JSONField(default=dict, help_text="The experiment as it was when the run started")
+    evaluator_profile = models.ForeignKey(
+        "evaluation.EvaluatorProfile",
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="runs",
+        help_text="The profile the run's attempts are judged with (the one active when it started)",
+    )
     total_attempts = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

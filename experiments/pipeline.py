@@ -13,6 +13,7 @@ and keeps worker threads free of database connections.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from django.db import DataError, transaction
 from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 
+from evaluation.evaluator import enqueue_judging
 from evaluation.patches import extract_patch
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.scoring import PatchScore, score_pr_attempt
@@ -506,7 +508,20 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     update_by_pk(Attempt, {o.attempt_id: _completed_row(o, now) for o in completed})
     update_by_pk(Attempt, {o.attempt_id: _failed_row(o, now) for o in failed})
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
+    _judge_once_committed([o.attempt_id for o in completed])
     return len(mine)
+
+
+def _judge_once_committed(attempt_ids: list[int]) -> None:
+    """Answered attempts of runs with an evaluator profile go to the evaluator's queue."""
+    if not attempt_ids:
+        return
+    by_profile: dict[int, list[int]] = {}
+    judged = Attempt.objects.filter(pk__in=attempt_ids, run__evaluator_profile__isnull=False)
+    for profile_id, attempt_id in judged.values_list("run__evaluator_profile_id", "pk"):
+        by_profile.setdefault(profile_id, []).append(attempt_id)
+    for profile_id, ids in by_profile.items():
+        transaction.on_commit(functools.partial(enqueue_judging, profile_id, ids))
 
 
 def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest | None, error: ProviderError) -> bool:

@@ -138,6 +138,8 @@ PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS"
 PRBENCH_SANDBOX_NAMESPACES = envbool("PRBENCH_SANDBOX_NAMESPACES", "True")
 PRBENCH_SANDBOX_MAX_PROCESSES = envint("PRBENCH_SANDBOX_MAX_PROCESSES", "512")
 PRBENCH_SANDBOX_MEMORY_BYTES = envint("PRBENCH_SANDBOX_MEMORY_BYTES", str(2 * 1024**3))
+# The platform's own organisation, whose credentials pay for evaluator calls.
+PRBENCH_PLATFORM_ORG = env("PRBENCH_PLATFORM_ORG", "prbench-platform")
 # One bare clone per task repository (see evaluation/repositories.py).
 PRBENCH_REPO_CACHE_DIR = Path(env("PRBENCH_REPO_CACHE_DIR", str(VAR_DIR / "repos")))
 

@@ -8,6 +8,7 @@ seed reproduces the same outputs byte for byte.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import time
@@ -21,7 +22,8 @@ from providers.errors import ErrorCategory, ProviderError
 from providers.pricing import cost_for
 from providers.types import Completion, CompletionRequest, Usage
 
-MODES = ("oracle", "noisy", "empty", "error")
+MODES = ("oracle", "noisy", "empty", "error", "evaluator")
+INVALID_ANSWERS = ("never", "first", "always")  # the mock evaluator's broken answers, for tests
 NUMBER_FIELDS = {
     "quality": (0.0, 1.0),
     "failure_rate": (0.0, 1.0),
@@ -51,6 +53,8 @@ class MockAdapter(Adapter):
                 not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high
             ):
                 errors.append(f"config.{name} must be a number between {low} and {high}")
+        if config.get("invalid", "never") not in INVALID_ANSWERS:
+            errors.append(f"config.invalid must be one of {', '.join(INVALID_ANSWERS)}")
         category = config.get("failure_category", ErrorCategory.SERVER_ERROR)
         if category not in ErrorCategory.values:
             errors.append(f"config.failure_category {category!r} is not an error category")
@@ -69,7 +73,11 @@ class MockAdapter(Adapter):
             raise ProviderError(category, f"mock provider simulated {category}")
         # Answer quality is a property of the attempt, not of the try: retrying a noisy
         # answer must not turn it into the oracle's.
-        text = _answer(mode, config.get("quality", 1.0), request, random.Random(_seed(request.seed_key)))
+        answer_rng = random.Random(_seed(request.seed_key))
+        if mode == "evaluator":
+            text = _judgement(config, request, answer_rng)
+        else:
+            text = _answer(mode, config.get("quality", 1.0), request, answer_rng)
         usage = Usage(input_tokens=_tokens(request.prompt_text()), output_tokens=_tokens(text))
         return Completion(
             text=text,
@@ -147,3 +155,28 @@ def no_op_rewrite(patch: str) -> str:
             for line in old:
                 out += [f"-{line.value}", f"+{line.value}"] if line.is_removed else [f" {line.value}"]
     return "".join(out)
+
+
+def _judgement(config: dict, request: CompletionRequest, rng: random.Random) -> str:
+    """The mock evaluator: scores that follow what validation showed (read from the blind
+    prompt, like a real evaluator), plus seeded noise. Labelled a mock in its rationale."""
+    prompt = request.prompt_text()
+    invalid = config.get("invalid", "never")
+    repairing = "Your previous answer was not valid" in prompt
+    if invalid == "always" or (invalid == "first" and not repairing):
+        return "I think this patch is quite good, maybe 8/10."
+    if "tests: passed" in prompt:
+        base, confidence = 85, 0.9
+    elif "patch applied: yes" in prompt:
+        base, confidence = 45, 0.35
+    else:
+        base, confidence = 10, 0.05
+    overall = max(0, min(100, round(base + rng.gauss(0, 6))))
+    verdict = {
+        "technical_quality": max(1, min(10, round(overall / 10))),
+        "correctness_confidence": round(max(0.0, min(1.0, confidence + rng.gauss(0, 0.05))), 2),
+        "change_risk": "low" if overall >= 70 else "medium" if overall >= 40 else "high",
+        "overall": overall,
+        "rationale": f"Mock evaluator (not a model): scored from the validation summary, {base} plus seeded noise.",
+    }
+    return json.dumps(verdict)

@@ -1,0 +1,33 @@
+"""Staff only: evaluator profiles (platform configuration) and verdicts with their
+rationale, prompts and raw answers, none of which customers ever see."""
+
+from typing import Any
+
+from django.contrib import admin
+
+from evaluation.models import JUDGING_FIELDS, EvaluatorProfile, Verdict
+
+
+@admin.register(EvaluatorProfile)
+class EvaluatorProfileAdmin(admin.ModelAdmin):
+    list_display = ["name", "version", "provider", "model_name", "prompt_version", "rubric_version", "active_from"]
+    list_filter = ["name", "provider"]
+    # "Save as new" is how a frozen profile changes: bump the version, then save as new.
+    save_as = True
+
+    def get_readonly_fields(self, request: Any, obj: EvaluatorProfile | None = None) -> Any:
+        if obj is not None and obj.is_frozen:
+            return [*JUDGING_FIELDS, "created_at"]
+        return ["created_at"]
+
+
+@admin.register(Verdict)
+class VerdictAdmin(admin.ModelAdmin):
+    list_display = ["attempt", "profile", "status", "overall", "change_risk", "repaired", "cost_usd", "created_at"]
+    list_filter = ["status", "profile", "change_risk"]
+    search_fields = ["attempt__code", "attempt__task__external_id", "rationale"]
+    raw_id_fields = ["attempt"]
+    readonly_fields = [field.name for field in Verdict._meta.fields]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False  # verdicts come from the evaluator, never from a form

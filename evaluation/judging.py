@@ -1,0 +1,143 @@
+"""The evaluator's blind input, and reading its answer. Pure functions: no ORM, no network.
+
+Blind means the evaluator sees what a reviewer of the pull request would see (the problem,
+the patch, what validation showed) and nothing that says who wrote it: no provider, model,
+arm label, cost or latency. Names of providers and models that the model itself wrote
+into its patch ("As an OpenAI model...") are redacted too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+# Vendors and model families; the arm's own provider, model and label are added per attempt.
+IDENTITY_WORDS = re.compile(
+    r"\b(open\s?ai|anthropic|claude[\w.-]*|chat\s?gpt|gpt-?[\w.-]*|azure|openrouter|gemini[\w.-]*|"
+    r"llama[\w.-]*|mistral[\w.-]*|mixtral[\w.-]*|deepseek[\w.-]*|qwen[\w.-]*)\b",
+    re.IGNORECASE,
+)
+REDACTED = "[redacted]"
+# Text that poses as an instruction to the evaluator, inside the material it judges.
+INJECTION = re.compile(
+    r"(ignore|disregard|forget|override)\s+(all\s+|any\s+|the\s+)?(previous|prior|above|earlier|preceding)\s+"
+    r"(instructions?|prompts?|rules?|directions?)|(you\s+must\s+)?(give|rate|score|award)\s+(this|the)\s+"
+    r"(patch|change|pr|pull\s+request)\s+(a\s+)?(score|rating)?\s*(of\s+)?\d+",
+    re.IGNORECASE,
+)
+NEUTRALISED = "[instruction-like text removed]"
+# The prompt's own section markers: a look-alike inside the material could close a section
+# early and make what follows read as the prompt's own words.
+MARKER = re.compile(r"<\s*/?\s*(patch|problem|validation|rubric)\s*>", re.IGNORECASE)
+REPAIR_INSTRUCTION = (
+    "Your previous answer was not valid: {error}. Answer again with exactly one JSON object with the keys "
+    "technical_quality (integer 1-10), correctness_confidence (number 0-1), change_risk (low, medium or high), "
+    "overall (integer 0-100) and rationale (string), and nothing else."
+)
+
+
+@dataclass(frozen=True)
+class BlindInput:
+    """What the evaluator may know about an attempt."""
+
+    problem_statement: str
+    patch: str
+    validation: str  # a summary: applied, tests, lint, build
+
+
+@dataclass(frozen=True)
+class ValidationFacts:
+    """What validation showed, as the attempt recorded it."""
+
+    patch_present: bool
+    applied: bool | None
+    status: str  # the validation artifact's status, or "" when the run was not validated
+    tests_passed: int
+    tests_failed: int
+    fail_to_pass_fraction: float | None
+    pass_to_pass_regressions: int | None
+    lint_clean: bool | None
+    build_ok: bool | None
+
+
+def summarise(facts: ValidationFacts) -> str:
+    def yes_no(value: bool | None, yes: str, no: str) -> str:
+        return "not checked" if value is None else (yes if value else no)
+
+    lines = [
+        f"patch present: {'yes' if facts.patch_present else 'no'}",
+        f"patch applied: {yes_no(facts.applied, 'yes', 'no')}",
+        f"tests: {facts.status or 'not run'} ({facts.tests_passed} passed, {facts.tests_failed} failed)",
+    ]
+    if facts.fail_to_pass_fraction is not None:
+        lines.append(f"tests the fix had to turn green: {facts.fail_to_pass_fraction:.0%} do")
+    if facts.pass_to_pass_regressions is not None:
+        lines.append(f"tests that passed before and fail now: {facts.pass_to_pass_regressions}")
+    lines.append(f"lint: {yes_no(facts.lint_clean, 'clean', 'new findings')}")
+    lines.append(f"build: {yes_no(facts.build_ok, 'ok', 'fails')}")
+    return "\n".join(lines)
+
+
+def blind_input(problem: str, patch: str, facts: ValidationFacts, identity: list[str]) -> BlindInput:
+    """``identity``: the arm's provider, model and label, redacted wherever they appear."""
+    return BlindInput(
+        problem_statement=sanitise(problem, identity),
+        patch=sanitise(patch, identity),
+        validation=summarise(facts),
+    )
+
+
+def sanitise(text: str, identity: list[str]) -> str:
+    text = redact(text, identity)
+    text = INJECTION.sub(NEUTRALISED, text)
+    return MARKER.sub(lambda match: match.group(0).replace("<", "‹").replace(">", "›"), text)
+
+
+def redact(text: str, identity: list[str]) -> str:
+    for term in sorted({term for term in identity if len(term) >= 3}, key=len, reverse=True):
+        text = re.sub(re.escape(term), REDACTED, text, flags=re.IGNORECASE)
+    return IDENTITY_WORDS.sub(REDACTED, text)
+
+
+def render(template: str, rubric: str, blind: BlindInput) -> str:
+    values = {
+        "{{rubric}}": rubric,
+        "{{problem_statement}}": blind.problem_statement,
+        "{{validation}}": blind.validation,
+        "{{patch}}": blind.patch or "(no patch)",
+    }
+    # One pass, so text inside a value that looks like a placeholder stays as it is.
+    pattern = re.compile("|".join(re.escape(key) for key in values))
+    return pattern.sub(lambda match: values[match.group(0)], template)
+
+
+class Judgement(BaseModel):
+    technical_quality: int = Field(ge=1, le=10)
+    correctness_confidence: float = Field(ge=0, le=1)
+    change_risk: Literal["low", "medium", "high"]
+    overall: int = Field(ge=0, le=100)
+    rationale: str = Field(min_length=1, max_length=5000)
+
+
+class InvalidJudgement(Exception):
+    pass
+
+
+def parse_judgement(text: str) -> Judgement:
+    """The one JSON object in the answer (a fenced block is fine), checked field by field."""
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    if not match:
+        raise InvalidJudgement("no JSON object found")
+    try:
+        data = json.loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        raise InvalidJudgement(f"malformed JSON ({exc.msg})") from None
+    try:
+        return Judgement.model_validate(data, strict=False)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InvalidJudgement(problems) from None
