@@ -8,8 +8,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from evaluation.models import Verdict
 from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm, TaskInstance
-from leaderboards.aggregation import ArmRow, PatchQualityRow, arm_leaderboard, arm_patch_quality
+from leaderboards.aggregation import (
+    ArmRow,
+    EvaluatorRow,
+    PatchQualityRow,
+    arm_evaluator_scores,
+    arm_leaderboard,
+    arm_patch_quality,
+)
 
 
 def run_leaderboard(run: Run) -> list[ArmRow]:
@@ -18,6 +26,11 @@ def run_leaderboard(run: Run) -> list[ArmRow]:
 
 def run_patch_quality(run: Run) -> list[PatchQualityRow]:
     return arm_patch_quality(run.attempts.all())
+
+
+def run_evaluator_scores(run: Run) -> list[EvaluatorRow]:
+    """Scores only: rationale and raw answers never leave the admin."""
+    return arm_evaluator_scores(Verdict.objects.filter(attempt__run=run))
 
 
 def _pct(value: float | None) -> str:
@@ -67,6 +80,7 @@ def _number(value: Decimal | float | None) -> float | None:
 def run_export(run: Run) -> dict:
     rows = run_leaderboard(run)
     quality = {row.arm_id: row for row in run_patch_quality(run)}
+    evaluator = run_evaluator_scores(run)
     attempts = run.attempts.select_related("task", "arm").order_by("sequence")
     return {
         "run": {
@@ -93,6 +107,18 @@ def run_export(run: Run) -> dict:
                 "error_rate": r.error_rate,
                 "low_sample": r.low_sample,
                 **_quality_fields(quality.get(r.arm_id)),
+                "evaluator": [
+                    {
+                        "profile": e.profile,
+                        "mean_overall": e.mean_overall,
+                        "ci_low": e.ci_low,
+                        "ci_high": e.ci_high,
+                        "judged": e.judged,
+                        "evaluator_errors": e.errors,
+                    }
+                    for e in evaluator
+                    if e.arm_id == r.arm_id
+                ],
             }
             for r in rows
         ],

@@ -17,7 +17,7 @@ from experiments.actions import check_run_transition, check_start_run, do_run_ac
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
 from experiments.models import Artifact, Attempt, AttemptStatus, Dataset, Experiment, Run
 from experiments.progress import run_progress
-from experiments.reporting import run_leaderboard, run_patch_quality, task_comparison
+from experiments.reporting import run_evaluator_scores, run_leaderboard, run_patch_quality, task_comparison
 from orgs.access import (
     access_attempt,
     access_current_org,
@@ -161,6 +161,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
         "leaderboard": leaderboard,
         "patch_quality": run_patch_quality(run),
+        "evaluator_scores": run_evaluator_scores(run),
         "attempts": attempt_rows(run, arm_filter),
         "arm_labels": [row.label for row in leaderboard],
         "arm_filter": arm_filter,

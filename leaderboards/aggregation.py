@@ -8,10 +8,11 @@ from decimal import Decimal
 from django.db.models import Avg, Count, Q, QuerySet, Sum
 
 from leaderboards.sql import Percentile
-from leaderboards.stats import LOW_SAMPLE, wilson_interval
+from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, wilson_interval
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
 COMPLETED, FAILED = "completed", "failed"
+JUDGED, EVALUATOR_ERROR = "judged", "evaluator_error"  # verdict statuses, likewise
 
 
 @dataclass(frozen=True)
@@ -138,3 +139,68 @@ def arm_patch_quality(attempts: QuerySet) -> list[PatchQualityRow]:
 
 def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
+
+
+@dataclass(frozen=True)
+class EvaluatorRow:
+    """One arm's evaluator score under one profile."""
+
+    arm_id: int
+    label: str
+    profile: str
+    judged: int
+    errors: int
+    mean_overall: float | None  # None below MIN_JUDGED judged attempts: "insufficient data"
+    ci_low: float | None
+    ci_high: float | None
+
+    @property
+    def insufficient(self) -> bool:
+        return self.judged < MIN_JUDGED
+
+
+def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
+    """``verdicts``: a run's verdicts. Counts and means in SQL; the interval resamples the
+    overall scores of each (arm, profile) group, fetched as one column."""
+    groups = (
+        verdicts.values(
+            "attempt__arm_id",
+            "attempt__arm__label",
+            "attempt__arm__position",
+            "profile_id",
+            "profile__name",
+            "profile__version",
+            "profile__provider",
+        )
+        .annotate(
+            n_judged=Count("id", filter=Q(status=JUDGED)),
+            n_errors=Count("id", filter=Q(status=EVALUATOR_ERROR)),
+            mean=Avg("overall", filter=Q(status=JUDGED)),
+        )
+        .order_by("profile_id", "attempt__arm__position", "attempt__arm_id")
+    )
+    scores: dict[tuple[int, int], list[float]] = {}
+    for arm_id, profile_id, overall in verdicts.filter(status=JUDGED).values_list(
+        "attempt__arm_id", "profile_id", "overall"
+    ):
+        scores.setdefault((arm_id, profile_id), []).append(overall)
+    rows = []
+    for group in groups:
+        key = (group["attempt__arm_id"], group["profile_id"])
+        enough = group["n_judged"] >= MIN_JUDGED
+        interval = bootstrap_mean_interval(scores[key], seed=key[0]) if enough else None
+        mock = " (mock)" if group["profile__provider"] == "mock" else ""
+        label = f"{group['profile__name']}:v{group['profile__version']}{mock}"
+        rows.append(
+            EvaluatorRow(
+                arm_id=key[0],
+                label=group["attempt__arm__label"],
+                profile=label,
+                judged=group["n_judged"],
+                errors=group["n_errors"],
+                mean_overall=group["mean"] if enough else None,
+                ci_low=interval[0] if interval else None,
+                ci_high=interval[1] if interval else None,
+            )
+        )
+    return rows

@@ -12,3 +12,25 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
         return None
     interval = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
     return float(interval.low), float(interval.high)
+
+
+MIN_JUDGED = 10  # below this many judged attempts an evaluator mean is not shown
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def bootstrap_mean_interval(values: list[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap of the mean, seeded so a page shows the same interval twice."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    if len(set(values)) == 1:  # no spread: the interval is the value (scipy would warn)
+        return float(values[0]), float(values[0])
+    result = bootstrap(
+        (np.asarray(values, dtype=float),),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)

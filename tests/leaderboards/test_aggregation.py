@@ -123,3 +123,30 @@ def test_patch_quality_rates_count_only_where_the_metric_applies(run, dataset, d
     assert row.fail_to_pass_mean == 0.75 and row.pass_to_pass_regressions == 2
     assert (row.build_ok_rate, row.lint_clean_rate) == (0.5, 1.0)
     assert row.lines_changed_mean == 4.0
+
+
+def test_evaluator_scores_need_ten_judged_attempts(run, dataset):
+    from evaluation.models import EvaluatorProfile, Verdict
+    from leaderboards.aggregation import arm_evaluator_scores
+    from leaderboards.stats import bootstrap_mean_interval
+
+    task = dataset.tasks.first()
+    profile = EvaluatorProfile.objects.create(name="judge", provider="mock", model_name="m")
+    many = RunArm.objects.create(run=run, label="many", provider="mock", model_name="a", position=0)
+    few = RunArm.objects.create(run=run, label="few", provider="mock", model_name="b", position=1)
+    scores = [40, 55, 60, 62, 70, 71, 75, 80, 88, 90, 93]
+    for rep, overall in enumerate(scores):
+        attempt = add(run, many, task, rep)
+        Verdict.objects.create(attempt=attempt, profile=profile, status="judged", overall=overall)
+    error = add(run, many, task, 99)
+    Verdict.objects.create(attempt=error, profile=profile, status="evaluator_error")
+    for rep in range(9):
+        Verdict.objects.create(attempt=add(run, few, task, rep), profile=profile, status="judged", overall=50)
+    rows = {row.label: row for row in arm_evaluator_scores(Verdict.objects.filter(attempt__run=run))}
+    assert rows["many"].mean_overall == pytest.approx(np.mean(scores))
+    assert (rows["many"].judged, rows["many"].errors) == (11, 1)
+    low, high = bootstrap_mean_interval(scores, seed=many.pk)
+    assert (rows["many"].ci_low, rows["many"].ci_high) == (low, high)
+    assert min(scores) < low < np.mean(scores) < high < max(scores)
+    assert rows["many"].profile == "judge:v1 (mock)"
+    assert rows["few"].insufficient and rows["few"].mean_overall is None and rows["few"].judged == 9
