@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from evaluation.judging import (
@@ -32,7 +35,8 @@ from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from orgs.models import Organization
 from providers import gateway
 from providers.errors import ProviderError
-from providers.types import ArmSpec, Completion, CompletionRequest, Message
+from providers.pricing import catalog_price, cost_for
+from providers.types import ArmSpec, Completion, CompletionRequest, Message, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -198,3 +202,53 @@ def enqueue_judging(profile_id: int, attempt_ids: list[int]) -> None:
 
     if attempt_ids:
         get_queue().enqueue(judge_attempts, profile_id, attempt_ids, result_ttl=0, failure_ttl=7 * 24 * 3600)
+
+
+def profile_by_reference(reference: str) -> EvaluatorProfile:
+    """``NAME`` (its newest version) or ``NAME:VERSION``; ValueError naming what is wrong."""
+    name, _, version = reference.partition(":")
+    profiles = EvaluatorProfile.objects.filter(name=name)
+    if version:
+        if not version.isdigit():
+            raise ValueError(f"--profile {reference}: the version must be a number")
+        profiles = profiles.filter(version=int(version))
+    profile = profiles.order_by("-version").first()
+    if profile is None:
+        raise ValueError(f"--profile {reference}: no evaluator profile of that name and version")
+    return profile
+
+
+def unjudged_attempts(profile: EvaluatorProfile, run_code: str | None = None, since: datetime | None = None):
+    """Answered attempts with no finished verdict of this profile, oldest first."""
+    from experiments.models import Attempt, AttemptStatus
+
+    finished = Verdict.objects.filter(profile=profile).exclude(status=VerdictStatus.PENDING)
+    attempts = Attempt.objects.filter(status=AttemptStatus.COMPLETED).exclude(pk__in=finished.values("attempt_id"))
+    if run_code:
+        attempts = attempts.filter(run__code=run_code)
+    if since:
+        attempts = attempts.filter(scored_at__gte=since)
+    return attempts.order_by("scored_at", "pk")
+
+
+# A judging prompt is the template and rubric plus the problem and the patch; the answer a
+# short JSON object. Characters per token as elsewhere (gateway.estimated_tokens).
+ANSWER_TOKENS = 200
+
+
+def estimated_cost(profile: EvaluatorProfile, attempts) -> Decimal | None:
+    """What judging these attempts would cost at the catalog price; None when unknown."""
+    from experiments.models import Artifact
+
+    price = catalog_price(profile.provider, profile.model_name, timezone.now().date())
+    if price is None:
+        return None
+    fixed = len(profile.prompt_template) + len(profile.rubric)
+    sizes = attempts.aggregate(
+        problems=Sum(Length("task__problem_statement")),
+        n=Count("pk"),
+    )
+    patches = Artifact.objects.filter(attempt__in=attempts, kind="patch").aggregate(chars=Sum(Length("content")))
+    characters = fixed * sizes["n"] + (sizes["problems"] or 0) + (patches["chars"] or 0)
+    usage = Usage(input_tokens=math.ceil(characters / 4), output_tokens=ANSWER_TOKENS * sizes["n"])
+    return cost_for(usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)

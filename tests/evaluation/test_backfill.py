@@ -1,0 +1,85 @@
+"""backfill_evaluations: judges what a profile has not judged yet, in chunks, never twice."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError
+from django.utils import timezone
+
+from evaluation.evaluator import claim_verdicts
+from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
+from experiments.models import AttemptStatus
+from tests.conftest import work_queue
+from tests.experiments.test_commands import run_command
+
+
+@pytest.fixture
+def unjudged_run(experiment, start):
+    """A run from before any evaluator profile existed: nothing judged it."""
+    run = start(experiment)
+    work_queue()
+    assert run.evaluator_profile is None and not Verdict.objects.exists()
+    return run
+
+
+@pytest.fixture
+def profile(db):
+    return EvaluatorProfile.objects.create(
+        name="late", provider="mock", model_name="mock-evaluator", provider_config={"mode": "evaluator"}
+    )
+
+
+def answered(run):
+    return run.attempts.filter(status=AttemptStatus.COMPLETED)
+
+
+def test_dry_run_counts_and_judges_nothing(unjudged_run, profile):
+    output = run_command("backfill_evaluations", "--profile", "late", "--dry-run")
+    assert f"{answered(unjudged_run).count()} attempt(s) to judge with late:v1 (mock)" in output
+    assert "estimated cost unknown (no catalog price for this model)" in output
+    assert not Verdict.objects.exists()
+
+
+def test_dry_run_prices_a_catalogued_model(unjudged_run):
+    EvaluatorProfile.objects.create(name="gpt", provider="openai", model_name="gpt-4o")
+    output = run_command("backfill_evaluations", "--profile", "gpt:1", "--dry-run", "--limit", "2")
+    assert "2 attempt(s) to judge with gpt:v1; estimated cost about $0.00" in output
+
+
+def test_backfill_in_pieces_never_judges_twice(unjudged_run, profile):
+    total = answered(unjudged_run).count()
+    assert "Judged 3 attempt(s)" in run_command("backfill_evaluations", "--profile", "late", "--limit", "3")
+    assert "Judged" in run_command("backfill_evaluations", "--profile", "late", "--run", str(unjudged_run.code))
+    assert "Judged 0 attempt(s)" in run_command("backfill_evaluations", "--profile", "late")
+    verdicts = Verdict.objects.filter(profile=profile)
+    assert verdicts.count() == total
+    assert set(verdicts.values_list("status", flat=True)) == {VerdictStatus.JUDGED}
+
+
+def test_an_interrupted_backfill_is_picked_up_once_its_claims_go_stale(unjudged_run, profile):
+    ids = list(answered(unjudged_run).values_list("pk", flat=True))
+    claim_verdicts(profile.pk, ids[:2])  # a backfill killed after claiming, before judging
+    output = run_command("backfill_evaluations", "--profile", "late")
+    assert f"Judged {len(ids) - 2} attempt(s)" in output and "2 were being judged by another job" in output
+    Verdict.objects.filter(status=VerdictStatus.PENDING).update(claimed_at=timezone.now() - timedelta(hours=1))
+    assert "Judged 2 attempt(s)" in run_command("backfill_evaluations", "--profile", "late")
+    assert Verdict.objects.filter(profile=profile, status=VerdictStatus.JUDGED).count() == len(ids)
+
+
+def test_since_leaves_older_attempts_alone(unjudged_run, profile):
+    tomorrow = (timezone.now() + timedelta(days=1)).strftime("%Y-%m-%d")
+    assert "0 attempt(s)" in run_command("backfill_evaluations", "--profile", "late", "--since", tomorrow, "--dry-run")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--profile", "nobody"], "--profile nobody: no evaluator profile of that name and version"),
+        (["--profile", "late:x"], "--profile late:x: the version must be a number"),
+        (["--profile", "late", "--since", "yesterday"], "--since yesterday: expected a date as YYYY-MM-DD"),
+        (["--profile", "late", "--limit", "0"], "--limit must be at least 1"),
+    ],
+)
+def test_bad_arguments_are_named(profile, args, message):
+    with pytest.raises(CommandError, match=message.replace("$", "\\$")):
+        run_command("backfill_evaluations", *args)
