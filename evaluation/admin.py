@@ -5,6 +5,7 @@ from typing import Any
 
 from django.contrib import admin
 
+from evaluation.agreement import agreements_with, describe
 from evaluation.models import JUDGING_FIELDS, EvaluatorProfile, Verdict
 
 
@@ -14,6 +15,12 @@ class EvaluatorProfileAdmin(admin.ModelAdmin):
     list_filter = ["name", "provider"]
     # "Save as new" is how a frozen profile changes: bump the version, then save as new.
     save_as = True
+    change_form_template = "admin/evaluation/evaluatorprofile/change_form.html"
+
+    def change_view(self, request: Any, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
+        profile = self.get_object(request, object_id)
+        extra = {"agreements": [describe(result) for result in agreements_with(profile)] if profile else []}
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
 
     def get_readonly_fields(self, request: Any, obj: EvaluatorProfile | None = None) -> Any:
         if obj is not None and obj.is_frozen:
