@@ -23,6 +23,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from evaluation.judging import (
+    JUDGEMENT_SCHEMA,
     REPAIR_INSTRUCTION,
     InvalidJudgement,
     Judgement,
@@ -115,6 +116,8 @@ def judge(verdict: Verdict, profile: EvaluatorProfile, prepared: gateway.Prepare
             max_output_tokens=profile.max_output_tokens,
             temperature=profile.temperature,
             seed_key=f"evaluator:{profile.seed}:{attempt.code}:{'repair' if repair else 'first'}",
+            response_schema=JUDGEMENT_SCHEMA,
+            response_schema_name="judgement",
         )
         try:
             completion = gateway.call(prepared, request)

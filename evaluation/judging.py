@@ -123,6 +123,21 @@ class Judgement(BaseModel):
     rationale: str = Field(min_length=1, max_length=5000)
 
 
+# Strict JSON schema (OpenAI's strict mode wants every property required and no others).
+JUDGEMENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "technical_quality": {"type": "integer", "minimum": 1, "maximum": 10},
+        "correctness_confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "change_risk": {"type": "string", "enum": ["low", "medium", "high"]},
+        "overall": {"type": "integer", "minimum": 0, "maximum": 100},
+        "rationale": {"type": "string"},
+    },
+    "required": ["technical_quality", "correctness_confidence", "change_risk", "overall", "rationale"],
+    "additionalProperties": False,
+}
+
+
 class InvalidJudgement(Exception):
     pass
 

@@ -38,6 +38,10 @@ class CompletionRequest:
     # The task's known-good answer. Only the mock reads it (to play an oracle); real
     # adapters never send it anywhere.
     reference_output: str = ""
+    # Structured output: the JSON schema the answer must follow, named. Sent as OpenAI's
+    # response_format or as a forced Anthropic tool call; the answer's text is the JSON.
+    response_schema: dict[str, Any] | None = None
+    response_schema_name: str = "answer"
 
     def prompt_text(self) -> str:
         return "\n".join([self.system, *(m.content for m in self.messages)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from functools import lru_cache
 from typing import Any
@@ -41,7 +42,18 @@ class AnthropicAdapter(Adapter):
             "top_p": request.top_p,
             "stop_sequences": list(request.stop) or None,
         }
-        return params | {k: v for k, v in optional.items() if v is not None}
+        params |= {k: v for k, v in optional.items() if v is not None}
+        if request.response_schema:
+            # Anthropic's structured output is a tool the model must call with that input.
+            params["tools"] = [
+                {
+                    "name": request.response_schema_name,
+                    "description": "Record the answer.",
+                    "input_schema": request.response_schema,
+                }
+            ]
+            params["tool_choice"] = {"type": "tool", "name": request.response_schema_name}
+        return params
 
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
@@ -67,7 +79,7 @@ class AnthropicAdapter(Adapter):
         body = response.model_dump(mode="json", exclude_none=True) if hasattr(response, "model_dump") else {}
         if body.get("stop_reason") == "refusal":
             raise failure(ErrorCategory.CONTENT_FILTERED, "the model refused to answer", params)
-        text = "".join(block.get("text", "") for block in body.get("content") or [] if block.get("type") == "text")
+        text = _answer_text(body.get("content") or [])
         usage = body.get("usage") or {}
         return Completion(
             text=text,
@@ -88,6 +100,14 @@ class AnthropicAdapter(Adapter):
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:
         return http_config_errors(config)
+
+
+def _answer_text(blocks: list[dict]) -> str:
+    """The text blocks, or a forced tool call's input as JSON (structured output)."""
+    tool_inputs = [block.get("input") for block in blocks if block.get("type") == "tool_use"]
+    if tool_inputs:
+        return json.dumps(tool_inputs[0])
+    return "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
 
 
 @lru_cache(maxsize=256)

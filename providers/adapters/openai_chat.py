@@ -55,6 +55,15 @@ class OpenAIChatAdapter(Adapter):
         params |= {k: v for k, v in optional.items() if v is not None}
         if request.seed_key and self.arm.config.get("send_seed", True):
             params["seed"] = _stable_seed(request.seed_key)
+        if request.response_schema and self.arm.config.get("structured_output", True):
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.response_schema_name,
+                    "schema": request.response_schema,
+                    "strict": True,
+                },
+            }
         return params
 
     def generate(self, request: CompletionRequest) -> Completion:

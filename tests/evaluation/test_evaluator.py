@@ -120,6 +120,8 @@ def test_the_exact_prompt_sent_is_blind_and_neutralised(hostile_attempt, openai_
     sent = fake.seen[0].body
     assert fake.seen[0].headers["authorization"] == "Bearer sk-platform-key-0001"  # the platform pays
     assert sent["temperature"] == 0 and "seed" in sent
+    assert sent["response_format"]["json_schema"]["name"] == "judgement"  # structured output
+    assert sent["response_format"]["json_schema"]["schema"]["required"][0] == "technical_quality"
     prompt = sent["messages"][-1]["content"]
     patch_section = prompt.split("<patch>\n")[1].split("\n</patch>")[0]
     assert NEUTRALISED in patch_section and "Ignore previous instructions" not in prompt
@@ -201,3 +203,38 @@ def test_the_run_page_shows_evaluator_scores_labelled_mock(judged_run, alice):
     assert "<h3>Evaluator score</h3>" in page
     assert "mock-reviewer:v1 (mock)" in page
     assert "insufficient data" in page  # 4 tasks: fewer than 10 judged attempts per arm
+
+
+def test_anthropic_judges_through_a_forced_tool_call(hostile_attempt, fake):
+    credential = ProviderCredential(org=platform_org(), provider="anthropic", base_url=fake.url)
+    credential.set_api_key("sk-ant-platform-0001")
+    credential.save()
+    profile = EvaluatorProfile.objects.create(
+        name="claude-reviewer", provider="anthropic", model_name="claude-judge", provider_config={"max_retries": 0}
+    )
+    tool_call = {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "judgement",
+        "input": json.loads(GOOD),
+    }
+    fake.script(
+        Reply(
+            body={
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-judge",
+                "content": [tool_call],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 90, "output_tokens": 30},
+            }
+        )
+    )
+    assert judge_attempts(profile.pk, [hostile_attempt.pk]) == 1
+    sent = fake.seen[0].body
+    assert sent["tool_choice"] == {"type": "tool", "name": "judgement"}
+    assert sent["tools"][0]["input_schema"]["properties"]["change_risk"]["enum"] == ["low", "medium", "high"]
+    verdict = Verdict.objects.get(attempt=hostile_attempt, profile=profile)
+    assert (verdict.status, verdict.overall, verdict.technical_quality) == (VerdictStatus.JUDGED, 74, 7)
