@@ -115,7 +115,8 @@ def _pids_cgroup_root() -> Path | None:
             probe.mkdir(parents=True, exist_ok=True)
             (probe / "pids.max").write_text("16")
             probe.rmdir()
-        except OSError:
+        except OSError as exc:
+            logger.warning("no pids cgroup under %s: %s", root, exc)
             with contextlib.suppress(OSError):
                 probe.rmdir()
             continue

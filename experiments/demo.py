@@ -10,6 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from evaluation.models import EvaluatorProfile
 from evaluation.testbed import build_testbed
 from experiments.actions import check_experiment_spec, do_apply_experiment
 from experiments.ingest import IngestOptions, Verdict, do_save_ingested, ingest
@@ -163,3 +164,17 @@ def shared_scratch(name: str) -> Path:
     for part in (directory.parent, directory):
         part.chmod(0o755)
     return directory / name
+
+
+DEMO_EVALUATOR = "mock-reviewer"
+
+
+def load_demo_evaluator() -> EvaluatorProfile:
+    """The demo's evaluator: the mock, which scores from the validation summary plus seeded
+    noise and says so. A real profile (staff, in the admin) takes over once it is active."""
+    profile, _ = EvaluatorProfile.objects.get_or_create(
+        name=DEMO_EVALUATOR,
+        version=1,
+        defaults={"provider": "mock", "model_name": "mock-evaluator", "provider_config": {"mode": "evaluator"}},
+    )
+    return profile

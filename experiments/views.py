@@ -30,6 +30,7 @@ from providers.catalog import suggestions as model_suggestions
 from providers.limits import Waiting, waiting_for
 
 ATTEMPT_ROWS = 500
+VERDICT_SCORES = ("status", "overall", "technical_quality", "correctness_confidence", "change_risk")
 # The attempts table shows a few short columns: leave the bulky ones in the database.
 ATTEMPT_ROW_BULK = (
     "request",
@@ -196,8 +197,18 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "validation": artifacts.get("validation"),
         "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
         "tests": tests_with_roles(attempt, artifacts.get("tests")),
+        "verdicts": verdict_scores(attempt),
     }
     return render(request, "experiments/attempt_detail.html", context)
+
+
+def verdict_scores(attempt: Attempt) -> list[dict]:
+    """The evaluator's scores for the attempt, as plain values: its rationale stays in the
+    admin, so it is never even handed to a customer page's template."""
+    return [
+        {"profile": str(verdict.profile), **{field: getattr(verdict, field) for field in VERDICT_SCORES}}
+        for verdict in attempt.verdicts.select_related("profile").order_by("profile__name", "-profile__version")
+    ]
 
 
 def tests_with_roles(attempt: Attempt, artifact: Artifact | None) -> list[dict]:

@@ -153,6 +153,7 @@ class EvaluatorRow:
     mean_overall: float | None  # None below MIN_JUDGED judged attempts: "insufficient data"
     ci_low: float | None
     ci_high: float | None
+    cost_usd: Decimal | None = None  # the evaluator's own cost, never added to the arm's; None if unknown
 
     @property
     def insufficient(self) -> bool:
@@ -176,6 +177,8 @@ def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
             n_judged=Count("id", filter=Q(status=JUDGED)),
             n_errors=Count("id", filter=Q(status=EVALUATOR_ERROR)),
             mean=Avg("overall", filter=Q(status=JUDGED)),
+            cost=Sum("cost_usd"),
+            unpriced=Count("id", filter=Q(cost_usd__isnull=True) & ~Q(status="pending")),
         )
         .order_by("profile_id", "attempt__arm__position", "attempt__arm_id")
     )
@@ -201,6 +204,7 @@ def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
                 mean_overall=group["mean"] if enough else None,
                 ci_low=interval[0] if interval else None,
                 ci_high=interval[1] if interval else None,
+                cost_usd=None if group["unpriced"] else group["cost"],
             )
         )
     return rows

@@ -182,16 +182,28 @@ def test_customers_see_no_rationale_anywhere(judged_run, alice):
     client = client_for(alice)
     attempt = judged_run.attempts.filter(status=AttemptStatus.COMPLETED).first()
     pages = [
-        reverse("experiments:run", args=[judged_run.code]),
-        reverse("experiments:attempt", args=[attempt.code]),
-        reverse("experiments:run_task", args=[judged_run.code, attempt.task.code]),
-        reverse("experiments:detail", args=[judged_run.experiment.code]),
+        reverse("experiments:home"),
         reverse("experiments:list"),
+        reverse("experiments:detail", args=[judged_run.experiment.code]),
+        reverse("experiments:edit", args=[judged_run.experiment.code]),
+        reverse("experiments:run", args=[judged_run.code]),
+        *(reverse("experiments:attempt", args=[a.code]) for a in judged_run.attempts.all()),
+        *(
+            reverse("experiments:run_task", args=[judged_run.code, t])
+            for t in {a.task.code for a in judged_run.attempts.all()}
+        ),
+        reverse("experiments:datasets"),
+        reverse("experiments:dataset", args=[judged_run.experiment.dataset.code]),
     ]
     for url in pages:
-        response = client.get(url)
+        response = client.get(url, follow=True)
         assert response.status_code == 200, url
         assert MOCK_RATIONALE not in response.content.decode(), url
+    live = client.get(reverse("experiments:run", args=[judged_run.code]), HTTP_HX_REQUEST="true")
+    assert MOCK_RATIONALE not in live.content.decode()
+    # The scores themselves are shown, labelled with their (mock) profile.
+    attempt_page = client.get(reverse("experiments:attempt", args=[attempt.code])).content.decode()
+    assert "/100 · quality" in attempt_page and "mock-reviewer:v1 (mock)" in attempt_page
     for export in ("json", "csv", "swebench-preds", "swebench-report"):
         from tests.experiments.test_commands import run_command
 

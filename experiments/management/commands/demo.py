@@ -11,11 +11,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from rq import Worker
 
+from evaluation.models import Verdict, VerdictStatus
 from experiments.actions import do_requeue_stale, do_start_run, runnable_tasks
-from experiments.demo import load_demo_experiment, load_repository_experiment
+from experiments.demo import load_demo_evaluator, load_demo_experiment, load_repository_experiment
 from experiments.management.commands._helpers import wait_for_run
-from experiments.models import RunStatus
-from experiments.reporting import format_leaderboard, run_leaderboard
+from experiments.models import AttemptStatus, Run, RunStatus
+from experiments.reporting import format_leaderboard, run_evaluator_scores, run_leaderboard
 from orgs.actions import do_create_org
 from orgs.models import Organization
 from prbench.queues import ensure_redis, get_connection, stop_embedded_redis
@@ -39,6 +40,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _exit_once)
         ensure_redis()
         org, user = self.demo_org()
+        load_demo_evaluator()
         experiments = [load_demo_experiment(org, user), load_repository_experiment(org, user)]
         workers = start_workers(WORKERS)
         threading.Thread(target=sweep_forever, daemon=True).start()
@@ -60,6 +62,7 @@ class Command(BaseCommand):
         self.stdout.write(format_leaderboard(run_leaderboard(run)) + "\n")
         if run.status != RunStatus.COMPLETED:
             raise CommandError(f"the demo run ended {run.status}")
+        self.stdout.write(evaluator_summary(wait_for_verdicts(run)))
 
     def demo_org(self):
         org = Organization.objects.filter(slug="demo").first()
@@ -71,6 +74,31 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])
         return org, user
+
+
+def wait_for_verdicts(run: Run, timeout_s: float = 120) -> Run:
+    """The evaluator judges after the attempts are recorded: give it time to finish."""
+    deadline = time.monotonic() + timeout_s
+    answered = run.attempts.filter(status=AttemptStatus.COMPLETED).count()
+    while time.monotonic() < deadline:
+        done = Verdict.objects.filter(attempt__run=run).exclude(status=VerdictStatus.PENDING).count()
+        if done >= answered:
+            break
+        time.sleep(0.2)
+    return run
+
+
+def evaluator_summary(run: Run) -> str:
+    rows = run_evaluator_scores(run)
+    if not rows:
+        return "No evaluator profile is active: attempts were not judged.\n"
+    lines = [f"Evaluator scores ({rows[0].profile}):"]
+    for row in rows:
+        score = (
+            "insufficient data" if row.insufficient else f"{row.mean_overall:.1f} ({row.ci_low:.1f}-{row.ci_high:.1f})"
+        )
+        lines.append(f"  {row.label:<16} {score}, {row.judged} judged, {row.errors} evaluator errors")
+    return "\n".join(lines) + "\n"
 
 
 def stop_workers(processes: list[subprocess.Popen], timeout_s: float = 30) -> None:
