@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Length
 from django.utils import timezone
 
@@ -255,3 +255,27 @@ def estimated_cost(profile: EvaluatorProfile, attempts) -> Decimal | None:
     characters = fixed * sizes["n"] + (sizes["problems"] or 0) + (patches["chars"] or 0)
     usage = Usage(input_tokens=math.ceil(characters / 4), output_tokens=ANSWER_TOKENS * sizes["n"])
     return cost_for(usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)
+
+
+def unjudged_of_runs(older_than: timedelta) -> dict[int, list[int]]:
+    """Answered attempts of judged runs with no finished verdict of their run's profile and
+    no live claim, answered longer ago than ``older_than`` (younger ones still have their
+    job coming): what a lost job or a restarted Redis left unjudged. By profile."""
+    from experiments.models import Attempt, AttemptStatus
+
+    now = timezone.now()
+    busy_or_done = Verdict.objects.filter(profile_id=OuterRef("run__evaluator_profile_id"), attempt_id=OuterRef("pk"))
+    busy_or_done = busy_or_done.exclude(status=VerdictStatus.PENDING) | busy_or_done.filter(
+        claimed_at__gte=now - CLAIM_STALE_AFTER
+    )
+    rows = (
+        Attempt.objects.filter(
+            status=AttemptStatus.COMPLETED, run__evaluator_profile__isnull=False, scored_at__lt=now - older_than
+        )
+        .exclude(Exists(busy_or_done))
+        .values_list("run__evaluator_profile_id", "pk")
+    )
+    found: dict[int, list[int]] = {}
+    for profile_id, attempt_id in rows:
+        found.setdefault(profile_id, []).append(attempt_id)
+    return found

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from evaluation.evaluator import active_profile
+from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
 from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
@@ -394,6 +394,7 @@ class RequeueReport:
     reclaimed: int = 0  # running attempts whose worker vanished
     requeued_runs: int = 0  # runs whose queued attempts had no job left in Redis
     jobs: int = 0
+    unjudged: int = 0  # answered attempts whose evaluator job was lost, queued for judging again
 
 
 def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
@@ -428,4 +429,8 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
             report.requeued_runs += 1
         elif not queued:
             finish_run_if_done(run.pk)
+    for profile_id, attempt_ids in unjudged_of_runs(timedelta(seconds=limit)).items():
+        for start in range(0, len(attempt_ids), settings.PRBENCH_ATTEMPTS_PER_JOB):
+            enqueue_judging(profile_id, attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB])
+        report.unjudged += len(attempt_ids)
     return report

@@ -17,7 +17,7 @@ class Command(BaseCommand):
             report = do_requeue_stale(stale_after)
             self.stdout.write(
                 f"reclaimed {report.reclaimed} abandoned attempt(s); rebuilt jobs for {report.requeued_runs} run(s); "
-                f"enqueued {report.jobs} job(s)"
+                f"enqueued {report.jobs} job(s); queued {report.unjudged} unjudged attempt(s) for the evaluator"
             )
             if not every:
                 return
