@@ -32,7 +32,7 @@ from evaluation.judging import (
     parse_judgement,
     render,
 )
-from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
+from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus, text_version
 from orgs.models import Organization
 from providers import gateway
 from providers.errors import ProviderError
@@ -115,7 +115,9 @@ def judge(verdict: Verdict, profile: EvaluatorProfile, prepared: gateway.Prepare
             system=SYSTEM,
             max_output_tokens=profile.max_output_tokens,
             temperature=profile.temperature,
-            seed_key=f"evaluator:{profile.seed}:{attempt.code}:{'repair' if repair else 'first'}",
+            # From the blind input alone: the same input gets the same seed (and the mock the
+            # same noise) in every run, and nothing of the arm's identity reaches the provider.
+            seed_key=f"evaluator:{profile.seed}:{text_version(prompt)}:{'repair' if repair else 'first'}",
             response_schema=JUDGEMENT_SCHEMA,
             response_schema_name="judgement",
         )

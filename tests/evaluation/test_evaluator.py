@@ -250,3 +250,18 @@ def test_anthropic_judges_through_a_forced_tool_call(hostile_attempt, fake):
     assert sent["tools"][0]["input_schema"]["properties"]["change_risk"]["enum"] == ["low", "medium", "high"]
     verdict = Verdict.objects.get(attempt=hostile_attempt, profile=profile)
     assert (verdict.status, verdict.overall, verdict.technical_quality) == (VerdictStatus.JUDGED, 74, 7)
+
+
+def test_the_mock_evaluator_gives_the_same_scores_to_the_same_run_seed(
+    mock_profile, experiment, start, django_capture_on_commit_callbacks
+):
+    def judged_scores():
+        run = start(experiment)
+        with django_capture_on_commit_callbacks(execute=True):
+            work_queue()
+        work_queue()
+        verdicts = Verdict.objects.filter(attempt__run=run)
+        return sorted(verdicts.values_list("attempt__task__external_id", "attempt__arm__label", "overall"))
+
+    first, second = judged_scores(), judged_scores()
+    assert first == second and len(first) > 0
