@@ -13,14 +13,19 @@ from evaluation.models import JUDGING_FIELDS, EvaluatorProfile, Verdict
 class EvaluatorProfileAdmin(admin.ModelAdmin):
     list_display = ["name", "version", "provider", "model_name", "prompt_version", "rubric_version", "active_from"]
     list_filter = ["name", "provider"]
-    # "Save as new" is how a frozen profile changes: bump the version, then save as new.
-    save_as = True
+    actions = ["make_next_version"]
     change_form_template = "admin/evaluation/evaluatorprofile/change_form.html"
 
     def change_view(self, request: Any, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         profile = self.get_object(request, object_id)
         extra = {"agreements": [describe(result) for result in agreements_with(profile)] if profile else []}
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    @admin.action(description="Copy as the next version (to change a frozen profile)")
+    def make_next_version(self, request: Any, queryset: Any) -> None:
+        for profile in queryset:
+            copy = profile.next_version()
+            self.message_user(request, f"Created {copy}: edit it, then set its active window.")
 
     def get_readonly_fields(self, request: Any, obj: EvaluatorProfile | None = None) -> Any:
         if obj is not None and obj.is_frozen:

@@ -8,6 +8,7 @@ token still holds. A job delivered twice, or a backfill run again, judges and pa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -35,7 +36,7 @@ from evaluation.judging import (
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus, text_version
 from orgs.models import Organization
 from providers import gateway
-from providers.errors import ProviderError
+from providers.errors import ErrorCategory, ProviderError
 from providers.pricing import catalog_price, cost_for
 from providers.types import ArmSpec, Completion, CompletionRequest, Message, Usage
 
@@ -98,6 +99,9 @@ class Answer:
     judgement: Judgement | None
     error: str
     completions: list[Completion]
+    # The evaluator could not be reached (rate limit, outage, no platform credential yet):
+    # nothing is recorded, the claim is let go, and a later sweep judges it.
+    retry_later: bool = False
 
 
 def judge(verdict: Verdict, profile: EvaluatorProfile, prepared: gateway.PreparedArm) -> Answer:
@@ -124,7 +128,7 @@ def judge(verdict: Verdict, profile: EvaluatorProfile, prepared: gateway.Prepare
         try:
             completion = gateway.call(prepared, request)
         except ProviderError as exc:
-            return Answer(prompt, raw, None, f"{exc.category}: {exc}", completions)
+            return Answer(prompt, raw, None, str(exc), completions, retry_later=_worth_retrying(exc, completions))
         completions.append(completion)
         raw.append(completion.text)
         try:
@@ -133,6 +137,16 @@ def judge(verdict: Verdict, profile: EvaluatorProfile, prepared: gateway.Prepare
             error = str(exc)
         messages += [Message("assistant", completion.text), Message("user", REPAIR_INSTRUCTION.format(error=error))]
     return Answer(prompt, raw, None, f"invalid answer after one repair: {error}", completions)
+
+
+# Errors of the platform's set-up or of the moment, not of the answer: judged again later.
+SET_UP_ERRORS = frozenset({ErrorCategory.AUTHENTICATION, ErrorCategory.PERMISSION, ErrorCategory.NOT_ALLOWED})
+
+
+def _worth_retrying(error: ProviderError, completions: list[Completion]) -> bool:
+    """Only while nothing was paid for this judgement: a repair call that fails after a
+    paid first answer ends as an evaluator error, with that answer kept."""
+    return not completions and (error.retryable or error.category in SET_UP_ERRORS)
 
 
 def validation_facts(attempt) -> ValidationFacts:
@@ -165,6 +179,10 @@ def _identity(attempt) -> list[str]:
 @transaction.atomic
 def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
     """Write the answer where the token still holds; False when another job took over."""
+    mine = Verdict.objects.filter(pk=verdict.pk, claim_token=token)
+    if answer.retry_later:
+        mine.update(claim_token=None, claimed_at=None, error=answer.error)
+        return False
     judgement = answer.judgement
     costs = [c.cost_usd for c in answer.completions]
     values = {
@@ -180,11 +198,13 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
     }
     if judgement:
         values |= judgement.model_dump()
-    return bool(Verdict.objects.filter(pk=verdict.pk, claim_token=token).update(**values))
+    return bool(mine.update(**values))
 
 
 def judge_attempts(profile_id: int, attempt_ids: list[int]) -> int:
-    """The job: judge these attempts with the profile, each at most once. Returns how many
+    """The job: judge these attempts with the profile, each at most once. Each verdict is
+    written as soon as it is judged, and its claim renewed just before, so a slow batch
+    neither loses paid answers nor has its later rows taken over. Returns how many
     verdicts it recorded."""
     profile = EvaluatorProfile.objects.filter(pk=profile_id).first()
     if profile is None:
@@ -195,18 +215,36 @@ def judge_attempts(profile_id: int, attempt_ids: list[int]) -> int:
     arm = ArmSpec(profile.provider, profile.model_name, profile.provider_config, key=f"evaluator:{profile.pk}")
     try:
         prepared = gateway.prepare(platform_org().pk, arm)
-    except ProviderError as exc:  # not allowed, no credential: every claimed verdict says so
-        answers = {verdict.pk: Answer("", [], None, f"{exc.category}: {exc}", []) for verdict in claimed}
-    else:
-        answers = {verdict.pk: judge(verdict, profile, prepared) for verdict in claimed}
-    return sum(record_answer(verdict, token, answers[verdict.pk]) for verdict in claimed)
+    except ProviderError as exc:  # not allowed, no credential: let the claims go, judge later
+        Verdict.objects.filter(claim_token=token).update(claim_token=None, claimed_at=None, error=str(exc))
+        logger.warning("evaluator %s cannot be called: %s", profile, exc)
+        return 0
+    recorded = 0
+    for verdict in claimed:
+        if not Verdict.objects.filter(pk=verdict.pk, claim_token=token).update(claimed_at=timezone.now()):
+            continue  # taken over after looking abandoned
+        recorded += record_answer(verdict, token, judge(verdict, profile, prepared))
+    return recorded
 
 
-def enqueue_judging(profile_id: int, attempt_ids: list[int]) -> None:
-    from prbench.queues import get_queue
+def enqueue_judging(profile_id: int, attempt_ids: list[int], once: bool = False) -> bool:
+    """Queue a judging job. ``once``: not if the same job (same profile and attempts) is
+    still waiting or running, so a recovery sweep every minute does not pile them up."""
+    from rq.job import Job
 
-    if attempt_ids:
-        get_queue().enqueue(judge_attempts, profile_id, attempt_ids, result_ttl=0, failure_ttl=7 * 24 * 3600)
+    from prbench.queues import get_connection, get_queue
+
+    if not attempt_ids:
+        return False
+    digest = hashlib.sha256(",".join(map(str, sorted(attempt_ids))).encode()).hexdigest()[:16]
+    job_id = f"judge-{profile_id}-{digest}" if once else f"judge-{profile_id}-{uuid.uuid4().hex}"
+    if once and Job.exists(job_id, connection=get_connection()):
+        return False
+    # No RQ timeout, as for attempts: calls bound themselves (timeouts, retry deadline).
+    get_queue().enqueue(
+        judge_attempts, profile_id, attempt_ids, job_id=job_id, result_ttl=0, failure_ttl=7 * 24 * 3600, job_timeout=-1
+    )
+    return True
 
 
 def profile_by_reference(reference: str) -> EvaluatorProfile:

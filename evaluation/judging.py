@@ -10,29 +10,39 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-# Vendors and model families; the arm's own provider, model and label are added per attempt.
+# Vendors, model families and assistants; the arm's own provider, model and label are added
+# per attempt. Whole words only: "unittest.mock" or "prefix" must survive an arm called
+# "mock" or "fix".
 IDENTITY_WORDS = re.compile(
-    r"\b(open\s?ai|anthropic|claude[\w.-]*|chat\s?gpt|gpt-?[\w.-]*|azure|openrouter|gemini[\w.-]*|"
-    r"llama[\w.-]*|mistral[\w.-]*|mixtral[\w.-]*|deepseek[\w.-]*|qwen[\w.-]*)\b",
+    r"(?<![\w.-])(open\s?ai|anthropic|claude[\w.-]*|sonnet[\w.-]*|opus[\w.-]*|haiku[\w.-]*|chat\s?gpt|"
+    r"gpt-?[\w.-]*|o[134](?:-(?:mini|preview|pro))?|codex|copilot|azure|openrouter|gemini[\w.-]*|gemma[\w.-]*|"
+    r"bard|grok[\w.-]*|llama[\w.-]*|mistral[\w.-]*|mixtral[\w.-]*|codestral|deepseek[\w.-]*|qwen[\w.-]*|"
+    r"phi-\d[\w.-]*|command-r[\w.-]*|cohere)(?![\w-])",
     re.IGNORECASE,
 )
 REDACTED = "[redacted]"
 # Text that poses as an instruction to the evaluator, inside the material it judges.
 INJECTION = re.compile(
-    r"(ignore|disregard|forget|override)\s+(all\s+|any\s+|the\s+)?(previous|prior|above|earlier|preceding)\s+"
-    r"(instructions?|prompts?|rules?|directions?)|(you\s+must\s+)?(give|rate|score|award)\s+(this|the)\s+"
-    r"(patch|change|pr|pull\s+request)\s+(a\s+)?(score|rating)?\s*(of\s+)?\d+",
+    r"\b(?:ignore|disregard|forget|override|skip)\s+(?:(?:all|any|every|the|your|my|these|those|of)\s+)*"
+    r"(?:(?:previous|prior|above|earlier|preceding|former|system|original)\s+)*"
+    r"(?:instructions?|prompts?|directions?|directives?|guidelines?)\b(?:\s+(?:above|before))?"
+    r"|\b(?:give|rate|score|award|assign|grade)\s+(?:this|the|it|my)?\s*(?:patch|change|pr|pull\s+request|code|fix)?"
+    r"\s*(?:an?\s+)?(?:overall\s+|perfect\s+|high\s+)?(?:score|rating|grade|mark)?\s*(?:of\s+|:\s*)?\d+"
+    r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:",
     re.IGNORECASE,
 )
 NEUTRALISED = "[instruction-like text removed]"
 # The prompt's own section markers: a look-alike inside the material could close a section
-# early and make what follows read as the prompt's own words.
-MARKER = re.compile(r"<\s*/?\s*(patch|problem|validation|rubric)\s*>", re.IGNORECASE)
+# early and make what follows read as the prompt's own words. Escaped ones too (&lt;).
+MARKER = re.compile(r"(?:<|&lt;)\s*/?\s*(?:patch|problem|validation|rubric)\b[^>&]*(?:>|&gt;)", re.IGNORECASE)
+# Characters that render as nothing, used to split a word past a filter.
+INVISIBLE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
 REPAIR_INSTRUCTION = (
     "Your previous answer was not valid: {error}. Answer again with exactly one JSON object with the keys "
     "technical_quality (integer 1-10), correctness_confidence (number 0-1), change_risk (low, medium or high), "
@@ -92,14 +102,21 @@ def blind_input(problem: str, patch: str, facts: ValidationFacts, identity: list
 
 
 def sanitise(text: str, identity: list[str]) -> str:
+    # NFKC folds look-alikes (full-width brackets, ligatures) into what the filters match.
+    text = INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     text = redact(text, identity)
     text = INJECTION.sub(NEUTRALISED, text)
-    return MARKER.sub(lambda match: match.group(0).replace("<", "‹").replace(">", "›"), text)
+    return MARKER.sub(_defuse_marker, text)
+
+
+def _defuse_marker(match: re.Match) -> str:
+    inner = re.sub(r"^(?:<|&lt;)|(?:>|&gt;)$", "", match.group(0))
+    return f"‹{inner}›"
 
 
 def redact(text: str, identity: list[str]) -> str:
     for term in sorted({term for term in identity if len(term) >= 3}, key=len, reverse=True):
-        text = re.sub(re.escape(term), REDACTED, text, flags=re.IGNORECASE)
+        text = re.sub(rf"(?<![\w.-]){re.escape(term)}(?![\w-])", REDACTED, text, flags=re.IGNORECASE)
     return IDENTITY_WORDS.sub(REDACTED, text)
 
 
@@ -152,7 +169,8 @@ def parse_judgement(text: str) -> Judgement:
     except json.JSONDecodeError as exc:
         raise InvalidJudgement(f"malformed JSON ({exc.msg})") from None
     try:
-        return Judgement.model_validate(data, strict=False)
+        # Strict: true is not a score of 1, "7" is not 7.
+        return Judgement.model_validate(data, strict=True)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise InvalidJudgement(problems) from None

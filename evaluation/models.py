@@ -8,6 +8,7 @@ can be traced to the exact prompt, rubric, model and sampling that produced it.
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -95,8 +96,11 @@ class EvaluatorProfile(models.Model):
         return f"{self.name}:v{self.version}" + (" (mock)" if self.is_mock else "")
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        self.prompt_version = self.prompt_version or text_version(self.prompt_template)
-        self.rubric_version = self.rubric_version or text_version(self.rubric)
+        # A hash label follows its text; a hand-chosen label ("v3") is staff's to keep.
+        if not self.prompt_version or self.prompt_version.startswith("sha256:"):
+            self.prompt_version = text_version(self.prompt_template)
+        if not self.rubric_version or self.rubric_version.startswith("sha256:"):
+            self.rubric_version = text_version(self.rubric)
         self.clean()  # whoever saves, the admin or code: a frozen profile stays as it judged
         super().save(*args, **kwargs)
 
@@ -107,6 +111,18 @@ class EvaluatorProfile(models.Model):
     @property
     def is_frozen(self) -> bool:
         return bool(self.pk) and self.verdicts.exists()
+
+    def next_version(self) -> EvaluatorProfile:
+        """A copy as the next free version of this name, not yet active: how a frozen
+        profile changes (edit the copy, then set its active window)."""
+        latest = EvaluatorProfile.objects.filter(name=self.name).aggregate(models.Max("version"))["version__max"]
+        copy = EvaluatorProfile.objects.get(pk=self.pk)
+        copy.pk = None
+        copy.version = (latest or self.version) + 1
+        copy.active_from = timezone.now() + timedelta(days=3650)  # staff choose when it takes over
+        copy.active_until = None
+        copy.save()
+        return copy
 
     def clean(self) -> None:
         if not self.is_frozen:

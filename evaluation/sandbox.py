@@ -76,10 +76,11 @@ class Isolation:
     namespaces: bool  # no network, own PID namespace and /proc
     pids_cgroup: Path | None  # where per-command pids cgroups are made
     separate_user: bool = False  # a uid of its own, the worker's state hidden
+    pids_cgroup_problem: str = ""  # why there is no pids cgroup, when there is none
 
     def describe(self) -> str:
         network = "no network (namespaces)" if self.namespaces else "network NOT isolated (unshare unavailable)"
-        processes = "pids cgroup" if self.pids_cgroup else "RLIMIT_NPROC"
+        processes = "pids cgroup" if self.pids_cgroup else f"RLIMIT_NPROC ({self.pids_cgroup_problem})"
         user = "a user of its own" if self.separate_user else "the worker's user"
         return f"sandbox: {network}; process limit by {processes}; runs as {user}"
 
@@ -88,7 +89,8 @@ class Isolation:
 def isolation() -> Isolation:
     namespaces = _namespaces_work()
     separate_user = namespaces and os.geteuid() == 0 and shutil.which("setpriv") is not None
-    found = Isolation(namespaces, _pids_cgroup_root(), separate_user)
+    pids_cgroup, problem = _pids_cgroup_root()
+    found = Isolation(namespaces, pids_cgroup, separate_user, problem)
     if not (found.namespaces and found.pids_cgroup and found.separate_user):  # once, where operators look
         logger.warning("validation runs with less isolation than it could: %s", found.describe())
     return found
@@ -105,23 +107,25 @@ def _namespaces_work() -> bool:
     return probe.returncode == 0
 
 
-def _pids_cgroup_root() -> Path | None:
+def _pids_cgroup_root() -> tuple[Path | None, str]:
+    """Where per-command pids cgroups can be made, or None and why not."""
+    problems = []
     for root in CGROUP_ROOTS:
         if not (root / "cgroup.procs").exists():
             continue
         parent = root / "prbench"
-        probe = parent / f"probe-{os.getpid()}"
+        probe = parent / f"probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             probe.mkdir(parents=True, exist_ok=True)
             (probe / "pids.max").write_text("16")
-            probe.rmdir()
         except OSError as exc:
-            logger.warning("no pids cgroup under %s: %s", root, exc)
+            problems.append(f"{root}: {exc}")
+            continue
+        finally:
             with contextlib.suppress(OSError):
                 probe.rmdir()
-            continue
-        return parent
-    return None
+        return parent, ""
+    return None, "; ".join(problems) or "no pids cgroup hierarchy is mounted"
 
 
 @dataclass(frozen=True)

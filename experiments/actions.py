@@ -431,6 +431,6 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
             finish_run_if_done(run.pk)
     for profile_id, attempt_ids in unjudged_of_runs(timedelta(seconds=limit)).items():
         for start in range(0, len(attempt_ids), settings.PRBENCH_ATTEMPTS_PER_JOB):
-            enqueue_judging(profile_id, attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB])
-        report.unjudged += len(attempt_ids)
+            chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
+            report.unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
     return report

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import time
 from decimal import Decimal
 
@@ -163,6 +164,9 @@ def _judgement(config: dict, request: CompletionRequest, rng: random.Random) -> 
     prompt = request.prompt_text()
     invalid = config.get("invalid", "never")
     repairing = "Your previous answer was not valid" in prompt
+    # Only the validation section: a patch saying "tests: passed" in a comment proves nothing.
+    section = re.search(r"<validation>(.*?)</validation>", prompt, re.DOTALL)
+    prompt = section.group(1) if section else prompt
     if invalid == "always" or (invalid == "first" and not repairing):
         return "I think this patch is quite good, maybe 8/10."
     if "tests: passed" in prompt:

@@ -192,7 +192,8 @@ def sandbox_leftovers(directory: Path) -> list[str]:
 
 def test_a_fork_bomb_is_contained(clone, own_tmp):
     if not isolation().pids_cgroup and os.geteuid() == 0:
-        pytest.skip("no pids cgroup and running as root: RLIMIT_NPROC would not bound a fork bomb here")
+        reason = isolation().pids_cgroup_problem
+        pytest.skip(f"no pids cgroup ({reason}) and running as root: RLIMIT_NPROC would not bound a fork bomb here")
     bomb = """
 import os
 import shutil
