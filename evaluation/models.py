@@ -132,7 +132,7 @@ class EvaluatorProfile(models.Model):
         if changed:
             raise ValidationError(
                 f"{self} has judged attempts, so it is frozen ({', '.join(changed)} changed): "
-                f"save the change as version {self.version + 1} instead"
+                "copy it as the next version (the admin action) and change that instead"
             )
 
 
