@@ -76,8 +76,19 @@ def main() -> None:
         print("edit form saves unchanged, as a browser submits it")
 
         check_repository_pages(page, args.base, out)
+        check_evaluator_admin(page, args.base, out)
         check_providers_page(page, out)
         browser.close()
+
+
+def check_evaluator_admin(page, base: str, out: Path) -> None:
+    """Staff see a verdict's rationale in the admin (customers never do)."""
+    page.goto(f"{base}/admin/evaluation/verdict/")
+    page.locator("#result_list tbody tr th a").first.click()
+    rationale = page.locator(".field-rationale .readonly").inner_text()
+    print("admin verdict rationale:", rationale[:80])
+    page.screenshot(path=out / "11-admin-verdict.png", full_page=True)
+    page.goto(f"{base}/experiments/")  # back to the product's own pages
 
 
 def check_repository_pages(page, base: str, out: Path) -> None:
