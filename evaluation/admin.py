@@ -43,3 +43,6 @@ class VerdictAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: Any) -> bool:
         return False  # verdicts come from the evaluator, never from a form
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False  # deleting a profile's verdicts would unfreeze it: history stays

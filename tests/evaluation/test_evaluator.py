@@ -364,3 +364,10 @@ def test_staff_copy_a_frozen_profile_as_its_next_version(judged_run, mock_profil
     assert 'name="rubric"' in page  # editable: it has judged nothing
     frozen = admin_client.get(reverse("admin:evaluation_evaluatorprofile_change", args=[mock_profile.pk]))
     assert 'name="rubric"' not in frozen.content.decode()
+
+
+def test_staff_cannot_delete_verdicts_to_unfreeze_a_profile(judged_run, admin_client):
+    verdict = Verdict.objects.filter(attempt__run=judged_run).first()
+    response = admin_client.post(reverse("admin:evaluation_verdict_delete", args=[verdict.pk]), {"post": "yes"})
+    assert response.status_code == 403
+    assert Verdict.objects.filter(pk=verdict.pk).exists()
