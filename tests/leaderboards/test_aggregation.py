@@ -148,5 +148,9 @@ def test_evaluator_scores_need_ten_judged_attempts(run, dataset):
     low, high = bootstrap_mean_interval(scores, seed=many.pk)
     assert (rows["many"].ci_low, rows["many"].ci_high) == (low, high)
     assert min(scores) < low < np.mean(scores) < high < max(scores)
+    # About as wide as the normal approximation's 2 * 1.96 standard errors (bootstrap
+    # percentile intervals run a little narrower at n = 11).
+    normal_width = 2 * 1.96 * np.std(scores, ddof=1) / np.sqrt(len(scores))
+    assert 0.7 * normal_width < high - low < 1.1 * normal_width
     assert rows["many"].profile == "judge:v1 (mock)"
     assert rows["few"].insufficient and rows["few"].mean_overall is None and rows["few"].judged == 9
