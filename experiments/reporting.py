@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from django.db.models import QuerySet
 
 from evaluation.models import Verdict
 from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm, TaskInstance
@@ -17,6 +20,25 @@ from leaderboards.aggregation import (
     arm_evaluator_scores,
     arm_leaderboard,
     arm_patch_quality,
+)
+
+ATTEMPT_ROWS = 500
+VERDICT_SCORES = ("status", "overall", "technical_quality", "correctness_confidence", "change_risk")
+# The attempts table shows a few short columns: leave the bulky ones in the database.
+ATTEMPT_ROW_BULK = (
+    "request",
+    "raw_response",
+    "output",
+    "error_message",
+    "task__repo_files",
+    "task__gold_patch",
+    "task__problem_statement",
+    "task__metadata",
+    "task__test_patch",
+    "task__hints_text",
+    "task__fail_to_pass",
+    "task__pass_to_pass",
+    "arm__config",
 )
 
 
@@ -216,3 +238,32 @@ def task_comparison(run: Run, task_code: Any) -> TaskComparison | None:
         attempt.patch_text = patches.get(attempt.pk, "")  # type: ignore[attr-defined]
         by_arm.setdefault(attempt.arm_id, []).append(attempt)
     return TaskComparison(attempts[0].task, [(group[0].arm, group) for group in by_arm.values()])
+
+
+def attempt_rows(run: Run, arm_label: str) -> QuerySet[Attempt]:
+    """The run's attempts in execution order, one arm's only when asked (an unknown label
+    matches nothing, like any other filter)."""
+    attempts = run.attempts.select_related("task", "arm").defer(*ATTEMPT_ROW_BULK)
+    if arm_label:
+        attempts = attempts.filter(arm__label=arm_label)
+    return attempts.order_by("sequence")[:ATTEMPT_ROWS]
+
+
+def verdict_scores(attempt: Attempt) -> list[dict]:
+    """The evaluator's scores for the attempt, as plain values: its rationale stays in the
+    admin, so it is never even handed to a customer page's template."""
+    return [
+        {"profile": str(verdict.profile), **{field: getattr(verdict, field) for field in VERDICT_SCORES}}
+        for verdict in attempt.verdicts.select_related("profile").order_by("profile__name", "-profile__version")
+    ]
+
+
+def tests_with_roles(attempt: Attempt, artifact: Artifact | None) -> list[dict]:
+    """Each test's outcome, marked with what the task asks of it: to be fixed
+    (FAIL_TO_PASS), to keep passing (PASS_TO_PASS), or nothing."""
+    tests = json.loads(artifact.content) if artifact else []
+    roles = {test: "must fix" for test in attempt.task.fail_to_pass}
+    roles.update({test: "must keep passing" for test in attempt.task.pass_to_pass})
+    for test in tests:
+        test["role"] = roles.get(test["id"], "")
+    return tests

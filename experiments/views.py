@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import json
 from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -15,9 +14,17 @@ from django_htmx.middleware import HtmxDetails
 
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
-from experiments.models import Artifact, Attempt, AttemptStatus, Dataset, Experiment, Run
+from experiments.models import AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
-from experiments.reporting import run_evaluator_scores, run_leaderboard, run_patch_quality, task_comparison
+from experiments.reporting import (
+    attempt_rows,
+    run_evaluator_scores,
+    run_leaderboard,
+    run_patch_quality,
+    task_comparison,
+    tests_with_roles,
+    verdict_scores,
+)
 from orgs.access import (
     access_attempt,
     access_current_org,
@@ -28,21 +35,6 @@ from orgs.access import (
 )
 from providers.catalog import suggestions as model_suggestions
 from providers.limits import Waiting, waiting_for
-
-ATTEMPT_ROWS = 500
-VERDICT_SCORES = ("status", "overall", "technical_quality", "correctness_confidence", "change_risk")
-# The attempts table shows a few short columns: leave the bulky ones in the database.
-ATTEMPT_ROW_BULK = (
-    "request",
-    "raw_response",
-    "output",
-    "error_message",
-    "task__repo_files",
-    "task__gold_patch",
-    "task__problem_statement",
-    "task__metadata",
-    "arm__config",
-)
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -139,15 +131,6 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
     return redirect("experiments:run", code=run.code)
 
 
-def attempt_rows(run: Run, arm_label: str) -> QuerySet[Attempt]:
-    """The run's attempts in execution order, one arm's only when asked (an unknown label
-    matches nothing, like any other filter)."""
-    attempts = run.attempts.select_related("task", "arm").defer(*ATTEMPT_ROW_BULK)
-    if arm_label:
-        attempts = attempts.filter(arm__label=arm_label)
-    return attempts.order_by("sequence")[:ATTEMPT_ROWS]
-
-
 @login_required
 def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
@@ -200,26 +183,6 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "verdicts": verdict_scores(attempt),
     }
     return render(request, "experiments/attempt_detail.html", context)
-
-
-def verdict_scores(attempt: Attempt) -> list[dict]:
-    """The evaluator's scores for the attempt, as plain values: its rationale stays in the
-    admin, so it is never even handed to a customer page's template."""
-    return [
-        {"profile": str(verdict.profile), **{field: getattr(verdict, field) for field in VERDICT_SCORES}}
-        for verdict in attempt.verdicts.select_related("profile").order_by("profile__name", "-profile__version")
-    ]
-
-
-def tests_with_roles(attempt: Attempt, artifact: Artifact | None) -> list[dict]:
-    """Each test's outcome, marked with what the task asks of it: to be fixed
-    (FAIL_TO_PASS), to keep passing (PASS_TO_PASS), or nothing."""
-    tests = json.loads(artifact.content) if artifact else []
-    roles = {test: "must fix" for test in attempt.task.fail_to_pass}
-    roles.update({test: "must keep passing" for test in attempt.task.pass_to_pass})
-    for test in tests:
-        test["role"] = roles.get(test["id"], "")
-    return tests
 
 
 @login_required
