@@ -35,11 +35,15 @@ class EvaluatorProfileAdmin(admin.ModelAdmin):
 
 @admin.register(Verdict)
 class VerdictAdmin(admin.ModelAdmin):
-    list_display = ["attempt", "profile", "status", "overall", "change_risk", "repaired", "cost_usd", "created_at"]
+    list_display = ["attempt", "profile", "status", "overall", "change_risk", "was_repaired", "cost_usd", "created_at"]
     list_filter = ["status", "profile", "change_risk"]
     search_fields = ["attempt__code", "attempt__task__external_id", "rationale"]
     raw_id_fields = ["attempt"]
     readonly_fields = [field.name for field in Verdict._meta.fields]
+
+    @admin.display(boolean=True, description="repaired")
+    def was_repaired(self, verdict: Verdict) -> bool:
+        return verdict.repaired
 
     def has_add_permission(self, request: Any) -> bool:
         return False  # verdicts come from the evaluator, never from a form

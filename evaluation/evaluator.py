@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -39,6 +40,9 @@ from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from providers.pricing import catalog_price, cost_for
 from providers.types import ArmSpec, Completion, CompletionRequest, Message, Usage
+
+if TYPE_CHECKING:  # experiments imports this module at run time, not the other way round
+    from experiments.models import Attempt
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +153,7 @@ def _worth_retrying(error: ProviderError, completions: list[Completion]) -> bool
     return not completions and (error.retryable or error.category in SET_UP_ERRORS)
 
 
-def validation_facts(attempt) -> ValidationFacts:
+def validation_facts(attempt: Attempt) -> ValidationFacts:
     artifacts = {artifact.kind: artifact for artifact in attempt.artifacts.all()}
     tests = json.loads(artifacts["tests"].content) if "tests" in artifacts else []
     validation = artifacts.get("validation")
@@ -166,12 +170,12 @@ def validation_facts(attempt) -> ValidationFacts:
     )
 
 
-def _patch_of(attempt) -> str:
+def _patch_of(attempt: Attempt) -> str:
     patch = next((a for a in attempt.artifacts.all() if a.kind == "patch"), None)
     return patch.content if patch else ""
 
 
-def _identity(attempt) -> list[str]:
+def _identity(attempt: Attempt) -> list[str]:
     arm = attempt.arm
     return [arm.provider, arm.model_name, arm.label, attempt.model_served]
 
@@ -190,7 +194,6 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
         "prompt": answer.prompt,
         "raw_responses": answer.raw,
         "error": answer.error,
-        "repaired": len(answer.raw) > 1 and judgement is not None,
         "input_tokens": sum(c.usage.input_tokens for c in answer.completions),
         "output_tokens": sum(c.usage.output_tokens for c in answer.completions),
         "cost_usd": None if not costs or None in costs else sum(c for c in costs if c is not None),

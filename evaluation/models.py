@@ -167,7 +167,6 @@ class Verdict(models.Model):
     prompt = models.TextField(blank=True, help_text="Exactly what the evaluator was sent")
     raw_responses = models.JSONField(default=list, blank=True, help_text="Every answer, the repair's included")
     error = models.TextField(blank=True)
-    repaired = models.BooleanField(default=False)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
@@ -180,3 +179,8 @@ class Verdict(models.Model):
     def __str__(self) -> str:
         score = self.overall if self.overall is not None else self.status
         return f"{self.profile} on attempt {self.attempt_id}: {score}"
+
+    @property
+    def repaired(self) -> bool:
+        """Judged on the repair request: the first answer was not valid."""
+        return self.status == VerdictStatus.JUDGED and len(self.raw_responses) > 1

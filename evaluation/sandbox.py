@@ -190,10 +190,9 @@ def run_limited(
     ``sandbox_user``; ``cwd`` must be handed over to it); its output is kept bounded."""
     _check_program(command[0], cwd)
     found = isolation()
-    with (
-        _process_group_limit(found.pids_cgroup) as cgroup,
-        tempfile.TemporaryDirectory(prefix="prbench-keep-") as stash,
-    ):
+    # Only a command that changes user needs somewhere to set kept directories aside.
+    keep = tempfile.TemporaryDirectory(prefix="prbench-keep-") if uid is not None else contextlib.nullcontext("")
+    with _process_group_limit(found.pids_cgroup) as cgroup, keep as stash:
         wrapped = _wrapped(command, found, uid, stash)
         cpu = int(timeout_s) + 5
         process = subprocess.Popen(

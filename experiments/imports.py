@@ -87,15 +87,13 @@ def do_import_tasks(
     commands: dict[str, list[str]] | None = None,
 ) -> ImportReport:
     """``commands``: the dataset's ``test_command`` / ``build_command``, replaced if given."""
-    dataset, created = Dataset.objects.select_for_update().get_or_create(
-        org=org, name=dataset_name, defaults={"kind": DatasetKind.PR_PATCH}
-    )
+    dataset, created = locked_dataset(org, dataset_name)
     check_import_tasks(org, dataset_name, tasks, file_name)  # again, under the dataset's lock
     dataset.repo_sources = {**dataset.repo_sources, **repo_sources}
     for field, command in (commands or {}).items():
         setattr(dataset, field, command)
     dataset.save(update_fields=["repo_sources", "test_command", "build_command"])
-    start = (dataset.tasks.aggregate(last=Max("position"))["last"] or -1) + 1
+    start = next_position(dataset)
     TaskInstance.objects.bulk_create(_task_row(dataset, start + i, task) for i, task in enumerate(tasks))
     repos = sorted({task.repo for task in tasks})
     return ImportReport(
@@ -105,6 +103,19 @@ def do_import_tasks(
         repos=repos,
         repos_without_source=[repo for repo in repos if repo not in dataset.repo_sources],
     )
+
+
+def locked_dataset(org: Organization, name: str) -> tuple[Dataset, bool]:
+    """The dataset (created if new), locked until the transaction ends: two imports into
+    it cannot interleave their positions or their duplicate checks."""
+    return Dataset.objects.select_for_update().get_or_create(
+        org=org, name=name, defaults={"kind": DatasetKind.PR_PATCH}
+    )
+
+
+def next_position(dataset: Dataset) -> int:
+    """Where tasks added now go: after every task the dataset holds."""
+    return (dataset.tasks.aggregate(last=Max("position"))["last"] or -1) + 1
 
 
 def _task_row(dataset: Dataset, position: int, task: SwebenchTask) -> TaskInstance:

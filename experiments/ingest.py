@@ -20,12 +20,12 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max
 
 from evaluation.patches import PatchRejected, check_patch, touches_test_harness
 from evaluation.repositories import RepositoryUnavailable, ensure_commit, git
 from evaluation.validation import TestRun, run_tests_with
-from experiments.models import Dataset, DatasetKind, TaskInstance
+from experiments.imports import locked_dataset, next_position
+from experiments.models import Dataset, TaskInstance
 from orgs.models import Organization
 
 # --continue-on-collection-errors: before the fix, a new test module may not even import;
@@ -211,13 +211,11 @@ def existing_task_ids(org: Organization, dataset_name: str) -> set[str]:
 @transaction.atomic
 def do_save_ingested(org: Organization, options: IngestOptions, dataset_name: str, verdicts: list[Verdict]) -> Dataset:
     """Write the kept tasks, and the repository source and test command on the dataset."""
-    dataset, _ = Dataset.objects.select_for_update().get_or_create(
-        org=org, name=dataset_name, defaults={"kind": DatasetKind.PR_PATCH}
-    )
+    dataset, _ = locked_dataset(org, dataset_name)
     dataset.repo_sources = {**dataset.repo_sources, options.repo_name: options.source}
     dataset.test_command = dataset.test_command or options.test_command
     dataset.save(update_fields=["repo_sources", "test_command"])
-    start = (dataset.tasks.aggregate(last=Max("position"))["last"] or -1) + 1
+    start = next_position(dataset)
     # Oldest first in the dataset, as the history happened.
     kept = [verdict for verdict in reversed(verdicts) if verdict.kept]
     existing = set(dataset.tasks.values_list("external_id", flat=True))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from scipy.stats import binomtest
+import numpy as np
+from scipy.stats import binomtest, bootstrap
 
 LOW_SAMPLE = 30  # below this many attempts an arm's interval is too wide to rank on
 
@@ -20,9 +21,6 @@ BOOTSTRAP_RESAMPLES = 2000
 
 def bootstrap_mean_interval(values: list[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap of the mean, seeded so a page shows the same interval twice."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
     if len(set(values)) == 1:  # no spread: the interval is the value (scipy would warn)
         return float(values[0]), float(values[0])
     result = bootstrap(

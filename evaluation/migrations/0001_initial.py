@@ -54,7 +54,6 @@ class Migration(migrations.Migration):
                 ('prompt', models.TextField(blank=True, help_text='Exactly what the evaluator was sent')),
                 ('raw_responses', models.JSONField(blank=True, default=list, help_text="Every answer, the repair's included")),
                 ('error', models.TextField(blank=True)),
-                ('repaired', models.BooleanField(default=False)),
                 ('input_tokens', models.PositiveIntegerField(blank=True, null=True)),
                 ('output_tokens', models.PositiveIntegerField(blank=True, null=True)),
                 ('cost_usd', models.DecimalField(blank=True, decimal_places=8, max_digits=14, null=True)),

@@ -13,6 +13,8 @@ from evaluation.judging import NEUTRALISED, REDACTED
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.models import Artifact, AttemptStatus
 from providers.models import ProviderCredential
+from providers.pricing import catalog_cost
+from providers.types import Usage
 from tests.conftest import client_for, work_queue
 from tests.providers.fake_server import FakeProvider, Reply
 
@@ -99,7 +101,7 @@ def openai_profile(db, fake):
     credential.set_api_key("sk-platform-key-0001")
     credential.save()
     return EvaluatorProfile.objects.create(
-        name="reviewer", provider="openai", model_name="gpt-judge", provider_config={"max_retries": 0}
+        name="reviewer", provider="openai", model_name="gpt-4o", provider_config={"max_retries": 0}
     )
 
 
@@ -138,6 +140,9 @@ def test_the_exact_prompt_sent_is_blind_and_neutralised(hostile_attempt, openai_
     hostile_attempt.refresh_from_db()
     assert hostile_attempt.cost_usd == before
     assert verdict.input_tokens == 100
+    # Priced from the catalog like any call, and kept on the verdict.
+    expected = catalog_cost("openai", "gpt-4o", Usage(input_tokens=100, output_tokens=20), timezone.now().date())
+    assert expected and verdict.cost_usd == expected
 
 
 def test_an_invalid_answer_gets_one_repair(hostile_attempt, openai_profile, fake):
@@ -371,3 +376,21 @@ def test_staff_cannot_delete_verdicts_to_unfreeze_a_profile(judged_run, admin_cl
     response = admin_client.post(reverse("admin:evaluation_verdict_delete", args=[verdict.pk]), {"post": "yes"})
     assert response.status_code == 403
     assert Verdict.objects.filter(pk=verdict.pk).exists()
+
+
+def test_a_run_is_judged_by_the_profile_active_when_it_starts(mock_profile, experiment, start):
+    from datetime import timedelta
+
+    from evaluation.evaluator import active_profile
+
+    newer = mock_profile.next_version()  # starts inactive
+    assert active_profile() == mock_profile
+    assert start(experiment).evaluator_profile == mock_profile
+    mock_profile.active_until = timezone.now() - timedelta(seconds=1)
+    mock_profile.save()
+    newer.active_from = timezone.now() - timedelta(seconds=1)
+    newer.save()
+    assert start(experiment).evaluator_profile == newer
+    newer.active_until = timezone.now() - timedelta(seconds=1)
+    newer.save()
+    assert start(experiment).evaluator_profile is None  # nothing active: nothing judged
