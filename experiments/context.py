@@ -15,16 +15,10 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-
-import bm25s
-from bm25s.stopwords import STOPWORDS_EN
+from typing import TYPE_CHECKING
 
 from evaluation.patches import check_patch, touches_test_harness
 from evaluation.repositories import list_files, read_files
-
-# bm25s sets its logger to DEBUG when imported and logs every index it builds; leave the
-# level to the project's logging settings.
-logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 CONTEXT_MODES = ("oracle", "bm25")
 # About 13K tokens at ~4 characters a token: the smallest of SWE-bench's BM25 budgets.
@@ -51,7 +45,8 @@ SOURCE_SUFFIXES = frozenset(
 )
 SOURCE_NAMES = frozenset({"Makefile", "Dockerfile", "Gemfile", "Rakefile"})
 
-STOPWORDS = frozenset(STOPWORDS_EN)
+if TYPE_CHECKING:
+    import bm25s
 IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
 # One word of an identifier: an acronym (HTTP in HTTPServer), a capitalised or lower-case
 # word, or a number.
@@ -115,7 +110,7 @@ def tokenize(text: str) -> list[str]:
     tokens: list[str] = []
     for identifier in IDENTIFIER.findall(text):
         words = [word.lower() for word in WORD.findall(identifier)]
-        tokens.extend(word for word in words if len(word) > 1 and word not in STOPWORDS)
+        tokens.extend(word for word in words if len(word) > 1 and word not in _stopwords())
         if len(words) > 1:
             tokens.append("".join(words))
     return tokens
@@ -145,7 +140,24 @@ def _within_budget(mode: str, files: list[tuple[str, str]], budget_chars: int) -
     return FilesContext(mode=mode, files=kept, omitted=omitted)
 
 
-RepositoryIndex = tuple[tuple[str, ...], bm25s.BM25]
+RepositoryIndex = tuple[tuple[str, ...], "bm25s.BM25"]
+
+
+@functools.cache
+def _bm25s():
+    """bm25s, imported on first use: every process imports this module, few retrieve."""
+    import bm25s
+
+    # bm25s sets its logger to DEBUG when imported and logs every index it builds; leave the
+    # level to the project's logging settings.
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
+    return bm25s
+
+
+@functools.cache
+def _stopwords() -> frozenset[str]:
+    return frozenset(_bm25s().stopwords.STOPWORDS_EN)
+
 
 _index_locks: dict[tuple[str, str], threading.Lock] = {}
 _index_locks_guard = threading.Lock()
@@ -170,7 +182,7 @@ def _cached_index(clone: str, commit: str) -> RepositoryIndex | None:
     paths = tuple(path for path in candidates if path in contents and len(contents[path]) <= MAX_INDEXED_CHARS)
     if not paths:
         return None
-    retriever = bm25s.BM25()
+    retriever = _bm25s().BM25()
     retriever.index([tokenize(f"{path}\n{contents[path]}") for path in paths], show_progress=False)
     return paths, retriever
 
