@@ -4,6 +4,10 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test lint bench
 
+# Production is the default (DEBUG=False needs SECRET_KEY and PRBENCH_ENCRYPTION_KEYS); the
+# demo and the developer tools run on this machine only, so they ask for DEBUG themselves.
+demo lint bench: export DEBUG ?= True
+
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

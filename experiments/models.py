@@ -1,4 +1,5 @@
 import uuid
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import models
@@ -65,6 +66,20 @@ class Dataset(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def repository_origins(self) -> list[tuple[str, str]]:
+        """Each repository and where it comes from, as a customer may see it: a clone URL's
+        host only (a URL can carry a token), and never a path on the server."""
+        return [(repo, _origin(source)) for repo, source in sorted(self.repo_sources.items())]
+
+
+def _origin(source: str) -> str:
+    parts = urlsplit(source)
+    if parts.scheme in ("http", "https", "ssh", "git") and parts.hostname:
+        return parts.hostname
+    if parts.scheme == "" and ":" in source and "/" not in source.split(":", 1)[0]:  # scp-like git@host:repo
+        return source.split(":", 1)[0].rpartition("@")[2]
+    return "a copy on the server"
 
 
 class TaskInstance(models.Model):

@@ -208,8 +208,19 @@ def run_export_csv(run: Run) -> str:
     writer = csv.DictWriter(out, fieldnames=ATTEMPT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in run_export(run)["attempts"]:
-        writer.writerow(row)
+        writer.writerow({column: spreadsheet_safe(value) for column, value in row.items()})
     return out.getvalue()
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (a task id or label can be anything a
+    customer imported) gets a leading apostrophe, as OWASP advises; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 @dataclass

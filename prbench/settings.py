@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -35,12 +36,35 @@ def env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
-DEBUG = envbool("DEBUG", "True")
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# Safe by default: a deployment that forgets to set DEBUG gets production behaviour (no
+# debug pages, secure cookies, HSTS). `make demo` and the tests set DEBUG=True themselves.
+DEBUG = envbool("DEBUG", "False")
 SECRET_KEY = env("SECRET_KEY", "insecure-demo-key-change-me-in-production" if DEBUG else "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is False")
-ALLOWED_HOSTS = [h for h in env("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
-CSRF_TRUSTED_ORIGINS = [o for o in env("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+# Transport security. Off while DEBUG (the demo serves plain http on 127.0.0.1); on in
+# production, where `manage.py check --deploy` then reports nothing. Behind a TLS-terminating
+# proxy, name the header it sets: PRBENCH_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO.
+_SECURE_DEFAULT = "False" if DEBUG else "True"
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", _SECURE_DEFAULT)
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", _SECURE_DEFAULT)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", _SECURE_DEFAULT)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0" if DEBUG else str(365 * 24 * 3600))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", _SECURE_DEFAULT)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", _SECURE_DEFAULT)
+if env("PRBENCH_PROXY_SSL_HEADER", ""):
+    SECURE_PROXY_SSL_HEADER = (env("PRBENCH_PROXY_SSL_HEADER", ""), "https")
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -54,6 +78,7 @@ INSTALLED_APPS = [
     "allauth.account",
     "django_htmx",
     "django_rq",
+    "csp",
     "template_partials",
     "orgs",
     "providers",
@@ -73,7 +98,25 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+
+# Every page loads only our own script and style sheet (htmx is vendored under static/), so
+# the policy allows nothing else: no inline script, no inline style, no third-party origin.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [SELF],
+        "object-src": [NONE],
+    }
+}
 
 ROOT_URLCONF = "prbench.urls"
 
