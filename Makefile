@@ -5,8 +5,9 @@ PY := $(VENV)/bin/python
 .PHONY: demo test lint bench
 
 # Production is the default (DEBUG=False needs SECRET_KEY and PRBENCH_ENCRYPTION_KEYS); the
-# demo and the developer tools run on this machine only, so they ask for DEBUG themselves.
-demo lint bench: export DEBUG ?= True
+# demo and the type checker run on this machine only, so they ask for DEBUG themselves (the
+# bench scripts set production settings of their own).
+demo lint: export DEBUG ?= True
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
