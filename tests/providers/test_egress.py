@@ -181,7 +181,9 @@ def test_test_connection_names_the_refusal_and_shows_no_body(alice, org, fake, r
     report = do_test_connection(org, "openai_compatible")
     assert not report.ok and report.category == "egress_refused"
     response = client_for(alice).post(
-        reverse("providers:test_connection", args=[org.code, "openai_compatible"]), {"model": ""}, HTTP_HX_REQUEST="true"
+        reverse("providers:test_connection", args=[org.code, "openai_compatible"]),
+        {"model": ""},
+        HTTP_HX_REQUEST="true",
     )
     assert response.status_code == 200
     assert fake.seen == []
@@ -307,7 +309,7 @@ def test_the_catalog_fetch_is_refused_the_same_way(settings, tmp_path, fake, ref
     settings.VAR_DIR = tmp_path
     settings.PRBENCH_OPENROUTER_MODELS_URL = fake.url + "/api/v1/models"
     fake.default = Reply(200, {"data": [{"id": "internal/model"}]})
-    with pytest.raises(CommandError, match="egress refused: 127.0.0.1 is not a public internet address"):
+    with pytest.raises(CommandError, match=r"egress refused: 127\.0\.0\.1 is not a public internet address"):
         call_command("models", "refresh")
     assert fake.seen == []
 
