@@ -32,10 +32,6 @@ def envint(name: str, default: str) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
 
 
-def env(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
 def networks(name: str, value: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     """Comma-separated CIDRs. Host bits must be zero: "10.1.2.3/8" is more likely a typo than
     a wish to allow all of 10/8, so it is refused rather than widened."""
@@ -52,6 +48,10 @@ def networks(name: str, value: str) -> tuple[ipaddress.IPv4Network | ipaddress.I
 
 def envnetworks(name: str, default: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     return networks(name, os.environ.get(name, default))
+
+
+def env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
 
 
 DEBUG = envbool("DEBUG", "True")
