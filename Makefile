@@ -15,6 +15,9 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
+# The demo's providers (the mock, a local model server) live on this machine: allow loopback
+# only, unless the environment already says otherwise.
+demo: export PRBENCH_ALLOWED_PRIVATE_NETWORKS ?= 127.0.0.0/8,::1/128
 demo: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py demo

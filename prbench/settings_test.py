@@ -17,5 +17,7 @@ from prbench.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = 20
+# The fake providers listen on loopback; nothing else may be reached, whatever the environment says.
+PRBENCH_ALLOWED_PRIVATE_NETWORKS = networks("PRBENCH_ALLOWED_PRIVATE_NETWORKS", "127.0.0.0/8,::1/128")  # noqa: F405
 # A fixed test key (not a secret): credentials in the test database are encrypted with it.
 PRBENCH_ENCRYPTION_KEYS = "akQXInqjqleliVcdPKfFGClb6jb4hvvgif22nzrya5k="

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from orgs.models import Organization
-from providers import gateway
+from providers import egress, gateway
 from providers.errors import ProviderError
 from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
@@ -52,6 +52,8 @@ def check_credential(org: Organization, data: dict[str, Any]) -> CredentialInput
     base_url = (data.get("base_url") or "").strip()
     if base_url and not base_url.startswith(("http://", "https://")):
         errors.append("base_url: must start with http:// or https://")
+    elif base_url and (problem := egress.url_problem(base_url)):
+        errors.append(f"base_url: {problem}")
     if provider == "azure_openai" and (not base_url or not data.get("api_version")):
         errors.append("Azure OpenAI needs an endpoint (base_url) and an api_version")
     if provider == "openai_compatible" and not base_url:

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import httpx
+import httpx2
 from django.conf import settings
+
+from providers import egress
 
 FALLBACK = Path(__file__).resolve().parent / "data" / "openrouter_models.json"
 TTL_S = 24 * 3600
@@ -41,10 +43,13 @@ def cache_path() -> Path:
 def refresh(timeout_s: float = 15.0) -> int:
     """Fetch the live list into the cache. Returns how many models it holds."""
     try:
-        response = httpx.get(settings.PRBENCH_OPENROUTER_MODELS_URL, timeout=timeout_s)
-        response.raise_for_status()
-        body = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
+        with egress.http_client(timeout_s) as client:
+            response = client.get(settings.PRBENCH_OPENROUTER_MODELS_URL)
+            response.raise_for_status()
+            body = response.json()
+    except egress.EgressRefused as exc:
+        raise CatalogError(f"could not fetch the model list: egress refused: {exc}") from None
+    except (httpx2.HTTPError, ValueError) as exc:
         raise CatalogError(f"could not fetch the model list: {type(exc).__name__}") from None
     models = _parse(body)
     if not models:

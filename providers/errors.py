@@ -18,6 +18,9 @@ class ErrorCategory(models.TextChoices):
     SERVER_ERROR = "server_error"
     OVERLOADED = "overloaded"
     NOT_ALLOWED = "not_allowed"
+    # The endpoint resolved to an address the platform's egress policy refuses (providers/egress.py):
+    # a platform set-up failure, never the model's; retrying cannot change the answer.
+    EGRESS_REFUSED = "egress_refused"
     UNKNOWN = "unknown"
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import anthropic
 
+from providers import egress
 from providers.adapters.base import Adapter
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key, try_timeout
@@ -113,4 +114,11 @@ def _answer_text(blocks: list[dict]) -> str:
 @lru_cache(maxsize=256)
 def _anthropic_client(api_key: str, base_url: str | None, timeouts: tuple[float, float]) -> anthropic.Anthropic:
     # Reused for the same reason as the OpenAI clients: building one costs tens of ms.
-    return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeouts_from_key(timeouts))
+    timeout = timeouts_from_key(timeouts)
+    return anthropic.Anthropic(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=0,
+        timeout=timeout,
+        http_client=egress.http_client(timeout),
+    )

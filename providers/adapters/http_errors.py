@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from providers.egress import refusal_in
 from providers.errors import ErrorCategory, ProviderError
 
 CONTEXT_HINTS = ("context_length_exceeded", "maximum context length", "prompt is too long", "too many tokens")
@@ -122,7 +123,12 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
     """The taxonomy's view of an exception from an official SDK (``openai`` or ``anthropic``:
     both generate the same exception hierarchy), or None when it is not one of theirs."""
     error: ProviderError | None = None
-    if isinstance(exc, sdk.APIStatusError):
+    refusal = refusal_in(exc)
+    if refusal is not None:  # first: the SDK may have wrapped it as a connection error
+        # Nothing answered (no socket was opened), so there is no body to quote: the message
+        # names the host, the refused address and the setting, and nothing else.
+        error = ProviderError(ErrorCategory.EGRESS_REFUSED, str(refusal))
+    elif isinstance(exc, sdk.APIStatusError):
         error = ProviderError(
             category_for_status(exc.status_code, exc.body),
             error_message(exc.status_code, exc.body),

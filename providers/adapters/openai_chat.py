@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import openai
 
+from providers import egress
 from providers.adapters.base import Adapter
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key, try_timeout
@@ -163,23 +164,27 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
 def _openai_client(api_key: str, base_url: str | None, timeouts: tuple[float, float], headers: tuple) -> openai.OpenAI:
     """Clients are reused: building one (connection pool, TLS context) costs tens of ms, and
     they are thread-safe. Keyed by everything that shapes the connection."""
+    timeout = timeouts_from_key(timeouts)
     return openai.OpenAI(
         api_key=api_key,
         base_url=base_url,
         max_retries=0,  # the gateway owns retries, so every try is seen and recorded
-        timeout=timeouts_from_key(timeouts),
+        timeout=timeout,
         default_headers=dict(headers),
+        http_client=egress.http_client(timeout),
     )
 
 
 @lru_cache(maxsize=256)
 def _azure_client(api_key: str, endpoint: str, api_version: str, timeouts: tuple[float, float]) -> openai.AzureOpenAI:
+    timeout = timeouts_from_key(timeouts)
     return openai.AzureOpenAI(
         api_key=api_key,
         azure_endpoint=endpoint,
         api_version=api_version,
         max_retries=0,
-        timeout=timeouts_from_key(timeouts),
+        timeout=timeout,
+        http_client=egress.http_client(timeout),
     )
 
 
