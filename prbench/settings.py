@@ -220,6 +220,11 @@ LOGIN_REDIRECT_URL = "/"
 LOGIN_URL = "/accounts/login/"
 EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 
+# Django's default (cookie, then session), but no message carries a provider key.
+MESSAGE_STORAGE = "prbench.redacting.RedactingFallbackStorage"
+# Sensitive POST parameters and variables stay hidden on the DEBUG error page too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "prbench.redacting.AlwaysSafeExceptionReporterFilter"
+
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -236,7 +241,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Key-shaped tokens and every key this process resolved leave each record before it is
+    # written (providers/redaction.py; it also redacts records as they are made).
+    "filters": {"redact_secrets": {"()": "providers.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -13,6 +13,7 @@ from orgs.models import Organization
 from providers import egress, gateway
 from providers.errors import ProviderError
 from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredential
+from providers.redaction import redact_known
 from providers.types import ArmSpec, CompletionRequest, Message
 
 PROVIDERS = [value for value, _ in PROVIDER_CHOICES]
@@ -30,7 +31,7 @@ MAX_PER_MINUTE = 2_000_000_000  # fits the column (a Postgres integer)
 @dataclass(frozen=True)
 class CredentialInput:
     provider: str
-    api_key: str  # "" keeps the stored key
+    api_key: str = field(repr=False)  # "" keeps the stored key; never in a repr, a traceback or a debug page
     base_url: str
     api_version: str
     deployments: dict[str, str]
@@ -130,8 +131,12 @@ def do_test_connection(org: Organization, provider: str, model_name: str = "") -
     try:
         completion = gateway.complete(org.pk, arm, request)
     except ProviderError as error:
-        return ConnectionReport(False, error.category, error.message)
-    return ConnectionReport(True, "ok", f"{completion.model_served} answered in {completion.latency_ms} ms")
+        return ConnectionReport(False, error.category, redact_known(error.message))
+    # The gateway has redacted both already; again here because this text goes straight to
+    # a page and a cookie, and this process knows every key it resolved.
+    return ConnectionReport(
+        True, "ok", redact_known(f"{completion.model_served} answered in {completion.latency_ms} ms")
+    )
 
 
 def check_allowlist_entry(data: dict[str, Any]) -> tuple[str, str]:

@@ -7,3 +7,7 @@ class ProvidersConfig(AppConfig):
 
     def ready(self) -> None:
         from providers import signals  # noqa: F401  (connects the receivers)
+        from providers.redaction import install_log_record_factory
+
+        # Every log record, whichever handler gets it, loses keys (see providers/redaction.py).
+        install_log_record_factory()

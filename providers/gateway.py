@@ -9,9 +9,11 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
 from tenacity.wait import wait_random_exponential
 
+from providers import redaction
 from providers.adapters.base import Adapter
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
@@ -65,6 +67,8 @@ def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     version = governance_version(org_id)
     adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, version, _minute())
     price = catalog_price(arm.provider, arm.model_name, timezone.now().date())
+    if credential is not None:
+        redaction.remember_secret(credential.api_key)  # so this process's logs never show it
     return PreparedArm(arm, adapter_class, credential, price)
 
 
@@ -82,6 +86,7 @@ def release_slots(prepared: PreparedArm, slots: list[str]) -> None:
     release_arm_slots(prepared.arm.key, slots)
 
 
+@sensitive_variables("secrets")  # Test connection runs this in a web request: no key on an error page
 def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | None = None) -> Completion:
     """One request through the retry loop; safe to run on many threads at once.
 
@@ -91,8 +96,9 @@ def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | Non
     """
     arm = prepared.arm
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
+    secrets = _secrets(prepared.credential)
     retry_log: list[dict] = []
-    retrying = _retry_policy(arm.config, retry_log)
+    retrying = _retry_policy(arm.config, retry_log, secrets)
     # The same bound as the retry policy's stop_before_delay, for waits and reads inside a try.
     deadline = time.monotonic() + _total_seconds(arm.config)
     adapter.deadline = deadline
@@ -101,14 +107,46 @@ def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | Non
         completion = retrying(_generate_within_limits, adapter, request, deadline, held)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
+        _redact_error(exc, secrets)
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         raise
-    done = replace(completion, retries=len(retry_log), retry_log=tuple(retry_log))
+    done = _redact_completion(replace(completion, retries=len(retry_log), retry_log=tuple(retry_log)), secrets)
     if done.cost_usd is None and prepared.price is not None:  # a provider-reported cost (OpenRouter, the mock) wins
         price = prepared.price
         cost = cost_for(done.usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)
         return replace(done, cost_usd=cost, cost_source="catalog")
     return done
+
+
+def _secrets(credential: ResolvedCredential | None) -> tuple[str, ...]:
+    return (credential.api_key,) if credential is not None and credential.api_key else ()
+
+
+def _redact_error(error: ProviderError, secrets: tuple[str, ...]) -> None:
+    """In place, as it is re-raised: a provider may quote the key in its error text (OpenAI's
+    "Incorrect API key provided: sk-…"), and every caller stores or shows what it gets."""
+    error.message = redaction.redact_text(error.message, secrets)
+    error.args = (f"{error.category}: {error.message}",)  # str(error), as the evaluator stores it
+    error.retry_log = redaction.redact_data(error.retry_log, secrets)
+    error.raw_request = redaction.redact_data(error.raw_request, secrets)
+    # The SDK's own exception (its message and response quote the provider's body) must not
+    # be reachable from ours, nor printed by a traceback.
+    error.__cause__ = error.__context__ = None
+
+
+def _redact_completion(completion: Completion, secrets: tuple[str, ...]) -> Completion:
+    """The answer loses only the credential's key (it may quote lookalikes); everything the
+    provider chose (ids, model name, raw bodies) loses key-shaped tokens too."""
+    return replace(
+        completion,
+        text=redaction.redact_answer(completion.text, secrets),
+        finish_reason=redaction.redact_text(completion.finish_reason, secrets),
+        model_served=redaction.redact_text(completion.model_served, secrets),
+        request_id=redaction.redact_text(completion.request_id, secrets),
+        retry_log=redaction.redact_data(completion.retry_log, secrets),
+        raw_request=redaction.redact_data(completion.raw_request, secrets),
+        raw_response=redaction.redact_data(completion.raw_response, secrets),
+    )
 
 
 GOVERNANCE_MAX_AGE_S = 60
@@ -229,7 +267,7 @@ def _total_seconds(config: dict) -> float:
     return min(deadline, config.get("timeout_total_s", deadline))
 
 
-def _retry_policy(config: dict, retry_log: list[dict]) -> Retrying:
+def _retry_policy(config: dict, retry_log: list[dict], secrets: tuple[str, ...]) -> Retrying:
     base_s = config.get("retry_base_ms", DEFAULT_RETRY_BASE_MS) / 1000
     exponential = wait_random_exponential(multiplier=base_s, max=60)
 
@@ -245,7 +283,8 @@ def _retry_policy(config: dict, retry_log: list[dict]) -> Retrying:
             {
                 "try": state.attempt_number,
                 "category": str(getattr(error, "category", "unknown")),
-                "message": getattr(error, "message", "")[:200],
+                # Redacted before it is cut: a cut could leave a key's prefix unrecognisable.
+                "message": redaction.redact_text(getattr(error, "message", ""), secrets)[:200],
                 "wait_s": round(state.next_action.sleep if state.next_action else 0.0, 3),
             }
         )

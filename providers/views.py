@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from orgs.access import access_org
@@ -43,6 +44,7 @@ def settings_page(request: HttpRequest, code: str) -> HttpResponse:
     return render(request, "providers/settings.html", context)
 
 
+@sensitive_post_parameters()  # every field: a debug page or error report must not show a key
 @login_required
 @require_POST
 def save_credential(request: HttpRequest, code: str) -> HttpResponse:
@@ -66,6 +68,7 @@ def delete_credential(request: HttpRequest, code: str, provider: str) -> HttpRes
     return redirect("providers:settings", code=org.code)
 
 
+@sensitive_post_parameters()  # every field: a debug page or error report must not show a key
 @login_required
 @require_POST
 def test_connection(request: HttpRequest, code: str, provider: str) -> HttpResponse:
