@@ -34,9 +34,10 @@ class InvitationAdmin(admin.ModelAdmin):
     list_display = ["email", "org", "role", "status", "invited_by", "created_at", "expires_at"]
     list_filter = ["role", "org"]
     search_fields = ["email", "org__name", "org__slug"]
-    fields = ["code", "org", "email", "role", "status", "invited_by", "created_at", "expires_at"]
-    fields += ["accepted_at", "accepted_by", "revoked_at"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "code", "org", "email", "role", "status", "invited_by",
+        "created_at", "expires_at", "accepted_at", "accepted_by", "revoked_at",
+    )  # fmt: skip
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -161,7 +161,7 @@ def onboarding(request: HttpRequest) -> HttpResponse:
         except ValidationError as exc:
             error = _messages_of(exc)
         else:
-            return _joined(request, org.memberships.get(user=request.user))
+            return _joined(request, org.memberships.get())  # its owner, the only member yet
     context = {
         "invitations": invitations_for(request.user).order_by("org__name"),
         "memberships": memberships_of(request.user),

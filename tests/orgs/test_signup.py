@@ -25,7 +25,7 @@ def sign_up(client: Client, email: str, password2: str = PASSWORD):
 
 def confirmation_path(email: str) -> str:
     [message] = [m for m in mail.outbox if m.to == [email]]
-    match = CONFIRM_LINK.search(message.body)
+    match = CONFIRM_LINK.search(str(message.body))
     assert match, message.body
     return match.group(1)
 
