@@ -168,7 +168,7 @@ if ACCOUNT_EMAIL_VERIFICATION not in ("none", "optional", "mandatory"):
 # Following the link in the verification mail signs the new user in (in the browser that
 # signed up), so a sign-up ends on the onboarding page rather than on a login form.
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
-# allauth's limits, counted in the shared Redis cache (CACHES below) so they hold across
+# allauth's limits, counted in the shared Redis cache (CACHES above) so they hold across
 # every web process. login_failed: the 11th wrong password for one account within 15 minutes
 # is refused (even if the 11th try is the right password), which tolerates a person's typos
 # and caps online guessing at 40 tries an hour per account; 20 failures a minute per client
