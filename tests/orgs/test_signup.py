@@ -12,7 +12,8 @@ from django.core import mail
 from django.test import Client
 from django.urls import reverse
 
-from orgs.models import Membership, Organization
+from orgs.actions import do_invite
+from orgs.models import Membership, Organization, Role
 from tests.conftest import PASSWORD
 
 SIGNUP_URL = "/accounts/signup/"
@@ -128,3 +129,24 @@ def test_signing_up_with_a_taken_address_creates_nothing_and_reveals_nothing(ali
         alice.pk
     ]
     assert [m.to for m in mail.outbox] == [["alice@example.com"]]
+
+
+def test_a_newcomer_follows_an_invitation_link_through_sign_up(alice, org, experiment):
+    """Signed out, the link asks for a login; its sign-up link keeps the invitation as the
+    place to return to, through sign-up and verification."""
+    _, token = do_invite(org, "dana@example.com", Role.MEMBER, alice)
+    link = reverse("orgs:invitation", args=[token])
+    client = Client()
+    login_page = client.get(link, follow=True)
+    assert login_page.redirect_chain[-1][0] == f"/accounts/login/?next={link}"
+    signup_url = f"{SIGNUP_URL}?next={link.replace('/', '%2F')}"
+    assert f'href="{signup_url}"' in login_page.content.decode()
+
+    client.post(signup_url, {"email": "dana@example.com", "password1": PASSWORD, "password2": PASSWORD})
+    landed = client.post(confirmation_path("dana@example.com"), follow=True)
+
+    assert landed.status_code == 200
+    assert landed.redirect_chain[-1][0] == link
+    assert "Join Acme" in landed.content.decode()
+    assert client.post(link).status_code == 302
+    assert Membership.objects.get(user__email="dana@example.com").org == org
