@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from allauth.core.exceptions import ImmediateHttpResponse
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
+from django.shortcuts import redirect
 
-from orgs.models import Membership, Organization
+from orgs.models import Invitation, Membership, Organization
 
 if TYPE_CHECKING:
     from experiments.models import Attempt, Dataset, Experiment, Run
@@ -55,9 +57,22 @@ def current_membership(request: HttpRequest) -> Membership | None:
     return chosen or memberships.first()
 
 
+class NeedsOnboarding(ImmediateHttpResponse):
+    """A signed-in user in no organisation is sent to the onboarding page, not shown a 404.
+
+    It travels as allauth's ImmediateHttpResponse, which allauth's AccountMiddleware (already
+    installed) turns into the response it carries.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(redirect("orgs:onboarding"))
+
+
 def access_current_org(request: HttpRequest, *, write: bool = False) -> Membership:
     membership = current_membership(request)
     if membership is None:
+        if request.user.is_authenticated:
+            raise NeedsOnboarding()
         raise Http404("You do not belong to any organisation yet")
     check_role(membership, write=write)
     return membership
@@ -68,6 +83,26 @@ def access_org(request: HttpRequest, code: Any, *, manage: bool = False) -> Memb
     membership = membership_for(request, org)
     check_role(membership, manage=manage)
     return membership
+
+
+def access_invitation(request: HttpRequest, org_code: Any, code: Any) -> Invitation:
+    """An invitation of an organisation the user manages (404 for outsiders, 403 for others)."""
+    org = access_org(request, org_code, manage=True).org
+    return _get_or_404(org.invitations.select_related("org"), code=code)
+
+
+def access_invitation_by_token(token: str) -> Invitation:
+    """The invitation a link's token names: holding the link is what this checks; who may
+    accept it is ``check_accept_invitation``'s question."""
+    return _get_or_404(Invitation.objects.select_related("org", "invited_by"), token_hash=Invitation.hash_token(token))
+
+
+def access_offered_invitation(request: HttpRequest, code: Any) -> Invitation:
+    """An invitation addressed to one of the user's verified addresses (the onboarding page's
+    accept buttons, which have no token); anything else is a 404."""
+    from orgs.actions import invitations_for
+
+    return _get_or_404(invitations_for(request.user), code=code)
 
 
 def _get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:

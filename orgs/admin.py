@@ -1,6 +1,7 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from orgs.models import Membership, Organization
+from orgs.models import Invitation, Membership, Organization
 
 
 class MembershipInline(admin.TabularInline):
@@ -23,3 +24,23 @@ class MembershipAdmin(admin.ModelAdmin):
     list_filter = ["role", "org"]
     search_fields = ["user__email", "org__name", "org__slug"]
     raw_id_fields = ["user"]
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    """Read-only: an invitation is made on the members page, where its link is shown once.
+    The token's hash is left out too: it is no use to staff and one less thing to leak."""
+
+    list_display = ["email", "org", "role", "status", "invited_by", "created_at", "expires_at"]
+    list_filter = ["role", "org"]
+    search_fields = ["email", "org__name", "org__slug"]
+    fields = readonly_fields = (
+        "code", "org", "email", "role", "status", "invited_by",
+        "created_at", "expires_at", "accepted_at", "accepted_by", "revoked_at",
+    )  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Invitation | None = None) -> bool:
+        return False

@@ -1,7 +1,10 @@
+import hashlib
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Role(models.TextChoices):
@@ -48,3 +51,63 @@ class Membership(models.Model):
     @property
     def can_manage(self) -> bool:
         return self.role in MANAGE_ROLES
+
+
+# Long enough to survive a weekend in someone's inbox, short enough that a forgotten link
+# does not stay a way into the organisation.
+INVITATION_LIFETIME = timedelta(days=7)
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+
+
+class InvitationQuerySet(models.QuerySet["Invitation"]):
+    def pending(self) -> "InvitationQuerySet":
+        return self.filter(accepted_at=None, revoked_at=None, expires_at__gt=timezone.now())
+
+
+class Invitation(models.Model):
+    """A single-use offer of a role in an organisation, addressed to an email address.
+
+    Only the SHA-256 of the token travels into the database: the link is shown once to the
+    inviter and mailed to the invitee, so a database dump or the admin never holds a usable link.
+    """
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey(Organization, models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = InvitationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["org", "email"])]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.org} ({self.role})"
+
+    @staticmethod
+    def hash_token(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    @property
+    def status(self) -> str:
+        if self.accepted_at is not None:
+            return InvitationStatus.ACCEPTED
+        if self.revoked_at is not None:
+            return InvitationStatus.REVOKED
+        if self.expires_at <= timezone.now():
+            return InvitationStatus.EXPIRED
+        return InvitationStatus.PENDING

@@ -4,6 +4,11 @@ from orgs import views
 
 app_name = "orgs"
 urlpatterns = [
+    path("welcome/", views.onboarding, name="onboarding"),
+    path("invitations/offered/<uuid:code>/accept/", views.accept_offered, name="accept_offered"),
+    path("invitations/<str:token>/", views.invitation, name="invitation"),
     path("<uuid:code>/switch/", views.switch_org, name="switch"),
     path("<uuid:code>/members/", views.members, name="members"),
+    path("<uuid:code>/members/role/", views.change_role, name="change_role"),
+    path("<uuid:code>/invitations/<uuid:invitation>/revoke/", views.revoke_invitation, name="revoke_invitation"),
 ]

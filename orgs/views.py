@@ -1,13 +1,37 @@
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from orgs.access import SESSION_KEY, access_org
-from orgs.actions import check_add_member, do_set_membership
-from orgs.models import Role
+from orgs.access import (
+    SESSION_KEY,
+    access_invitation,
+    access_invitation_by_token,
+    access_offered_invitation,
+    access_org,
+    memberships_of,
+)
+from orgs.actions import (
+    InvitationRefused,
+    check_accept_invitation,
+    check_change_role,
+    check_invite,
+    check_org_fields,
+    check_revoke,
+    do_accept_invitation,
+    do_create_owned_org,
+    do_invite,
+    do_revoke,
+    do_send_invitation,
+    do_set_role,
+    invitations_for,
+)
+from orgs.models import Membership, Organization, Role
 
 
 @login_required
@@ -18,30 +42,134 @@ def switch_org(request: HttpRequest, code: str) -> HttpResponse:
     return redirect("experiments:list")
 
 
+def _messages_of(exc: ValidationError) -> str:
+    return "; ".join(exc.messages)
+
+
+def _members_page(request: HttpRequest, membership: Membership, status: int = 200, **extra: Any) -> HttpResponse:
+    org = membership.org
+    context = {
+        "org": org,
+        "membership": membership,
+        "members": org.memberships.select_related("user").order_by("user__email"),
+        "invitations": org.invitations.pending().select_related("invited_by").order_by("email"),
+        "roles": Role.choices,
+        **extra,
+    }
+    return render(request, "orgs/members.html", context, status=status)
+
+
 @login_required
 def members(request: HttpRequest, code: str) -> HttpResponse:
+    """The members and pending invitations; a POST invites someone."""
     membership = access_org(request, code)
-    org = membership.org
-    error = None
+    if request.method != "POST":
+        return _members_page(request, membership)
+    actor = access_org(request, code, manage=True)
+    email, role = request.POST.get("email", ""), request.POST.get("role", "")
+    try:
+        email = check_invite(actor.org, email, role, actor)
+    except ValidationError as exc:
+        return _members_page(request, actor, invite_error=_messages_of(exc), invite_email=email)
+    invitation, token = do_invite(actor.org, email, role, request.user)
+    # Rendered, not redirected: the link exists only now (the database keeps its hash), and a
+    # redirect would have to carry it through the messages cookie.
+    link = request.build_absolute_uri(reverse("orgs:invitation", args=[token]))
+    mailed = do_send_invitation(invitation, link)
+    return _members_page(request, actor, invited=invitation, invite_link=link, mailed=mailed)
+
+
+@login_required
+@require_POST
+def change_role(request: HttpRequest, code: str) -> HttpResponse:
+    """Roles of existing members change directly; newcomers are invited instead."""
+    actor = access_org(request, code, manage=True)
+    email, role = request.POST.get("email", "").strip(), request.POST.get("role", "")
+    try:
+        target = check_change_role(actor.org, email, role, actor)
+    except ValidationError as exc:
+        return _members_page(request, actor, role_error=_messages_of(exc))
+    do_set_role(target, role)
+    messages.success(request, f"{target.user.email} is now {role} of {actor.org.name}")
+    return redirect("orgs:members", code=actor.org.code)
+
+
+@login_required
+@require_POST
+def revoke_invitation(request: HttpRequest, code: str, invitation: str) -> HttpResponse:
+    found = access_invitation(request, code, invitation)
+    try:
+        check_revoke(found)
+    except InvitationRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        do_revoke(found)
+        messages.success(request, f"The invitation to {found.email} is withdrawn: its link no longer works")
+    return redirect("orgs:members", code=found.org.code)
+
+
+def _refused(request: HttpRequest, exc: InvitationRefused) -> HttpResponse:
+    return render(request, "orgs/invitation_refused.html", {"refusal": exc}, status=exc.status)
+
+
+def _joined(request: HttpRequest, membership: Membership) -> HttpResponse:
+    request.session[SESSION_KEY] = str(membership.org.code)
+    messages.success(request, f"You are now {membership.role} of {membership.org.name}")
+    return redirect("experiments:list")
+
+
+@login_required
+def invitation(request: HttpRequest, token: str) -> HttpResponse:
+    """An invitation link: the invitee sees what they are offered and accepts with a POST
+    (a GET changes nothing, so mail scanners that follow links cannot accept for them)."""
+    try:
+        found = access_invitation_by_token(token)
+    except Http404:
+        return render(request, "orgs/invitation_refused.html", {"refusal": None}, status=404)
+    try:
+        check_accept_invitation(found, request.user)
+        if request.method == "POST":
+            return _joined(request, do_accept_invitation(found, request.user))
+    except InvitationRefused as exc:
+        return _refused(request, exc)
+    return render(request, "orgs/invitation.html", {"invitation": found})
+
+
+@login_required
+@require_POST
+def accept_offered(request: HttpRequest, code: str) -> HttpResponse:
+    """The onboarding page's accept button: the verified address stands in for the token."""
+    found = access_offered_invitation(request, code)
+    try:
+        check_accept_invitation(found, request.user)
+        return _joined(request, do_accept_invitation(found, request.user))
+    except InvitationRefused as exc:
+        return _refused(request, exc)
+
+
+@login_required
+def onboarding(request: HttpRequest) -> HttpResponse:
+    """Where a user with no organisation lands: create one, or accept an invitation."""
+    from allauth.account.models import EmailAddress
+
+    error, slug, name = None, "", ""
     if request.method == "POST":
-        actor = access_org(request, code, manage=True)
-        email, role = request.POST.get("email", "").strip(), request.POST.get("role", "")
+        slug, name = request.POST.get("slug", "").strip(), request.POST.get("name", "")
         try:
-            user = check_add_member(org, email, role, actor)
+            check_org_fields(slug, name)
+            org = do_create_owned_org(request.user, slug, name)
         except ValidationError as exc:
-            error = "; ".join(exc.messages)
+            error = _messages_of(exc)
         else:
-            do_set_membership(org, user, role)
-            messages.success(request, f"{email} is now {role} of {org.name}")
-            return redirect("orgs:members", code=org.code)
-    return render(
-        request,
-        "orgs/members.html",
-        {
-            "org": org,
-            "membership": membership,
-            "members": org.memberships.select_related("user").order_by("user__email"),
-            "roles": Role.choices,
-            "error": error,
-        },
-    )
+            return _joined(request, org.memberships.get())  # its owner, the only member yet
+    context = {
+        "invitations": invitations_for(request.user).order_by("org__name"),
+        "memberships": memberships_of(request.user),
+        "unverified": EmailAddress.objects.filter(user=request.user, verified=False).values_list("email", flat=True),
+        "error": error,
+        "slug": slug,
+        "name": name,
+        "slug_max": Organization._meta.get_field("slug").max_length,
+        "name_max": Organization._meta.get_field("name").max_length,
+    }
+    return render(request, "orgs/onboarding.html", context)

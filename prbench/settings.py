@@ -176,6 +176,10 @@ EMBEDDED_REDIS = "REDIS_URL" not in os.environ
 EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis.sock"
 REDIS_URL = env("REDIS_URL", f"unix://{EMBEDDED_REDIS_SOCKET}?db=0")
 
+# The cache is the Redis every process shares (allauth's login throttling lives there);
+# prbench.cache starts the embedded Redis first when REDIS_URL is unset.
+CACHES = {"default": {"BACKEND": "prbench.cache.SharedRedisCache", "LOCATION": REDIS_URL}}
+
 RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600}}
 RQ = {
     # A forking worker pays 60-650 ms per job once the SDKs are imported; the attempt
@@ -215,7 +219,32 @@ AUTHENTICATION_BACKENDS = [
 ]
 ACCOUNT_LOGIN_METHODS = {"email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
-ACCOUNT_EMAIL_VERIFICATION = env("ACCOUNT_EMAIL_VERIFICATION", "none")
+# Mandatory by default: membership follows verified addresses (orgs/actions.py accepts an
+# invitation only from the verified owner of the invited address), so an account must prove
+# it holds its address before it can log in.
+ACCOUNT_EMAIL_VERIFICATION = env("ACCOUNT_EMAIL_VERIFICATION", "mandatory")
+if ACCOUNT_EMAIL_VERIFICATION not in ("none", "optional", "mandatory"):
+    raise ImproperlyConfigured(
+        f"ACCOUNT_EMAIL_VERIFICATION must be none, optional or mandatory, not {ACCOUNT_EMAIL_VERIFICATION!r}"
+    )
+# Following the link in the verification mail signs the new user in (in the browser that
+# signed up), so a sign-up ends on the onboarding page rather than on a login form.
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+# allauth's limits, counted in the shared Redis cache (CACHES above) so they hold across
+# every web process. login_failed: the 11th wrong password for one account within 15 minutes
+# is refused (even if the 11th try is the right password), which tolerates a person's typos
+# and caps online guessing at 40 tries an hour per account; 20 failures a minute per client
+# address bound one address spraying many accounts without locking out an office behind one NAT.
+ACCOUNT_RATE_LIMITS = {
+    "login": "30/m/ip",
+    "login_failed": "20/m/ip,10/15m/key",
+    "signup": "20/m/ip",
+    "reset_password": "20/m/ip,5/m/key",
+    "reset_password_from_key": "20/m/ip",
+    "change_password": "5/m/user",
+    "manage_email": "10/m/user",
+    "reauthenticate": "10/m/user",
+}
 LOGIN_REDIRECT_URL = "/"
 LOGIN_URL = "/accounts/login/"
 EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -1,5 +1,11 @@
+from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
 from django.urls import include, path
+
+# The admin signs in through allauth's login, whose failure limits are counted in the shared
+# Redis cache: the admin's own login form has no limit at all (40 wrong passwords, then the
+# right one, used to be accepted).
+admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
 
 urlpatterns = [
     path("admin/", admin.site.urls),

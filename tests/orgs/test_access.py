@@ -9,10 +9,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.test import RequestFactory
+from django.urls import reverse
 
 from experiments.actions import do_start_run
 from orgs.access import (
     SESSION_KEY,
+    NeedsOnboarding,
     access_attempt,
     access_current_org,
     access_dataset,
@@ -189,10 +191,13 @@ def test_viewer_cannot_write_in_the_current_org(vera, org):
         access_current_org(request_for(vera), write=True)
 
 
-def test_no_membership_is_404(django_user_model, db):
+def test_no_membership_sends_a_signed_in_user_to_onboarding(django_user_model, db):
     loner = make_user(django_user_model, "loner@example.com")
 
-    with pytest.raises(Http404):
+    with pytest.raises(NeedsOnboarding) as excinfo:
         access_current_org(request_for(loner))
+
+    assert excinfo.value.response.status_code == 302
+    assert excinfo.value.response["Location"] == reverse("orgs:onboarding")
     with pytest.raises(Http404):
         access_current_org(request_for(AnonymousUser()))

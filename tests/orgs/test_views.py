@@ -138,16 +138,19 @@ def test_members_works(bob, alice, vera, org):
     assert "<td>alice@example.com</td><td>Owner</td>" in content
     assert "<td>bob@example.com</td><td>Member</td>" in content
     assert "<td>vera@example.com</td><td>Viewer</td>" in content
-    assert "Add a member or change a role" not in content  # members cannot manage
+    assert "Invite someone" not in content  # members cannot manage
+    assert reverse("orgs:change_role", args=[org.code]) not in content
 
 
-def test_members_shows_the_form_to_an_owner(alice, org):
+def test_members_shows_the_forms_to_an_owner(alice, bob, org):
     response = client_for(alice).get(reverse("orgs:members", args=[org.code]))
 
     assert response.status_code == 200
     content = response.content.decode()
-    assert "Add a member or change a role" in content
+    assert "Invite someone" in content
     assert '<option value="member" selected>Member</option>' in content
+    assert f'action="{reverse("orgs:change_role", args=[org.code])}"' in content
+    assert '<input type="hidden" name="email" value="bob@example.com">' in content
 
 
 def test_viewer_can_read_members(vera, alice, org):
@@ -158,69 +161,56 @@ def test_viewer_can_read_members(vera, alice, org):
     assert 'name="email"' not in response.content.decode()
 
 
-def test_owner_can_add_a_member(alice, dave, org):
-    client = client_for(alice)
+def test_admin_can_change_a_role(alice, bob, dave, org):
+    Membership.objects.create(user=dave, org=org, role=Role.ADMIN)
+    client = client_for(dave)
 
-    response = client.post(reverse("orgs:members", args=[org.code]), {"email": " DAVE@example.com ", "role": "admin"})
+    response = client.post(reverse("orgs:change_role", args=[org.code]), {"email": "BOB@example.com", "role": "viewer"})
 
     assert response.status_code == 302
     assert response["Location"] == reverse("orgs:members", args=[org.code])
-    assert Membership.objects.get(user=dave).org == org
-    assert Membership.objects.get(user=dave).role == Role.ADMIN
-    content = client.get(response["Location"]).content.decode()
-    assert "DAVE@example.com is now admin of Acme" in content
-    assert "<td>dave@example.com</td><td>Admin</td>" in content
-
-
-def test_admin_can_change_a_role(alice, bob, dave, org):
-    Membership.objects.create(user=dave, org=org, role=Role.ADMIN)
-
-    response = client_for(dave).post(
-        reverse("orgs:members", args=[org.code]), {"email": "bob@example.com", "role": "viewer"}
-    )
-
-    assert response.status_code == 302
     assert Membership.objects.get(user=bob, org=org).role == Role.VIEWER
     assert Membership.objects.filter(user=bob).count() == 1
+    assert "bob@example.com is now viewer of Acme" in client.get(response["Location"]).content.decode()
 
 
-def test_added_member_then_sees_the_org(alice, dave, org, experiment):
-    client_for(alice).post(reverse("orgs:members", args=[org.code]), {"email": "dave@example.com", "role": "viewer"})
+def test_adding_a_signed_up_user_by_email_is_gone(alice, dave, org):
+    """The old way in: typing the address of anyone who had signed up made them a member."""
+    for url in (reverse("orgs:members", args=[org.code]), reverse("orgs:change_role", args=[org.code])):
+        client_for(alice).post(url, {"email": "dave@example.com", "role": "admin"})
 
-    response = client_for(dave).get(reverse("experiments:list"))
+    assert not Membership.objects.filter(user=dave).exists()
+
+
+def test_a_role_change_for_a_non_member_is_an_error(alice, dave, org):
+    before = memberships()
+
+    response = client_for(alice).post(
+        reverse("orgs:change_role", args=[org.code]), {"email": "dave@example.com", "role": "member"}
+    )
 
     assert response.status_code == 200
-    assert "Mock duel" in response.content.decode()
+    assert memberships() == before
+    assert "&#x27;dave@example.com&#x27; is not a member of Acme: invite them instead" in response.content.decode()
 
 
 @pytest.mark.parametrize("user", ["bob", "vera"])
-def test_member_and_viewer_cannot_manage(request, user, alice, dave, org):
+@pytest.mark.parametrize("name", ["members", "change_role"])
+def test_member_and_viewer_cannot_manage(request, user, name, alice, org):
     client = client_for(request.getfixturevalue(user))
     before = memberships()
 
-    response = client.post(reverse("orgs:members", args=[org.code]), {"email": "dave@example.com", "role": "owner"})
+    response = client.post(reverse(f"orgs:{name}", args=[org.code]), {"email": "bob@example.com", "role": "owner"})
 
     assert response.status_code == 403
     assert memberships() == before
 
 
-def test_unknown_email_shows_an_error(alice, org):
+def test_unknown_role_shows_an_error(alice, bob, org):
     before = memberships()
 
     response = client_for(alice).post(
-        reverse("orgs:members", args=[org.code]), {"email": "nobody@example.com", "role": "member"}
-    )
-
-    assert response.status_code == 200
-    assert memberships() == before
-    assert "no user has signed up with &#x27;nobody@example.com&#x27;" in response.content.decode()
-
-
-def test_unknown_role_shows_an_error(alice, dave, org):
-    before = memberships()
-
-    response = client_for(alice).post(
-        reverse("orgs:members", args=[org.code]), {"email": "dave@example.com", "role": "emperor"}
+        reverse("orgs:change_role", args=[org.code]), {"email": "bob@example.com", "role": "emperor"}
     )
 
     assert response.status_code == 200
@@ -241,6 +231,17 @@ def test_members_checks_ownership(charlie, alice, org, method):
     assert "alice@example.com" not in response.content.decode()
 
 
+def test_change_role_checks_ownership(charlie, alice, org):
+    before = memberships()
+
+    response = client_for(charlie).post(
+        reverse("orgs:change_role", args=[org.code]), {"email": "alice@example.com", "role": "viewer"}
+    )
+
+    assert response.status_code == 404
+    assert memberships() == before
+
+
 @pytest.mark.parametrize("method", ["get", "post"])
 def test_members_needs_login(alice, org, method):
     before = memberships()
@@ -253,19 +254,26 @@ def test_members_needs_login(alice, org, method):
     assert memberships() == before
 
 
+def test_change_role_is_post_only(alice, bob, org):
+    response = client_for(alice).get(reverse("orgs:change_role", args=[org.code]), {"email": "bob@example.com"})
+
+    assert response.status_code == 405
+
+
 def test_the_last_owner_cannot_demote_themselves(alice, bob, org):
     response = client_for(alice).post(
-        reverse("orgs:members", args=[org.code]), {"email": "alice@example.com", "role": "viewer"}
+        reverse("orgs:change_role", args=[org.code]), {"email": "alice@example.com", "role": "viewer"}
     )
 
     assert response.status_code == 200
     assert Membership.objects.get(user=alice, org=org).role == Role.OWNER
+    assert "an organisation needs an owner" in response.content.decode()
 
 
 def test_an_admin_cannot_take_the_org_over(alice, bob, org):
     Membership.objects.filter(user=bob, org=org).update(role=Role.ADMIN)
     client = client_for(bob)
-    url = reverse("orgs:members", args=[org.code])
+    url = reverse("orgs:change_role", args=[org.code])
     promote = client.post(url, {"email": "bob@example.com", "role": "owner"})
     demote = client.post(url, {"email": "alice@example.com", "role": "viewer"})
     assert (promote.status_code, demote.status_code) == (200, 200)
