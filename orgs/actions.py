@@ -10,12 +10,15 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from orgs.models import Membership, Organization, Role
+from prbench.inputs import EMAIL_MAX, check_text
 
 SLUG_MAX = int(Organization._meta.get_field("slug").max_length or 64)
 NAME_MAX = int(Organization._meta.get_field("name").max_length or 200)
 
 
 def check_create_org(slug: str, name: str, owner_email: str) -> None:
+    check_text(name, "name", NAME_MAX)
+    check_text(owner_email, "owner email", EMAIL_MAX)
     if not slug or slugify(slug) != slug:
         raise ValidationError(f"slug {slug!r} must be lowercase letters, digits and hyphens")
     if len(slug) > SLUG_MAX:

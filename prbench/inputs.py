@@ -178,17 +178,31 @@ class _DuplicateKey(ValueError):
         super().__init__(f"the key {key!r} appears twice in one object")
 
 
+class JsonRejected(ValueError):
+    def __init__(self, problem: str, line: int = 1):
+        super().__init__(problem)
+        self.line = line
+
+
+def parse_json(text: str) -> Any:
+    """JSON text parsed with the limits above (nesting, duplicate keys); JsonRejected
+    otherwise. What the value holds is for ``document_problems`` to judge."""
+    if json_nesting(text) > NESTING_MAX:
+        raise JsonRejected(f"nested more than {NESTING_MAX} levels deep")
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs)
+    except json.JSONDecodeError as exc:
+        raise JsonRejected(f"{exc.msg} at column {exc.colno}", exc.lineno) from None
+    except ValueError as exc:  # a duplicate key, or an integer too long to convert
+        raise JsonRejected(_value_error(exc)) from None
+
+
 def load_json(text: str, where: str) -> Any:
     """Parse JSON text with the limits above; ValidationError (prefixed ``where``) otherwise."""
-    if json_nesting(text) > NESTING_MAX:
-        raise ValidationError(f"{where}: invalid JSON: nested more than {NESTING_MAX} levels deep")
     try:
-        value = json.loads(text, object_pairs_hook=_unique_pairs)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from None
-    except ValueError as exc:  # a duplicate key, or an integer too long to convert
-        raise ValidationError(f"{where}: invalid JSON: {_value_error(exc)}") from None
-    return value
+        return parse_json(text)
+    except JsonRejected as exc:
+        raise ValidationError(f"{where}:{exc.line}: invalid JSON: {exc}") from None
 
 
 class _SpecLoader(yaml.SafeLoader):
@@ -247,10 +261,12 @@ def decode_utf8(data: bytes, where: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ValidationError(
-            f"{where}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte {column} of the line)"
-        ) from None
+        raise ValidationError(f"{where}:{line}: {utf8_problem(data, exc)}") from None
+
+
+def utf8_problem(data: bytes, exc: UnicodeDecodeError) -> str:
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    return f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte {column} of the line)"
 
 
 def load_spec(data: str | bytes, filename: str) -> Any:

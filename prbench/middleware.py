@@ -40,7 +40,7 @@ class InputHygieneMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        problem = encoded_field_problem(get_bytes_from_wsgi(request.META, "QUERY_STRING"), "query parameter")
+        problem = encoded_field_problem(get_bytes_from_wsgi(request.META, "QUERY_STRING", ""), "query parameter")
         if problem is None and request.content_type == URLENCODED and request.method not in ("GET", "HEAD"):
             # Django reads a urlencoded body into memory anyway, within DATA_UPLOAD_MAX_MEMORY_SIZE.
             problem = encoded_field_problem(request.body, "form field")
