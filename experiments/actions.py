@@ -132,7 +132,11 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
     arms, arm_errors = _check_arms(org, raw.get("arms"))
-    errors += arm_errors or [e for i, arm in enumerate(arms) for e in arm_text_errors(arm, f"arms[{i}]")]
+    errors += arm_errors
+    flagged = {error.split(":")[0] for error in arm_errors}  # said once per field is enough
+    errors += [
+        e for i, a in enumerate(arms) for e in arm_text_errors(a, f"arms[{i}]") if e.split(":")[0] not in flagged
+    ]
     if errors:
         raise SpecError(errors)
     assert dataset is not None and isinstance(name, str)

@@ -14,11 +14,11 @@ from prbench.inputs import (
     DESCRIPTION_MAX,
     LABEL_MAX,
     NAME_MAX,
-    NESTING_MAX,
     PROMPT_TEMPLATE_MAX,
+    JsonRejected,
     TextValidator,
     document_problems,
-    json_nesting,
+    parse_json,
 )
 from providers.policy import arm_problems
 from providers.registry import provider_names
@@ -96,21 +96,31 @@ class ConfigField(forms.JSONField):
     level), no NaN, no NUL (Postgres refuses both in ``jsonb``)."""
 
     def to_python(self, value):
-        if isinstance(value, str) and len(value.encode()) > ARM_CONFIG_MAX_BYTES:
+        if self.disabled or not isinstance(value, str) or value in self.empty_values:
+            return super().to_python(value)
+        if len(value.encode()) > ARM_CONFIG_MAX_BYTES:
             raise forms.ValidationError(f"The config is larger than {ARM_CONFIG_MAX_BYTES:,} bytes.")
-        if isinstance(value, str) and json_nesting(value) > NESTING_MAX:
-            raise forms.ValidationError(f"The config is nested more than {NESTING_MAX} levels deep.")
-        parsed = super().to_python(value)
+        try:
+            parsed = parse_json(value)
+        except JsonRejected as exc:
+            raise forms.ValidationError(f"{self.error_messages['invalid']} ({exc})") from None
         problems = document_problems(parsed, "config")
         if problems:
             raise forms.ValidationError(problems)
         return parsed
 
     def bound_data(self, data, initial):
-        # Re-showing the form parses the input again: the same limits apply there.
-        if isinstance(data, str) and (len(data.encode()) > ARM_CONFIG_MAX_BYTES or json_nesting(data) > NESTING_MAX):
+        # Re-showing the form parses the input again: the same limits apply there, and
+        # refused input is shown back as typed (a lone surrogate could not even be rendered).
+        if self.disabled or not isinstance(data, str):
+            return super().bound_data(data, initial)
+        try:
+            if len(data.encode()) > ARM_CONFIG_MAX_BYTES:
+                return InvalidJSONInput(data)
+            parsed = parse_json(data)
+        except JsonRejected:
             return InvalidJSONInput(data)
-        return super().bound_data(data, initial)
+        return InvalidJSONInput(data) if document_problems(parsed) else parsed
 
 
 class ArmForm(forms.Form):

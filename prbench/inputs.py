@@ -275,9 +275,11 @@ def load_spec(data: str | bytes, filename: str) -> Any:
     if len(data) > SPEC_FILE_MAX_BYTES:
         raise ValidationError(f"{filename}: larger than {SPEC_FILE_MAX_BYTES:,} bytes")
     text = decode_utf8(data, filename) if isinstance(data, bytes) else data
-    if found := _UNSTORABLE.search(text):  # only possible when handed text, not bytes
-        line = text.count("\n", 0, found.start()) + 1
-        raise ValidationError(f"{filename}:{line}: {storable_problem(text[found.start() :])}")
+    if found := _UNSTORABLE.search(text):  # the parsers would refuse it less clearly, or not at all
+        at = found.start()
+        line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+        kind = "a NUL character" if text[at] == "\x00" else "a lone surrogate"
+        raise ValidationError(f"{filename}:{line}: {kind} at character {column} of the line")
     document = load_json(text, filename) if filename.endswith(".json") else load_yaml(text, filename)
     problems = document_problems(document)
     if problems:
