@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from io import StringIO
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 import yaml
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.db.models import Model
 from django.urls import reverse
 
 from experiments.models import DEFAULT_PROMPT, Attempt, Dataset, Experiment, ModelArm, Run, RunArm, TaskInstance
@@ -28,11 +30,22 @@ from prbench.inputs import (
 )
 from tests.conftest import client_for
 
-TABLES = [get_user_model(), Organization, Membership, Dataset, TaskInstance, Experiment, ModelArm, Run, RunArm, Attempt]
+TABLES: list[type[Model]] = [
+    get_user_model(),
+    Organization,
+    Membership,
+    Dataset,
+    TaskInstance,
+    Experiment,
+    ModelArm,
+    Run,
+    RunArm,
+    Attempt,
+]
 
 
 def row_counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in TABLES}
+    return {model.__name__: model._default_manager.count() for model in TABLES}
 
 
 DEEP = "[" * 5000 + "]" * 5000
@@ -219,7 +232,7 @@ def refused(*args: str) -> str:
     return str(caught.value)
 
 
-SPEC = {
+SPEC: dict[str, Any] = {
     "name": "From a file",
     "dataset": "Demo: small Python bugs",
     "arms": [{"label": "a", "provider": "mock", "model_name": "m", "config": {"mode": "oracle"}}],
