@@ -60,7 +60,7 @@ class Command(CheckedCommand):
 def _lines(path: Path):
     """The file's lines as bytes (parse_swebench decodes each, naming a line that is not
     UTF-8), with a progress bar: SWE-bench files run to tens of megabytes. A line over the
-    limit is cut one byte past it (so it is refused) and the rest of it skipped unread."""
+    limit is cut one byte past it (so it is refused); the rest is read in chunks and dropped."""
     try:
         size = path.stat().st_size
         handle = path.open("rb")
