@@ -3,6 +3,7 @@ and is atomic. Views and commands call these, never the models directly."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -34,6 +35,16 @@ from experiments.pipeline import finish_run_if_done
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import PLACEHOLDERS, prompt_version
 from orgs.models import Organization
+from prbench.inputs import (
+    ARM_CONFIG_MAX_BYTES,
+    DESCRIPTION_MAX,
+    LABEL_MAX,
+    NAME_MAX,
+    PROMPT_TEMPLATE_MAX,
+    document_problems,
+    text_errors,
+    text_problem,
+)
 from providers.policy import arm_problems
 
 # --- experiments -------------------------------------------------------------------------
@@ -66,9 +77,7 @@ class SpecError(ValidationError):
     """Carries every problem found, each prefixed with the field it concerns."""
 
 
-NAME_MAX = 200
-LABEL_MAX = 100
-MODEL_MAX = 200
+MODEL_MAX = NAME_MAX
 SEED_LIMIT = 2**62
 SPEC_FIELDS = {
     "name",
@@ -90,10 +99,16 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     """Validate a JSON/YAML experiment spec completely, naming every offending field."""
     if not isinstance(raw, dict):
         raise SpecError(["the spec must be a mapping of fields"])
+    # First what no field check should meet: non-text keys, NUL, NaN, dates, deep nesting.
+    unstorable = document_problems(raw)
+    if unstorable:
+        raise SpecError(unstorable)
     errors = [f"{key}: unknown field" for key in sorted(set(raw) - SPEC_FIELDS)]
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
         errors.append(f"name: required, a non-empty string of at most {NAME_MAX} characters")
+    else:
+        errors += text_errors(name, "name", NAME_MAX)
     dataset = None
     if not isinstance(raw.get("dataset"), str):
         errors.append("dataset: required, the name of one of the organisation's datasets")
@@ -107,8 +122,7 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     strategy = raw.get("sample_strategy", SampleStrategy.RANDOM)
     if strategy not in SampleStrategy.values:
         errors.append(f"sample_strategy: must be one of {', '.join(SampleStrategy.values)}")
-    if not isinstance(raw.get("description", ""), str):
-        errors.append("description: must be a string")
+    errors += text_errors(raw.get("description", ""), "description", DESCRIPTION_MAX, multiline=True)
     context_mode = raw.get("context_mode", ContextMode.ORACLE)
     if context_mode not in ContextMode.values:
         errors.append(f"context_mode: must be one of {', '.join(ContextMode.values)}")
@@ -119,6 +133,10 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
     arms, arm_errors = _check_arms(org, raw.get("arms"))
     errors += arm_errors
+    flagged = {error.split(":")[0] for error in arm_errors}  # said once per field is enough
+    errors += [
+        e for i, a in enumerate(arms) for e in arm_text_errors(a, f"arms[{i}]") if e.split(":")[0] not in flagged
+    ]
     if errors:
         raise SpecError(errors)
     assert dataset is not None and isinstance(name, str)
@@ -137,9 +155,22 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     )
 
 
+def arm_text_errors(arm: ArmSpec, where: str) -> list[str]:
+    """Hygiene of what an arm stores, on top of its provider's own checks: names without
+    control characters, a config of bounded size."""
+    errors = text_errors(arm.label, f"{where}.label", LABEL_MAX)
+    errors += text_errors(arm.model_name, f"{where}.model_name", MODEL_MAX)
+    size = len(json.dumps(arm.config))
+    if size > ARM_CONFIG_MAX_BYTES:
+        errors.append(f"{where}.config: {size:,} bytes as JSON; at most {ARM_CONFIG_MAX_BYTES:,} are allowed")
+    return errors
+
+
 def prompt_template_errors(template: Any) -> list[str]:
     if not isinstance(template, str) or not template.strip():
         return ["must be a non-empty string"]
+    if problem := text_problem(template, PROMPT_TEMPLATE_MAX, multiline=True):
+        return [problem]
     if PLACEHOLDERS[0] not in template:
         return [f"must contain {PLACEHOLDERS[0]}"]
     return []

@@ -4,10 +4,22 @@ from typing import cast
 
 from django import forms
 from django.core.validators import MinValueValidator
+from django.forms.fields import InvalidJSONInput
 
 from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, prompt_template_errors
 from experiments.models import ContextMode, Dataset, Experiment
 from orgs.models import Organization
+from prbench.inputs import (
+    ARM_CONFIG_MAX_BYTES,
+    DESCRIPTION_MAX,
+    LABEL_MAX,
+    NAME_MAX,
+    PROMPT_TEMPLATE_MAX,
+    JsonRejected,
+    TextValidator,
+    document_problems,
+    parse_json,
+)
 from providers.policy import arm_problems
 from providers.registry import provider_names
 
@@ -42,6 +54,10 @@ class ExperimentForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.org = org
         cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = Dataset.objects.filter(org=org)
+        self.fields["name"].validators.append(TextValidator(NAME_MAX))
+        for field, limit in (("description", DESCRIPTION_MAX), ("prompt_template", PROMPT_TEMPLATE_MAX)):
+            self.fields[field].validators.append(TextValidator(limit, multiline=True))
+            self.fields[field].widget.attrs["maxlength"] = str(limit)
         self.fields["sample_size"].validators.append(MinValueValidator(1))
         # Only repository tasks use it: a form (or a script) that leaves it out means the default.
         self.fields["context_mode"].required = False
@@ -75,12 +91,48 @@ class StartRunForm(forms.Form):
     inference_only = forms.BooleanField(required=False)
 
 
+class ConfigField(forms.JSONField):
+    """JSON within the input limits: bounded size and nesting (Python's parser recurses per
+    level), no NaN, no NUL (Postgres refuses both in ``jsonb``)."""
+
+    def to_python(self, value):
+        if self.disabled or not isinstance(value, str) or value in self.empty_values:
+            return super().to_python(value)
+        if len(value.encode()) > ARM_CONFIG_MAX_BYTES:
+            raise forms.ValidationError(f"The config is larger than {ARM_CONFIG_MAX_BYTES:,} bytes.")
+        try:
+            parsed = parse_json(value)
+        except JsonRejected as exc:
+            raise forms.ValidationError(f"{self.error_messages['invalid']} ({exc})") from None
+        problems = document_problems(parsed, "config")
+        if problems:
+            raise forms.ValidationError(problems)
+        return parsed
+
+    def bound_data(self, data, initial):
+        # Re-showing the form parses the input again: the same limits apply there, and
+        # refused input is shown back as typed (a lone surrogate could not even be rendered).
+        if self.disabled or not isinstance(data, str):
+            return super().bound_data(data, initial)
+        try:
+            if len(data.encode()) > ARM_CONFIG_MAX_BYTES:
+                return InvalidJSONInput(data)
+            parsed = parse_json(data)
+        except JsonRejected:
+            return InvalidJSONInput(data)
+        return InvalidJSONInput(data) if document_problems(parsed) else parsed
+
+
 class ArmForm(forms.Form):
-    label = forms.CharField(max_length=100)
+    label = forms.CharField(max_length=LABEL_MAX, validators=[TextValidator(LABEL_MAX)])
     provider = forms.ChoiceField(choices=[])
     # The browser offers ids from the model catalog (a <datalist> on the page).
-    model_name = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"list": "model-suggestions"}))
-    config = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
+    model_name = forms.CharField(
+        max_length=NAME_MAX,
+        validators=[TextValidator(NAME_MAX)],
+        widget=forms.TextInput(attrs={"list": "model-suggestions"}),
+    )
+    config = ConfigField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
 
     def __init__(self, *args, org: Organization, **kwargs):
         super().__init__(*args, **kwargs)

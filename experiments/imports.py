@@ -13,6 +13,7 @@ from django.db.models import Max
 from experiments.models import Dataset, DatasetKind, TaskInstance
 from experiments.swebench import REPO, SwebenchTask
 from orgs.models import Organization
+from prbench.inputs import NAME_MAX, check_text
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,10 @@ def check_repo_sources(pairs: list[str]) -> dict[str, str]:
     sources, errors = {}, []
     for pair in pairs:
         repo, _, source = pair.partition("=")
-        if not REPO.match(repo) or not source.strip():
-            errors.append(f"repository source {pair!r}: expected owner/name=PATH_OR_URL")
+        if not REPO.match(repo) or len(repo) > NAME_MAX or not source.strip():
+            errors.append(
+                f"repository source {pair!r}: expected owner/name=PATH_OR_URL, owner/name at most {NAME_MAX} characters"
+            )
         elif "://" in source and urlparse(source).scheme not in ("https", "http", "ssh", "git", "file"):
             errors.append(f"repository source {pair!r}: a clone URL must be https, http, ssh, git or file")
         else:
@@ -58,11 +61,16 @@ def check_commands(**commands: str | None) -> dict[str, list[str]]:
     return parsed
 
 
+def check_dataset_name(name: str) -> None:
+    if not name.strip():
+        raise ValidationError("the dataset name must not be blank")
+    check_text(name, "the dataset name", NAME_MAX)
+
+
 def check_import_tasks(org: Organization, dataset_name: str, tasks: list[SwebenchTask], file_name: str) -> None:
     """Refuse what the file alone cannot show: a name that is no dataset name, or tasks the
     dataset already holds (re-importing a task would silently change past results)."""
-    if not dataset_name.strip() or len(dataset_name) > 200:
-        raise ValidationError("the dataset name must be 1 to 200 characters")
+    check_dataset_name(dataset_name)
     existing = set(
         TaskInstance.objects.filter(
             dataset__org=org, dataset__name=dataset_name, external_id__in=[t.instance_id for t in tasks]

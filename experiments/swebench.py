@@ -6,13 +6,21 @@ line number and field, and the import is refused as a whole (see ``do_import_tas
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.patches import PatchRejected, check_patch
+from prbench.inputs import (
+    JSONL_LINE_MAX_BYTES,
+    NAME_MAX,
+    JsonRejected,
+    document_problems,
+    parse_json,
+    text_problem,
+    utf8_problem,
+)
 
 KNOWN_FIELDS = {
     "instance_id",
@@ -28,6 +36,7 @@ KNOWN_FIELDS = {
 }
 REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+VERSION_MAX = 50  # TaskInstance.version's column
 MAX_REPORTED = 20  # a broken file is refused on its first problems, not all of them
 
 
@@ -55,7 +64,9 @@ class TaskFileRejected(Exception):
         self.problems = problems
 
 
-def parse_swebench(name: str, lines: Iterable[str]) -> list[SwebenchTask]:
+def parse_swebench(name: str, lines: Iterable[str | bytes]) -> list[SwebenchTask]:
+    """``lines`` as read from the file: bytes are decoded here, so a line that is not UTF-8
+    is reported with its number like any other bad line."""
     tasks: list[SwebenchTask] = []
     problems: list[str] = []
     first_seen: dict[str, int] = {}
@@ -82,17 +93,29 @@ def parse_swebench(name: str, lines: Iterable[str]) -> list[SwebenchTask]:
     return tasks
 
 
-def _parse_line(number: int, text: str) -> tuple[SwebenchTask | None, list[str]]:
+def _parse_line(number: int, line: str | bytes) -> tuple[SwebenchTask | None, list[str]]:
+    if isinstance(line, str):
+        line = line.encode("utf-8", "surrogatepass")
+    if len(line.rstrip(b"\r\n")) > JSONL_LINE_MAX_BYTES:
+        return None, [f"longer than {JSONL_LINE_MAX_BYTES:,} bytes"]
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, [f"not valid JSON: {exc.msg} at column {exc.colno}"]
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [utf8_problem(line, exc)]
+    try:
+        raw = parse_json(text)
+    except JsonRejected as exc:
+        return None, [f"not valid JSON: {exc}"]
     if not isinstance(raw, dict):
         return None, ["each line must be a JSON object"]
+    # NUL, lone surrogates, NaN anywhere (extra fields too): Postgres could not store them.
+    unstorable = document_problems(raw)
+    if unstorable:
+        return None, [f"field {problem}" for problem in unstorable]
     errors: list[str] = []
     values: dict[str, Any] = {
-        "instance_id": _text(raw, "instance_id", errors, max_length=200),
-        "repo": _text(raw, "repo", errors, pattern=REPO, shape="owner/name"),
+        "instance_id": _text(raw, "instance_id", errors, max_length=NAME_MAX, single_line=True),
+        "repo": _text(raw, "repo", errors, max_length=NAME_MAX, pattern=REPO, shape="owner/name"),
         "base_commit": _text(raw, "base_commit", errors, pattern=COMMIT, shape="a hex commit id"),
         "patch": _patch(raw, "patch", errors, required=True),
         "test_patch": _patch(raw, "test_patch", errors, required=False),
@@ -116,6 +139,7 @@ def _text(
     max_length: int | None = None,
     pattern: re.Pattern | None = None,
     shape: str = "",
+    single_line: bool = False,
 ) -> str:
     value = raw.get(name)
     if value is None or value == "":
@@ -125,8 +149,13 @@ def _text(
     if not isinstance(value, str):
         errors.append(f"field {name}: must be a string, not {type(value).__name__}")
         return ""
+    if required and not value.strip():
+        errors.append(f"field {name}: blank (only whitespace)")
+        return ""
     if max_length and len(value) > max_length:
         errors.append(f"field {name}: longer than {max_length} characters")
+    elif single_line and (problem := text_problem(value, max_length or NAME_MAX)):
+        errors.append(f"field {name}: {problem}")
     if pattern and not pattern.match(value):
         errors.append(f"field {name}: {value[:80]!r} is not {shape}")
     return value
@@ -149,6 +178,9 @@ def _version(raw: dict, errors: list[str]) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         errors.append(f"field version: must be a string or a number, not {type(value).__name__}")
         return ""
+    if problem := text_problem(str(value), VERSION_MAX):
+        errors.append(f"field version: {problem}")
+        return ""
     return str(value)
 
 
@@ -159,9 +191,12 @@ def _test_list(raw: dict, name: str, errors: list[str]) -> list[str]:
         return []
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            errors.append(f"field {name}: not a JSON list of test ids ({exc.msg})")
+            value = parse_json(value)
+        except JsonRejected as exc:
+            errors.append(f"field {name}: not a JSON list of test ids ({exc})")
+            return []
+        if unstorable := document_problems(value, name):
+            errors += [f"field {problem}" for problem in unstorable]
             return []
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         errors.append(f"field {name}: must be a list of test ids (non-empty strings)")

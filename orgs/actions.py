@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from orgs.models import INVITATION_LIFETIME, Invitation, InvitationStatus, Membership, Organization, Role
+from prbench.inputs import check_text
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ EMAIL_MAX = int(Invitation._meta.get_field("email").max_length or 254)
 
 
 def check_org_fields(slug: str, name: str) -> None:
+    check_text(name, "name", NAME_MAX)
     if not slug or slugify(slug) != slug:
         raise ValidationError(f"slug {slug!r} must be lowercase letters, digits and hyphens")
     if len(slug) > SLUG_MAX:
@@ -48,6 +50,7 @@ def check_org_fields(slug: str, name: str) -> None:
 
 
 def check_create_org(slug: str, name: str, owner_email: str) -> None:
+    check_text(owner_email, "owner email", EMAIL_MAX)
     check_org_fields(slug, name)
     if "@" not in owner_email:
         raise ValidationError(f"owner email {owner_email!r} is not an email address")

@@ -259,7 +259,7 @@ def test_wrongly_typed_fields_are_named_not_crashed_on(tmp_path, dataset, change
         dated = "name: x\ndataset: 'Demo: small Python bugs'\narms:\n- label: a\n  provider: mock\n  model_name: m\n"
         dated += "  config:\n    when: 2024-01-01\n"
         path = write(tmp_path, "bad.yaml", dated)
-        message = "arms[0].config must hold only JSON values"
+        message = "arms[0].config.when: a date is not allowed here"
     with pytest.raises(CommandError) as caught:
         run_command("apply_experiment", "--org", "acme", path)
     assert message in str(caught.value)

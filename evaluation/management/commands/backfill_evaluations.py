@@ -1,16 +1,17 @@
 import sys
 from datetime import datetime
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 from tqdm import tqdm
 
 from evaluation.evaluator import estimated_cost, judge_attempts, profile_by_reference, unjudged_attempts
+from prbench.inputs import CheckedCommand
 
 CHUNK = 20  # attempts claimed and judged at a time: an interruption loses at most this many claims
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = (
         "Judge historic attempts that have no verdict of a profile yet. Safe to interrupt and run again: "
         "an attempt is never judged twice by one profile."

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from evaluation.agreement import agreement, describe
 from evaluation.evaluator import profile_by_reference
+from prbench.inputs import CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = (
         "Agreement of two evaluator profiles on the attempts both judged (Spearman of overall scores, "
         "Cohen's kappa of change risk) and each one's AUC of correctness confidence for the test outcome."

@@ -1,14 +1,14 @@
-import json
 from pathlib import Path
 
-import yaml
-from django.core.management.base import BaseCommand, CommandError
+from django.core.exceptions import ValidationError
+from django.core.management.base import CommandError
 
 from experiments.actions import SpecError, check_experiment_spec, do_apply_experiment
 from experiments.management.commands._helpers import org_by_slug
+from prbench.inputs import SPEC_FILE_MAX_BYTES, CheckedCommand, load_spec
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = "Create or update an experiment from a JSON or YAML spec file (all or nothing)."
 
     def add_arguments(self, parser):
@@ -17,7 +17,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, org, file, **options):
         organisation = org_by_slug(org)
-        raw = load_spec(Path(file))
+        try:
+            raw = load_spec(read_spec(Path(file)), file)
+        except ValidationError as exc:
+            raise CommandError("\n".join(exc.messages)) from None
         try:
             spec = check_experiment_spec(organisation, raw)
         except SpecError as exc:
@@ -27,18 +30,10 @@ class Command(BaseCommand):
         self.stdout.write(f"{verb} experiment {experiment.name!r} ({experiment.code}) with {len(spec.arms)} arm(s)")
 
 
-def load_spec(path: Path):
+def read_spec(path: Path) -> bytes:
+    """The file's bytes, reading no more than one byte past the limit (so load_spec refuses it)."""
     try:
-        text = path.read_text()
+        with path.open("rb") as handle:
+            return handle.read(SPEC_FILE_MAX_BYTES + 1)
     except OSError as exc:
         raise CommandError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        if path.suffix == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise CommandError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from None

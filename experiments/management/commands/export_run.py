@@ -1,13 +1,14 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from experiments.management.commands._helpers import run_by_code
 from experiments.reporting import run_export, run_export_csv
 from experiments.swebench_export import ReportUnavailable, swebench_predictions, swebench_report
+from prbench.inputs import CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = (
         "Export a run to stdout: its leaderboard and attempts (json), its attempts (csv), SWE-bench "
         "predictions (swebench-preds, JSONL) or a SWE-bench style report per arm (swebench-report)."

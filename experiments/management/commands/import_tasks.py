@@ -2,15 +2,16 @@ import sys
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
 from experiments.imports import check_commands, check_import_tasks, check_repo_sources, do_import_tasks
 from experiments.management.commands._helpers import org_by_slug
 from experiments.swebench import TaskFileRejected, parse_swebench
+from prbench.inputs import JSONL_LINE_MAX_BYTES, CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = "Import a task file into a dataset (created if new). All or nothing: a bad line changes nothing."
 
     def add_arguments(self, parser):
@@ -57,16 +58,18 @@ class Command(BaseCommand):
 
 
 def _lines(path: Path):
-    """The file's lines, with a progress bar: SWE-bench files run to tens of megabytes."""
+    """The file's lines as bytes (parse_swebench decodes each, naming a line that is not
+    UTF-8), with a progress bar: SWE-bench files run to tens of megabytes. A line over the
+    limit is cut one byte past it (so it is refused); the rest is read in chunks and dropped."""
     try:
         size = path.stat().st_size
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
     with handle, tqdm(total=size, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
-        try:
-            for line in handle:
-                bar.update(len(line.encode("utf-8")))
-                yield line
-        except UnicodeDecodeError as exc:
-            raise CommandError(f"nothing imported: {path}: not UTF-8 text ({exc.reason})") from None
+        while line := handle.readline(JSONL_LINE_MAX_BYTES + 1):
+            bar.update(len(line))
+            rest = line
+            while not rest.endswith(b"\n") and (rest := handle.readline(1 << 20)):
+                bar.update(len(rest))
+            yield line

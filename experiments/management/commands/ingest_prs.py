@@ -1,13 +1,14 @@
+import math
 import shlex
 import sys
 from collections import Counter
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
-from experiments.imports import check_repo_sources
+from experiments.imports import check_dataset_name, check_repo_sources
 from experiments.ingest import (
     DEFAULT_TEST_COMMAND,
     IngestOptions,
@@ -18,9 +19,10 @@ from experiments.ingest import (
     ingest,
 )
 from experiments.management.commands._helpers import org_by_slug
+from prbench.inputs import CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = (
         "Mine PR tasks from a git repository's history: commits that change source and tests, "
         "kept when their gold patch turns tests green (flaky ones quarantined)."
@@ -46,7 +48,10 @@ class Command(BaseCommand):
         source = str(Path(repo).resolve())
         name = repo_name or f"local/{Path(source).name}"
         try:
+            check_dataset_name(dataset)
             check_repo_sources([f"{name}={source}"])
+            if branch.startswith("-"):  # git would read it as an option
+                raise ValidationError(f"--branch {branch!r}: a branch or commit cannot start with '-'")
             check_repository(source, branch)
             command = shlex.split(test_command)
         except ValidationError as exc:
@@ -55,6 +60,8 @@ class Command(BaseCommand):
             raise CommandError(f"nothing ingested: --test-command: {exc}") from None
         if not command or gold_runs < 1 or (max is not None and max < 1):
             raise CommandError("nothing ingested: --test-command must be non-empty, --gold-runs and --max at least 1")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise CommandError(f"nothing ingested: --timeout must be a positive number of seconds, not {timeout}")
         settings = IngestOptions(name, source, branch, max, command, gold_runs, timeout)
         verdicts, skipped = self._judge(settings, existing_task_ids(organisation, dataset))
         kept = [verdict for verdict in verdicts if verdict.kept]

@@ -1,13 +1,13 @@
-from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
 from experiments.management.commands._helpers import run_by_code
 from experiments.models import Attempt, AttemptStatus
+from prbench.inputs import CheckedCommand
 from providers.pricing import catalog_cost, forget_catalog
 from providers.types import Usage
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = "Re-price answered attempts from the price catalog in force when each one ran."
 
     def add_arguments(self, parser):

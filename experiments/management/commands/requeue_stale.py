@@ -1,11 +1,12 @@
 import time
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import CommandError
 
 from experiments.actions import do_requeue_stale
+from prbench.inputs import CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = "Re-queue attempts abandoned by crashed workers and rebuild jobs lost with Redis."
 
     def add_arguments(self, parser):
@@ -13,6 +14,10 @@ class Command(BaseCommand):
         parser.add_argument("--every", type=int, help="keep sweeping every N seconds")
 
     def handle(self, *args, stale_after, every, **options):
+        # A limit of 0 or less would take every running attempt from its live worker.
+        for option, value in (("--stale-after", stale_after), ("--every", every)):
+            if value is not None and value < 1:
+                raise CommandError(f"{option} must be a number of seconds of at least 1, not {value}")
         while True:
             report = do_requeue_stale(stale_after)
             self.stdout.write(

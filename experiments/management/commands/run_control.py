@@ -1,11 +1,12 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from experiments.actions import check_run_transition, do_run_action
 from experiments.management.commands._helpers import run_by_code
+from prbench.inputs import CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = "Pause, resume or cancel a run."
 
     def add_arguments(self, parser):

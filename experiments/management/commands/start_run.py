@@ -1,13 +1,14 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from experiments.actions import SEED_LIMIT, check_start_run, do_start_run
 from experiments.management.commands._helpers import org_by_slug, wait_for_run
 from experiments.models import Experiment, RunStatus
 from experiments.reporting import format_leaderboard, run_leaderboard
+from prbench.inputs import CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = "Start a run of an experiment. Prints the run id alone on the first line."
 
     def add_arguments(self, parser):

@@ -1,10 +1,11 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from orgs.actions import check_create_org, do_create_org
+from prbench.inputs import CheckedCommand
 
 
-class Command(BaseCommand):
+class Command(CheckedCommand):
     help = "Create an organisation and its owner (the user is created if it does not exist)."
 
     def add_arguments(self, parser):

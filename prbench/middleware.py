@@ -1,0 +1,49 @@
+"""Refuse undecodable request text before any view (or query) sees it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import unquote_to_bytes
+
+from django.core.handlers.wsgi import get_bytes_from_wsgi
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+
+from prbench.inputs import argument_problem
+
+URLENCODED = "application/x-www-form-urlencoded"
+
+
+def encoded_field_problem(encoded: bytes, where: str) -> str | None:
+    """The first field of a urlencoded string that is not valid UTF-8 or holds a NUL.
+
+    Django decodes invalid UTF-8 with replacement characters, so the raw bytes are the
+    only place the difference is visible."""
+    for pair in encoded.split(b"&"):
+        parts = [unquote_to_bytes(part.replace(b"+", b" ")) for part in pair.split(b"=", 1)]
+        name = parts[0].decode("utf-8", "replace")[:40]
+        for raw in parts:
+            try:
+                problem = argument_problem(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                problem = "is not valid UTF-8 text"
+            if problem:
+                return f"{where} {name!r} {problem}"
+    return None
+
+
+class InputHygieneMiddleware:
+    """400 for a query parameter or urlencoded form field with a NUL, a lone surrogate or
+    invalid UTF-8. Multipart bodies are left to the forms (Django refuses NUL there), so no
+    upload is read into memory here."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        problem = encoded_field_problem(get_bytes_from_wsgi(request.META, "QUERY_STRING", ""), "query parameter")
+        if problem is None and request.content_type == URLENCODED and request.method not in ("GET", "HEAD"):
+            # Django reads a urlencoded body into memory anyway, within DATA_UPLOAD_MAX_MEMORY_SIZE.
+            problem = encoded_field_problem(request.body, "form field")
+        if problem:
+            return HttpResponseBadRequest(f"Bad request: {problem}.\n", content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
