@@ -110,7 +110,7 @@ def test_a_member_can_create_another_org(alice, org):
         ("x--y", "Lab", "must be lowercase letters, digits and hyphens"),
         ("x" * 65, "Lab", "is longer than 64 characters"),
         ("lab", "   ", "name must not be empty"),
-        ("lab", "n" * 201, "name is longer than 200 characters"),
+        ("lab", "n" * 201, "name: is 201 characters long; at most 200 are allowed"),
         ("acme", "Another Acme", "an organisation with slug &#x27;acme&#x27; already exists"),
     ],
 )
