@@ -8,7 +8,8 @@ from django.core.validators import MinValueValidator
 from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, prompt_template_errors
 from experiments.models import ContextMode, Dataset, Experiment
 from orgs.models import Organization
-from providers.policy import arm_problems
+from providers.models import ProviderCredential
+from providers.policy import arm_credential_problems, arm_problems
 from providers.registry import provider_names
 
 
@@ -80,6 +81,8 @@ class ArmForm(forms.Form):
     provider = forms.ChoiceField(choices=[])
     # The browser offers ids from the model catalog (a <datalist> on the page).
     model_name = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"list": "model-suggestions"}))
+    # A credential by name, never a URL: where the requests go is the credential's.
+    credential = forms.ChoiceField(choices=[], required=False)
     config = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
 
     def __init__(self, *args, org: Organization, **kwargs):
@@ -87,6 +90,7 @@ class ArmForm(forms.Form):
         self.org = org
         # The blank choice keeps the spare row unchanged (so ignored) when left alone.
         cast(forms.ChoiceField, self.fields["provider"]).choices = [("", "—"), *((n, n) for n in provider_names())]
+        cast(forms.ChoiceField, self.fields["credential"]).choices = credential_choices(org)
 
     def clean(self):
         data = super().clean()
@@ -94,9 +98,22 @@ class ArmForm(forms.Form):
             return data
         data["config"] = data.get("config") or {}
         problems = arm_problems(self.org.pk, data["provider"], data["model_name"], data["config"])
+        data["credential"], credential_problems = arm_credential_problems(
+            self.org.pk, data["provider"], data.get("credential") or ""
+        )
+        problems += credential_problems
         if problems:
             raise forms.ValidationError([f"Arm {data['label']!r}: {p}" for p in problems])
         return data
+
+
+def credential_choices(org: Organization) -> list:
+    """The org's credential names, grouped by provider; the arm's provider decides which
+    group applies (a name from another provider's group is refused when saving)."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for provider, name in ProviderCredential.objects.filter(org=org).values_list("provider", "name"):
+        groups.setdefault(provider, []).append((name, name))
+    return [("", "the provider's only credential"), *groups.items()]
 
 
 class BaseArmFormSet(forms.BaseFormSet):
@@ -119,7 +136,13 @@ ArmFormSet = forms.formset_factory(ArmForm, formset=BaseArmFormSet, extra=1, can
 
 def arm_initial(experiment: Experiment) -> list[dict]:
     return [
-        {"label": a.label, "provider": a.provider, "model_name": a.model_name, "config": a.config}
+        {
+            "label": a.label,
+            "provider": a.provider,
+            "model_name": a.model_name,
+            "credential": a.credential_name,
+            "config": a.config,
+        }
         for a in experiment.arms.all()
     ]
 
@@ -143,6 +166,7 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
                 f.cleaned_data["provider"],
                 f.cleaned_data["model_name"],
                 f.cleaned_data["config"],
+                f.cleaned_data["credential"],
             )
             for f in arms.kept_forms()
         ],
