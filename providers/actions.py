@@ -81,7 +81,7 @@ def check_credential(
     provider = editing.provider if editing else data.get("provider", "")
     if provider not in PROVIDERS:
         errors.append(f"provider: choose one of {', '.join(PROVIDERS)}")
-    name = _text(data, "name") or ("" if editing else "default")
+    name = _text(data, "name") or (editing.name if editing else "default")  # empty: as it was
     if not name or len(name) > NAME_MAX:
         errors.append(f"name: required, at most {NAME_MAX} characters")
     elif _name_taken(org, provider, name, editing):
