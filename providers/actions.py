@@ -102,6 +102,8 @@ def check_credential(
     api_key = _text(data, "api_key")
     if len(api_key) > KEY_MAX:
         errors.append(f"api_key: at most {KEY_MAX} characters (is this really a key?)")
+    elif any(c.isspace() for c in api_key):
+        errors.append("api_key: must not contain spaces or line breaks")
     if not api_key and editing is None and provider not in ("openai_compatible", "mock"):
         errors.append("api_key: required for a new credential")
     requests_per_minute = _per_minute_limit(data, "requests_per_minute", errors)
