@@ -180,9 +180,7 @@ def test_every_declared_setting_has_a_sample():
 
 
 @pytest.mark.parametrize("provider", sorted(WIRES))
-def test_a_member_built_arm_calls_only_the_credentials_endpoint(
-    provider, bob, org, dataset, endpoint, foreign, start
-):
+def test_a_member_built_arm_calls_only_the_credentials_endpoint(provider, bob, org, dataset, endpoint, foreign, start):
     credential_for(org, provider, endpoint)
     experiment = member_builds_arm(bob, dataset, provider)
     arm = experiment.arms.get()
