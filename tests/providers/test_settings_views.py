@@ -283,3 +283,71 @@ def test_only_owners_and_admins_see_the_forms(bob, org):
     Membership.objects.filter(user=bob, org=org).update(role=Role.MEMBER)
     page = client_for(bob).get(reverse("providers:settings", args=[org.code])).content.decode()
     assert "Save credential" not in page and "Only admins and owners" in page
+
+
+# --- several named credentials per provider, addressed by code ---------------------------
+
+
+def test_several_credentials_per_provider_each_edited_deleted_and_tested_by_code(alice, org, fake):
+    client = client_for(alice)
+    save_key(client, org, name="prod", base_url=fake.url + "/v1")
+    save_key(client, org, name="staging", api_key="sk-staging-key-00000000", base_url="https://staging.example.com/v1")
+    prod = ProviderCredential.objects.get(org=org, name="prod")
+    staging = ProviderCredential.objects.get(org=org, name="staging")
+    content = client.get(reverse("providers:settings", args=[org.code])).content.decode()
+    assert f"?edit={prod.code}" in content and f"?edit={staging.code}" in content
+    response = save_key(client, org, name="prod", api_key="sk-another-000000000")
+    assert any("there is already a openai credential named 'prod'" in str(m) for m in response.wsgi_request._messages)
+    save_key(
+        client, org, credential=str(staging.code), api_key="", name="staging-eu", base_url="https://eu.example.com"
+    )
+    staging.refresh_from_db()
+    assert (staging.name, staging.base_url, staging.api_key()) == (
+        "staging-eu",
+        "https://eu.example.com",
+        "sk-staging-key-00000000",
+    )
+    fake.default = Reply(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
+    response = client.post(reverse("providers:test_connection", args=[org.code, prod.code]), {"model": ""})
+    assert response.status_code == 302 and len(fake.seen) == 1  # prod's endpoint, not staging's
+    assert KEY in fake.seen[0].headers["authorization"]
+    response = client.post(reverse("providers:delete_credential", args=[org.code, staging.code]))
+    assert response.status_code == 302
+    assert list(ProviderCredential.objects.filter(org=org).values_list("name", flat=True)) == ["prod"]
+
+
+def test_unknown_and_foreign_codes_and_providers_are_404(alice, bob, vera, org):
+    client = client_for(alice)
+    save_key(client, org)
+    other = Organization.objects.create(slug="other", name="Other")
+    theirs = ProviderCredential.objects.create(org=other, provider="openai", name="theirs")
+    for code in ("00000000-0000-0000-0000-000000000000", str(theirs.code)):
+        for name in ("providers:test_connection", "providers:delete_credential"):
+            assert client.post(reverse(name, args=[org.code, code])).status_code == 404
+        assert save_key(client, org, credential=code).status_code == 404
+    assert save_key(client, org, credential="not-a-uuid").status_code == 404
+    assert client.get(reverse("providers:settings", args=[org.code]) + "?edit=%00junk").status_code == 200
+    assert client.post(reverse("providers:disallow", args=[org.code, "skynet"])).status_code == 404
+    assert ProviderCredential.objects.filter(pk=theirs.pk).exists()
+    ours = ProviderCredential.objects.get(org=org)
+    for user in (bob, vera):
+        for name in ("providers:test_connection", "providers:delete_credential"):
+            assert client_for(user).post(reverse(name, args=[org.code, ours.code])).status_code == 403
+    assert ProviderCredential.objects.filter(org=org).count() == 1
+
+
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"api_key": "sk-" + "x" * 600}, "api_key: at most 512 characters"),
+        ({"api_key": "sk-abc def-1234567"}, "api_key: must not contain spaces"),
+        ({"name": "n" * 101}, "name: required, at most 100 characters"),
+        ({"base_url": "https://x.example.com/" + "p" * 500}, "base_url: at most 500 characters"),
+        ({"api_version": "v" * 41}, "api_version: at most 40 characters"),
+    ],
+)
+def test_lengths_are_capped_with_a_clear_error(alice, org, fields, error):
+    response = save_key(client_for(alice), org, **fields)
+    assert response.status_code == 302
+    assert not ProviderCredential.objects.exists()
+    assert any(error in str(m) for m in response.wsgi_request._messages)
