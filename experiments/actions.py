@@ -45,7 +45,7 @@ from prbench.inputs import (
     text_errors,
     text_problem,
 )
-from providers.policy import arm_problems
+from providers.policy import arm_credential_problems, arm_problems
 
 # --- experiments -------------------------------------------------------------------------
 
@@ -56,6 +56,7 @@ class ArmSpec:
     provider: str
     model_name: str
     config: dict[str, Any] = field(default_factory=dict)
+    credential: str = ""  # the org's credential for the provider, by name ("": its only one)
 
 
 @dataclass
@@ -92,7 +93,7 @@ SPEC_FIELDS = {
     "include_quarantined",
     "arms",
 }
-ARM_FIELDS = {"label", "provider", "model_name", "config"}
+ARM_FIELDS = {"label", "provider", "model_name", "credential", "config"}
 
 
 def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
@@ -211,7 +212,9 @@ def _check_arms(org: Organization, raw_arms: Any) -> tuple[list[ArmSpec], list[s
         config = raw.get("config", {})
         provider = str(raw.get("provider", ""))
         errors += [f"{where}.{e}" for e in arm_problems(org.pk, provider, str(model_name), config)]
-        arms.append(ArmSpec(str(label), str(raw.get("provider")), str(raw.get("model_name")), config))
+        credential, problems = arm_credential_problems(org.pk, provider, raw.get("credential", ""))
+        errors += [f"{where}.{e} (arm {label!r})" for e in problems]
+        arms.append(ArmSpec(str(label), str(raw.get("provider")), str(raw.get("model_name")), config, credential))
     return arms, errors
 
 
@@ -257,6 +260,7 @@ def do_replace_arms(experiment: Experiment, arms: list[ArmSpec]) -> None:
             label=a.label,
             provider=a.provider,
             model_name=a.model_name,
+            credential_name=a.credential,
             config=a.config,
         )
         for i, a in enumerate(arms)
@@ -301,9 +305,9 @@ def check_start_run(experiment: Experiment, inference_only: bool = False) -> Non
     if not arms:
         errors.append("the experiment has no arms")
     for arm in arms:
-        errors += [
-            f"arm {arm.label!r}: {e}" for e in arm_problems(experiment.org_id, arm.provider, arm.model_name, arm.config)
-        ]
+        problems = arm_problems(experiment.org_id, arm.provider, arm.model_name, arm.config)
+        problems += arm_credential_problems(experiment.org_id, arm.provider, arm.credential_name)[1]
+        errors += [f"arm {arm.label!r}: {e}" for e in problems]
     if not runnable_tasks(experiment).exists():
         errors.append(f"dataset {experiment.dataset.name!r} has no tasks that are not quarantined")
     errors += repository_problems(experiment, validating=not inference_only)
@@ -336,7 +340,13 @@ def do_start_run(
     )
     run_arms = RunArm.objects.bulk_create(
         RunArm(
-            run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=a.position
+            run=run,
+            label=a.label,
+            provider=a.provider,
+            model_name=a.model_name,
+            credential_name=a.credential_name,
+            config=a.config,
+            position=a.position,
         )
         for a in experiment.arms.all()
     )
@@ -370,7 +380,13 @@ def _snapshot(experiment: Experiment) -> dict:
         "context_mode": experiment.context_mode,
         "include_quarantined": experiment.include_quarantined,
         "arms": [
-            {"label": a.label, "provider": a.provider, "model_name": a.model_name, "config": a.config}
+            {
+                "label": a.label,
+                "provider": a.provider,
+                "model_name": a.model_name,
+                "credential": a.credential_name,
+                "config": a.config,
+            }
             for a in experiment.arms.all()
         ],
     }

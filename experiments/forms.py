@@ -20,7 +20,8 @@ from prbench.inputs import (
     document_problems,
     parse_json,
 )
-from providers.policy import arm_problems
+from providers.models import ProviderCredential
+from providers.policy import arm_credential_problems, arm_problems
 from providers.registry import provider_names
 
 
@@ -132,6 +133,8 @@ class ArmForm(forms.Form):
         validators=[TextValidator(NAME_MAX)],
         widget=forms.TextInput(attrs={"list": "model-suggestions"}),
     )
+    # A credential by name, never a URL: where the requests go is the credential's.
+    credential = forms.ChoiceField(choices=[], required=False)
     config = ConfigField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
 
     def __init__(self, *args, org: Organization, **kwargs):
@@ -139,6 +142,7 @@ class ArmForm(forms.Form):
         self.org = org
         # The blank choice keeps the spare row unchanged (so ignored) when left alone.
         cast(forms.ChoiceField, self.fields["provider"]).choices = [("", "—"), *((n, n) for n in provider_names())]
+        cast(forms.ChoiceField, self.fields["credential"]).choices = credential_choices(org)
 
     def clean(self):
         data = super().clean()
@@ -146,9 +150,22 @@ class ArmForm(forms.Form):
             return data
         data["config"] = data.get("config") or {}
         problems = arm_problems(self.org.pk, data["provider"], data["model_name"], data["config"])
+        data["credential"], credential_problems = arm_credential_problems(
+            self.org.pk, data["provider"], data.get("credential") or ""
+        )
+        problems += credential_problems
         if problems:
             raise forms.ValidationError([f"Arm {data['label']!r}: {p}" for p in problems])
         return data
+
+
+def credential_choices(org: Organization) -> list:
+    """The org's credential names, grouped by provider; the arm's provider decides which
+    group applies (a name from another provider's group is refused when saving)."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for provider, name in ProviderCredential.objects.filter(org=org).values_list("provider", "name"):
+        groups.setdefault(provider, []).append((name, name))
+    return [("", "the provider's only credential"), *groups.items()]
 
 
 class BaseArmFormSet(forms.BaseFormSet):
@@ -171,7 +188,13 @@ ArmFormSet = forms.formset_factory(ArmForm, formset=BaseArmFormSet, extra=1, can
 
 def arm_initial(experiment: Experiment) -> list[dict]:
     return [
-        {"label": a.label, "provider": a.provider, "model_name": a.model_name, "config": a.config}
+        {
+            "label": a.label,
+            "provider": a.provider,
+            "model_name": a.model_name,
+            "credential": a.credential_name,
+            "config": a.config,
+        }
         for a in experiment.arms.all()
     ]
 
@@ -195,6 +218,7 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
                 f.cleaned_data["provider"],
                 f.cleaned_data["model_name"],
                 f.cleaned_data["config"],
+                f.cleaned_data["credential"],
             )
             for f in arms.kept_forms()
         ],

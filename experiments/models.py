@@ -149,6 +149,9 @@ class ModelArm(models.Model):
     label = models.CharField(max_length=100)
     provider = models.CharField(max_length=32)
     model_name = models.CharField(max_length=200)
+    # The organisation's credential for the provider, by name ("": its only one). Where the
+    # requests go is that credential's, so an arm never carries a URL.
+    credential_name = models.CharField(max_length=100, blank=True)
     config = models.JSONField(default=dict, blank=True)
     position = models.PositiveIntegerField(default=0)
 
@@ -212,6 +215,7 @@ class RunArm(models.Model):
     label = models.CharField(max_length=100)
     provider = models.CharField(max_length=32)
     model_name = models.CharField(max_length=200)
+    credential_name = models.CharField(max_length=100, blank=True)
     config = models.JSONField(default=dict)
     position = models.PositiveIntegerField(default=0)
 

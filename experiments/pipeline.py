@@ -144,7 +144,7 @@ def claim_attempt(attempt_id: int) -> uuid.UUID | None:
 
 def arm_spec(attempt: Attempt) -> ArmSpec:
     arm = attempt.arm
-    return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}")
+    return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}", credential=arm.credential_name)
 
 
 def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None = None) -> Outcome:

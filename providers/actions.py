@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.http import Http404
 
 from orgs.models import Organization
 from providers import egress, gateway
 from providers.errors import ProviderError
-from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredential
+from providers.models import (
+    API_VERSION_MAX,
+    BASE_URL_MAX,
+    NAME_MAX,
+    PROVIDER_CHOICES,
+    AllowedProvider,
+    ProviderCredential,
+)
 from providers.redaction import redact_known
 from providers.types import ArmSpec, CompletionRequest, Message
 
@@ -28,57 +37,125 @@ CHEAP_TEST_MODELS = {
 MAX_PER_MINUTE = 2_000_000_000  # fits the column (a Postgres integer)
 
 
+KEY_MAX = 512  # real keys are under 200 characters; this refuses pasted files and junk
+DEPLOYMENTS_MAX = 100
+DEPLOYMENT_NAME_MAX = 200
+
+
 @dataclass(frozen=True)
 class CredentialInput:
     provider: str
+    name: str
     api_key: str = field(repr=False)  # "" keeps the stored key; never in a repr, a traceback or a debug page
-    base_url: str
-    api_version: str
-    deployments: dict[str, str]
+    base_url: str = ""
+    api_version: str = ""
+    deployments: dict[str, str] = field(default_factory=dict)
     requests_per_minute: int | None = None  # None: no limit
     tokens_per_minute: int | None = None
 
 
-def check_credential(org: Organization, data: dict[str, Any]) -> CredentialInput:
+def access_credential(org: Organization, code: object) -> ProviderCredential:
+    """The org's credential with this public code; 404 for an unknown, malformed or
+    another org's."""
+    try:
+        code = code if isinstance(code, uuid.UUID) else uuid.UUID(str(code))
+    except ValueError:
+        raise Http404("No such credential") from None
+    credential = ProviderCredential.objects.filter(org=org, code=code).first()
+    if credential is None:
+        raise Http404("No such credential")
+    return credential
+
+
+def access_provider(provider: str) -> str:
+    """A provider named in a URL: 404, not a KeyError, for one PRBench does not know."""
+    if provider not in PROVIDERS:
+        raise Http404("No such provider")
+    return provider
+
+
+def check_credential(
+    org: Organization, data: dict[str, Any], editing: ProviderCredential | None = None
+) -> CredentialInput:
+    """Validate a credential's fields (a new one, or ``editing``, whose provider stays)."""
     errors = []
-    provider = data.get("provider", "")
+    provider = editing.provider if editing else data.get("provider", "")
     if provider not in PROVIDERS:
         errors.append(f"provider: choose one of {', '.join(PROVIDERS)}")
-    try:
-        deployments = json.loads(data.get("deployments") or "{}")
-    except ValueError:
-        deployments = None
-    if not isinstance(deployments, dict) or not all(isinstance(v, str) for v in deployments.values()):
-        errors.append('deployments: a JSON object of model name to deployment name, e.g. {"gpt-4o": "prod-4o"}')
-    base_url = (data.get("base_url") or "").strip()
-    if base_url and not base_url.startswith(("http://", "https://")):
+    name = _text(data, "name") or (editing.name if editing else "default")  # empty: as it was
+    if not name or len(name) > NAME_MAX:
+        errors.append(f"name: required, at most {NAME_MAX} characters")
+    elif _name_taken(org, provider, name, editing):
+        errors.append(f"name: there is already a {provider} credential named {name!r}")
+    deployments = _deployments(data, errors)
+    base_url = _text(data, "base_url")
+    if len(base_url) > BASE_URL_MAX:
+        errors.append(f"base_url: at most {BASE_URL_MAX} characters")
+    elif base_url and not base_url.startswith(("http://", "https://")):
         errors.append("base_url: must start with http:// or https://")
     elif base_url and (problem := egress.url_problem(base_url)):
         errors.append(f"base_url: {problem}")
-    if provider == "azure_openai" and (not base_url or not data.get("api_version")):
+    api_version = _text(data, "api_version")
+    if len(api_version) > API_VERSION_MAX:
+        errors.append(f"api_version: at most {API_VERSION_MAX} characters")
+    if provider == "azure_openai" and (not base_url or not api_version):
         errors.append("Azure OpenAI needs an endpoint (base_url) and an api_version")
     if provider == "openai_compatible" and not base_url:
         errors.append("an OpenAI-compatible server needs its base_url")
-    exists = ProviderCredential.objects.filter(org=org, provider=provider).exists()
-    if not data.get("api_key") and not exists and provider not in ("openai_compatible", "mock"):
+    api_key = _text(data, "api_key")
+    if len(api_key) > KEY_MAX:
+        errors.append(f"api_key: at most {KEY_MAX} characters (is this really a key?)")
+    elif any(c.isspace() for c in api_key):
+        errors.append("api_key: must not contain spaces or line breaks")
+    if not api_key and editing is None and provider not in ("openai_compatible", "mock"):
         errors.append("api_key: required for a new credential")
     requests_per_minute = _per_minute_limit(data, "requests_per_minute", errors)
     tokens_per_minute = _per_minute_limit(data, "tokens_per_minute", errors)
     if errors:
         raise ValidationError(errors)
     return CredentialInput(
-        provider,
-        data.get("api_key", "").strip(),
-        base_url,
-        (data.get("api_version") or "").strip(),
-        deployments or {},
-        requests_per_minute,
-        tokens_per_minute,
+        provider, name, api_key, base_url, api_version, deployments or {}, requests_per_minute, tokens_per_minute
     )
 
 
+def _text(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _name_taken(org: Organization, provider: str, name: str, editing: ProviderCredential | None) -> bool:
+    same = ProviderCredential.objects.filter(org=org, provider=provider, name=name)
+    return same.exclude(pk=editing.pk).exists() if editing else same.exists()
+
+
+def _deployments(data: dict[str, Any], errors: list[str]) -> dict[str, str] | None:
+    raw = data.get("deployments")
+    if isinstance(raw, dict):
+        deployments: Any = raw
+    else:
+        try:
+            deployments = json.loads(raw or "{}")
+        except (TypeError, ValueError):
+            deployments = None
+    valid = (
+        isinstance(deployments, dict)
+        and len(deployments) <= DEPLOYMENTS_MAX
+        and all(
+            isinstance(v, str) and 0 < len(v) <= DEPLOYMENT_NAME_MAX and 0 < len(k) <= DEPLOYMENT_NAME_MAX
+            for k, v in deployments.items()
+        )
+    )
+    if not valid:
+        errors.append(
+            'deployments: a JSON object of model name to deployment name, e.g. {"gpt-4o": "prod-4o"} '
+            f"(at most {DEPLOYMENTS_MAX}, names of at most {DEPLOYMENT_NAME_MAX} characters)"
+        )
+        return None
+    return deployments
+
+
 def _per_minute_limit(data: dict[str, Any], name: str, errors: list[str]) -> int | None:
-    raw = (data.get(name) or "").strip()
+    raw = _text(data, name)
     if not raw:
         return None
     try:
@@ -92,10 +169,17 @@ def _per_minute_limit(data: dict[str, Any], name: str, errors: list[str]) -> int
 
 
 @transaction.atomic
-def do_save_credential(org: Organization, values: CredentialInput) -> ProviderCredential:
-    credential, _ = ProviderCredential.objects.select_for_update().get_or_create(org=org, provider=values.provider)
+def do_save_credential(
+    org: Organization, values: CredentialInput, editing: ProviderCredential | None = None
+) -> ProviderCredential:
+    """Create a credential, or replace every field of ``editing`` (an empty key keeps its key)."""
+    if editing is None:
+        credential = ProviderCredential(org=org, provider=values.provider)
+    else:
+        credential = ProviderCredential.objects.select_for_update().get(pk=editing.pk, org=org)
     if values.api_key:
         credential.set_api_key(values.api_key)
+    credential.name = values.name
     credential.base_url = values.base_url
     credential.api_version = values.api_version
     credential.deployments = values.deployments
@@ -105,9 +189,8 @@ def do_save_credential(org: Organization, values: CredentialInput) -> ProviderCr
     return credential
 
 
-def do_delete_credential(org: Organization, provider: str) -> bool:
-    deleted, _ = ProviderCredential.objects.filter(org=org, provider=provider).delete()
-    return bool(deleted)
+def do_delete_credential(credential: ProviderCredential) -> None:
+    credential.delete()
 
 
 @dataclass(frozen=True)
@@ -117,16 +200,12 @@ class ConnectionReport:
     message: str
 
 
-def do_test_connection(org: Organization, provider: str, model_name: str = "") -> ConnectionReport:
-    """One cheap call (a one-token answer) through the real gateway, no retries."""
-    model = model_name.strip() or CHEAP_TEST_MODELS.get(provider, "default")
-    arm = ArmSpec(
-        provider,
-        model,
-        {"max_retries": 0, "timeout_read_s": 30, "mode": "oracle"}
-        if provider == "mock"
-        else {"max_retries": 0, "timeout_read_s": 30},
-    )
+def do_test_connection(org: Organization, credential: ProviderCredential, model_name: str = "") -> ConnectionReport:
+    """One cheap call (a one-token answer) through the real gateway with this credential, no retries."""
+    provider = credential.provider
+    model = model_name.strip()[:200] or CHEAP_TEST_MODELS.get(provider, "default")
+    config = {"max_retries": 0, "timeout_read_s": 30} | ({"mode": "oracle"} if provider == "mock" else {})
+    arm = ArmSpec(provider, model, config, credential=credential.name)
     request = CompletionRequest(messages=(Message("user", "Reply with OK."),), max_output_tokens=1)
     try:
         completion = gateway.complete(org.pk, arm, request)

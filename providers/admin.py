@@ -9,6 +9,7 @@ class ProviderCredentialAdmin(admin.ModelAdmin):
     list_display = [
         "org",
         "provider",
+        "name",
         "masked_key",
         "base_url",
         "api_version",
@@ -17,11 +18,13 @@ class ProviderCredentialAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     list_filter = ["provider"]
-    search_fields = ["org__slug", "org__name", "base_url"]
-    readonly_fields = ["masked_key", "created_at", "updated_at"]
+    search_fields = ["org__slug", "org__name", "name", "base_url"]
+    readonly_fields = ["code", "masked_key", "created_at", "updated_at"]
     fields = [
         "org",
         "provider",
+        "name",
+        "code",
         "masked_key",
         "base_url",
         "api_version",

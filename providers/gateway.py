@@ -15,6 +15,7 @@ from tenacity.wait import wait_random_exponential
 
 from providers import redaction
 from providers.adapters.base import Adapter
+from providers.adapters.config import runtime_config
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import (
@@ -27,7 +28,13 @@ from providers.limits import (
 )
 from providers.limits import release_slots as release_arm_slots
 from providers.models import Price
-from providers.policy import ResolvedCredential, governance_version, not_allowed_reason, resolve_credential
+from providers.policy import (
+    CredentialChoiceError,
+    ResolvedCredential,
+    governance_version,
+    not_allowed_reason,
+    resolve_credential,
+)
 from providers.pricing import catalog_price, cost_for
 from providers.registry import adapter_class
 from providers.types import ArmSpec, Completion, CompletionRequest
@@ -65,10 +72,13 @@ def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     """Governance for one arm: the allowlist and the org's own credential. Raises
     ``ProviderError`` before any network traffic when the org may not, or cannot, call it."""
     version = governance_version(org_id)
-    adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, version, _minute())
+    adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, arm.credential, version, _minute())
     price = catalog_price(arm.provider, arm.model_name, timezone.now().date())
     if credential is not None:
         redaction.remember_secret(credential.api_key)  # so this process's logs never show it
+    # Only the settings the adapter declares, well-formed: a routing key (base_url, …) or
+    # anything else written into an old row past the save-time checks never reaches it.
+    arm = replace(arm, config=runtime_config(adapter_class.config_keys, arm.config))
     return PreparedArm(arm, adapter_class, credential, price)
 
 
@@ -158,7 +168,7 @@ def _minute() -> int:
 
 @lru_cache(maxsize=256)
 def _governance(
-    org_id: int, provider: str, model_name: str, version: str, minute: int
+    org_id: int, provider: str, model_name: str, credential_name: str, version: str, minute: int
 ) -> tuple[type[Adapter], ResolvedCredential | None]:
     """Cached per governance version (see ``governance_version``): two queries per org,
     provider and model until an admin changes the allowlist or a credential, not per call.
@@ -171,9 +181,11 @@ def _governance(
     if not cls.uses_credential:
         return cls, None
     try:
-        credential = resolve_credential(org_id, provider)
+        credential = resolve_credential(org_id, provider, credential_name)
     except DecryptionFailed:
         raise ProviderError(ErrorCategory.AUTHENTICATION, "the stored API key cannot be decrypted") from None
+    except CredentialChoiceError as exc:
+        raise ProviderError(ErrorCategory.AUTHENTICATION, str(exc)) from None
     if cls.needs_credential and credential is None:
         raise ProviderError(ErrorCategory.AUTHENTICATION, f"the organisation has no {provider} credential")
     return cls, credential

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import fnmatch
+import uuid
 
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -17,15 +18,26 @@ PROVIDER_CHOICES = [
 ]
 
 
-class ProviderCredential(models.Model):
-    """One organisation's access to one provider. The key is stored encrypted only."""
+NAME_MAX = 100
+BASE_URL_MAX = 500
+API_VERSION_MAX = 40
 
+
+class ProviderCredential(models.Model):
+    """One organisation's access to one provider, by name (an org may hold several per
+    provider: "default", "vLLM on gpu-box"). The key is stored encrypted only, and the
+    endpoint is the credential's alone: arms choose a credential by name, never a URL."""
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="credentials")
     provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
+    name = models.CharField(max_length=NAME_MAX, default="default", help_text="What arms call it by")
     api_key_encrypted = models.TextField(blank=True, editable=False)
     key_last_four = models.CharField(max_length=4, blank=True, editable=False)
-    base_url = models.CharField(max_length=500, blank=True, help_text="Endpoint; empty means the provider's default")
-    api_version = models.CharField(max_length=40, blank=True, help_text="Azure OpenAI api-version")
+    base_url = models.CharField(
+        max_length=BASE_URL_MAX, blank=True, help_text="Endpoint; empty means the provider's default"
+    )
+    api_version = models.CharField(max_length=API_VERSION_MAX, blank=True, help_text="Azure OpenAI api-version")
     deployments = models.JSONField(default=dict, blank=True, help_text="Azure: model name -> deployment name")
     # The account's own limits, enforced before each call so we queue instead of collecting 429s.
     requests_per_minute = models.PositiveIntegerField(
@@ -38,11 +50,13 @@ class ProviderCredential(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["org", "provider"], name="one_credential_per_provider")]
-        ordering = ["provider"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "provider", "name"], name="one_credential_name_per_provider")
+        ]
+        ordering = ["provider", "name"]
 
     def __str__(self) -> str:
-        return f"{self.get_provider_display()} for {self.org_id} (…{self.key_last_four})"
+        return f"{self.get_provider_display()} {self.name!r} for {self.org_id} (…{self.key_last_four})"
 
     def set_api_key(self, api_key: str) -> None:
         self.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""

@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 
 from prbench.queues import get_connection
 from providers.models import AllowedProvider, ProviderCredential
-from providers.registry import arm_errors
+from providers.registry import ADAPTERS, adapter_class, arm_errors
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +40,56 @@ def not_allowed_reason(org_id: int, provider: str, model_name: str) -> str | Non
     return None
 
 
-def resolve_credential(org_id: int, provider: str) -> ResolvedCredential | None:
-    credential = ProviderCredential.objects.filter(org_id=org_id, provider=provider).first()
-    if credential is None:
+class CredentialChoiceError(LookupError):
+    """An arm's credential name matches none of the org's, or names none among several."""
+
+
+def credential_names(org_id: int, provider: str) -> list[str]:
+    return list(
+        ProviderCredential.objects.filter(org_id=org_id, provider=provider)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+
+
+def choose_credential(org_id: int, provider: str, name: str) -> str:
+    """The name an arm's credential resolves to: ``name`` itself when the org has it, the
+    org's only credential for the provider when ``name`` is empty, "" when it has none.
+    Raises ``CredentialChoiceError`` (saying which names exist) otherwise."""
+    names = credential_names(org_id, provider)
+    if name:
+        if name not in names:
+            choices = f"; it has: {', '.join(names)}" if names else ""
+            raise CredentialChoiceError(f"the organisation has no {provider} credential named {name!r}{choices}")
+        return name
+    if len(names) > 1:
+        raise CredentialChoiceError(
+            f"the organisation has {len(names)} {provider} credentials, so the arm must name one: {', '.join(names)}"
+        )
+    return names[0] if names else ""
+
+
+def arm_credential_problems(org_id: int, provider: str, name: object) -> tuple[str, list[str]]:
+    """The credential name to store on an arm and what is wrong with the one it asked for."""
+    if not isinstance(name, str):
+        return "", ["credential must be a string: the name of one of the organisation's credentials"]
+    if provider not in ADAPTERS:
+        return "", []  # the provider's own error says it all
+    if not adapter_class(provider).uses_credential:
+        return "", [f"credential: the {provider} provider uses no credential"] if name else []
+    try:
+        return choose_credential(org_id, provider, name.strip()), []
+    except CredentialChoiceError as exc:
+        return "", [f"credential: {exc}"]
+
+
+def resolve_credential(org_id: int, provider: str, name: str = "") -> ResolvedCredential | None:
+    """The credential an arm calls with, by (org, provider, name); None when the org has
+    none for the provider and the arm names none."""
+    name = choose_credential(org_id, provider, name)
+    if not name:
         return None
+    credential = ProviderCredential.objects.get(org_id=org_id, provider=provider, name=name)
     return ResolvedCredential(
         api_key=credential.api_key(),
         base_url=credential.base_url,

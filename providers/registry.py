@@ -38,22 +38,4 @@ def arm_errors(provider: str, model_name: str, config: object) -> list[str]:
         json.dumps(config, allow_nan=False)
     except (TypeError, ValueError):
         return ["config must hold only JSON values (strings, numbers, booleans, lists, objects; no NaN)"]
-    return retry_config_errors(config) + adapter_class(provider).config_errors(model_name, config)
-
-
-def retry_config_errors(config: dict) -> list[str]:
-    """The gateway's own settings, which every provider shares."""
-    limits: dict[str, tuple[float, float, type | tuple[type, ...]]] = {
-        "max_retries": (0, 20, int),
-        "retry_base_ms": (0, 600_000, (int, float)),
-        "retry_deadline_s": (0.001, 86_400, (int, float)),
-        "timeout_total_s": (0.001, 86_400, (int, float)),
-        "max_concurrency": (1, 1024, int),
-    }
-    errors = []
-    for name, (low, high, kind) in limits.items():
-        value = config.get(name)
-        in_range = isinstance(value, kind) and not isinstance(value, bool) and low <= value <= high  # type: ignore[operator]
-        if value is not None and not in_range:
-            errors.append(f"config.{name} must be a number between {low:g} and {high:g}")
-    return errors
+    return adapter_class(provider).config_errors(model_name, config)

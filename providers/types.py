@@ -16,6 +16,9 @@ class ArmSpec:
     config: dict[str, Any] = field(default_factory=dict)
     # Identifies the arm across worker processes for its concurrency limit ("" = unlimited).
     key: str = ""
+    # The name of the organisation's credential for this provider ("": its only one). The
+    # endpoint comes from that credential, never from the arm.
+    credential: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,8 +12,11 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from orgs.access import access_org
+from orgs.models import Organization
 from providers.actions import (
     CHEAP_TEST_MODELS,
+    access_credential,
+    access_provider,
     check_allowlist_entry,
     check_credential,
     do_allow,
@@ -29,7 +33,7 @@ def settings_page(request: HttpRequest, code: str) -> HttpResponse:
     membership = access_org(request, code)
     org = membership.org
     credentials = ProviderCredential.objects.filter(org=org)
-    editing = credentials.filter(provider=request.GET.get("edit", "")).first() if membership.can_manage else None
+    editing = _editing(org, request.GET.get("edit", "")) if membership.can_manage else None
     context = {
         "org": org,
         "membership": membership,
@@ -44,41 +48,53 @@ def settings_page(request: HttpRequest, code: str) -> HttpResponse:
     return render(request, "providers/settings.html", context)
 
 
+def _editing(org: Organization, raw: str) -> ProviderCredential | None:
+    """The credential ``?edit=`` names; nothing (not an error page) for a malformed code."""
+    try:
+        code = uuid.UUID(raw)
+    except ValueError:
+        return None
+    return ProviderCredential.objects.filter(org=org, code=code).first()
+
+
 @sensitive_post_parameters()  # every field: a debug page or error report must not show a key
 @login_required
 @require_POST
 def save_credential(request: HttpRequest, code: str) -> HttpResponse:
     org = access_org(request, code, manage=True).org
+    editing = access_credential(org, request.POST["credential"]) if request.POST.get("credential") else None
     try:
-        values = check_credential(org, request.POST.dict())
+        values = check_credential(org, request.POST.dict(), editing)
     except ValidationError as exc:
         messages.error(request, "Credential not saved: " + "; ".join(exc.messages))
     else:
-        do_save_credential(org, values)
-        messages.success(request, f"Saved the {values.provider} credential.")
+        do_save_credential(org, values, editing)
+        messages.success(request, f"Saved the {values.provider} credential {values.name!r}.")
     return redirect("providers:settings", code=org.code)
 
 
 @login_required
 @require_POST
-def delete_credential(request: HttpRequest, code: str, provider: str) -> HttpResponse:
+def delete_credential(request: HttpRequest, code: str, credential: uuid.UUID) -> HttpResponse:
     org = access_org(request, code, manage=True).org
-    if do_delete_credential(org, provider):
-        messages.success(request, f"Deleted the {provider} credential.")
+    found = access_credential(org, credential)
+    do_delete_credential(found)
+    messages.success(request, f"Deleted the {found.provider} credential {found.name!r}.")
     return redirect("providers:settings", code=org.code)
 
 
 @sensitive_post_parameters()  # every field: a debug page or error report must not show a key
 @login_required
 @require_POST
-def test_connection(request: HttpRequest, code: str, provider: str) -> HttpResponse:
+def test_connection(request: HttpRequest, code: str, credential: uuid.UUID) -> HttpResponse:
     org = access_org(request, code, manage=True).org
-    report = do_test_connection(org, provider, request.POST.get("model", ""))
-    context = {"provider": provider, "report": report}
+    found = access_credential(org, credential)
+    report = do_test_connection(org, found, request.POST.get("model", ""))
+    context = {"credential": found, "report": report}
     if request.htmx:  # type: ignore[attr-defined]
         return render(request, "providers/settings.html#connection", context)
     level = messages.success if report.ok else messages.error
-    level(request, f"{provider}: {report.category}: {report.message}")
+    level(request, f"{found.provider} {found.name!r}: {report.category}: {report.message}")
     return redirect("providers:settings", code=org.code)
 
 
@@ -100,5 +116,5 @@ def allow(request: HttpRequest, code: str) -> HttpResponse:
 @require_POST
 def disallow(request: HttpRequest, code: str, provider: str) -> HttpResponse:
     org = access_org(request, code, manage=True).org
-    do_disallow(org, provider)
+    do_disallow(org, access_provider(provider))
     return redirect("providers:settings", code=org.code)

@@ -11,8 +11,9 @@ import anthropic
 
 from providers import egress
 from providers.adapters.base import Adapter
+from providers.adapters.config import COMMON_KEYS, HTTP_KEYS
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key, try_timeout
+from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
 
@@ -22,6 +23,7 @@ SAMPLING = ("temperature", "top_p")
 class AnthropicAdapter(Adapter):
     name = "anthropic"
     needs_credential = True
+    config_keys = COMMON_KEYS | HTTP_KEYS
 
     def client(self) -> anthropic.Anthropic:
         credential = self.credential
@@ -97,10 +99,6 @@ class AnthropicAdapter(Adapter):
             raw_request=params,
             raw_response=body,
         )
-
-    @classmethod
-    def config_errors(cls, model_name: str, config: dict) -> list[str]:
-        return http_config_errors(config)
 
 
 def _answer_text(blocks: list[dict]) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, ClassVar
 
+from providers.adapters.config import COMMON_KEYS, Check, config_key_errors
 from providers.types import ArmSpec, Completion, CompletionRequest
 
 if TYPE_CHECKING:
@@ -10,7 +11,8 @@ if TYPE_CHECKING:
 
 
 class Adapter:
-    """One provider. Subclasses implement ``generate`` and may override ``config_errors``.
+    """One provider. Subclasses implement ``generate`` and declare the arm settings they
+    read in ``config_keys`` (see providers/adapters/config.py).
 
     The gateway creates one instance per attempt, so an adapter may keep per-attempt state
     (the mock counts its tries). Adapters raise ``ProviderError`` for every failure.
@@ -19,6 +21,8 @@ class Adapter:
     name: ClassVar[str]
     needs_credential: ClassVar[bool] = False
     uses_credential: ClassVar[bool] = True  # the mock never looks one up
+    # Every arm setting this adapter, the gateway or the request builder reads, with its check.
+    config_keys: ClassVar[dict[str, Check]] = COMMON_KEYS
 
     def __init__(self, arm: ArmSpec, credential: ResolvedCredential | None = None):
         self.arm = arm
@@ -36,4 +40,4 @@ class Adapter:
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:
         """Problems with an arm's settings, each naming the offending field."""
-        return []
+        return config_key_errors(cls.name, cls.config_keys, config)

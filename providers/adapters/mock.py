@@ -19,6 +19,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from providers.adapters.base import Adapter
+from providers.adapters.config import COMMON_KEYS, choice, number
 from providers.errors import ErrorCategory, ProviderError
 from providers.pricing import cost_for
 from providers.types import Completion, CompletionRequest, Usage
@@ -38,28 +39,16 @@ NUMBER_FIELDS = {
 class MockAdapter(Adapter):
     name = "mock"
     uses_credential = False
+    config_keys = COMMON_KEYS | {
+        "mode": choice(*MODES),
+        **{name: number(low, high) for name, (low, high) in NUMBER_FIELDS.items()},
+        "invalid": choice(*INVALID_ANSWERS),
+        "failure_category": choice(*ErrorCategory.values),
+    }
 
     def __init__(self, arm, credential=None):
         super().__init__(arm, credential)
         self.tries = 0
-
-    @classmethod
-    def config_errors(cls, model_name: str, config: dict) -> list[str]:
-        errors = []
-        if config.get("mode", "oracle") not in MODES:
-            errors.append(f"config.mode must be one of {', '.join(MODES)}")
-        for name, (low, high) in NUMBER_FIELDS.items():
-            value = config.get(name)
-            if value is not None and (
-                not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high
-            ):
-                errors.append(f"config.{name} must be a number between {low} and {high}")
-        if config.get("invalid", "never") not in INVALID_ANSWERS:
-            errors.append(f"config.invalid must be one of {', '.join(INVALID_ANSWERS)}")
-        category = config.get("failure_category", ErrorCategory.SERVER_ERROR)
-        if category not in ErrorCategory.values:
-            errors.append(f"config.failure_category {category!r} is not an error category")
-        return errors
 
     def generate(self, request: CompletionRequest) -> Completion:
         self.tries += 1

@@ -12,8 +12,9 @@ import openai
 
 from providers import egress
 from providers.adapters.base import Adapter
+from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, boolean
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.timeouts import http_config_errors, timeout_key, timeouts_from_key, try_timeout
+from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
 
@@ -25,6 +26,7 @@ class OpenAIChatAdapter(Adapter):
     name = "openai"
     needs_credential = True
     default_base_url: ClassVar[str | None] = None
+    config_keys = COMMON_KEYS | HTTP_KEYS | {"send_seed": boolean, "structured_output": boolean}
 
     def client(self) -> openai.OpenAI:
         credential = self.credential
@@ -110,21 +112,16 @@ class OpenAIChatAdapter(Adapter):
     def reported_cost(self, usage: dict) -> Decimal | None:
         return None  # priced from the catalog by the gateway
 
-    @classmethod
-    def config_errors(cls, model_name: str, config: dict) -> list[str]:
-        return http_config_errors(config)
-
 
 class OpenAICompatibleAdapter(OpenAIChatAdapter):
     name = "openai_compatible"
-    needs_credential = False  # a local server may need no key; its base URL comes from the credential or config
+    needs_credential = False  # a local server may need no key, but its base URL is the credential's
 
     def client(self) -> openai.OpenAI:
-        base_url = self.arm.config.get("base_url") or (self.credential.base_url if self.credential else "")
+        # Only the credential's: an arm that could name the URL could send the key anywhere.
+        base_url = self.credential.base_url if self.credential else ""
         if not base_url:
-            raise ProviderError(
-                ErrorCategory.BAD_REQUEST, "no base URL: set it on the credential or as config.base_url"
-            )
+            raise ProviderError(ErrorCategory.BAD_REQUEST, "no base URL: an owner or admin sets it on the credential")
         api_key = (self.credential.api_key if self.credential else "") or "not-needed"
         return _openai_client(api_key, base_url, timeout_key(self.arm.config), ())
 
@@ -157,7 +154,8 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
 
     def model_for_request(self) -> str:
         deployments = self.credential.deployments if self.credential else {}
-        return self.arm.config.get("deployment") or deployments.get(self.arm.model_name) or self.arm.model_name
+        # The deployment is part of the URL, so it comes from the credential, never the arm.
+        return deployments.get(self.arm.model_name) or self.arm.model_name
 
 
 @lru_cache(maxsize=256)

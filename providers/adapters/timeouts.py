@@ -31,15 +31,3 @@ def try_timeout(config: dict, seconds_left: float | None) -> Any:
     if seconds_left is not None:
         connect, read = min(connect, seconds_left), min(read, seconds_left)
     return timeouts_from_key((connect, read))
-
-
-def http_config_errors(config: dict) -> list[str]:
-    """Settings every HTTP adapter understands: timeouts, retries, extra body fields."""
-    errors = []
-    if "extra_body" in config and not isinstance(config["extra_body"], dict):
-        errors.append("config.extra_body must be an object")
-    for name in ("timeout_connect_s", "timeout_read_s"):
-        value = config.get(name)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
-            errors.append(f"config.{name} must be a positive number of seconds")
-    return errors

@@ -178,10 +178,11 @@ def test_a_loopback_endpoint_is_refused_through_the_real_gateway(org, fake, refu
 def test_test_connection_names_the_refusal_and_shows_no_body(alice, org, fake, refuse_loopback):
     save_credential(org, "openai_compatible", fake.url + "/v1")
     fake.default = Reply(200, INTERNAL)
-    report = do_test_connection(org, "openai_compatible")
+    credential = ProviderCredential.objects.get(org=org, provider="openai_compatible")
+    report = do_test_connection(org, credential)
     assert not report.ok and report.category == "egress_refused"
     response = client_for(alice).post(
-        reverse("providers:test_connection", args=[org.code, "openai_compatible"]),
+        reverse("providers:test_connection", args=[org.code, credential.code]),
         {"model": ""},
         HTTP_HX_REQUEST="true",
     )

@@ -117,7 +117,8 @@ def run_echoing_attempts(experiment, start, django_capture_on_commit_callbacks):
 def connection_pages(client: Client, org, provider: str) -> list[str]:
     """Test connection four times: htmx (refused, then answered), then without htmx, so the
     flash message travels in the cookie and is shown on the settings page."""
-    url = reverse("providers:test_connection", args=[org.code, provider])
+    credential = ProviderCredential.objects.get(org=org, provider=provider)
+    url = reverse("providers:test_connection", args=[org.code, credential.code])
     texts = []
     for htmx in (True, True, False, False):
         response = client.post(url, {"model": "gpt-4o"}, headers={"HX-Request": "true"} if htmx else {})

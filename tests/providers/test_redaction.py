@@ -147,8 +147,8 @@ def test_the_gateway_redacts_every_completion_it_returns(org, openai_credential,
 
 
 def test_test_connection_reports_without_the_key(org, openai_credential, echo):
-    refused = do_test_connection(org, "openai", "gpt-4o")
-    answered = do_test_connection(org, "openai", "gpt-4o")
+    refused = do_test_connection(org, openai_credential, "gpt-4o")
+    answered = do_test_connection(org, openai_credential, "gpt-4o")
     assert (refused.ok, refused.category, answered.ok) == (False, "authentication", True)
     assert refused.message.startswith("HTTP 401: Incorrect API key provided: [redacted]")
     assert answered.message.startswith(f"gpt-4o-{MARKER} answered in")

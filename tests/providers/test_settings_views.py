@@ -32,6 +32,10 @@ def save_key(client, org, **fields):
     return client.post(reverse("providers:save_credential", args=[org.code]), data)
 
 
+def code_of(org, provider="openai"):
+    return str(ProviderCredential.objects.get(org=org, provider=provider).code)
+
+
 def test_it_works(alice, bob, org):
     response = save_key(client_for(alice), org)
     assert response.status_code == 302
@@ -47,7 +51,7 @@ def test_it_works(alice, bob, org):
 def test_an_empty_key_keeps_the_stored_one(alice, org):
     client = client_for(alice)
     save_key(client, org)
-    save_key(client, org, api_key="", base_url="https://proxy.example.com/v1")
+    save_key(client, org, credential=code_of(org), api_key="", base_url="https://proxy.example.com/v1")
     credential = ProviderCredential.objects.get(org=org)
     assert credential.api_key() == KEY and credential.base_url == "https://proxy.example.com/v1"
 
@@ -60,7 +64,7 @@ def test_rate_limits_are_saved_shown_and_cleared(alice, org):
     assert (credential.requests_per_minute, credential.tokens_per_minute) == (60, 90000)
     content = client.get(reverse("providers:settings", args=[org.code])).content.decode()
     assert '<td class="num">60</td><td class="num">90000</td>' in content
-    save_key(client, org, api_key="", requests_per_minute="", tokens_per_minute="")
+    save_key(client, org, credential=code_of(org), api_key="", requests_per_minute="", tokens_per_minute="")
     credential.refresh_from_db()
     assert (credential.requests_per_minute, credential.tokens_per_minute) == (None, None)
     content = client.get(reverse("providers:settings", args=[org.code])).content.decode()
@@ -74,7 +78,7 @@ def test_editing_a_credential_prefills_everything_but_the_key(alice, bob, org):
         client, org, provider="azure_openai", base_url="https://acme.openai.azure.com", api_version="2024-10-21",
         deployments=deployments, requests_per_minute="60",
     )  # fmt: skip
-    url = reverse("providers:settings", args=[org.code]) + "?edit=azure_openai"
+    url = reverse("providers:settings", args=[org.code]) + "?edit=" + code_of(org, "azure_openai")
     content = client.get(url).content.decode()
     assert '<input type="hidden" name="provider" value="azure_openai">' in content  # no switching mid-edit
     assert 'value="https://acme.openai.azure.com"' in content and 'value="2024-10-21"' in content
@@ -84,7 +88,8 @@ def test_editing_a_credential_prefills_everything_but_the_key(alice, bob, org):
     # Re-saving the pre-filled form as a browser would, with the key left empty, keeps it all.
     save_key(
         client, org, provider="azure_openai", api_key="", base_url="https://acme.openai.azure.com",
-        api_version="2024-10-21", deployments=deployments, requests_per_minute="60",
+        api_version="2024-10-21", deployments=deployments, requests_per_minute="60", name="default",
+        credential=code_of(org, "azure_openai"),
     )  # fmt: skip
     credential = ProviderCredential.objects.get(org=org, provider="azure_openai")
     assert credential.api_key() == KEY and credential.deployments == {"gpt-4o": "prod-4o"}
@@ -93,8 +98,8 @@ def test_editing_a_credential_prefills_everything_but_the_key(alice, bob, org):
     assert "credential-form" not in client_for(bob).get(url).content.decode()
     # Another org's credential is never what ?edit= finds.
     other = Organization.objects.create(slug="other", name="Other")
-    ProviderCredential.objects.create(org=other, provider="openai", base_url="https://other.example.com")
-    content = client.get(reverse("providers:settings", args=[org.code]) + "?edit=openai").content.decode()
+    theirs = ProviderCredential.objects.create(org=other, provider="openai", base_url="https://other.example.com")
+    content = client.get(reverse("providers:settings", args=[org.code]) + f"?edit={theirs.code}").content.decode()
     assert "other.example.com" not in content and "Editing" not in content
 
 
@@ -104,7 +109,14 @@ def test_staff_edit_rate_limits_in_the_admin(alice, org):
     alice.save()
     credential = ProviderCredential.objects.get(org=org)
     url = reverse("admin:providers_providercredential_change", args=[credential.pk])
-    form = {"org": org.pk, "provider": "openai", "base_url": "", "api_version": "", "deployments": "{}"}
+    form = {
+        "org": org.pk,
+        "provider": "openai",
+        "name": "default",
+        "base_url": "",
+        "api_version": "",
+        "deployments": "{}",
+    }
     response = client_for(alice).post(url, form | {"requests_per_minute": "0", "tokens_per_minute": ""})
     assert response.status_code == 200  # the form again, with the error
     assert "Ensure this value is greater than or equal to 1." in response.content.decode()
@@ -152,8 +164,8 @@ def test_it_checks_ownership(charlie, alice, org):
     urls = [
         reverse("providers:settings", args=[org.code]),
         reverse("providers:save_credential", args=[org.code]),
-        reverse("providers:test_connection", args=[org.code, "openai"]),
-        reverse("providers:delete_credential", args=[org.code, "openai"]),
+        reverse("providers:test_connection", args=[org.code, code_of(org)]),
+        reverse("providers:delete_credential", args=[org.code, code_of(org)]),
         reverse("providers:allow", args=[org.code]),
     ]
     for url in urls:
@@ -208,7 +220,7 @@ def test_test_connection_reports_the_category(alice, org, fake):
     client = client_for(alice)
     save_key(client, org, base_url=fake.url + "/v1")
     fake.script(Reply(401, {"error": {"message": "Incorrect API key provided: sk-live-****5b4a"}}))
-    url = reverse("providers:test_connection", args=[org.code, "openai"])
+    url = reverse("providers:test_connection", args=[org.code, code_of(org)])
     response = client.post(url, {"model": "gpt-4o-mini"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     content = response.content.decode()
@@ -271,3 +283,73 @@ def test_only_owners_and_admins_see_the_forms(bob, org):
     Membership.objects.filter(user=bob, org=org).update(role=Role.MEMBER)
     page = client_for(bob).get(reverse("providers:settings", args=[org.code])).content.decode()
     assert "Save credential" not in page and "Only admins and owners" in page
+
+
+# --- several named credentials per provider, addressed by code ---------------------------
+
+
+def test_several_credentials_per_provider_each_edited_deleted_and_tested_by_code(alice, org, fake):
+    client = client_for(alice)
+    save_key(client, org, name="prod", base_url=fake.url + "/v1")
+    save_key(client, org, name="staging", api_key="sk-staging-key-00000000", base_url="https://staging.example.com/v1")
+    prod = ProviderCredential.objects.get(org=org, name="prod")
+    staging = ProviderCredential.objects.get(org=org, name="staging")
+    content = client.get(reverse("providers:settings", args=[org.code])).content.decode()
+    assert f"?edit={prod.code}" in content and f"?edit={staging.code}" in content
+    response = save_key(client, org, name="prod", api_key="sk-another-000000000")
+    assert any("there is already a openai credential named 'prod'" in str(m) for m in response.wsgi_request._messages)
+    save_key(
+        client, org, credential=str(staging.code), api_key="", name="staging-eu", base_url="https://eu.example.com"
+    )
+    staging.refresh_from_db()
+    assert (staging.name, staging.base_url, staging.api_key()) == (
+        "staging-eu",
+        "https://eu.example.com",
+        "sk-staging-key-00000000",
+    )
+    fake.default = Reply(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
+    response = client.post(reverse("providers:test_connection", args=[org.code, prod.code]), {"model": ""})
+    assert response.status_code == 302 and len(fake.seen) == 1  # prod's endpoint, not staging's
+    assert KEY in fake.seen[0].headers["authorization"]
+    response = client.post(reverse("providers:delete_credential", args=[org.code, staging.code]))
+    assert response.status_code == 302
+    assert list(ProviderCredential.objects.filter(org=org).values_list("name", flat=True)) == ["prod"]
+
+
+def test_unknown_and_foreign_codes_and_providers_are_404(alice, bob, vera, org):
+    client = client_for(alice)
+    save_key(client, org)
+    other = Organization.objects.create(slug="other", name="Other")
+    theirs = ProviderCredential.objects.create(org=other, provider="openai", name="theirs")
+    for code in ("00000000-0000-0000-0000-000000000000", str(theirs.code)):
+        for name in ("providers:test_connection", "providers:delete_credential"):
+            assert client.post(reverse(name, args=[org.code, code])).status_code == 404
+        assert save_key(client, org, credential=code).status_code == 404
+    assert save_key(client, org, credential="not-a-uuid").status_code == 404
+    assert client.get(reverse("providers:settings", args=[org.code]) + "?edit=junk").status_code == 200
+    # A NUL byte never reaches the view: the input layer answers 400 first.
+    assert client.get(reverse("providers:settings", args=[org.code]) + "?edit=%00junk").status_code == 400
+    assert client.post(reverse("providers:disallow", args=[org.code, "skynet"])).status_code == 404
+    assert ProviderCredential.objects.filter(pk=theirs.pk).exists()
+    ours = ProviderCredential.objects.get(org=org)
+    for user in (bob, vera):
+        for name in ("providers:test_connection", "providers:delete_credential"):
+            assert client_for(user).post(reverse(name, args=[org.code, ours.code])).status_code == 403
+    assert ProviderCredential.objects.filter(org=org).count() == 1
+
+
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"api_key": "sk-" + "x" * 600}, "api_key: at most 512 characters"),
+        ({"api_key": "sk-abc def-1234567"}, "api_key: must not contain spaces"),
+        ({"name": "n" * 101}, "name: required, at most 100 characters"),
+        ({"base_url": "https://x.example.com/" + "p" * 500}, "base_url: at most 500 characters"),
+        ({"api_version": "v" * 41}, "api_version: at most 40 characters"),
+    ],
+)
+def test_lengths_are_capped_with_a_clear_error(alice, org, fields, error):
+    response = save_key(client_for(alice), org, **fields)
+    assert response.status_code == 302
+    assert not ProviderCredential.objects.exists()
+    assert any(error in str(m) for m in response.wsgi_request._messages)

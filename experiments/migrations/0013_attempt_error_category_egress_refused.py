@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0010_run_evaluator_profile'),
+        ('experiments', '0012_move_arm_endpoints'),
     ]
 
     operations = [
