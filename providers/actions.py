@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +11,7 @@ from django.db import transaction
 from django.http import Http404
 
 from orgs.models import Organization
+from prbench.inputs import parse_json, text_problem
 from providers import egress, gateway
 from providers.errors import ProviderError
 from providers.models import (
@@ -85,6 +85,8 @@ def check_credential(
     name = _text(data, "name") or (editing.name if editing else "default")  # empty: as it was
     if not name or len(name) > NAME_MAX:
         errors.append(f"name: required, at most {NAME_MAX} characters")
+    elif problem := text_problem(name, NAME_MAX):
+        errors.append(f"name: {problem}")
     elif _name_taken(org, provider, name, editing):
         errors.append(f"name: there is already a {provider} credential named {name!r}")
     deployments = _deployments(data, errors)
@@ -133,15 +135,19 @@ def _deployments(data: dict[str, Any], errors: list[str]) -> dict[str, str] | No
     if isinstance(raw, dict):
         deployments: Any = raw
     else:
-        try:
-            deployments = json.loads(raw or "{}")
+        try:  # the input layer's parser: bounded nesting, no duplicate keys, no NaN
+            deployments = parse_json(raw or "{}")
         except (TypeError, ValueError):
             deployments = None
     valid = (
         isinstance(deployments, dict)
         and len(deployments) <= DEPLOYMENTS_MAX
         and all(
-            isinstance(v, str) and 0 < len(v) <= DEPLOYMENT_NAME_MAX and 0 < len(k) <= DEPLOYMENT_NAME_MAX
+            isinstance(v, str)
+            and text_problem(v, DEPLOYMENT_NAME_MAX) is None
+            and text_problem(k, DEPLOYMENT_NAME_MAX) is None
+            and v.strip()
+            and k.strip()
             for k, v in deployments.items()
         )
     )
@@ -223,8 +229,8 @@ def check_allowlist_entry(data: dict[str, Any]) -> tuple[str, str]:
     if provider not in PROVIDERS:
         raise ValidationError(f"provider: choose one of {', '.join(PROVIDERS)}")
     patterns = "\n".join(line.strip() for line in (data.get("model_patterns") or "").splitlines() if line.strip())
-    if len(patterns) > 2000:
-        raise ValidationError("model_patterns: at most 2000 characters")
+    if problem := text_problem(patterns, 2000, multiline=True):
+        raise ValidationError(f"model_patterns: {problem}")
     return provider, patterns
 
 

@@ -353,3 +353,29 @@ def test_lengths_are_capped_with_a_clear_error(alice, org, fields, error):
     assert response.status_code == 302
     assert not ProviderCredential.objects.exists()
     assert any(error in str(m) for m in response.wsgi_request._messages)
+
+
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"name": "prod\u202egpt"}, "name: contains a bidirectional override"),
+        ({"name": "prod\x1bgpt"}, "name: contains a control character"),
+        ({"deployments": "[" * 5000 + "]" * 5000}, "deployments: a JSON object"),
+        ({"deployments": '{"gpt-4o": "a", "gpt-4o": "b"}'}, "deployments: a JSON object"),
+        ({"deployments": '{"gpt-4o": "prod\\u0000"}'}, "deployments: a JSON object"),
+    ],
+)
+def test_bad_text_is_refused_by_the_input_layer(alice, org, fields, error):
+    response = save_key(client_for(alice), org, **fields)
+    assert response.status_code == 302
+    assert not ProviderCredential.objects.exists()
+    assert any(error in str(m) for m in response.wsgi_request._messages)
+
+
+def test_allowlist_patterns_refuse_control_characters(alice, org):
+    response = client_for(alice).post(
+        reverse("providers:allow", args=[org.code]), {"provider": "openai", "model_patterns": "gpt-4o*\n\x1b[31m"}
+    )
+    assert response.status_code == 302
+    assert not AllowedProvider.objects.exists()
+    assert any("model_patterns: contains a control character" in str(m) for m in response.wsgi_request._messages)
