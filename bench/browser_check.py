@@ -8,6 +8,7 @@ Needs Debian's chromium (/usr/bin/chromium). Prints what it checked and saves sc
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -34,6 +35,9 @@ def main() -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # Every page runs under a strict Content-Security-Policy: anything it refuses shows up here.
+        refused: list[str] = []
+        page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
         page.goto(f"{args.base}/accounts/login/")
         page.fill("input[name=login]", "demo@prbench.local")
         page.fill("input[name=password]", "prbench-demo")
@@ -78,6 +82,9 @@ def main() -> None:
         check_repository_pages(page, args.base, out)
         check_evaluator_admin(page, args.base, out)
         check_providers_page(page, out)
+        check_members_page(page, args.base, out)
+        assert not refused, f"the CSP refused: {refused}"
+        print("no page broke the Content-Security-Policy")
         browser.close()
 
 
@@ -116,13 +123,15 @@ def check_providers_page(page, out: Path) -> None:
     """Save a credential with rate limits, then Edit: the form comes back filled, key empty."""
     page.click("nav >> text=Providers")
     page.select_option("#cred-provider", "openai_compatible")
+    name = f"vLLM on gpu-box {time.strftime('%H:%M:%S')}"  # the script can run again on the same demo
+    page.fill("#cred-name", name)
     page.fill("#cred-key", "sk-browser-check-0000")
     page.fill("#cred-url", "http://127.0.0.1:9/v1")
     page.fill("#cred-rpm", "120")
     page.fill("#cred-tpm", "90000")
     page.click("button:has-text('Save credential')")
     expect(page.locator(".messages")).to_contain_text("Saved")
-    row = page.locator("tr", has_text="OpenAI-compatible")
+    row = page.locator("tr", has_text=name)
     expect(row).to_contain_text("120")
     assert "sk-browser-check" not in page.content(), "the key must never come back"
     row.locator("text=Edit").click()
@@ -131,12 +140,29 @@ def check_providers_page(page, out: Path) -> None:
     expect(page.locator("#cred-key")).to_have_value("")
     page.screenshot(path=out / "7-providers-edit.png", full_page=True)
     row.locator("button:has-text('Test connection')").click()
-    expect(page.locator("#connection-openai_compatible")).to_contain_text("connection", timeout=30_000)
+    report = row.locator(".connection")
+    expect(report).to_contain_text("connection", timeout=30_000)
     page.screenshot(path=out / "8-providers-test.png", full_page=True)
-    print(
-        "providers page: credential saved with limits, Edit pre-fills it, test connection reports",
-        page.locator("#connection-openai_compatible").inner_text(),
-    )
+    print("providers page: credential saved with limits, Edit pre-fills it, test connection:", report.inner_text())
+    page.click("nav >> text=Providers")  # a new credential, not the one being edited
+    page.select_option("#cred-provider", "openai_compatible")
+    page.fill("#cred-name", f"metadata {time.strftime('%H:%M:%S')}")
+    page.fill("#cred-url", "http://169.254.169.254/latest")
+    page.click("button:has-text('Save credential')")
+    expect(page.locator(".messages")).to_contain_text("base_url")
+    print("egress: a metadata-address endpoint is refused:", page.locator(".messages").inner_text()[:160])
+
+
+def check_members_page(page, base: str, out: Path) -> None:
+    """Inviting shows a single-use link once; the invitation is pending until accepted."""
+    page.click("nav >> text=Members")
+    page.fill("input[type=email][name=email]", "newcomer@prbench.local")
+    page.click("button:has-text('Send invitation')")
+    link = page.locator("input[aria-label='Invitation link']")
+    expect(link).to_have_value(re.compile("/orgs/invitations/"))
+    expect(page.locator("table", has_text="newcomer@prbench.local")).to_be_visible()
+    page.screenshot(path=out / "12-members-invite.png", full_page=True)
+    print("members page: invitation pending, its link shown once:", link.input_value()[:48] + "…")
 
 
 if __name__ == "__main__":

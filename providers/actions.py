@@ -88,7 +88,7 @@ def check_credential(
     elif problem := text_problem(name, NAME_MAX):
         errors.append(f"name: {problem}")
     elif _name_taken(org, provider, name, editing):
-        errors.append(f"name: there is already a {provider} credential named {name!r}")
+        errors.append(f"name: this organisation already has a {provider} credential named {name!r}")
     deployments = _deployments(data, errors)
     base_url = _text(data, "base_url")
     if len(base_url) > BASE_URL_MAX:

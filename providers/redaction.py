@@ -139,6 +139,12 @@ def remember_secret(secret: str) -> None:
             del _known[next(iter(_known))]
 
 
+def forget_secrets() -> None:
+    """Empty the registry (tests: one test's keys must not redact the next one's text)."""
+    with _known_lock:
+        _known.clear()
+
+
 def known_secrets() -> tuple[str, ...]:
     return tuple(_known)
 

@@ -14,6 +14,7 @@ from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, get_queue
 from providers.pricing import forget_catalog
+from providers.redaction import forget_secrets
 
 PASSWORD = "correct horse battery staple"
 
@@ -35,6 +36,13 @@ def fresh_price_catalog():
     forget_catalog()  # the per-process cache must not carry prices from one test to the next
     yield
     forget_catalog()
+
+
+@pytest.fixture(autouse=True)
+def fresh_secret_registry():
+    forget_secrets()  # the per-process registry of keys to redact must not outlive a test
+    yield
+    forget_secrets()
 
 
 @pytest.fixture(autouse=True)

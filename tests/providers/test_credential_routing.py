@@ -21,7 +21,7 @@ from tests.experiments.test_views import form_data
 from tests.providers.fake_server import FakeProvider, Reply
 from tests.providers.test_adapter_contracts import anthropic_body, openai_body
 
-KEY = "sk-endpoint-ONLY-HERE-0123456789"
+KEY = "sk-rt-Q7vXz2LmN9pWc4Hk8Jd3Ty6B"
 
 # A valid value for every setting any adapter declares: a new setting without a sample
 # here fails test_every_declared_setting_has_a_sample, so it is exercised below too.

@@ -97,7 +97,7 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(org, args, stdin, error)
 def test_duplicates_and_ambiguous_removals_are_refused(org):
     for provider in ("openai", "anthropic"):
         credentials("add", "--org", "acme", "--provider", provider, "--name", "main", "--key-stdin", stdin=KEY)
-    with pytest.raises(CommandError, match="name: there is already a openai credential named 'main'"):
+    with pytest.raises(CommandError, match="name: this organisation already has a openai credential named 'main'"):
         credentials(
             "add", "--org", "acme", "--provider", "openai", "--name", "main", "--key-stdin", stdin="sk-new-0000000000"
         )

@@ -297,7 +297,10 @@ def test_several_credentials_per_provider_each_edited_deleted_and_tested_by_code
     content = client.get(reverse("providers:settings", args=[org.code])).content.decode()
     assert f"?edit={prod.code}" in content and f"?edit={staging.code}" in content
     response = save_key(client, org, name="prod", api_key="sk-another-000000000")
-    assert any("there is already a openai credential named 'prod'" in str(m) for m in response.wsgi_request._messages)
+    assert any(
+        "this organisation already has a openai credential named 'prod'" in str(m)
+        for m in response.wsgi_request._messages
+    )
     save_key(
         client, org, credential=str(staging.code), api_key="", name="staging-eu", base_url="https://eu.example.com"
     )
