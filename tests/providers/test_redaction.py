@@ -202,7 +202,7 @@ def test_flash_messages_are_redacted_before_the_cookie(rf):
 
 
 def test_a_credential_input_never_shows_its_key():
-    values = CredentialInput("openai", KEY, "", "", {})
+    values = CredentialInput("openai", "default", KEY)
     assert KEY not in repr(values) and "api_key" not in repr(values)
 
 
