@@ -19,6 +19,9 @@ def production_environment() -> dict[str, str]:
         "PRBENCH_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "PRBENCH_VAR_DIR": tempfile.mkdtemp(prefix="prbench-bench-"),
         "LOG_LEVEL": "ERROR",
+        # The benches' fake providers listen on loopback, which the egress policy refuses
+        # unless allowed, as `make demo` allows it.
+        "PRBENCH_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128",
     }
 
 
