@@ -21,6 +21,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 MARKER = "[redacted]"
@@ -85,6 +86,8 @@ def redact_data(value: Any, secrets: Iterable[str] = ()) -> Any:
 def remove_secrets(text: str, secrets: Iterable[str]) -> str:
     """Every run of ``MIN_RUN`` or more characters of any of the keys, each as one marker."""
     spans: list[tuple[int, int]] = []
+    if len(text) < MIN_RUN:  # most JSON keys and values of a response: nothing to look for
+        return text
     for secret in secrets:
         if len(secret) < MIN_SECRET:
             continue
@@ -103,8 +106,10 @@ def remove_secrets(text: str, secrets: Iterable[str]) -> str:
     return "".join(pieces)
 
 
-def _grams(secret: str) -> set[str]:
-    return {secret[i : i + MIN_RUN] for i in range(len(secret) - MIN_RUN + 1)}
+@lru_cache(maxsize=64)
+def _grams(secret: str) -> frozenset[str]:
+    """Computed once per key, not once per text: a response has dozens of strings."""
+    return frozenset(secret[i : i + MIN_RUN] for i in range(len(secret) - MIN_RUN + 1))
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
