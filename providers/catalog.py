@@ -43,12 +43,13 @@ class CatalogModel:
     output_per_mtok: Decimal | None
     variable_price: bool = False
 
-    def price_label(self) -> str:
+    def price_label(self, unit: str = "") -> str:
+        """Per million tokens: "$3 in / $15 out" and the unit, "variable price" or "price unknown"."""
         if self.variable_price:
             return "variable price"
         if self.input_per_mtok is None or self.output_per_mtok is None:
             return "price unknown"
-        return f"${self.input_per_mtok:f} in / ${self.output_per_mtok:f} out"
+        return f"${self.input_per_mtok:f} in / ${self.output_per_mtok:f} out{unit}"
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def suggestions() -> Suggestions:
     current = listing()
     by_provider = {provider: [Suggestion(i, "") for i in ids] for provider, ids in NATIVE_MODELS.items()}
     by_provider["openrouter"] = [
-        Suggestion(m.id, f"{m.name} · {m.price_label()}") for m in sorted(current.models, key=lambda m: m.id)
+        Suggestion(m.id, f"{m.name} · {m.price_label(' per Mtok')}") for m in sorted(current.models, key=lambda m: m.id)
     ]
     every: dict[str, Suggestion] = {}
     for options in by_provider.values():

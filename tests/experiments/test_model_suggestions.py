@@ -62,7 +62,7 @@ def test_each_provider_has_its_own_suggestions(bob, var_dir):
     ]
     openrouter = datalist(page, "model-suggestions-openrouter")
     assert "anthropic/claude-opus-4.5" in openrouter and "claude-opus-4-5" not in openrouter
-    assert openrouter["anthropic/claude-opus-4.5"] == "Anthropic: Claude Opus 4.5 · $5 in / $25 out"
+    assert openrouter["anthropic/claude-opus-4.5"] == "Anthropic: Claude Opus 4.5 · $5 in / $25 out per Mtok"
     assert openrouter["openrouter/auto"] == "Auto Router · variable price"
     every = datalist(page, "model-suggestions")
     assert {"gpt-5", "claude-haiku-4-5", "openai/gpt-5"} <= set(every)

@@ -176,7 +176,7 @@ def test_the_shipped_auto_router_is_variable(var_dir):
 
 def test_search_and_info(var_dir):
     out = run("search", "claude")
-    assert "anthropic/claude-sonnet-4.5" in out and "$3 in / $15 out" in out
+    assert "anthropic/claude-sonnet-4.5" in out and "$3 in / $15 out per Mtok" in out
     assert "openai/gpt-5-mini" in run("search", "openai/*mini")
     with pytest.raises(CommandError, match="no model 'nope/nope' in the catalog \\(shipped catalog"):
         run("info", "nope/nope")

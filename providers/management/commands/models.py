@@ -26,7 +26,7 @@ class Command(BaseCommand):
         if action == "search":
             found = catalog.search(options["pattern"], listing)
             for model in found:
-                self.stdout.write(f"{model.id:<48} {model.price_label()}")
+                self.stdout.write(f"{model.id:<48} {model.price_label(' per Mtok')}")
             self.stdout.write(f"{len(found)} model(s) (from the {listing.source}: {listing.describe()})")
             return
         model = catalog.info(options["model_id"], listing)
