@@ -20,6 +20,7 @@ from prbench.inputs import (
     document_problems,
     parse_json,
 )
+from providers.catalog import ALL_SUGGESTIONS_ID, suggestion_list_id
 from providers.models import ProviderCredential
 from providers.policy import arm_credential_problems, arm_problems
 from providers.registry import provider_names
@@ -127,11 +128,12 @@ class ConfigField(forms.JSONField):
 class ArmForm(forms.Form):
     label = forms.CharField(max_length=LABEL_MAX, validators=[TextValidator(LABEL_MAX)])
     provider = forms.ChoiceField(choices=[])
-    # The browser offers ids from the model catalog (a <datalist> on the page).
+    # The browser offers ids from the model catalog: the <datalist> of the row's provider
+    # (set in __init__), so a page without JavaScript still suggests the right kind of id.
     model_name = forms.CharField(
         max_length=NAME_MAX,
         validators=[TextValidator(NAME_MAX)],
-        widget=forms.TextInput(attrs={"list": "model-suggestions"}),
+        widget=forms.TextInput(attrs={"list": ALL_SUGGESTIONS_ID}),
     )
     # A credential by name, never a URL: where the requests go is the credential's.
     credential = forms.ChoiceField(choices=[], required=False)
@@ -143,6 +145,8 @@ class ArmForm(forms.Form):
         # The blank choice keeps the spare row unchanged (so ignored) when left alone.
         cast(forms.ChoiceField, self.fields["provider"]).choices = [("", "—"), *((n, n) for n in provider_names())]
         cast(forms.ChoiceField, self.fields["credential"]).choices = credential_choices(org)
+        provider = self.data.get(self.add_prefix("provider")) if self.is_bound else self.initial.get("provider")
+        self.fields["model_name"].widget.attrs["list"] = suggestion_list_id(str(provider or ""))
 
     def clean(self):
         data = super().clean()

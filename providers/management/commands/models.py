@@ -21,22 +21,19 @@ class Command(BaseCommand):
             except catalog.CatalogError as exc:
                 raise CommandError(f"{exc}; the cached or shipped list stays in use") from None
             self.stdout.write(f"cached {count} models")
-        elif action == "search":
-            found = catalog.search(options["pattern"])
+            return
+        listing = catalog.listing()
+        if action == "search":
+            found = catalog.search(options["pattern"], listing)
             for model in found:
-                self.stdout.write(f"{model.id:<48} {_price(model)}")
-            self.stdout.write(f"{len(found)} model(s) (from the {catalog.models()[1]})")
-        else:
-            model = catalog.info(options["model_id"])
-            if model is None:
-                raise CommandError(f"no model {options['model_id']!r} in the catalog; try `models search`")
-            self.stdout.write(
-                f"id: {model.id}\nname: {model.name}\ncontext length: {model.context_length or 'unknown'}"
+                self.stdout.write(f"{model.id:<48} {model.price_label(' per Mtok')}")
+            self.stdout.write(f"{len(found)} model(s) (from the {listing.source}: {listing.describe()})")
+            return
+        model = catalog.info(options["model_id"], listing)
+        if model is None:
+            raise CommandError(
+                f"no model {options['model_id']!r} in the catalog ({listing.describe()}); try `models search`"
             )
-            self.stdout.write(f"price per million tokens: {_price(model)}")
-
-
-def _price(model: catalog.CatalogModel) -> str:
-    if model.input_per_mtok is None or model.output_per_mtok is None:
-        return "price unknown"
-    return f"${model.input_per_mtok:f} in / ${model.output_per_mtok:f} out"
+        self.stdout.write(f"id: {model.id}\nname: {model.name}\ncontext length: {model.context_length or 'unknown'}")
+        self.stdout.write(f"price per million tokens: {model.price_label()}")
+        self.stdout.write(listing.describe())
