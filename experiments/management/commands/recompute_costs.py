@@ -40,5 +40,6 @@ def _catalog_cost(attempt: Attempt) -> tuple[Decimal | None, dict[str, str]]:
         cache_write_tokens=attempt.cache_write_tokens or 0,
         reasoning_tokens=attempt.reasoning_tokens or 0,
     )
-    price = catalog_price(attempt.arm.provider, attempt.arm.model_name, attempt.responded_at.date())
+    answered = attempt.responded_at or attempt.queued_at  # completed attempts have both
+    price = catalog_price(attempt.arm.provider, attempt.arm.model_name, answered.date())
     return (None, {}) if price is None else price_cost(usage, price)

@@ -10,6 +10,7 @@ default), all or nothing. Historic attempts keep the price in force when they ra
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 
 from django.core.management.base import CommandError
 from django.db import transaction
@@ -91,9 +92,13 @@ def _name(row: ImportedPrice) -> str:
 def _figures(price) -> str:
     prices = price.prices if isinstance(price, ImportedPrice) else vars(price)
     parts = ("input_per_mtok", "cached_input_per_mtok", "cache_write_per_mtok", "output_per_mtok")
-    text = " / ".join("-" if prices.get(p) is None else f"{prices[p].normalize():f}" for p in parts)
+    text = " / ".join(_usd(prices.get(p)) for p in parts)
     reasoning = prices.get("reasoning_output_per_mtok")
-    return text + (f" (reasoning {reasoning.normalize():f})" if reasoning is not None else "")
+    return text + (f" (reasoning {_usd(reasoning)})" if reasoning is not None else "")
+
+
+def _usd(value: Decimal | None) -> str:
+    return "-" if value is None else f"{value.normalize():f}"
 
 
 def _day(text: str) -> date:
