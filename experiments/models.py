@@ -260,9 +260,14 @@ class Attempt(models.Model):
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Part of input_tokens")
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Part of output_tokens")
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
     cost_source = models.CharField(max_length=16, blank=True, help_text="provider, catalog, or empty when unknown")
+    cost_breakdown = models.JSONField(
+        default=dict, blank=True, help_text="USD per part: input, cache read, cache write, output, reasoning"
+    )
     error_category = models.CharField(max_length=32, choices=ErrorCategory.choices, blank=True)
     error_message = models.TextField(blank=True)
     retries = models.PositiveIntegerField(default=0)

@@ -35,7 +35,7 @@ from providers.policy import (
     not_allowed_reason,
     resolve_credential,
 )
-from providers.pricing import catalog_price, cost_for
+from providers.pricing import catalog_price, price_cost
 from providers.registry import adapter_class
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -122,9 +122,8 @@ def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | Non
         raise
     done = _redact_completion(replace(completion, retries=len(retry_log), retry_log=tuple(retry_log)), secrets)
     if done.cost_usd is None and prepared.price is not None:  # a provider-reported cost (OpenRouter, the mock) wins
-        price = prepared.price
-        cost = cost_for(done.usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)
-        return replace(done, cost_usd=cost, cost_source="catalog")
+        cost, breakdown = price_cost(done.usage, prepared.price)
+        return replace(done, cost_usd=cost, cost_breakdown=breakdown, cost_source="catalog")
     return done
 
 

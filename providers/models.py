@@ -98,8 +98,9 @@ class AllowedProvider(models.Model):
 class Price(models.Model):
     """What a provider charges for a model from a date on, per million tokens.
 
-    ``model_pattern`` is a glob (``gpt-4o``, ``claude-sonnet-4*``); the most specific
-    pattern that matches wins, and among those the newest ``valid_from`` not after the call.
+    ``model_pattern`` is a model id (``gpt-4.1``, which also prices its dated snapshots such
+    as ``gpt-4.1-2025-04-14``) or a glob (``claude-sonnet-4*``); ``pricing.match_rank`` picks
+    the most specific row, and among those the newest ``valid_from`` not after the call.
     """
 
     provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
@@ -107,6 +108,16 @@ class Price(models.Model):
     input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
     output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
     cached_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cache_write_per_mtok = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="Writing the prompt cache (Anthropic)"
+    )
+    reasoning_output_per_mtok = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="Only where reasoning tokens are billed apart from output; empty: at the output price",
+    )
     valid_from = models.DateField()
     source = models.CharField(max_length=300, blank=True, help_text="Where the figure comes from")
 
@@ -120,8 +131,6 @@ class Price(models.Model):
         return f"{self.provider}/{self.model_pattern} from {self.valid_from}"
 
     def matches(self, model_name: str) -> bool:
-        return fnmatch.fnmatchcase(model_name, self.model_pattern)
+        from providers.pricing import match_rank
 
-    @property
-    def specificity(self) -> tuple[bool, int]:
-        return ("*" not in self.model_pattern and "?" not in self.model_pattern, len(self.model_pattern))
+        return match_rank(self.model_pattern, model_name) is not None

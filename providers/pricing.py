@@ -1,13 +1,76 @@
 from __future__ import annotations
 
+import fnmatch
+import re
 import time
 from datetime import date
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from providers.types import Usage
 
+if TYPE_CHECKING:
+    from providers.models import Price
+
 PER_MILLION = Decimal(1_000_000)
 CENT_FRACTION = Decimal("0.00000001")
+
+# A dated snapshot id is its family's id plus a release date: OpenAI writes
+# ``gpt-4.1-2025-04-14``, Anthropic ``claude-opus-4-5-20251101``.
+SNAPSHOT_DATE = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+
+EXACT, SNAPSHOT, GLOB = 3, 2, 1
+
+
+def match_rank(pattern: str, model_name: str) -> tuple[int, int] | None:
+    """How well a catalog row's pattern fits a model id, or None when it does not.
+
+    The one place that decides which row prices a model: the exact id first, then the family
+    of a dated snapshot (``gpt-4.1-2025-04-14`` -> ``gpt-4.1``), then a glob, the one with the
+    longest fixed text winning. A glob never beats an explicit row, so ``o4-mini*`` cannot
+    price ``o4-mini-deep-research`` once that model has a row of its own.
+    """
+    if not any(c in pattern for c in "*?["):
+        if pattern == model_name:
+            return (EXACT, len(pattern))
+        family = SNAPSHOT_DATE.sub("", model_name)
+        if family != model_name and family == pattern:
+            return (SNAPSHOT, len(pattern))
+        return None
+    if fnmatch.fnmatchcase(model_name, pattern):
+        return (GLOB, len(pattern.replace("*", "").replace("?", "")))
+    return None
+
+
+def _charge(tokens: int, per_mtok: Decimal) -> Decimal:
+    return Decimal(tokens) * per_mtok / PER_MILLION
+
+
+def cost_parts(
+    usage: Usage,
+    price_input_per_mtok: Decimal,
+    price_output_per_mtok: Decimal,
+    price_cached_per_mtok: Decimal | None = None,
+    price_cache_write_per_mtok: Decimal | None = None,
+    price_reasoning_per_mtok: Decimal | None = None,
+) -> dict[str, Decimal]:
+    """The cost of each part of the usage, in USD, unrounded. Cache reads and writes are
+    parts of ``input_tokens`` and reasoning tokens part of ``output_tokens``: each is charged
+    at its own price when the model has one, else at the plain input or output price."""
+    cached = usage.cached_tokens if price_cached_per_mtok is not None else 0
+    written = usage.cache_write_tokens if price_cache_write_per_mtok is not None else 0
+    reasoning = usage.reasoning_tokens if price_reasoning_per_mtok is not None else 0
+    parts = {
+        "input": _charge(max(usage.input_tokens - cached - written, 0), price_input_per_mtok),
+        "output": _charge(max(usage.output_tokens - reasoning, 0), price_output_per_mtok),
+    }
+    if cached:
+        parts["cache read"] = _charge(cached, price_cached_per_mtok)  # type: ignore[arg-type]
+    if written:
+        parts["cache write"] = _charge(written, price_cache_write_per_mtok)  # type: ignore[arg-type]
+    if reasoning:
+        parts["reasoning"] = _charge(reasoning, price_reasoning_per_mtok)  # type: ignore[arg-type]
+    return parts
 
 
 def cost_for(
@@ -15,14 +78,33 @@ def cost_for(
     price_input_per_mtok: Decimal,
     price_output_per_mtok: Decimal,
     price_cached_per_mtok: Decimal | None = None,
+    price_cache_write_per_mtok: Decimal | None = None,
+    price_reasoning_per_mtok: Decimal | None = None,
 ) -> Decimal:
-    """Cost in USD. Cached input tokens are part of ``input_tokens`` and, when the model has
-    a cached price, are charged at it instead of the full input price."""
-    cached = usage.cached_tokens if price_cached_per_mtok is not None else 0
-    cost = (usage.input_tokens - cached) * price_input_per_mtok + usage.output_tokens * price_output_per_mtok
-    if cached:
-        cost += cached * price_cached_per_mtok  # type: ignore[operator]
-    return (cost / PER_MILLION).quantize(CENT_FRACTION)
+    """Cost in USD: input + cached read + cache write + output (+ reasoning where priced apart)."""
+    parts = cost_parts(
+        usage,
+        price_input_per_mtok,
+        price_output_per_mtok,
+        price_cached_per_mtok,
+        price_cache_write_per_mtok,
+        price_reasoning_per_mtok,
+    )
+    return sum(parts.values(), Decimal(0)).quantize(CENT_FRACTION)
+
+
+def price_cost(usage: Usage, price: Price) -> tuple[Decimal, dict[str, str]]:
+    """The total cost at a catalog row's prices and its breakdown, as stored on an attempt."""
+    parts = cost_parts(
+        usage,
+        price.input_per_mtok,
+        price.output_per_mtok,
+        price.cached_input_per_mtok,
+        price.cache_write_per_mtok,
+        price.reasoning_output_per_mtok,
+    )
+    total = sum(parts.values(), Decimal(0)).quantize(CENT_FRACTION)
+    return total, {name: str(value.quantize(CENT_FRACTION)) for name, value in parts.items()}
 
 
 CATALOG_TTL_S = 60.0
@@ -47,14 +129,15 @@ def forget_catalog() -> None:
 
 def catalog_price(provider: str, model_name: str, on: date):
     """The catalog entry in force for this model on that day, or None (price unknown)."""
-    candidates = [p for p in _prices(provider) if p.valid_from <= on and p.matches(model_name)]
+    candidates = []
+    for price in _prices(provider):
+        if price.valid_from <= on and (rank := match_rank(price.model_pattern, model_name)) is not None:
+            candidates.append((rank, price.valid_from, price))
     if not candidates:
         return None
-    return max(candidates, key=lambda p: (p.specificity, p.valid_from))
+    return max(candidates, key=lambda c: (c[0], c[1]))[2]
 
 
 def catalog_cost(provider: str, model_name: str, usage: Usage, on: date) -> Decimal | None:
     price = catalog_price(provider, model_name, on)
-    if price is None:
-        return None
-    return cost_for(usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)
+    return None if price is None else price_cost(usage, price)[0]

@@ -52,9 +52,16 @@ class CompletionRequest:
 
 @dataclass(frozen=True)
 class Usage:
+    """Token counts of one call. ``input_tokens`` is the whole prompt: cache reads
+    (``cached_tokens``) and cache writes (``cache_write_tokens``) are parts of it, billed at
+    their own prices. ``reasoning_tokens`` are part of ``output_tokens`` (OpenAI counts them
+    in ``completion_tokens``), billed at the output price unless the model prices them apart."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,5 +76,9 @@ class Completion:
     retries: int = 0
     retry_log: tuple[dict[str, Any], ...] = ()  # one entry per failed try that was retried
     cost_source: str = "provider"  # "provider" (reported by it), "catalog", or "" (unknown)
+    # What the cost is made of, USD as strings, keyed by a label shown as is on the attempt
+    # page ("input", "cache read", "cache write", "output", "reasoning"; OpenRouter: "OpenRouter",
+    # or "OpenRouter fee" and "upstream" with a key of one's own); empty when unknown.
+    cost_breakdown: dict[str, str] = field(default_factory=dict)
     raw_request: dict[str, Any] = field(default_factory=dict)
     raw_response: dict[str, Any] = field(default_factory=dict)

@@ -87,11 +87,7 @@ class AnthropicAdapter(Adapter):
         return Completion(
             text=text,
             finish_reason=body.get("stop_reason") or "",
-            usage=Usage(
-                input_tokens=(usage.get("input_tokens") or 0) + (usage.get("cache_read_input_tokens") or 0),
-                output_tokens=usage.get("output_tokens") or 0,
-                cached_tokens=usage.get("cache_read_input_tokens") or 0,
-            ),
+            usage=anthropic_usage(usage),
             latency_ms=latency_ms,
             cost_usd=None,
             model_served=body.get("model") or self.arm.model_name,
@@ -119,4 +115,17 @@ def _anthropic_client(api_key: str, base_url: str | None, timeouts: tuple[float,
         max_retries=0,
         timeout=timeout,
         http_client=egress.http_client(timeout),
+    )
+
+
+def anthropic_usage(usage: dict) -> Usage:
+    """Anthropic's ``input_tokens`` leaves out the cache reads and the cache writes; ours is
+    the whole prompt, with both as parts of it, each billed at its own price."""
+    cache_read = usage.get("cache_read_input_tokens") or 0
+    cache_write = usage.get("cache_creation_input_tokens") or 0
+    return Usage(
+        input_tokens=(usage.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=usage.get("output_tokens") or 0,
+        cached_tokens=cache_read,
+        cache_write_tokens=cache_write,
     )

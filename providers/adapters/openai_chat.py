@@ -93,24 +93,33 @@ class OpenAIChatAdapter(Adapter):
         if choice.get("finish_reason") == "content_filter":
             raise failure(ErrorCategory.CONTENT_FILTERED, "the answer was withheld by a content filter", params)
         usage = body.get("usage") or {}
+        cost_usd, cost_breakdown = self.reported_cost(usage)
         return Completion(
             text=(choice.get("message") or {}).get("content") or "",
             finish_reason=choice.get("finish_reason") or "",
-            usage=Usage(
-                input_tokens=usage.get("prompt_tokens") or 0,
-                output_tokens=usage.get("completion_tokens") or 0,
-                cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
-            ),
+            usage=openai_usage(usage),
             latency_ms=latency_ms,
-            cost_usd=self.reported_cost(usage),
+            cost_usd=cost_usd,
+            cost_breakdown=cost_breakdown,
             model_served=body.get("model") or self.arm.model_name,
             request_id=raw.headers.get("x-request-id", "") or body.get("id", ""),
             raw_request=params,
             raw_response=body,
         )
 
-    def reported_cost(self, usage: dict) -> Decimal | None:
-        return None  # priced from the catalog by the gateway
+    def reported_cost(self, usage: dict) -> tuple[Decimal | None, dict[str, str]]:
+        return None, {}  # priced from the catalog by the gateway
+
+
+def openai_usage(usage: dict) -> Usage:
+    """OpenAI counts cache reads inside ``prompt_tokens`` and reasoning inside
+    ``completion_tokens``; it has no cache-write count (its prompt cache is free to fill)."""
+    return Usage(
+        input_tokens=usage.get("prompt_tokens") or 0,
+        output_tokens=usage.get("completion_tokens") or 0,
+        cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
+        reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0,
+    )
 
 
 class OpenAICompatibleAdapter(OpenAIChatAdapter):
@@ -136,9 +145,25 @@ class OpenRouterAdapter(OpenAIChatAdapter):
     def extra_body(self) -> dict[str, Any]:
         return {"usage": {"include": True}} | super().extra_body()
 
-    def reported_cost(self, usage: dict) -> Decimal | None:
-        cost = usage.get("cost")
-        return Decimal(str(cost)) if isinstance(cost, (int, float)) else None
+    def reported_cost(self, usage: dict) -> tuple[Decimal | None, dict[str, str]]:
+        """With bring-your-own-key, ``usage.cost`` is only OpenRouter's fee and the spend on
+        the provider is ``cost_details.upstream_inference_cost``: the cost is both."""
+        fee = _number(usage.get("cost"))
+        if fee is None:
+            return None, {}
+        upstream = _number((usage.get("cost_details") or {}).get("upstream_inference_cost"))
+        byok = usage.get("is_byok")
+        if byok is True and upstream is None:
+            return None, {}  # the fee alone would be a fraction of the spend: leave it to the catalog
+        if byok is False or upstream is None:
+            return fee, {"OpenRouter": str(fee)}
+        return fee + upstream, {"OpenRouter fee": str(fee), "upstream": str(upstream)}
+
+
+def _number(value: Any) -> Decimal | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return Decimal(str(value))
 
 
 class AzureOpenAIAdapter(OpenAIChatAdapter):

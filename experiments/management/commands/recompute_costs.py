@@ -1,9 +1,11 @@
+from decimal import Decimal
+
 from tqdm import tqdm
 
 from experiments.management.commands._helpers import run_by_code
 from experiments.models import Attempt, AttemptStatus
 from prbench.inputs import CheckedCommand
-from providers.pricing import catalog_cost, forget_catalog
+from providers.pricing import catalog_price, forget_catalog, price_cost
 from providers.types import Usage
 
 
@@ -21,10 +23,23 @@ class Command(CheckedCommand):
             attempts = attempts.filter(run=run_by_code(run))
         changed = []
         for attempt in tqdm(attempts.select_related("arm").iterator(), total=attempts.count(), unit="attempt"):
-            usage = Usage(attempt.input_tokens or 0, attempt.output_tokens or 0, attempt.cached_tokens or 0)
-            cost = catalog_cost(attempt.arm.provider, attempt.arm.model_name, usage, attempt.responded_at.date())
-            if cost != attempt.cost_usd:
-                attempt.cost_usd, attempt.cost_source = cost, "catalog" if cost is not None else ""
+            cost, breakdown = _catalog_cost(attempt)
+            if cost != attempt.cost_usd or breakdown != attempt.cost_breakdown:
+                attempt.cost_usd, attempt.cost_breakdown = cost, breakdown
+                attempt.cost_source = "catalog" if cost is not None else ""
                 changed.append(attempt)
-        Attempt.objects.bulk_update(changed, ["cost_usd", "cost_source"], batch_size=500)
+        Attempt.objects.bulk_update(changed, ["cost_usd", "cost_source", "cost_breakdown"], batch_size=500)
         self.stdout.write(f"re-priced {len(changed)} attempt(s)")
+
+
+def _catalog_cost(attempt: Attempt) -> tuple[Decimal | None, dict[str, str]]:
+    usage = Usage(
+        input_tokens=attempt.input_tokens or 0,
+        output_tokens=attempt.output_tokens or 0,
+        cached_tokens=attempt.cached_tokens or 0,
+        cache_write_tokens=attempt.cache_write_tokens or 0,
+        reasoning_tokens=attempt.reasoning_tokens or 0,
+    )
+    answered = attempt.responded_at or attempt.queued_at  # completed attempts have both
+    price = catalog_price(attempt.arm.provider, attempt.arm.model_name, answered.date())
+    return (None, {}) if price is None else price_cost(usage, price)

@@ -1,0 +1,211 @@
+"""Usage and cost from real response shapes, through the gateway and the real SDKs, against
+a local server; and the parts of the cost stored on the attempt and shown on its page."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from experiments.actions import ArmSpec as ExperimentArm
+from experiments.actions import ExperimentSpec, do_save_experiment
+from experiments.models import AttemptStatus
+from orgs.models import Organization
+from providers import gateway
+from providers.models import ProviderCredential
+from providers.types import ArmSpec, CompletionRequest, Message
+from tests.conftest import client_for, work_queue
+from tests.providers.fake_server import FakeProvider, Reply
+
+KEY = "sk-live-PRICING-0123456789abcdef"
+REQUEST = CompletionRequest(messages=(Message("user", "Fix the bug"),), max_output_tokens=64)
+FAST = {"max_retries": 0, "timeout_read_s": 5}
+SUFFIX = {"anthropic": "", "openai": "/v1", "openrouter": "/v1"}
+
+
+def anthropic_body(usage):
+    # The shape of Anthropic's prompt-caching example: the cached prefix is written on the
+    # first call and counted apart from input_tokens.
+    return {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [{"type": "text", "text": "diff --git a/x b/x"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def openai_body(usage, model="o3-2025-04-16"):
+    return {
+        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+        "object": "chat.completion",
+        "created": 1741570283,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "42"}, "finish_reason": "stop"}],
+        "usage": usage,
+    }
+
+
+CACHE_WRITE_USAGE = {
+    "input_tokens": 21,
+    "cache_creation_input_tokens": 188086,
+    "cache_read_input_tokens": 0,
+    "output_tokens": 393,
+}
+
+
+@pytest.fixture
+def fake():
+    server = FakeProvider()
+    yield server
+    server.close()
+
+
+def credential(org, provider, fake):
+    row = ProviderCredential(org=org, provider=provider, base_url=fake.url + SUFFIX[provider])
+    row.set_api_key(KEY)
+    row.save()
+
+
+@pytest.fixture
+def org_for(db, fake):
+    def make(provider):
+        org = Organization.objects.create(slug=f"pricing-{provider}", name="Pricing")
+        credential(org, provider, fake)
+        return org
+
+    return make
+
+
+def call(org, provider, model):
+    return gateway.complete(org.pk, ArmSpec(provider, model, FAST), REQUEST)
+
+
+def test_anthropic_cache_writes_are_counted_and_charged(org_for, fake):
+    org = org_for("anthropic")
+    fake.script(Reply(200, anthropic_body(CACHE_WRITE_USAGE)))
+    completion = call(org, "anthropic", "claude-sonnet-4-5-20250929")
+    usage = completion.usage
+    assert (usage.input_tokens, usage.cache_write_tokens, usage.cached_tokens) == (188107, 188086, 0)
+    # 21 x $3 + 188,086 x $3.75 + 393 x $15, per million: the write alone is 99% of it.
+    assert completion.cost_usd == Decimal("0.71128050") and completion.cost_source == "catalog"
+    assert completion.cost_breakdown == {"input": "0.00006300", "output": "0.00589500", "cache write": "0.70532250"}
+
+
+def test_anthropic_cache_reads_are_part_of_the_prompt(org_for, fake):
+    org = org_for("anthropic")
+    usage = {
+        "input_tokens": 50,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 188086,
+        "output_tokens": 393,
+    }
+    fake.script(Reply(200, anthropic_body(usage)))
+    completion = call(org, "anthropic", "claude-sonnet-4-5-20250929")
+    assert (completion.usage.input_tokens, completion.usage.cached_tokens) == (188136, 188086)
+    assert completion.cost_breakdown["cache read"] == "0.05642580"
+
+
+def test_openai_reasoning_tokens_are_recorded_and_billed_as_output(org_for, fake):
+    org = org_for("openai")
+    usage = {
+        "prompt_tokens": 1117,
+        "completion_tokens": 1100,
+        "total_tokens": 2217,
+        "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 1024,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+    fake.script(Reply(200, openai_body(usage)))
+    completion = call(org, "openai", "o3-2025-04-16")  # priced by the o3 row
+    assert (completion.usage.reasoning_tokens, completion.usage.cache_write_tokens) == (1024, 0)
+    # 93 x $2 + 1,024 cached x $0.50 + 1,100 out x $8.
+    assert completion.cost_usd == Decimal("0.00949800")
+    assert completion.cost_breakdown == {"input": "0.00018600", "output": "0.00880000", "cache read": "0.00051200"}
+
+
+def openrouter_usage(**extra):
+    return {
+        "prompt_tokens": 194,
+        "completion_tokens": 2,
+        "total_tokens": 196,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    } | extra
+
+
+@pytest.mark.parametrize(
+    "usage,cost,breakdown",
+    [
+        # Bring your own key: OpenRouter's 5% fee, plus what the provider charged the key.
+        (
+            openrouter_usage(cost=0.0000306, is_byok=True, cost_details={"upstream_inference_cost": 0.000612}),
+            "0.0006426",
+            {"OpenRouter fee": "0.0000306", "upstream": "0.000612"},
+        ),
+        # No is_byok in the body, but an upstream cost: still both.
+        (
+            openrouter_usage(cost=0.0000306, cost_details={"upstream_inference_cost": 0.000612}),
+            "0.0006426",
+            {"OpenRouter fee": "0.0000306", "upstream": "0.000612"},
+        ),
+        # OpenRouter's credits: usage.cost is the whole spend.
+        (
+            openrouter_usage(cost=0.000612, is_byok=False, cost_details={"upstream_inference_cost": None}),
+            "0.000612",
+            {"OpenRouter": "0.000612"},
+        ),
+        (openrouter_usage(cost=0.000612), "0.000612", {"OpenRouter": "0.000612"}),
+    ],
+)
+def test_openrouter_cost_includes_the_upstream_spend(org_for, fake, usage, cost, breakdown):
+    org = org_for("openrouter")
+    fake.script(Reply(200, openai_body(usage, model="openai/gpt-4o-mini")))
+    completion = call(org, "openrouter", "openai/gpt-4o-mini")
+    assert completion.cost_usd == Decimal(cost) and completion.cost_source == "provider"
+    assert completion.cost_breakdown == breakdown
+
+
+def test_openrouter_byok_without_the_upstream_figure_falls_back_to_the_catalog(org_for, fake):
+    org = org_for("openrouter")
+    fake.script(Reply(200, openai_body(openrouter_usage(cost=0.0000306, is_byok=True), model="openai/gpt-4o-mini")))
+    completion = call(org, "openrouter", "openai/gpt-4o-mini")
+    # The fee alone would be a twentieth of the spend: 194 x $0.15 + 2 x $0.60 instead.
+    assert completion.cost_usd == Decimal("0.00003030") and completion.cost_source == "catalog"
+
+
+def test_the_attempt_keeps_each_part_and_its_page_shows_them(org, alice, dataset, fake, start):
+    credential(org, "anthropic", fake)
+    fake.default = Reply(200, anthropic_body(CACHE_WRITE_USAGE))
+    arm = ExperimentArm("opus", "anthropic", "claude-opus-4-5-20251101", dict(FAST))
+    spec = ExperimentSpec(name="Cache", dataset=dataset, arms=[arm], sample_size=2, seed=3)
+    run = start(do_save_experiment(org, spec, alice), inference_only=True)
+    work_queue()
+    attempts = run.attempts.all()
+    assert [a.status for a in attempts] == [AttemptStatus.COMPLETED] * 2
+    attempt = attempts[0]
+    assert (attempt.input_tokens, attempt.cache_write_tokens, attempt.reasoning_tokens) == (188107, 188086, 0)
+    # Opus 4.5: 21 x $5 + 188,086 x $6.25 + 393 x $25.
+    assert attempt.cost_usd == Decimal("1.18546750")
+    assert attempt.cost_breakdown == {"input": "0.00010500", "output": "0.00982500", "cache write": "1.17553750"}
+
+    response = client_for(alice).get(reverse("experiments:attempt", args=[attempt.code]))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "188086 cache write" in page
+    assert "cache write $1.175538" in page and "output $0.009825" in page
+
+    # Re-pricing from the stored counts gives the same parts.
+    attempts.update(cost_usd=None, cost_breakdown={}, cost_source="")
+    call_command("recompute_costs", "--run", str(run.code))
+    attempt.refresh_from_db()
+    assert attempt.cost_usd == Decimal("1.18546750") and attempt.cost_breakdown["cache write"] == "1.17553750"
