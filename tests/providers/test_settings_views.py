@@ -225,7 +225,7 @@ def test_test_connection_reports_the_category(alice, org, fake):
     assert response.status_code == 200
     content = response.content.decode()
     assert "authentication" in content and KEY not in content and "<html" not in content
-    assert fake.seen[-1].body["max_tokens"] == 1
+    assert fake.seen[-1].body["max_completion_tokens"] == 1 and "max_tokens" not in fake.seen[-1].body
     fake.script(
         Reply(
             200,
