@@ -185,13 +185,16 @@ class OpenRouterAdapter(OpenAIChatAdapter):
     model_ids_are_openais = False  # it reasons with Anthropic, Google, DeepSeek … models too
 
     def reasoning_params(self, effort: str) -> dict[str, Any]:
-        return {"reasoning": {"effort": effort}}  # OpenRouter's one reasoning setting for every upstream
+        return {}  # OpenRouter's own field, sent in extra_body: the SDK takes no such argument
 
     def extra_headers(self) -> dict[str, str]:
         return dict(OPENROUTER_HEADERS)
 
     def extra_body(self) -> dict[str, Any]:
-        return {"usage": {"include": True}} | super().extra_body()
+        # OpenRouter's one reasoning setting for every upstream model.
+        effort = self.arm.config.get("reasoning_effort")
+        reasoning = {"reasoning": {"effort": effort}} if effort else {}
+        return {"usage": {"include": True}} | reasoning | super().extra_body()
 
     def reported_cost(self, usage: dict) -> Decimal | None:
         cost = usage.get("cost")
