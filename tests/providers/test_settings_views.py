@@ -240,7 +240,7 @@ def test_test_connection_reports_the_category(alice, org, fake):
         )
     )
     response = client.post(url, {"model": ""}, HTTP_HX_REQUEST="true")
-    assert "OK" in response.content.decode() and fake.seen[-1].body["model"] == "gpt-4o-mini"
+    assert "OK" in response.content.decode() and fake.seen[-1].body["model"] == "gpt-4.1-mini"
 
 
 def test_the_key_never_leaks(alice, org, experiment, fake, caplog, django_capture_on_commit_callbacks):
