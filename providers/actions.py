@@ -23,17 +23,12 @@ from providers.models import (
     ProviderCredential,
 )
 from providers.redaction import redact_known
+from providers.registry import test_models
 from providers.types import ArmSpec, CompletionRequest, Message
 
 PROVIDERS = [value for value, _ in PROVIDER_CHOICES]
-CHEAP_TEST_MODELS = {
-    "openai": "gpt-4o-mini",
-    "azure_openai": "gpt-4o-mini",
-    "anthropic": "claude-3-5-haiku-latest",
-    "openrouter": "openai/gpt-4o-mini",
-    "openai_compatible": "default",
-    "mock": "mock",
-}
+# Declared by each adapter (``test_model``), so a new provider brings its own.
+CHEAP_TEST_MODELS = test_models()
 MAX_PER_MINUTE = 2_000_000_000  # fits the column (a Postgres integer)
 
 

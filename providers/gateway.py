@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -11,7 +12,6 @@ from functools import lru_cache
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
-from tenacity.wait import wait_random_exponential
 
 from providers import redaction
 from providers.adapters.base import Adapter
@@ -278,15 +278,29 @@ def _total_seconds(config: dict) -> float:
     return min(deadline, config.get("timeout_total_s", deadline))
 
 
+# The official openai and anthropic SDKs' back-off: 0.5 s doubling per retry up to 8 s,
+# less up to 25 % jitter (INITIAL_RETRY_DELAY, MAX_RETRY_DELAY in their _constants.py).
+MAX_BACKOFF_S = 8.0
+BACKOFF_JITTER = 0.25
+
+
+def backoff_seconds(retry_number: int, base_s: float) -> float:
+    """The wait before retry ``retry_number`` (1 for the first) when the provider named none."""
+    return min(base_s * 2.0 ** min(retry_number - 1, 1000), MAX_BACKOFF_S) * (1 - BACKOFF_JITTER * random.random())
+
+
 def _retry_policy(config: dict, retry_log: list[dict], secrets: tuple[str, ...]) -> Retrying:
     base_s = config.get("retry_base_ms", DEFAULT_RETRY_BASE_MS) / 1000
-    exponential = wait_random_exponential(multiplier=base_s, max=60)
 
     def wait(state: RetryCallState) -> float:
-        # Full jitter, but never sooner than the provider asked us to come back.
+        # The provider's own word when it gave one (providers/adapters/http_errors.py), as
+        # the SDKs do; a wait past the deadline is not shortened but ends the call
+        # (stop_before_delay), since an early retry would only be refused again.
         error = state.outcome.exception() if state.outcome else None
-        retry_after = getattr(error, "retry_after", None) or 0
-        return max(retry_after, exponential(state))
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None and retry_after > 0:
+            return retry_after
+        return backoff_seconds(state.attempt_number, base_s)
 
     def record(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None

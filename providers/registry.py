@@ -26,6 +26,11 @@ def adapter_class(provider: str) -> type[Adapter]:
     return import_string(ADAPTERS[provider])
 
 
+def test_models() -> dict[str, str]:
+    """Each provider's "Test connection" model, declared by its adapter (``test_model``)."""
+    return {provider: adapter_class(provider).test_model for provider in provider_names()}
+
+
 def arm_errors(provider: str, model_name: str, config: object) -> list[str]:
     """Everything wrong with an arm's provider, model and config, each naming its field."""
     if provider not in ADAPTERS:

@@ -11,19 +11,37 @@ import anthropic
 
 from providers import egress
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS
+from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, THINKING_BUDGET_MIN, integer
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
 
 SAMPLING = ("temperature", "top_p")
+# The request builder's max_tokens when an arm sets none (experiments/prompts.py).
+DEFAULT_MAX_TOKENS = CompletionRequest.__dataclass_fields__["max_output_tokens"].default
 
 
 class AnthropicAdapter(Adapter):
     name = "anthropic"
     needs_credential = True
-    config_keys = COMMON_KEYS | HTTP_KEYS
+    test_model = "claude-haiku-4-5"
+    config_keys = COMMON_KEYS | HTTP_KEYS | {"thinking_budget_tokens": integer(THINKING_BUDGET_MIN, 1_000_000)}
+
+    @classmethod
+    def config_errors(cls, model_name: str, config: dict) -> list[str]:
+        """Anthropic's own rules for extended thinking, so the arm is refused at save rather
+        than every call being refused with a 400."""
+        errors = super().config_errors(model_name, config)
+        budget = config.get("thinking_budget_tokens")
+        if not isinstance(budget, int) or errors:
+            return errors
+        max_tokens = config.get("max_tokens", DEFAULT_MAX_TOKENS)
+        if budget >= max_tokens:
+            errors.append(f"config.thinking_budget_tokens must be less than max_tokens ({max_tokens})")
+        if "temperature" in config:
+            errors.append("config.temperature is not allowed with thinking_budget_tokens (Anthropic refuses both)")
+        return errors
 
     def client(self) -> anthropic.Anthropic:
         credential = self.credential
@@ -46,6 +64,14 @@ class AnthropicAdapter(Adapter):
             "stop_sequences": list(request.stop) or None,
         }
         params |= {k: v for k, v in optional.items() if v is not None}
+        budget = self.arm.config.get("thinking_budget_tokens")
+        if budget:
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            # Thinking refuses a changed temperature and top_p below 0.95 (a prompt's
+            # default temperature included), and any tool_choice that forces a tool.
+            params.pop("temperature", None)
+            if params.get("top_p", 1) < 0.95:
+                params.pop("top_p")
         if request.response_schema:
             # Anthropic's structured output is a tool the model must call with that input.
             params["tools"] = [
@@ -55,7 +81,8 @@ class AnthropicAdapter(Adapter):
                     "input_schema": request.response_schema,
                 }
             ]
-            params["tool_choice"] = {"type": "tool", "name": request.response_schema_name}
+            forced = {"type": "tool", "name": request.response_schema_name}
+            params["tool_choice"] = {"type": "auto"} if budget else forced
         return params
 
     def generate(self, request: CompletionRequest) -> Completion:
@@ -98,7 +125,10 @@ class AnthropicAdapter(Adapter):
 
 
 def _answer_text(blocks: list[dict]) -> str:
-    """The text blocks, or a forced tool call's input as JSON (structured output)."""
+    """The text blocks, or a forced tool call's input as JSON (structured output).
+
+    ``thinking`` and ``redacted_thinking`` blocks are the model's reasoning, not its answer:
+    they stay in the raw response only."""
     tool_inputs = [block.get("input") for block in blocks if block.get("type") == "tool_use"]
     if tool_inputs:
         return json.dumps(tool_inputs[0])

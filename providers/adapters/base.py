@@ -23,6 +23,8 @@ class Adapter:
     uses_credential: ClassVar[bool] = True  # the mock never looks one up
     # Every arm setting this adapter, the gateway or the request builder reads, with its check.
     config_keys: ClassVar[dict[str, Check]] = COMMON_KEYS
+    # What "Test connection" asks when the user names no model: a cheap one still served.
+    test_model: ClassVar[str] = "default"
 
     def __init__(self, arm: ArmSpec, credential: ResolvedCredential | None = None):
         self.arm = arm

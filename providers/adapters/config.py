@@ -116,6 +116,12 @@ COMMON_KEYS: dict[str, Check] = {
     "temperature": number(0, 2),
     "top_p": number(0, 1),
 }
+# OpenAI's ReasoningEffort enum (the OpenAPI document in shared/specs); not every reasoning
+# model takes every value, and the provider says which in its 400.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# Anthropic's floor for an extended-thinking budget.
+THINKING_BUDGET_MIN = 1024
+
 # Read by every adapter that speaks HTTP (providers/adapters/timeouts.py).
 HTTP_KEYS: dict[str, Check] = {
     "timeout_connect_s": positive_seconds(),

@@ -66,28 +66,66 @@ def error_message(status: int, body: Any) -> str:
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
 
 
-def retry_after_seconds(headers: Any, now: datetime | None = None) -> float | None:
-    """The longest wait any of the providers' back-off headers asks for, in seconds.
+def retry_after_seconds(headers: Any, status: int = 429, now: datetime | None = None) -> float | None:
+    """How long the provider asked us to wait before the next try, in seconds, or None for
+    "nothing said: back off exponentially".
 
-    Understands Retry-After (seconds or HTTP date), retry-after-ms, OpenAI's
-    x-ratelimit-reset-* durations ("6m0s", "20ms") and Anthropic's
-    anthropic-ratelimit-*-reset timestamps (RFC 3339).
+    As the official openai and anthropic SDKs do, an explicit ``retry-after-ms`` wins, then
+    ``retry-after`` (seconds or an HTTP date); a value of 0 or less is no request at all.
+    Where neither is given, a 429's rate-limit reset headers say when the exhausted limit
+    refills (``rate_limit_reset_seconds``). Other statuses (503, 529) carry the same reset
+    headers on every answer, but they describe quotas, not the outage, so they are ignored.
     """
     if headers is None:
         return None
     now = now or datetime.now(UTC)
-    waits: list[float] = []
-    for name, value in headers.items():
-        name = name.lower()
-        if name == "retry-after-ms":
-            waits += _number(value, scale=0.001)
-        elif name == "retry-after":
-            waits += _number(value) or _http_date(value, now)
-        elif name.startswith("x-ratelimit-reset"):
-            waits += _duration(value)
-        elif name.startswith("anthropic-ratelimit-") and name.endswith("-reset"):
-            waits += _timestamp(value, now)
-    return max(waits) if waits else None
+    explicit = _explicit_retry_after(headers, now)
+    if explicit is not None:
+        return explicit
+    return rate_limit_reset_seconds(headers, now) if status == 429 else None
+
+
+def _explicit_retry_after(headers: Any, now: datetime) -> float | None:
+    milliseconds = _number(headers.get("retry-after-ms") or "", scale=0.001)
+    if milliseconds:
+        return milliseconds[0] if milliseconds[0] > 0 else None
+    value = headers.get("retry-after") or ""
+    seconds = _number(value) or _http_date(value, now)
+    return seconds[0] if seconds and seconds[0] > 0 else None
+
+
+# Each limit's "remaining" header and its "reset" header: OpenAI's durations ("6m0s") and
+# Anthropic's RFC 3339 timestamps.
+RESET_HEADERS = (
+    ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+    ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
+    ("anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"),
+    ("anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"),
+)
+
+
+def rate_limit_reset_seconds(headers: Any, now: datetime | None = None) -> float | None:
+    """When the limit that refused us refills: the reset of a limit whose remaining count is
+    0 (the longest, if several are exhausted: the call needs all of them); when none says 0,
+    the soonest reset, since retrying early costs one cheap 429 and waiting late costs time."""
+    now = now or datetime.now(UTC)
+    exhausted: list[float] = []
+    others: list[float] = []
+    for remaining_name, reset_name in RESET_HEADERS:
+        reset = _reset(reset_name, headers.get(reset_name) or "", now)
+        if not reset or reset[0] <= 0:
+            continue
+        remaining = _number(headers.get(remaining_name) or "")
+        (exhausted if remaining and remaining[0] < 1 else others).append(reset[0])
+    if exhausted:
+        return max(exhausted)
+    return min(others) if others else None
+
+
+def _reset(name: str, value: str, now: datetime) -> list[float]:
+    return _timestamp(value, now) if name.startswith("anthropic-") else _duration(value)
 
 
 def _number(value: str, scale: float = 1.0) -> list[float]:
@@ -132,7 +170,7 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
         error = ProviderError(
             category_for_status(exc.status_code, exc.body),
             error_message(exc.status_code, exc.body),
-            retry_after=retry_after_seconds(exc.response.headers),
+            retry_after=retry_after_seconds(exc.response.headers, exc.status_code),
         )
     elif isinstance(exc, sdk.APITimeoutError):  # before APIConnectionError, its parent
         error = ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time")

@@ -39,6 +39,7 @@ NUMBER_FIELDS = {
 class MockAdapter(Adapter):
     name = "mock"
     uses_credential = False
+    test_model = "mock"
     config_keys = COMMON_KEYS | {
         "mode": choice(*MODES),
         **{name: number(low, high) for name, (low, high) in NUMBER_FIELDS.items()},

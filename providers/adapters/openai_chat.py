@@ -12,7 +12,7 @@ import openai
 
 from providers import egress
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, boolean
+from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, boolean, choice
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
@@ -21,12 +21,48 @@ from providers.types import Completion, CompletionRequest, Usage
 OPENROUTER_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_HEADERS = {"HTTP-Referer": "https://prbench.dev", "X-Title": "PRBench"}
 
+# OpenAI's reasoning families: o1, o3, o4-mini, gpt-5 and later gpt-5.x. Their chat-tuned
+# variants (gpt-5-chat-latest) are not reasoning models and take sampling settings.
+REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+# What reasoning models refuse with "Unsupported parameter" (a 400), so it is never sent.
+REASONING_REJECTS = ("temperature", "top_p", "stop")
+
+
+def is_reasoning_model(model_name: str) -> bool:
+    """The one rule for which OpenAI models reason: the id (an OpenRouter ``openai/`` vendor
+    prefix stripped) starts with o1, o3, o4 or gpt-5 and is not a ``-chat`` variant."""
+    model = model_name.strip().lower().removeprefix("openai/")
+    return model.startswith(REASONING_PREFIXES) and "-chat" not in model
+
 
 class OpenAIChatAdapter(Adapter):
     name = "openai"
     needs_credential = True
     default_base_url: ClassVar[str | None] = None
-    config_keys = COMMON_KEYS | HTTP_KEYS | {"send_seed": boolean, "structured_output": boolean}
+    test_model = "gpt-4.1-mini"
+    # OpenAI deprecated max_tokens and its reasoning models refuse it; it counts reasoning
+    # tokens too, so it bounds the whole bill.
+    token_limit_field: ClassVar[str] = "max_completion_tokens"
+    # Whether arm model names are OpenAI's ids, so reasoning_effort can be checked at save.
+    model_ids_are_openais: ClassVar[bool] = True
+    config_keys = (
+        COMMON_KEYS
+        | HTTP_KEYS
+        | {
+            "send_seed": boolean,
+            "structured_output": boolean,
+            "reasoning_effort": choice(*REASONING_EFFORTS),
+        }
+    )
+
+    @classmethod
+    def config_errors(cls, model_name: str, config: dict) -> list[str]:
+        errors = super().config_errors(model_name, config)
+        if cls.model_ids_are_openais and "reasoning_effort" in config and not is_reasoning_model(model_name):
+            errors.append(
+                f"config.reasoning_effort applies to reasoning models only (o1, o3, o4, gpt-5), not {model_name}"
+            )
+        return errors
 
     def client(self) -> openai.OpenAI:
         credential = self.credential
@@ -46,16 +82,22 @@ class OpenAIChatAdapter(Adapter):
     def extra_body(self) -> dict[str, Any]:
         return dict(self.arm.config.get("extra_body", {}))
 
+    def reasoning_params(self, effort: str) -> dict[str, Any]:
+        return {"reasoning_effort": effort}
+
     def params(self, request: CompletionRequest) -> dict[str, Any]:
         messages = [{"role": "system", "content": request.system}] if request.system else []
         messages += [{"role": m.role, "content": m.content} for m in request.messages]
         params: dict[str, Any] = {
             "model": self.model_for_request(),
             "messages": messages,
-            "max_tokens": request.max_output_tokens,
+            self.token_limit_field: request.max_output_tokens,
         }
         optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
-        params |= {k: v for k, v in optional.items() if v is not None}
+        reasoning = is_reasoning_model(self.arm.model_name)
+        params |= {k: v for k, v in optional.items() if v is not None and not (reasoning and k in REASONING_REJECTS)}
+        if "reasoning_effort" in self.arm.config:
+            params |= self.reasoning_params(self.arm.config["reasoning_effort"])
         if request.seed_key and self.arm.config.get("send_seed", True):
             params["seed"] = _stable_seed(request.seed_key)
         if request.response_schema and self.arm.config.get("structured_output", True):
@@ -125,6 +167,14 @@ def openai_usage(usage: dict) -> Usage:
 class OpenAICompatibleAdapter(OpenAIChatAdapter):
     name = "openai_compatible"
     needs_credential = False  # a local server may need no key, but its base URL is the credential's
+    test_model = "default"
+    # vLLM, Ollama and llama.cpp all read max_tokens; servers older than their
+    # max_completion_tokens support ignore it silently and would answer without a limit.
+    token_limit_field = "max_tokens"
+
+    # A self-hosted model's name says nothing about OpenAI's families (gpt-oss on vLLM or
+    # Ollama takes reasoning_effort), so the server is left to judge it.
+    model_ids_are_openais = False
 
     def client(self) -> openai.OpenAI:
         # Only the credential's: an arm that could name the URL could send the key anywhere.
@@ -138,12 +188,22 @@ class OpenAICompatibleAdapter(OpenAIChatAdapter):
 class OpenRouterAdapter(OpenAIChatAdapter):
     name = "openrouter"
     default_base_url = OPENROUTER_URL
+    test_model = "openai/gpt-4.1-mini"
+    # OpenRouter's documented field; it maps it onto each upstream's own.
+    token_limit_field = "max_tokens"
+    model_ids_are_openais = False  # it reasons with Anthropic, Google, DeepSeek … models too
+
+    def reasoning_params(self, effort: str) -> dict[str, Any]:
+        return {}  # OpenRouter's own field, sent in extra_body: the SDK takes no such argument
 
     def extra_headers(self) -> dict[str, str]:
         return dict(OPENROUTER_HEADERS)
 
     def extra_body(self) -> dict[str, Any]:
-        return {"usage": {"include": True}} | super().extra_body()
+        # OpenRouter's one reasoning setting for every upstream model.
+        effort = self.arm.config.get("reasoning_effort")
+        reasoning = {"reasoning": {"effort": effort}} if effort else {}
+        return {"usage": {"include": True}} | reasoning | super().extra_body()
 
     def reported_cost(self, usage: dict) -> tuple[Decimal | None, dict[str, str]]:
         """With bring-your-own-key, ``usage.cost`` is only OpenRouter's fee and the spend on
@@ -168,6 +228,8 @@ def _number(value: Any) -> Decimal | None:
 
 class AzureOpenAIAdapter(OpenAIChatAdapter):
     name = "azure_openai"
+    # The arm's model name (a key of the credential's deployments, else the deployment).
+    test_model = "gpt-4.1-mini"
 
     def client(self) -> openai.OpenAI:
         credential = self.credential

@@ -10,7 +10,7 @@ the worker's threads interleave:
   answer, model name, request id, extra fields and headers all carry it;
 - odd: 429 echoing the key, retried, then 401 echoing it (the attempt fails).
 
-Test-connection calls (``max_tokens`` 1) alternate 401 / 200, and evaluator calls (a
+Test-connection calls (a token limit of 1) alternate 401 / 200, and evaluator calls (a
 ``response_format``) alternate a judged answer quoting the key / 401.
 """
 
@@ -77,7 +77,13 @@ class EchoProvider:
         fingerprint = json.dumps(body, sort_keys=True)
         with self.lock:
             self.seen.append((path, headers, body))
-            kind = "connection" if body.get("max_tokens") == 1 else "judge" if self._is_judge(body) else "attempt"
+            kind = (
+                "connection"
+                if 1 in (body.get("max_tokens"), body.get("max_completion_tokens"))
+                else "judge"
+                if self._is_judge(body)
+                else "attempt"
+            )
             index = self.first_seen.setdefault(fingerprint, self.offset + len(self.first_seen))
             try_number = self.tries[fingerprint]
             self.tries[fingerprint] += 1

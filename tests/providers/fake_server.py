@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +33,9 @@ class FakeProvider:
         self.replies: list[Reply] = []
         self.default: Reply = Reply(500, {"error": {"message": "no reply scripted"}})
         self.seen: list[Seen] = []
+        # When set, answers every request from what was sent (a provider's own checks),
+        # instead of the scripted replies.
+        self.responder: Callable[[Seen], Reply] | None = None
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,8 +46,12 @@ class FakeProvider:
                     body = json.loads(raw or b"null")
                 except ValueError:
                     body = raw.decode(errors="replace")
-                fake.seen.append(Seen("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                reply = fake.replies.pop(0) if fake.replies else fake.default
+                seen = Seen("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                fake.seen.append(seen)
+                if fake.responder is not None:
+                    reply = fake.responder(seen)
+                else:
+                    reply = fake.replies.pop(0) if fake.replies else fake.default
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 payload = reply.body if isinstance(reply.body, (str, bytes)) else json.dumps(reply.body)

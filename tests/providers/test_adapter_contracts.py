@@ -78,10 +78,18 @@ class Wire:
     base_suffix: str = "/v1"
     api_version: str = ""
     deployments: dict | None = None
+    token_limit_field: str = "max_tokens"
 
 
 WIRES = {
-    "openai": Wire("openai", "gpt-4o", "/v1/chat/completions", openai_body(), openai_error),
+    "openai": Wire(
+        "openai",
+        "gpt-4o",
+        "/v1/chat/completions",
+        openai_body(),
+        openai_error,
+        token_limit_field="max_completion_tokens",
+    ),
     "openrouter": Wire(
         "openrouter",
         "anthropic/claude-sonnet",
@@ -99,6 +107,7 @@ WIRES = {
         base_suffix="",
         api_version="2024-10-21",
         deployments={"gpt-4o": "prod-4o"},
+        token_limit_field="max_completion_tokens",
     ),
     "anthropic": Wire(
         "anthropic",
@@ -154,7 +163,9 @@ def test_success_is_normalised(wire, fake):
     )
     assert KEY in sent_key
     assert "GOLD-PATCH-NEVER-SENT" not in json.dumps(seen.body)
-    assert seen.body["max_tokens"] == 64 and seen.body["temperature"] == 0.0
+    # OpenAI and Azure refuse max_tokens for their current models (tests/providers/test_request_params.py).
+    assert seen.body[spec.token_limit_field] == 64 and seen.body["temperature"] == 0.0
+    assert not ({"max_tokens", "max_completion_tokens"} - {spec.token_limit_field}) & set(seen.body)
     stored = json.dumps([completion.raw_request, completion.raw_response])
     assert KEY not in stored and "GOLD-PATCH" not in stored
 

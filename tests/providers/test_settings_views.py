@@ -225,7 +225,7 @@ def test_test_connection_reports_the_category(alice, org, fake):
     assert response.status_code == 200
     content = response.content.decode()
     assert "authentication" in content and KEY not in content and "<html" not in content
-    assert fake.seen[-1].body["max_tokens"] == 1
+    assert fake.seen[-1].body["max_completion_tokens"] == 1 and "max_tokens" not in fake.seen[-1].body
     fake.script(
         Reply(
             200,
@@ -240,7 +240,7 @@ def test_test_connection_reports_the_category(alice, org, fake):
         )
     )
     response = client.post(url, {"model": ""}, HTTP_HX_REQUEST="true")
-    assert "OK" in response.content.decode() and fake.seen[-1].body["model"] == "gpt-4o-mini"
+    assert "OK" in response.content.decode() and fake.seen[-1].body["model"] == "gpt-4.1-mini"
 
 
 def test_the_key_never_leaks(alice, org, experiment, fake, caplog, django_capture_on_commit_callbacks):
