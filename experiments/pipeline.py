@@ -31,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, Exists, F, OuterRef, QuerySet, Value, When
 from django.utils import timezone
 
 from evaluation.evaluator import enqueue_judging
@@ -115,20 +115,20 @@ def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
     result (each time its worker died or its job failed: a poison attempt) is not handed out
     again, to be paid for again, but fails as the platform's error in the same statement."""
     now = timezone.now()
-    poisoned = Q(claims__gte=max_claims)
-
-    def unless_poisoned(claimed: Any, retired: Any) -> Case:
-        return Case(When(poisoned, then=retired), default=claimed)
-
     message = f"claimed {max_claims} times without a result; not sent to the provider again"
+
+    def unless_poisoned(name: str, claimed: Any, retired: Any) -> Case:
+        field = Attempt._meta.get_field(name)
+        return Case(When(claims__gte=max_claims, then=retired), default=claimed, output_field=field)
+
     return {
-        "status": unless_poisoned(Value(AttemptStatus.RUNNING), Value(AttemptStatus.FAILED)),
+        "status": unless_poisoned("status", Value(AttemptStatus.RUNNING), Value(AttemptStatus.FAILED)),
         "claim_token": token,
-        "started_at": unless_poisoned(Value(now), F("started_at")),
-        "claims": unless_poisoned(F("claims") + 1, F("claims")),
-        "error_category": unless_poisoned(F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
-        "error_message": unless_poisoned(F("error_message"), Value(message)),
-        "scored_at": unless_poisoned(F("scored_at"), Value(now)),
+        "started_at": unless_poisoned("started_at", Value(now), F("started_at")),
+        "claims": unless_poisoned("claims", F("claims") + 1, F("claims")),
+        "error_category": unless_poisoned("error_category", F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
+        "error_message": unless_poisoned("error_message", F("error_message"), Value(message)),
+        "scored_at": unless_poisoned("scored_at", F("scored_at"), Value(now)),
     }
 
 
