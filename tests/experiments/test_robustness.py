@@ -70,7 +70,9 @@ def test_a_crash_outside_the_provider_call_fails_only_that_attempt(
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     crashed = run.attempts.filter(task=broken)
-    assert set(crashed.values_list("status", "error_category")) == {(AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR)}
+    assert set(crashed.values_list("status", "error_category")) == {
+        (AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR)
+    }
     assert "FileNotFoundError" in crashed.first().error_message
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).count() == run.total_attempts - crashed.count()
 
