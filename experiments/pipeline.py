@@ -26,12 +26,12 @@ from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
-from django.db.models import Case, Exists, F, OuterRef, QuerySet, Value, When
+from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
 from django.utils import timezone
 
 from evaluation.evaluator import enqueue_judging
@@ -118,7 +118,7 @@ def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
     message = f"claimed {max_claims} times without a result; not sent to the provider again"
 
     def unless_poisoned(name: str, claimed: Any, retired: Any) -> Case:
-        field = Attempt._meta.get_field(name)
+        field = cast(Field, Attempt._meta.get_field(name))
         return Case(When(claims__gte=max_claims, then=retired), default=claimed, output_field=field)
 
     return {

@@ -75,7 +75,7 @@ def test_negative_token_counts_are_recorded_as_unknown_with_a_warning(experiment
     [
         (dict(usage=Usage(5, 10**9, 1)), dict(usage=Usage(5, 0, 1), cost_usd=None), "usage.output_tokens 1000000000"),
         (dict(usage=Usage(5, True, 0)), dict(usage=Usage(5, 0, 0), cost_usd=None), "usage.output_tokens True"),
-        (dict(usage=Usage(5.5, 3, 0)), dict(usage=Usage(0, 3, 0), cost_usd=None), "usage.input_tokens 5.5"),
+        (dict(usage=Usage(5.5, 3, 0)), dict(usage=Usage(0, 3, 0), cost_usd=None), "usage.input_tokens 5.5"),  # type: ignore[arg-type]
         (dict(latency_ms=-1), dict(latency_ms=0, cost_usd=Decimal("0.0001")), "latency_ms -1"),
         (dict(cost_usd=Decimal("NaN")), dict(cost_usd=None), "cost_usd Decimal('NaN')"),
         (dict(cost_usd=Decimal("-0.5")), dict(cost_usd=None), "cost_usd Decimal('-0.5')"),
