@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import OperationalError
+from django.urls import reverse
 
 from experiments import pipeline
 from experiments.actions import ArmSpec, do_replace_arms, do_requeue_stale
@@ -15,7 +16,7 @@ from providers import gateway
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from providers.types import Completion, Usage
-from tests.conftest import work_queue
+from tests.conftest import client_for, work_queue
 from tests.providers.fake_server import FakeProvider, Reply
 
 
@@ -53,7 +54,7 @@ def openai_arm(experiment, sample_size=4):
     experiment.save()
 
 
-def test_negative_token_counts_are_recorded_as_unknown_with_a_warning(experiment, openai_server, start):
+def test_negative_token_counts_are_recorded_as_unknown_with_a_warning(experiment, openai_server, start, alice):
     # The exact answer that wedged a run: schema-valid, with negative counts.
     openai_server.default = Reply(
         200, chat_completion({"prompt_tokens": -7, "completion_tokens": 12, "total_tokens": 5})
@@ -68,6 +69,9 @@ def test_negative_token_counts_are_recorded_as_unknown_with_a_warning(experiment
     assert {a.status for a in attempts} == {AttemptStatus.COMPLETED}
     assert {(a.input_tokens, a.output_tokens, a.cost_usd, a.cost_source) for a in attempts} == {(0, 12, None, "")}
     assert "usage.input_tokens -7 is not a token count: stored as 0" in attempts[0].warnings
+    page = client_for(alice).get(reverse("experiments:attempt", args=[attempts[0].code]))
+    assert page.status_code == 200
+    assert "usage.input_tokens -7 is not a token count: stored as 0" in page.content.decode()
 
 
 @pytest.mark.parametrize(
