@@ -272,6 +272,9 @@ class Attempt(models.Model):
     error_message = models.TextField(blank=True)
     retries = models.PositiveIntegerField(default=0)
     retry_log = models.JSONField(default=list, blank=True, help_text="Each retried try: category, message, wait")
+    warnings = models.JSONField(
+        default=list, blank=True, help_text="What the gateway corrected in the answer (e.g. a negative token count)"
+    )
 
     patch_present = models.BooleanField(null=True)
     patch_applied = models.BooleanField(null=True)

@@ -26,10 +26,12 @@ from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any, cast
 
 from django.conf import settings
-from django.db import DataError, transaction
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
 from django.utils import timezone
 
 from evaluation.evaluator import enqueue_judging
@@ -56,7 +58,7 @@ from experiments.models import (
     TaskInstance,
 )
 from experiments.prompts import build_request
-from providers import gateway
+from providers import gateway, redaction
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -95,17 +97,39 @@ def claim_attempts(attempt_ids: list[int], related: RelatedCache | None = None) 
     claimed = (
         Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.QUEUED)
         .filter(run_is_running)
-        .update(status=AttemptStatus.RUNNING, claim_token=token, started_at=timezone.now(), claims=F("claims") + 1)
+        .update(**_claim_or_retire(token, settings.PRBENCH_MAX_ATTEMPT_CLAIMS))
     )
     if not claimed:
         return token, []
     attempts = list(
-        Attempt.objects.filter(pk__in=attempt_ids, claim_token=token)
+        Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.RUNNING)
         .only("id", "run_id", "task_id", "arm_id", "repetition", "sequence")
         .order_by("sequence")
     )
     (related or RelatedCache()).attach(attempts)
     return token, attempts
+
+
+def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
+    """The claim's SET clause. An attempt already handed out ``max_claims`` times without a
+    result (each time its worker died or its job failed: a poison attempt) is not handed out
+    again, to be paid for again, but fails as the platform's error in the same statement."""
+    now = timezone.now()
+    message = f"claimed {max_claims} times without a result; not sent to the provider again"
+
+    def unless_poisoned(name: str, claimed: Any, retired: Any) -> Case:
+        field = cast(Field, Attempt._meta.get_field(name))
+        return Case(When(claims__gte=max_claims, then=retired), default=claimed, output_field=field)
+
+    return {
+        "status": unless_poisoned("status", Value(AttemptStatus.RUNNING), Value(AttemptStatus.FAILED)),
+        "claim_token": token,
+        "started_at": unless_poisoned("started_at", Value(now), F("started_at")),
+        "claims": unless_poisoned("claims", F("claims") + 1, F("claims")),
+        "error_category": unless_poisoned("error_category", F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
+        "error_message": unless_poisoned("error_message", F("error_message"), Value(message)),
+        "scored_at": unless_poisoned("scored_at", F("scored_at"), Value(now)),
+    }
 
 
 class RelatedCache:
@@ -183,7 +207,7 @@ def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | No
 
 
 def _platform_error(exc: Exception) -> ProviderError:
-    return ProviderError(ErrorCategory.UNKNOWN, f"the platform failed on this attempt: {type(exc).__name__}")
+    return ProviderError(ErrorCategory.PLATFORM_ERROR, f"the platform failed on this attempt: {type(exc).__name__}")
 
 
 # Validation runs the task's tests: CPU work, so more at once than there are cores only
@@ -391,18 +415,44 @@ def _prepare(attempt: Attempt) -> gateway.PreparedArm | ProviderError:
 def _record_or_fail(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     """Record a batch; if the database refuses it, record its outcomes one by one, and an
     outcome it still refuses as the platform's failure, so one bad row sinks nothing else
-    and cannot come back on every retry."""
+    and cannot come back on every retry (each retry would pay the provider again).
+
+    A database that is unreachable or busy (OperationalError, InterfaceError) is not a
+    refusal of these rows: that propagates, and the job returns its attempts to the queue."""
     try:
         return record_outcomes(token, outcomes)
-    except DataError:
+    except ROW_REFUSED as exc:
+        _reraise_unless_refusal(exc)
         logger.exception("a batch of %s outcomes could not be recorded; recording them one by one", len(outcomes))
     recorded = 0
     for outcome in outcomes:
         try:
             recorded += record_outcomes(token, [outcome])
-        except DataError as exc:
-            recorded += record_outcomes(token, [Outcome(outcome.attempt_id, None, error=_platform_error(exc))])
+        except ROW_REFUSED as exc:
+            _reraise_unless_refusal(exc)
+            logger.warning("attempt %s: the database refused its result (%s)", outcome.attempt_id, type(exc).__name__)
+            why = f"the database refused this attempt's result: {_why(exc)}"
+            refused = ProviderError(ErrorCategory.PLATFORM_ERROR, why)
+            recorded += record_outcomes(token, [Outcome(outcome.attempt_id, None, error=refused)])
     return recorded
+
+
+# What a row can be refused with: a constraint (IntegrityError: a negative count in a
+# positive column), a value the column cannot hold (DataError: NUL in text, an overflow),
+# or a field's own check before anything is sent (ValueError, TypeError, ValidationError).
+ROW_REFUSED = (DatabaseError, ValueError, TypeError, ValidationError)
+
+
+def _reraise_unless_refusal(exc: Exception) -> None:
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        raise exc
+
+
+def _why(exc: Exception) -> str:
+    """The error's type and first line: Postgres puts the offending values ("Failing row
+    contains …") on later lines, and those can be the whole answer."""
+    first_line = (str(exc).strip().splitlines() or [""])[0]
+    return redaction.redact_text(f"{type(exc).__name__}: {first_line}"[:300])
 
 
 def request_record(request: CompletionRequest | None) -> dict:
@@ -438,6 +488,7 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "cost_breakdown": completion.cost_breakdown if completion.cost_usd is not None else {},
         "retries": completion.retries,
         "retry_log": list(completion.retry_log),
+        "warnings": list(completion.warnings),
         "patch_present": score.patch_present,
         "patch_well_formed": score.well_formed,
         "patch_applied": score.applied,

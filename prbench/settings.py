@@ -199,6 +199,10 @@ RQ = {
 PRBENCH_ATTEMPTS_PER_JOB = envint("PRBENCH_ATTEMPTS_PER_JOB", "32")
 # An attempt claimed longer ago than this (and still running) is considered abandoned.
 PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
+# Poison protection: an attempt handed to a worker this many times without a result (its
+# worker crashed, or its job failed, each time) fails as platform_error on the next claim
+# instead of being sent to the provider, and paid for, once more.
+PRBENCH_MAX_ATTEMPT_CLAIMS = envint("PRBENCH_MAX_ATTEMPT_CLAIMS", "3")
 # Wall-clock limit for one validation (apply + tests) of a patch.
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS", "60")
 # The sandbox every validation runs in (evaluation/sandbox.py): namespaces (no network, own

@@ -21,6 +21,10 @@ class ErrorCategory(models.TextChoices):
     # The endpoint resolved to an address the platform's egress policy refuses (providers/egress.py):
     # a platform set-up failure, never the model's; retrying cannot change the answer.
     EGRESS_REFUSED = "egress_refused"
+    # The platform could not finish the attempt (the database refused its result, it crashed
+    # outside the provider call, or it was handed out again and again without a result):
+    # an infrastructure failure, never the model's, and never a reason to pay for it again.
+    PLATFORM_ERROR = "platform_error"
     UNKNOWN = "unknown"
 
 

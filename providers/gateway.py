@@ -6,7 +6,8 @@ import logging
 import math
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from decimal import Decimal
 from functools import lru_cache
 
 from django.utils import timezone
@@ -123,8 +124,60 @@ def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | Non
     done = _redact_completion(replace(completion, retries=len(retry_log), retry_log=tuple(retry_log)), secrets)
     if done.cost_usd is None and prepared.price is not None:  # a provider-reported cost (OpenRouter, the mock) wins
         cost, breakdown = price_cost(done.usage, prepared.price)
-        return replace(done, cost_usd=cost, cost_breakdown=breakdown, cost_source="catalog")
-    return done
+        return sane_completion(replace(done, cost_usd=cost, cost_breakdown=breakdown, cost_source="catalog"))
+    return sane_completion(done)
+
+
+# Beyond these a figure is the server's mistake, not a measurement: no model reads or
+# writes ten million tokens in one call, nor does a call take a day or cost $10,000.
+MAX_TOKENS = 10_000_000
+MAX_LATENCY_MS = 24 * 3600 * 1000
+MAX_COST_USD = Decimal(10_000)
+
+
+def sane_completion(completion: Completion) -> Completion:
+    """The completion with every figure the provider got wrong (a negative, fractional or
+    absurd token count, latency or cost: the OpenAI schema allows all of them) replaced by
+    0, or an unknown cost, and a warning saying so, so no answer is unrecordable.
+
+    A catalog cost computed from a bad count is as wrong as the count, so it is unknown too."""
+    warnings: list[str] = []
+    usage = {}
+    for name, value in asdict(completion.usage).items():
+        usage[name] = value if _sane_count(value, MAX_TOKENS) else 0
+        if usage[name] is not value:
+            warnings.append(f"usage.{name} {_shown(value)} is not a token count: stored as 0")
+    counts_wrong = bool(warnings)
+    latency_ms = completion.latency_ms if _sane_count(completion.latency_ms, MAX_LATENCY_MS) else 0
+    if latency_ms is not completion.latency_ms:
+        warnings.append(f"latency_ms {_shown(completion.latency_ms)} is not a duration: stored as 0")
+    cost, cost_source = completion.cost_usd, completion.cost_source
+    if cost is not None and not (isinstance(cost, Decimal) and cost.is_finite() and 0 <= cost <= MAX_COST_USD):
+        warnings.append(f"cost_usd {_shown(cost)} is not a price: stored as unknown")
+        cost, cost_source = None, ""
+    elif cost is not None and cost_source == "catalog" and counts_wrong:
+        warnings.append("the catalog cost would come from a corrected count: stored as unknown")
+        cost, cost_source = None, ""
+    if not warnings:
+        return completion
+    logger.warning("provider figures corrected: %s", "; ".join(warnings))
+    return replace(
+        completion,
+        usage=replace(completion.usage, **usage),
+        latency_ms=latency_ms,
+        cost_usd=cost,
+        cost_breakdown=completion.cost_breakdown if cost is not None else {},
+        cost_source=cost_source,
+        warnings=(*completion.warnings, *warnings),
+    )
+
+
+def _shown(value: object) -> str:
+    return repr(value)[:40]  # whatever the server sent, a bounded mention of it
+
+
+def _sane_count(value: object, limit: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
 
 
 def _secrets(credential: ResolvedCredential | None) -> tuple[str, ...]:

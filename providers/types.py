@@ -82,3 +82,6 @@ class Completion:
     cost_breakdown: dict[str, str] = field(default_factory=dict)
     raw_request: dict[str, Any] = field(default_factory=dict)
     raw_response: dict[str, Any] = field(default_factory=dict)
+    # What the gateway had to correct in the provider's answer (a negative token count, say),
+    # stored on the attempt so a reader knows which of its figures were not the provider's.
+    warnings: tuple[str, ...] = ()

@@ -70,7 +70,9 @@ def test_a_crash_outside_the_provider_call_fails_only_that_attempt(
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     crashed = run.attempts.filter(task=broken)
-    assert set(crashed.values_list("status", "error_category")) == {(AttemptStatus.FAILED, ErrorCategory.UNKNOWN)}
+    assert set(crashed.values_list("status", "error_category")) == {
+        (AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR)
+    }
     assert "FileNotFoundError" in crashed.first().error_message
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).count() == run.total_attempts - crashed.count()
 
@@ -153,7 +155,7 @@ def test_an_answer_the_database_cannot_store_fails_only_that_attempt(experiment,
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     failed = run.attempts.filter(status=AttemptStatus.FAILED)
-    assert set(failed.values_list("arm__label", "error_category")) == {("noisy", ErrorCategory.UNKNOWN)}
+    assert set(failed.values_list("arm__label", "error_category")) == {("noisy", ErrorCategory.PLATFORM_ERROR)}
     assert failed.count() == 4 and "DataError" in failed.first().error_message
     assert run.attempts.filter(status=AttemptStatus.COMPLETED, arm__label="oracle").count() == 4
 
