@@ -28,7 +28,9 @@ from tests.conftest import work_queue
 from tests.providers.fake_server import FakeProvider, Reply
 
 # OpenAI's OpenAPI document (github.com/openai/openai-openapi, MIT), not shipped with PRBench.
-SPEC = Path(os.environ.get("OPENAI_OPENAPI_SPEC", "/work/shared/specs/openai-openapi.yaml"))
+# The shared/ folder lies beside the checkout, on developers' machines and in CI alike.
+SHARED_SPEC = Path(__file__).resolve().parents[3] / "shared" / "specs" / "openai-openapi.yaml"
+SPEC = Path(os.environ.get("OPENAI_OPENAPI_SPEC", str(SHARED_SPEC)))
 ATTEMPTS_PER_RUN = 8  # 4 tasks x 2 repetitions
 RUNS = 4  # examples: bounded so the test stays near 30 s
 # Keys that document a schema but do not constrain it (and x-* vendor extensions).
