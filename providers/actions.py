@@ -28,7 +28,6 @@ from providers.types import ArmSpec, CompletionRequest, Message
 
 PROVIDERS = [value for value, _ in PROVIDER_CHOICES]
 # Declared by each adapter (``test_model``), so a new provider brings its own.
-CHEAP_TEST_MODELS = test_models()
 MAX_PER_MINUTE = 2_000_000_000  # fits the column (a Postgres integer)
 
 
@@ -204,7 +203,7 @@ class ConnectionReport:
 def do_test_connection(org: Organization, credential: ProviderCredential, model_name: str = "") -> ConnectionReport:
     """One cheap call (a one-token answer) through the real gateway with this credential, no retries."""
     provider = credential.provider
-    model = model_name.strip()[:200] or CHEAP_TEST_MODELS.get(provider, "default")
+    model = model_name.strip()[:200] or test_models().get(provider, "default")
     config = {"max_retries": 0, "timeout_read_s": 30} | ({"mode": "oracle"} if provider == "mock" else {})
     arm = ArmSpec(provider, model, config, credential=credential.name)
     request = CompletionRequest(messages=(Message("user", "Reply with OK."),), max_output_tokens=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from django.utils.module_loading import import_string
 
@@ -26,8 +27,10 @@ def adapter_class(provider: str) -> type[Adapter]:
     return import_string(ADAPTERS[provider])
 
 
+@lru_cache(maxsize=1)
 def test_models() -> dict[str, str]:
-    """Each provider's "Test connection" model, declared by its adapter (``test_model``)."""
+    """Each provider's "Test connection" model, declared by its adapter (``test_model``).
+    Read on first use, not at import: it imports every adapter, and with them the SDKs."""
     return {provider: adapter_class(provider).test_model for provider in provider_names()}
 
 

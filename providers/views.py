@@ -14,7 +14,6 @@ from django.views.decorators.http import require_POST
 from orgs.access import access_org
 from orgs.models import Organization
 from providers.actions import (
-    CHEAP_TEST_MODELS,
     access_credential,
     access_provider,
     check_allowlist_entry,
@@ -26,6 +25,7 @@ from providers.actions import (
     do_test_connection,
 )
 from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredential
+from providers.registry import test_models
 
 
 @login_required
@@ -42,7 +42,7 @@ def settings_page(request: HttpRequest, code: str) -> HttpResponse:
         "editing_deployments": json.dumps(editing.deployments) if editing else "",
         "allowlist": AllowedProvider.objects.filter(org=org),
         "providers": PROVIDER_CHOICES,
-        "test_models": CHEAP_TEST_MODELS,
+        "test_models": test_models(),
         "errors": [],
     }
     return render(request, "providers/settings.html", context)
