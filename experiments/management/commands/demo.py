@@ -5,6 +5,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
@@ -25,6 +27,8 @@ DEMO_EMAIL = "demo@prbench.local"
 DEMO_PASSWORD = "prbench-demo"
 WORKERS = 2
 SWEEP_SECONDS = 30
+# How long a stopping worker may finish its calls in flight before it is killed.
+STOP_SECONDS = 10
 PR_SET_PDEATHSIG = 1
 
 
@@ -38,21 +42,22 @@ class Command(BaseCommand):
     def handle(self, *args, no_serve, addr, **options):
         # SIGTERM must unwind like Ctrl-C so the workers and the embedded Redis stop too.
         signal.signal(signal.SIGTERM, _exit_once)
-        ensure_redis()
+        try:
+            with demo_services(WORKERS):
+                self.run_demo(no_serve, addr)
+        except KeyboardInterrupt:
+            self.stdout.write("\nStopped.\n")  # Ctrl-C is how a demo ends, not an error
+
+    def run_demo(self, no_serve: bool, addr: str) -> None:
         org, user = self.demo_org()
         load_demo_evaluator()
         experiments = [load_demo_experiment(org, user), load_repository_experiment(org, user)]
-        workers = start_workers(WORKERS)
-        threading.Thread(target=sweep_forever, daemon=True).start()
-        try:
-            for experiment in experiments:
-                self.run_experiment(experiment, user)
-            if no_serve:
-                return
-            self.stdout.write(f"\nPRBench is at http://{addr}/ — log in as {DEMO_EMAIL} / {DEMO_PASSWORD}\n")
-            call_command("runserver", addr, use_reloader=False)
-        finally:
-            stop_workers(workers)
+        for experiment in experiments:
+            self.run_experiment(experiment, user)
+        if no_serve:
+            return
+        self.stdout.write(f"\nPRBench is at http://{addr}/ — log in as {DEMO_EMAIL} / {DEMO_PASSWORD}\n")
+        call_command("runserver", addr, use_reloader=False)
 
     def run_experiment(self, experiment, user) -> None:
         tasks, arms = runnable_tasks(experiment).count(), experiment.arms.count()
@@ -101,14 +106,48 @@ def evaluator_summary(run: Run) -> str:
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def demo_services(workers: int) -> Iterator[list[subprocess.Popen]]:
+    """The embedded Redis, ``workers`` RQ workers and the recovery sweep, for as long as the
+    block runs; however it ends (an error, Ctrl-C, SIGTERM), all of them are stopped."""
+    ensure_redis()
+    processes: list[subprocess.Popen] = []
+    try:
+        processes = start_workers(workers)
+        threading.Thread(target=sweep_forever, daemon=True).start()
+        yield processes
+    finally:
+        stop_workers(processes, timeout_s=STOP_SECONDS)
+
+
 def stop_workers(processes: list[subprocess.Popen], timeout_s: float = 30) -> None:
     """Stop workers started by ``start_workers``, then the embedded Redis they used (when
-    this process started one): nothing is left running behind a demo or a bench script."""
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.wait(timeout=timeout_s)
-    stop_embedded_redis()
+    this process started one): nothing is left running behind a demo or a bench script.
+
+    A worker gets SIGTERM, RQ's warm shutdown (it finishes the calls in flight); one that is
+    still busy after ``timeout_s`` is killed: what it held, the recovery sweep gives back."""
+    ignoring = _ignore_interrupts()  # a second Ctrl-C must not cut the clean-up short
+    try:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + timeout_s
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    finally:
+        stop_embedded_redis()
+        if ignoring is not None:
+            signal.signal(signal.SIGINT, ignoring)
+
+
+def _ignore_interrupts() -> Any:
+    if threading.current_thread() is not threading.main_thread():
+        return None  # only the main thread may set handlers; it is the one Ctrl-C reaches
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def start_workers(count: int) -> list[subprocess.Popen]:
@@ -117,12 +156,16 @@ def start_workers(count: int) -> list[subprocess.Popen]:
         subprocess.Popen(
             [sys.executable, manage, "rqworker", "default", "--verbosity", "0", "--name", f"demo-{i}-{time.time_ns()}"],
             preexec_fn=_die_with_parent,
+            # Not in the terminal's process group: Ctrl-C reaches the demo alone, which then
+            # stops each worker once (a worker signalled twice stops cold, mid-job).
+            start_new_session=True,
         )
         for i in range(count)
     ]
     deadline = time.monotonic() + 30
     while len(Worker.all(connection=get_connection())) < count:
         if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+            stop_workers(processes, timeout_s=STOP_SECONDS)
             raise CommandError("the RQ workers did not start; see their output above")
         time.sleep(0.2)
     return processes
