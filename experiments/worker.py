@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import close_old_connections
+from rq.job import Job
+from rq.queue import Queue
 from rq.worker import SimpleWorker
 
 from experiments.jobs import warm_attempt_pool
@@ -18,6 +21,15 @@ class AttemptWorker(SimpleWorker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
         warm_attempt_pool()
         return super().work(*args, **kwargs)
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        # What Django does around every request, around every job: a connection the database
+        # dropped (a restart, an idle timeout) is replaced, not reused by every later job.
+        close_old_connections()
+        try:
+            super().execute_job(job, queue)
+        finally:
+            close_old_connections()
 
     def request_stop(self, signum: Any, frame: Any) -> None:
         # A warm shutdown waits for the current job, which may be working through a whole

@@ -161,7 +161,11 @@ WSGI_APPLICATION = "prbench.wsgi.application"
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
-    "default": dj_database_url.parse(env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'prbench.sqlite3'}"), conn_max_age=60)
+    # Connections are kept for a minute and checked before reuse: after a database restart a
+    # long-lived worker or sweep reconnects instead of failing every job on a dead socket.
+    "default": dj_database_url.parse(
+        env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'prbench.sqlite3'}"), conn_max_age=60, conn_health_checks=True
+    )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while a worker writes; IMMEDIATE transactions make

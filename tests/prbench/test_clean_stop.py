@@ -1,6 +1,6 @@
-"""Stopping the demo's services leaves no process behind: not its workers, not its embedded
-Redis, whether it is stopped by Ctrl-C or by SIGTERM (sent twice, as timeout(1) and a process
-group may)."""
+"""The demo's workers run under RQ's worker pool, which replaces one that dies; stopping the
+demo leaves no process behind (not its workers, not its embedded Redis), whether it is stopped
+by Ctrl-C or by SIGTERM (sent twice, as timeout(1) and a process group may)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from experiments.management.commands import demo
 from prbench import queues
 signal.signal(signal.SIGTERM, demo._exit_once)
 try:
-    with demo.demo_services(2) as workers:
-        print(json.dumps({"redis": queues._embedded.pid, "workers": [w.pid for w in workers]}), flush=True)
+    with demo.demo_services(2) as pools:
+        workers = [w.pid for w in demo.pool_workers(pools[0])]
+        print(json.dumps({"redis": queues._embedded.pid, "workers": [pools[0].pid, *workers]}), flush=True)
         time.sleep(120)
 except KeyboardInterrupt:
     print("stopped", flush=True)
@@ -89,3 +90,24 @@ def test_sigterm_twice_stops_workers_and_embedded_redis(tmp_path):
     demo.send_signal(signal.SIGTERM)
     demo.send_signal(signal.SIGTERM)
     _assert_nothing_survives(demo, pids, tmp_path)
+
+
+def test_a_killed_worker_is_replaced_and_its_replacement_stopped(tmp_path):
+    from redis import Redis
+    from rq import Worker
+
+    from experiments.management.commands.demo import _parent_pid
+
+    demo, pids = _start(tmp_path)
+    pool, first, second = pids["workers"]
+    os.kill(first, signal.SIGKILL)
+    redis = Redis(unix_socket_path=str(tmp_path / "redis.sock"))
+    replacement = None
+    deadline = time.monotonic() + 20
+    while replacement is None and time.monotonic() < deadline:
+        live = {w.pid for w in Worker.all(connection=redis) if _parent_pid(w.pid) == pool}
+        replacement = next(iter(live - {first, second}), None)
+        time.sleep(0.2)
+    assert replacement is not None, "the pool did not replace the killed worker"
+    demo.send_signal(signal.SIGTERM)
+    _assert_nothing_survives(demo, pids | {"workers": [pool, second, replacement]}, tmp_path)

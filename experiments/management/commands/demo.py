@@ -1,11 +1,13 @@
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -14,9 +16,9 @@ from django.core.management.base import BaseCommand, CommandError
 from rq import Worker
 
 from evaluation.models import Verdict, VerdictStatus
-from experiments.actions import do_requeue_stale, do_start_run, runnable_tasks
+from experiments.actions import do_start_run, runnable_tasks
 from experiments.demo import load_demo_evaluator, load_demo_experiment, load_repository_experiment
-from experiments.management.commands._helpers import wait_for_run
+from experiments.management.commands._helpers import sweep_forever, wait_for_run
 from experiments.models import AttemptStatus, Run, RunStatus
 from experiments.reporting import format_leaderboard, run_evaluator_scores, run_leaderboard
 from orgs.actions import do_create_org
@@ -114,18 +116,19 @@ def demo_services(workers: int) -> Iterator[list[subprocess.Popen]]:
     processes: list[subprocess.Popen] = []
     try:
         processes = start_workers(workers)
-        threading.Thread(target=sweep_forever, daemon=True).start()
+        threading.Thread(target=sweep_forever, args=(SWEEP_SECONDS,), daemon=True).start()
         yield processes
     finally:
         stop_workers(processes, timeout_s=STOP_SECONDS)
 
 
 def stop_workers(processes: list[subprocess.Popen], timeout_s: float = 30) -> None:
-    """Stop workers started by ``start_workers``, then the embedded Redis they used (when
-    this process started one): nothing is left running behind a demo or a bench script.
+    """Stop the worker pools started by ``start_workers``, then the embedded Redis they used
+    (when this process started one): nothing is left running behind a demo or a bench script.
 
-    A worker gets SIGTERM, RQ's warm shutdown (it finishes the calls in flight); one that is
-    still busy after ``timeout_s`` is killed: what it held, the recovery sweep gives back."""
+    A pool gets SIGTERM and passes it on: RQ's warm shutdown, each worker finishing the calls
+    in flight. A pool still busy after ``timeout_s`` is killed with its workers (its process
+    group): what they held, the recovery sweep gives back."""
     ignoring = _ignore_interrupts()  # a second Ctrl-C must not cut the clean-up short
     try:
         for process in processes:
@@ -136,7 +139,8 @@ def stop_workers(processes: list[subprocess.Popen], timeout_s: float = 30) -> No
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
     finally:
         stop_embedded_redis()
@@ -151,24 +155,37 @@ def _ignore_interrupts() -> Any:
 
 
 def start_workers(count: int) -> list[subprocess.Popen]:
+    """``count`` workers under RQ's worker pool, which replaces any that dies (as in
+    production: see the README), in one process group of their own."""
     manage = str(settings.BASE_DIR / "manage.py")
-    processes = [
-        subprocess.Popen(
-            [sys.executable, manage, "rqworker", "default", "--verbosity", "0", "--name", f"demo-{i}-{time.time_ns()}"],
-            preexec_fn=_die_with_parent,
-            # Not in the terminal's process group: Ctrl-C reaches the demo alone, which then
-            # stops each worker once (a worker signalled twice stops cold, mid-job).
-            start_new_session=True,
-        )
-        for i in range(count)
-    ]
+    pool = subprocess.Popen(
+        [sys.executable, manage, "rqworker-pool", "default", "--num-workers", str(count), "--verbosity", "0"],
+        preexec_fn=_die_with_parent,
+        # Not in the terminal's process group: Ctrl-C reaches the demo alone, which then
+        # stops the pool once (a worker signalled twice stops cold, mid-job).
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
-    while len(Worker.all(connection=get_connection())) < count:
-        if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-            stop_workers(processes, timeout_s=STOP_SECONDS)
+    while len(pool_workers(pool)) < count:
+        if time.monotonic() > deadline or pool.poll() is not None:
+            stop_workers([pool], timeout_s=STOP_SECONDS)
             raise CommandError("the RQ workers did not start; see their output above")
         time.sleep(0.2)
-    return processes
+    return [pool]
+
+
+def pool_workers(pool: subprocess.Popen) -> list[Worker]:
+    """The live workers registered by this pool: Redis may still list workers of an earlier,
+    killed demo until their registration expires."""
+    return [worker for worker in Worker.all(connection=get_connection()) if _parent_pid(worker.pid) == pool.pid]
+
+
+def _parent_pid(pid: int | None) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after "pid (comm)": state, then ppid
 
 
 def _exit_once(signum: int, frame: object) -> None:
@@ -182,9 +199,3 @@ def _die_with_parent() -> None:
     """Linux: the worker gets SIGTERM if the demo process dies, even by SIGKILL."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def sweep_forever() -> None:
-    while True:
-        time.sleep(SWEEP_SECONDS)
-        do_requeue_stale()

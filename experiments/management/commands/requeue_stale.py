@@ -1,8 +1,7 @@
-import time
-
 from django.core.management.base import CommandError
 
-from experiments.actions import do_requeue_stale
+from experiments.actions import RequeueReport, do_requeue_stale
+from experiments.management.commands._helpers import sweep_forever
 from prbench.inputs import CheckedCommand
 
 
@@ -18,12 +17,14 @@ class Command(CheckedCommand):
         for option, value in (("--stale-after", stale_after), ("--every", every)):
             if value is not None and value < 1:
                 raise CommandError(f"{option} must be a number of seconds of at least 1, not {value}")
-        while True:
-            report = do_requeue_stale(stale_after)
-            self.stdout.write(
-                f"reclaimed {report.reclaimed} abandoned attempt(s); rebuilt jobs for {report.requeued_runs} run(s); "
-                f"enqueued {report.jobs} job(s); queued {report.unjudged} unjudged attempt(s) for the evaluator"
-            )
-            if not every:
-                return
-            time.sleep(every)
+        if every is None:
+            self.report(do_requeue_stale(stale_after))
+            return
+        sweep_forever(every, stale_after, self.report)
+
+    def report(self, report: RequeueReport) -> None:
+        self.stdout.write(
+            f"reclaimed {report.reclaimed} abandoned attempt(s); rebuilt jobs for {report.requeued_runs} run(s); "
+            f"enqueued {report.jobs} job(s); queued {report.unjudged} unjudged attempt(s) for the evaluator"
+        )
+        self.stdout.flush()
