@@ -1,23 +1,38 @@
 """Concurrency and rate limits shared by every worker process, kept in Redis.
 
-A slot is a member of a sorted set scored by its lease expiry: a worker that dies holding
-one does not leak it for longer than the lease. A credential's requests and tokens per
-minute are token buckets in one Redis hash, taken from atomically by a Lua script.
+A slot is a member of a sorted set scored by its lease expiry. Leases are short and renewed
+by the holding process while it holds them, so a slot dies with its holder within a lease,
+never later (a fixed long lease kept a killed worker's slots for 15 minutes). A call waiting
+for a slot blocks on a list that every release pushes to, rather than polling. Who is waiting,
+for a slot or for rate budget, is a sorted set of expiring entries too: a waiter that dies
+stops being counted. A credential's requests and tokens per minute are token buckets in one
+Redis hash, taken from atomically by a Lua script.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
+
 from prbench.queues import get_connection
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_MAX_CONCURRENCY = 8
-LEASE_S = 900
-POLL_S = 0.01
+# A held slot's lease, renewed every third of it while the call runs.
+LEASE_S = 30
+# A waiter wakes at least this often even with no release to wake it: a slot can also free up
+# when a dead holder's lease runs out, which nobody announces.
+WAKE_S = 1.0
+# A waiting entry lives this long unless its waiter refreshes it (at every wake-up).
+WAITING_TTL_S = 3 * WAKE_S
 
 # Takes as many of the offered lease tokens (ARGV[5..]) as there are free slots; returns
 # how many it took, the first ones offered.
@@ -33,6 +48,26 @@ if taken > 0 then
 end
 return taken
 """
+
+
+# Frees the tokens (ARGV[3..]) and wakes as many live waiters, no more: a wake-up nobody takes
+# would make a later waiter try again for nothing.
+RELEASE = """
+local freed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3))
+local waiters = redis.call('ZCOUNT', KEYS[2], ARGV[1], '+inf')
+local wake = math.min(freed, waiters - redis.call('LLEN', KEYS[3]))
+for i = 1, wake do
+  redis.call('LPUSH', KEYS[3], '1')
+end
+if wake > 0 then
+  redis.call('EXPIRE', KEYS[3], ARGV[2])
+end
+return freed
+"""
+
+
+class CapacityTimeout(Exception):
+    """No slot freed up before the caller's deadline: the platform's capacity, not the model."""
 
 
 # Two token buckets (requests, tokens) refilled continuously at limit/60 per second up to
@@ -100,6 +135,10 @@ def slots_key(arm_key: str) -> str:
     return f"prbench:slots:{arm_key}"
 
 
+def freed_key(arm_key: str) -> str:
+    return f"prbench:slot-freed:{arm_key}"
+
+
 def waiting_key(arm_key: str) -> str:
     return f"prbench:waiting:{arm_key}"
 
@@ -112,6 +151,55 @@ def rate_waiting_key(arm_key: str) -> str:
     return f"prbench:rate-waiting:{arm_key}"
 
 
+class _HeldSlots:
+    """The slots this process holds, whose leases a daemon thread renews until they are
+    released. A process that dies stops renewing, and its slots free up within a lease."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_arm: dict[str, set[str]] = {}
+        self.renewer: threading.Thread | None = None
+
+    def add(self, arm_key: str, tokens: list[str]) -> None:
+        with self.lock:
+            self.by_arm.setdefault(arm_key, set()).update(tokens)
+            if self.renewer is None or not self.renewer.is_alive():
+                self.renewer = threading.Thread(target=self._renew_forever, name="slot-leases", daemon=True)
+                self.renewer.start()
+
+    def remove(self, arm_key: str, tokens: list[str]) -> None:
+        with self.lock:
+            held = self.by_arm.get(arm_key)
+            if held is not None:
+                held.difference_update(tokens)
+                if not held:
+                    del self.by_arm[arm_key]
+
+    def _renew_forever(self) -> None:
+        while True:
+            time.sleep(LEASE_S / 3)
+            try:
+                self.renew()
+            except RedisError as exc:  # Redis is away: try again next time; the calls go on
+                logger.warning("could not renew slot leases: %s", exc)
+
+    def renew(self) -> None:
+        with self.lock:
+            held = {arm_key: list(tokens) for arm_key, tokens in self.by_arm.items()}
+        if not held:
+            return
+        expiry = time.time() + LEASE_S
+        pipe = get_connection().pipeline(transaction=False)
+        for arm_key, tokens in held.items():
+            # XX: only leases still held; one that ran out meanwhile is not brought back.
+            pipe.zadd(slots_key(arm_key), dict.fromkeys(tokens, expiry), xx=True)
+            pipe.expire(slots_key(arm_key), LEASE_S)
+        pipe.execute()
+
+
+_held = _HeldSlots()
+
+
 def acquire_slots(arm_key: str, limit: int, count: int) -> list[str]:
     """Take up to ``count`` of the arm's free slots in one round trip, without waiting;
     returns their lease tokens (possibly none). Release them with ``release_slots``."""
@@ -120,37 +208,77 @@ def acquire_slots(arm_key: str, limit: int, count: int) -> list[str]:
     tokens = [uuid.uuid4().hex for _ in range(count)]
     now = time.time()
     script = get_connection().register_script(ACQUIRE)
-    taken = script(keys=[slots_key(arm_key)], args=[now, now + LEASE_S, limit, LEASE_S, *tokens])
-    return tokens[: int(taken)]
+    taken = tokens[: int(script(keys=[slots_key(arm_key)], args=[now, now + LEASE_S, limit, LEASE_S, *tokens]))]
+    if taken:
+        _held.add(arm_key, taken)
+    return taken
 
 
 def release_slots(arm_key: str, tokens: list[str]) -> None:
-    """Give slots back; releasing one twice (or after its lease ran out) does nothing."""
-    if arm_key and tokens:
-        get_connection().zrem(slots_key(arm_key), *tokens)
+    """Give slots back and wake as many waiters; releasing one twice (or after its lease
+    ran out) frees nothing more.
+
+    Never raises: it runs after a provider answered, and an answer already paid for must not
+    be lost because Redis failed; a slot not given back expires with its lease."""
+    if not (arm_key and tokens):
+        return
+    _held.remove(arm_key, tokens)  # no longer renewed, whatever happens next
+    try:
+        script = get_connection().register_script(RELEASE)
+        keys = [slots_key(arm_key), waiting_key(arm_key), freed_key(arm_key)]
+        script(keys=keys, args=[time.time(), LEASE_S, *tokens])
+    except RedisError as exc:
+        logger.warning("could not release %s slot(s) of %s: %s: %s", len(tokens), arm_key, type(exc).__name__, exc)
 
 
 @contextlib.contextmanager
-def arm_slot(arm_key: str, limit: int) -> Iterator[None]:
-    """Hold one of the arm's ``limit`` concurrent-call slots; wait (visibly) for one if needed."""
+def arm_slot(arm_key: str, limit: int, deadline: float | None = None) -> Iterator[None]:
+    """Hold one of the arm's ``limit`` concurrent-call slots, waiting (visibly) for one if
+    needed. ``deadline`` (on ``time.monotonic()``) bounds the wait: past it, ``CapacityTimeout``."""
     if not arm_key:
         yield
         return
-    redis = get_connection()
-    waiting = False
-    try:
-        while not (tokens := acquire_slots(arm_key, limit, 1)):
-            if not waiting:
-                redis.incr(waiting_key(arm_key))
-                waiting = True
-            time.sleep(POLL_S)
-    finally:
-        if waiting:
-            redis.decr(waiting_key(arm_key))
+    tokens = wait_for_slot(arm_key, limit, deadline)
     try:
         yield
     finally:
         release_slots(arm_key, tokens)
+
+
+def wait_for_slot(arm_key: str, limit: int, deadline: float | None = None) -> list[str]:
+    """One slot's lease token, once one is free: blocks until a release (or at most
+    ``WAKE_S``) between tries, so a waiting call costs Redis a request a second, not a
+    hundred. Raises ``CapacityTimeout`` when ``deadline`` passes first."""
+    if tokens := acquire_slots(arm_key, limit, 1):
+        return tokens
+    redis = get_connection()
+    with _counted_as_waiting(waiting_key(arm_key)) as still_waiting:
+        while not (tokens := acquire_slots(arm_key, limit, 1)):
+            left = WAKE_S if deadline is None else min(WAKE_S, deadline - time.monotonic())
+            if left <= 0:
+                raise CapacityTimeout(f"no free slot of {limit} within the deadline")
+            redis.blpop([freed_key(arm_key)], timeout=max(left, 0.01))
+            still_waiting()
+    return tokens
+
+
+@contextlib.contextmanager
+def _counted_as_waiting(key: str) -> Iterator:
+    """Count the caller among ``key``'s waiters while the block runs. The entry expires unless
+    refreshed (the block gets the function that does it), so a waiter that dies drops out."""
+    redis = get_connection()
+    member = uuid.uuid4().hex
+
+    def refresh() -> None:
+        redis.zadd(key, {member: time.time() + WAITING_TTL_S})
+        redis.expire(key, int(WAITING_TTL_S) + 1)
+
+    refresh()
+    try:
+        yield refresh
+    finally:
+        with contextlib.suppress(RedisError):  # Redis away: the entry expires by itself
+            redis.zrem(key, member)
 
 
 def take_rate_budget(limit: RateLimit, tokens: int, now: float) -> float:
@@ -180,20 +308,18 @@ def wait_for_rate_budget(limit: RateLimit, tokens: int, arm_key: str, deadline: 
     ``deadline`` is on ``time.monotonic()``. Returns False, having taken nothing, as soon as
     the wait would run past it or could never end.
     """
-    redis = get_connection()
-    counted = False
-    try:
-        while wait := take_rate_budget(limit, tokens, time.time()):
+    wait = take_rate_budget(limit, tokens, time.time())
+    if not wait:
+        return True
+    waiting = _counted_as_waiting(rate_waiting_key(arm_key)) if arm_key else contextlib.nullcontext(lambda: None)
+    with waiting as still_waiting:
+        while wait:
             if wait < 0 or time.monotonic() + wait > deadline:
                 return False
-            if arm_key and not counted:
-                redis.incr(rate_waiting_key(arm_key))
-                counted = True
             time.sleep(min(max(wait, RATE_MIN_SLEEP_S), RATE_POLL_S))
-        return True
-    finally:
-        if counted:
-            redis.decr(rate_waiting_key(arm_key))
+            still_waiting()
+            wait = take_rate_budget(limit, tokens, time.time())
+    return True
 
 
 @dataclass(frozen=True)
@@ -208,9 +334,9 @@ def waiting_for(arm_keys: list[str]) -> Waiting:
     """How many calls are waiting on these arms right now, and for what."""
     if not arm_keys:
         return Waiting()
-    values = get_connection().mget([waiting_key(k) for k in arm_keys] + [rate_waiting_key(k) for k in arm_keys])
-    return Waiting(_total(values[: len(arm_keys)]), _total(values[len(arm_keys) :]))
-
-
-def _total(values: list) -> int:
-    return sum(max(0, int(v)) for v in values if v is not None)
+    now = time.time()
+    pipe = get_connection().pipeline(transaction=False)
+    for key in [*map(waiting_key, arm_keys), *map(rate_waiting_key, arm_keys)]:
+        pipe.zcount(key, now, "+inf")  # entries not yet expired: their waiters are alive
+    counts = pipe.execute()
+    return Waiting(sum(counts[: len(arm_keys)]), sum(counts[len(arm_keys) :]))

@@ -223,7 +223,9 @@ def test_a_wait_past_the_deadline_fails_the_call_without_sending(org, fake):
         gateway.complete(org.pk, arm(max_retries=2, retry_deadline_s=30), REQUEST)
     assert caught.value.category == ErrorCategory.RATE_LIMITED
     assert "retry deadline" in caught.value.message
-    assert caught.value.retries == 2 and time.monotonic() - started < 1  # refused at once, not slept on
+    # Refused at once, not slept on: the budget refills in 60 s, so any wait for it would
+    # take most of the 30 s deadline (a bound far above a loaded machine's slowness).
+    assert caught.value.retries == 2 and time.monotonic() - started < 10
     assert fake.seen == []
     assert limits.waiting_for(["test-arm"]) == limits.Waiting()
 
