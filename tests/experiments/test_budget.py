@@ -345,3 +345,23 @@ def test_a_budgeted_call_without_a_price_is_not_made(prepared, server):
 
     assert refused.value.category == ErrorCategory.BUDGET_EXCEEDED
     assert server.seen == []
+
+
+def test_the_evaluator_judges_only_the_calls_that_were_made(
+    one_task_six_times, server, start, django_capture_on_commit_callbacks
+):
+    from evaluation.models import EvaluatorProfile, Verdict
+
+    EvaluatorProfile.objects.create(
+        name="mock-reviewer", provider="mock", model_name="mock-evaluator", provider_config={"mode": "evaluator"}
+    )
+    limit = cents_for(2.5, call_cost(one_task_six_times))
+    run = start(one_task_six_times, inference_only=True, budget_usd=limit)
+    with django_capture_on_commit_callbacks(execute=True):
+        work_queue()  # the attempts; recording them queues the evaluator's jobs on commit
+    work_queue()  # the evaluator's jobs
+
+    judged = set(Verdict.objects.filter(attempt__run=run).values_list("attempt_id", flat=True))
+    made = set(run.attempts.filter(status=AttemptStatus.COMPLETED).values_list("pk", flat=True))
+    assert judged == made and len(made) == 2
+    assert run.attempts.filter(error_category=ErrorCategory.BUDGET_EXCEEDED).count() == 4
