@@ -224,7 +224,9 @@ def budget(limit: str, recorded: str = "0", key: str = "prbench:budget:test") ->
 
 
 def spent(key: str = "prbench:budget:test") -> Decimal:
-    return Decimal(int(get_connection().get(key))) / 10**9
+    value = get_connection().get(key)
+    assert isinstance(value, bytes), f"no spend kept under {key}"
+    return Decimal(int(value)) / 10**9
 
 
 def test_concurrent_reservations_never_overspend():
