@@ -40,12 +40,14 @@ class ExperimentForm(forms.ModelForm):
             "prompt_template",
             "context_mode",
             "include_quarantined",
+            "response_cache",
         ]
         labels = {
             "sample_seed": "Seed",
             "sample_size": "Sample size",
             "context_mode": "Files shown (repository tasks)",
             "include_quarantined": "Include quarantined (flaky) tasks",
+            "response_cache": "Reuse cached answers (temperature 0 only)",
         }
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -216,6 +218,7 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         prompt_template=data["prompt_template"],
         context_mode=data["context_mode"],
         include_quarantined=data["include_quarantined"],
+        response_cache=data["response_cache"],
         arms=[
             ArmSpec(
                 f.cleaned_data["label"],
