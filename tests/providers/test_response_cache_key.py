@@ -136,4 +136,4 @@ def test_every_setting_is_either_operational_or_part_of_the_key(provider):
 
 def test_every_operational_key_is_a_setting_some_adapter_reads():
     declared = set().union(*(adapter_class(provider).config_keys for provider in provider_names()))
-    assert OPERATIONAL_KEYS <= declared
+    assert declared >= OPERATIONAL_KEYS
