@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from experiments.actions import ArmSpec, ExperimentSpec, SpecError, check_experiment_spec, do_save_experiment
@@ -165,6 +166,18 @@ def test_a_board_of_cached_attempts_only_has_no_latency_and_no_cost(org, dataset
         Decimal(0),
         None,
     )
+
+
+def test_re_pricing_leaves_cached_attempts_free(org, dataset, provider, run_now):
+    openai_credential(org, provider)
+    experiment = cached_experiment(org, dataset)
+    first = run_now(experiment)
+    second = run_now(experiment)
+    Attempt.objects.update(cost_usd=None, cost_source="")
+    second.attempts.update(cost_usd=0, cost_source="cache")
+    call_command("recompute_costs", stdout=io.StringIO())
+    assert set(second.attempts.values_list("cost_usd", "cost_source")) == {(Decimal(0), "cache")}
+    assert all(cost and cost > 0 for cost in first.attempts.values_list("cost_usd", flat=True))
 
 
 def test_an_answer_is_reused_across_experiments_of_the_organisation(org, dataset, provider, run_now):
