@@ -75,6 +75,7 @@ class ExperimentSpec:
     context_mode: str = ContextMode.ORACLE
     include_quarantined: bool = False
     budget_usd: Decimal | None = None
+    response_cache: bool = False
 
 
 class SpecError(ValidationError):
@@ -95,6 +96,7 @@ SPEC_FIELDS = {
     "context_mode",
     "include_quarantined",
     "budget_usd",
+    "response_cache",
     "arms",
 }
 ARM_FIELDS = {"label", "provider", "model_name", "credential", "config"}
@@ -131,8 +133,9 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     context_mode = raw.get("context_mode", ContextMode.ORACLE)
     if context_mode not in ContextMode.values:
         errors.append(f"context_mode: must be one of {', '.join(ContextMode.values)}")
-    if not isinstance(raw.get("include_quarantined", False), bool):
-        errors.append("include_quarantined: must be true or false")
+    for flag in ("include_quarantined", "response_cache"):
+        if not isinstance(raw.get(flag, False), bool):
+            errors.append(f"{flag}: must be true or false")
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
@@ -161,6 +164,7 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         context_mode=context_mode,
         include_quarantined=raw.get("include_quarantined", False),
         budget_usd=budget_usd,
+        response_cache=raw.get("response_cache", False),
     )
 
 
@@ -282,6 +286,7 @@ def do_save_experiment(
     experiment.context_mode = spec.context_mode
     experiment.include_quarantined = spec.include_quarantined
     experiment.budget_usd = spec.budget_usd
+    experiment.response_cache = spec.response_cache
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
     experiment.save()
@@ -442,6 +447,7 @@ def _snapshot(experiment: Experiment) -> dict:
         "prompt_version": prompt_version(experiment.prompt_template),
         "context_mode": experiment.context_mode,
         "include_quarantined": experiment.include_quarantined,
+        "response_cache": experiment.response_cache,
         "arms": [
             {
                 "label": a.label,

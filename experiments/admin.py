@@ -1,6 +1,16 @@
 from django.contrib import admin
 
-from experiments.models import Artifact, Attempt, Dataset, Experiment, ModelArm, Run, RunArm, TaskInstance
+from experiments.models import (
+    Artifact,
+    Attempt,
+    CachedResponse,
+    Dataset,
+    Experiment,
+    ModelArm,
+    Run,
+    RunArm,
+    TaskInstance,
+)
 
 
 @admin.register(Dataset)
@@ -94,12 +104,13 @@ class AttemptAdmin(admin.ModelAdmin):
         "cost_usd",
         "retries",
         "claims",
+        "response_cached",
     ]
-    list_filter = ["status", "resolved", "error_category", "arm__provider"]
+    list_filter = ["status", "resolved", "error_category", "arm__provider", "response_cached"]
     search_fields = ["code", "task__external_id", "arm__label", "run__code"]
     list_select_related = ["run__experiment", "task", "arm"]
     readonly_fields = ["code", "claim_token", "queued_at", "started_at", "responded_at", "validated_at", "scored_at"]
-    raw_id_fields = ["run", "task", "arm"]
+    raw_id_fields = ["run", "task", "arm", "cached_from"]  # a select of every attempt would not load
     inlines = [ArtifactInline]
 
 
@@ -109,3 +120,12 @@ class ArtifactAdmin(admin.ModelAdmin):
     list_filter = ["kind", "status"]
     search_fields = ["attempt__code", "attempt__task__external_id", "attempt__arm__label"]
     raw_id_fields = ["attempt"]
+
+
+@admin.register(CachedResponse)
+class CachedResponseAdmin(admin.ModelAdmin):
+    list_display = ["key", "org", "model_served", "cost_usd", "hits", "created_at"]
+    list_filter = ["org"]
+    search_fields = ["key", "org__slug", "model_served"]
+    raw_id_fields = ["org", "source_attempt"]
+    readonly_fields = ["key", "created_at", "hits"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Avg, Count, Q, QuerySet, Sum
+from django.db.models import Avg, Case, Count, F, Q, QuerySet, Sum, When
 
 from leaderboards.sql import Percentile
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, wilson_interval
@@ -13,6 +13,9 @@ from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
 COMPLETED, FAILED = "completed", "failed"
 JUDGED, EVALUATOR_ERROR = "judged", "evaluator_error"  # verdict statuses, likewise
+# An attempt that reused a cached answer made no call: it counts for quality, but its
+# latency and cost (none) would flatter the arm's speed and price, so those skip it.
+CALLED = Q(response_cached=False)
 
 
 @dataclass(frozen=True)
@@ -30,8 +33,9 @@ class ArmRow:
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     cost_usd: Decimal | None  # None when any answered attempt's price is unknown
-    cost_per_resolved_usd: Decimal | None
+    cost_per_resolved_usd: Decimal | None  # over the attempts that made a call
     error_rate: float | None
+    cached: int = 0  # answered from the response cache: in n and resolved, not in latency or cost
 
     @property
     def low_sample(self) -> bool:
@@ -45,11 +49,14 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
         .annotate(
             n=Count("id", filter=Q(status__in=(COMPLETED, FAILED))),
             resolved_count=Count("id", filter=Q(resolved=True)),
+            resolved_called=Count("id", filter=Q(resolved=True) & CALLED),
             failed_count=Count("id", filter=Q(status=FAILED)),
-            p50=Percentile("latency_ms", 0.5),
-            p95=Percentile("latency_ms", 0.95),
-            cost=Sum("cost_usd"),
-            unpriced=Count("id", filter=Q(status=COMPLETED, cost_usd__isnull=True)),
+            cached_count=Count("id", filter=~CALLED),
+            # A CASE rather than an aggregate FILTER: SQLite's percentile is a plain function.
+            p50=Percentile(_called("latency_ms"), 0.5),
+            p95=Percentile(_called("latency_ms"), 0.95),
+            cost=Sum("cost_usd", filter=CALLED),
+            unpriced=Count("id", filter=Q(status=COMPLETED, cost_usd__isnull=True) & CALLED),
         )
         .order_by("arm__position", "arm_id")
     )
@@ -57,8 +64,12 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
     return sorted(board, key=lambda r: (-(r.resolved_rate or 0), -(r.ci_low or 0), r.cost_usd or Decimal("Infinity")))
 
 
+def _called(field: str) -> Case:
+    return Case(When(CALLED, then=F(field)))
+
+
 def _row(values: dict) -> ArmRow:
-    n, resolved = values["n"], values["resolved_count"]
+    n, resolved, resolved_called = values["n"], values["resolved_count"], values["resolved_called"]
     interval = wilson_interval(resolved, n)
     cost = None if values["unpriced"] else (values["cost"] or Decimal(0))
     return ArmRow(
@@ -75,10 +86,11 @@ def _row(values: dict) -> ArmRow:
         latency_p50_ms=values["p50"],
         latency_p95_ms=values["p95"],
         cost_usd=cost,
-        cost_per_resolved_usd=(cost / resolved).quantize(Decimal("0.00000001"))
-        if cost is not None and resolved
+        cost_per_resolved_usd=(cost / resolved_called).quantize(Decimal("0.00000001"))
+        if cost is not None and resolved_called
         else None,
         error_rate=values["failed_count"] / n if n else None,
+        cached=values["cached_count"],
     )
 
 
