@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from rq.job import Job
 from rq.queue import Queue
 from rq.worker import SimpleWorker
@@ -25,11 +25,11 @@ class AttemptWorker(SimpleWorker):
     def execute_job(self, job: Job, queue: Queue) -> None:
         # What Django does around every request, around every job: a connection the database
         # dropped (a restart, an idle timeout) is replaced, not reused by every later job.
-        close_old_connections()
+        _close_old_connections()
         try:
             super().execute_job(job, queue)
         finally:
-            close_old_connections()
+            _close_old_connections()
 
     def request_stop(self, signum: Any, frame: Any) -> None:
         # A warm shutdown waits for the current job, which may be working through a whole
@@ -37,3 +37,10 @@ class AttemptWorker(SimpleWorker):
         # queued, requeue_stale gives a new job.
         stop_claiming.set()
         super().request_stop(signum, frame)
+
+
+def _close_old_connections() -> None:
+    # Inside a transaction (a test running jobs in its own, or the web process working a
+    # burst) the connection is not between jobs: closing it would end that transaction.
+    if not connection.in_atomic_block:
+        close_old_connections()
