@@ -25,6 +25,9 @@ class ErrorCategory(models.TextChoices):
     # outside the provider call, or it was handed out again and again without a result):
     # an infrastructure failure, never the model's, and never a reason to pay for it again.
     PLATFORM_ERROR = "platform_error"
+    # The platform could not get the arm a concurrency slot or rate-limit token in time: the
+    # wait was ours, not the provider's, so it is never the model's timeout.
+    CAPACITY_TIMEOUT = "capacity_timeout"
     UNKNOWN = "unknown"
 
 

@@ -8,12 +8,17 @@ minute are token buckets in one Redis hash, taken from atomically by a Lua scrip
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
+
 from prbench.queues import get_connection
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENCY = 8
 LEASE_S = 900
@@ -125,9 +130,15 @@ def acquire_slots(arm_key: str, limit: int, count: int) -> list[str]:
 
 
 def release_slots(arm_key: str, tokens: list[str]) -> None:
-    """Give slots back; releasing one twice (or after its lease ran out) does nothing."""
+    """Give slots back; releasing one twice (or after its lease ran out) does nothing.
+
+    Never raises: it runs after a provider answered, and an answer already paid for must not
+    be lost because Redis failed; a slot not given back expires with its lease."""
     if arm_key and tokens:
-        get_connection().zrem(slots_key(arm_key), *tokens)
+        try:
+            get_connection().zrem(slots_key(arm_key), *tokens)
+        except RedisError as exc:
+            logger.warning("could not release %s slot(s) of %s: %s: %s", len(tokens), arm_key, type(exc).__name__, exc)
 
 
 @contextlib.contextmanager
