@@ -79,6 +79,7 @@ COLUMNS = [  # (heading, width, cell)
     ("cost", 10, lambda rank, r: _money(r.cost_usd)),
     ("$/resolved", 11, lambda rank, r: _money(r.cost_per_resolved_usd)),
     ("errors", 7, lambda rank, r: _pct(r.error_rate)),
+    ("infra", 6, lambda rank, r: str(r.infrastructure_failed)),
 ]
 
 
@@ -127,6 +128,7 @@ def run_export(run: Run) -> dict:
                 "cost_usd": _number(r.cost_usd),
                 "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
                 "error_rate": r.error_rate,
+                "infrastructure_failed": r.infrastructure_failed,
                 "low_sample": r.low_sample,
                 **_quality_fields(quality.get(r.arm_id)),
                 "evaluator": [

@@ -9,9 +9,10 @@ from django.db.models import Avg, Count, Q, QuerySet, Sum
 
 from leaderboards.sql import Percentile
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, wilson_interval
+from providers.outcomes import INFRASTRUCTURE_FAILED, MODEL_FAILED
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
-COMPLETED, FAILED = "completed", "failed"
+COMPLETED = "completed"
 JUDGED, EVALUATOR_ERROR = "judged", "evaluator_error"  # verdict statuses, likewise
 
 
@@ -21,9 +22,12 @@ class ArmRow:
     label: str
     provider: str
     model_name: str
-    n: int  # attempts that finished (completed or failed); cancelled ones do not count
+    # Attempts the model had its turn at: answered, or failed through the model's doing.
+    # Infrastructure failures (an outage, a refused key, the platform) say nothing about the
+    # model and are counted apart; cancelled attempts do not count.
+    n: int
     resolved: int
-    failed: int
+    failed: int  # model failures
     resolved_rate: float | None
     ci_low: float | None
     ci_high: float | None
@@ -31,7 +35,8 @@ class ArmRow:
     latency_p95_ms: float | None
     cost_usd: Decimal | None  # None when any answered attempt's price is unknown
     cost_per_resolved_usd: Decimal | None
-    error_rate: float | None
+    error_rate: float | None  # model failures over n
+    infrastructure_failed: int = 0  # not in n: not the model's doing
 
     @property
     def low_sample(self) -> bool:
@@ -43,9 +48,10 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
     rows = (
         attempts.values("arm_id", "arm__label", "arm__provider", "arm__model_name", "arm__position")
         .annotate(
-            n=Count("id", filter=Q(status__in=(COMPLETED, FAILED))),
+            n=Count("id", filter=Q(status=COMPLETED) | MODEL_FAILED),
             resolved_count=Count("id", filter=Q(resolved=True)),
-            failed_count=Count("id", filter=Q(status=FAILED)),
+            failed_count=Count("id", filter=MODEL_FAILED),
+            infrastructure_count=Count("id", filter=INFRASTRUCTURE_FAILED),
             p50=Percentile("latency_ms", 0.5),
             p95=Percentile("latency_ms", 0.95),
             cost=Sum("cost_usd"),
@@ -79,6 +85,7 @@ def _row(values: dict) -> ArmRow:
         if cost is not None and resolved
         else None,
         error_rate=values["failed_count"] / n if n else None,
+        infrastructure_failed=values["infrastructure_count"],
     )
 
 
