@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
@@ -471,7 +472,7 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
             report.jobs += enqueue_attempts(run.pk, reclaimed[run.pk])
         elif not queued:
             finish_run_if_done(run.pk)
-    WorkerLease.objects.filter(expires_at__lt=timezone.now()).delete()
+    WorkerLease.objects.filter(expires_at__lt=Now()).delete()
     for profile_id, attempt_ids in unjudged_of_runs(timedelta(seconds=limit)).items():
         for start in range(0, len(attempt_ids), settings.PRBENCH_ATTEMPTS_PER_JOB):
             chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
@@ -484,7 +485,7 @@ def _reclaim_abandoned(stale_after: timedelta) -> tuple[int, dict[int, list[int]
     and the ids of those now queued again, by run. In a finished (cancelled) run nobody would pick them up
     again: they are closed instead."""
     now = timezone.now()
-    alive = WorkerLease.objects.filter(name=OuterRef("claimed_by"), expires_at__gt=now)
+    alive = WorkerLease.objects.filter(name=OuterRef("claimed_by"), expires_at__gt=Now())  # the database's clock
     abandoned = Attempt.objects.filter(status=AttemptStatus.RUNNING).filter(
         (~Q(claimed_by="") & ~Exists(alive)) | Q(claimed_by="", started_at__lt=now - stale_after)
     )

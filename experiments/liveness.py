@@ -26,6 +26,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import OperationalError, connection
+from django.db.models import DurationField, Value
+from django.db.models.functions import Now
 from django.utils import timezone
 from rq.job import Job
 from rq.worker import BaseWorker
@@ -72,7 +74,8 @@ class Heartbeat:
         # Whatever fails (the database restarting, say), the thread logs it and tries again
         # next tick on a new connection: it is the process's only claim to being alive.
         try:
-            expires_at = timezone.now() + timedelta(seconds=lease_seconds())
+            # The database's clock, as the sweep's: the hosts' clocks need not agree.
+            expires_at = Now() + Value(timedelta(seconds=lease_seconds()), output_field=DurationField())
             if not WorkerLease.objects.filter(name=self.name).update(expires_at=expires_at):
                 # First renewal, or the sweep deleted a lease that lapsed while this process
                 # was stalled: its attempts have been taken back, its new claims need a lease.

@@ -205,6 +205,10 @@ PRBENCH_ATTEMPTS_PER_JOB = envint("PRBENCH_ATTEMPTS_PER_JOB", "32")
 # every third of it (experiments/liveness.py); the recovery sweep takes back the attempts of a
 # process whose lease ran out, and never those of a live one, however long they take.
 PRBENCH_WORKER_LEASE_SECONDS = envint("PRBENCH_WORKER_LEASE_SECONDS", "30")
+if PRBENCH_WORKER_LEASE_SECONDS < 1:
+    raise ImproperlyConfigured(
+        f"PRBENCH_WORKER_LEASE_SECONDS must be a number of seconds of at least 1, not {PRBENCH_WORKER_LEASE_SECONDS}"
+    )
 # Attempts claimed before leases existed (no claimer recorded) are abandoned once claimed
 # longer ago than this.
 PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
