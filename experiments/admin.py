@@ -10,6 +10,7 @@ from experiments.models import (
     Run,
     RunArm,
     TaskInstance,
+    WorkerLease,
 )
 
 
@@ -109,7 +110,16 @@ class AttemptAdmin(admin.ModelAdmin):
     list_filter = ["status", "resolved", "error_category", "arm__provider", "response_cached"]
     search_fields = ["code", "task__external_id", "arm__label", "run__code"]
     list_select_related = ["run__experiment", "task", "arm"]
-    readonly_fields = ["code", "claim_token", "queued_at", "started_at", "responded_at", "validated_at", "scored_at"]
+    readonly_fields = [
+        "code",
+        "claim_token",
+        "claimed_by",
+        "queued_at",
+        "started_at",
+        "responded_at",
+        "validated_at",
+        "scored_at",
+    ]
     raw_id_fields = ["run", "task", "arm", "cached_from"]  # a select of every attempt would not load
     inlines = [ArtifactInline]
 
@@ -129,3 +139,18 @@ class CachedResponseAdmin(admin.ModelAdmin):
     search_fields = ["key", "org__slug", "model_served"]
     raw_id_fields = ["org", "source_attempt"]
     readonly_fields = ["key", "created_at", "hits"]
+
+
+@admin.register(WorkerLease)
+class WorkerLeaseAdmin(admin.ModelAdmin):
+    """Which worker processes are alive: read-only, since the workers and the sweep own the rows."""
+
+    list_display = ["name", "hostname", "pid", "started_at", "expires_at"]
+    search_fields = ["name", "hostname"]
+    readonly_fields = ["name", "hostname", "pid", "started_at", "expires_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

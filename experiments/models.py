@@ -265,6 +265,9 @@ class Attempt(models.Model):
     # so an attempt re-queued after a crash is never counted twice.
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     claims = models.PositiveIntegerField(default=0, help_text="How many times a worker claimed it")
+    # The claiming process's WorkerLease name: while that lease is renewed the attempt is never
+    # taken from it, however long it waits. Empty for rows claimed before leases existed.
+    claimed_by = models.CharField(max_length=64, blank=True, editable=False)
 
     request = models.JSONField(default=dict, blank=True)
     raw_response = models.JSONField(default=dict, blank=True)
@@ -391,3 +394,20 @@ class CachedResponse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key[:12]} ({self.hits} hits)"
+
+
+class WorkerLease(models.Model):
+    """A process that claims attempts, alive while ``expires_at`` is in the future.
+
+    The process renews it from a thread of its own (experiments/liveness.py); the recovery
+    sweep takes back the attempts of a process whose lease has run out. In Postgres, not
+    Redis: a Redis restart must not make every live worker look dead."""
+
+    name = models.CharField(max_length=64, unique=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hostname}:{self.pid})"

@@ -33,6 +33,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from evaluation.evaluator import enqueue_judging
 from evaluation.patches import extract_patch
@@ -45,6 +46,7 @@ from evaluation.validation import (
     validate_in_repository,
     validate_patch,
 )
+from experiments import liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.models import (
@@ -89,12 +91,16 @@ class Outcome:
     score: PatchScore | None = None
     responded_at: datetime | None = None
     cache: CacheSlot | None = None
+    # The platform (Redis, the database) failed before the provider was called: nothing to
+    # score and nothing paid, so the attempt goes back to the queue instead of failing.
+    give_back: bool = False
 
 
 def claim_attempts(attempt_ids: list[int], related: RelatedCache | None = None) -> tuple[uuid.UUID, list[Attempt]]:
     """Claim whichever of these attempts are still queued in a running run, in one UPDATE.
     Returns the claim token and the claimed attempts with their run, arm and task loaded."""
     token = uuid.uuid4()
+    claimer = liveness.claimer_name()  # before the claim: the sweep must see the claimer alive
     # The run's status goes in an EXISTS, not a join: a join makes Django write
     # "id IN (subquery)", and Postgres re-checks only that outer condition after waiting on
     # the row lock, so two workers could both claim the same queued attempt.
@@ -102,7 +108,7 @@ def claim_attempts(attempt_ids: list[int], related: RelatedCache | None = None) 
     claimed = (
         Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.QUEUED)
         .filter(run_is_running)
-        .update(**_claim_or_retire(token, settings.PRBENCH_MAX_ATTEMPT_CLAIMS))
+        .update(claimed_by=claimer, **_claim_or_retire(token, settings.PRBENCH_MAX_ATTEMPT_CLAIMS))
     )
     if not claimed:
         return token, []
@@ -206,6 +212,11 @@ def execute(
             validation = _validate(attempt.task, patch)
         score = score_pr_attempt(patch, validation)
         return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at, cache)
+    except INFRASTRUCTURE_ERRORS as exc:
+        # Only before the provider answered: after it, releasing a slot is the one Redis
+        # call left, and that never raises (a slot not given back expires with its lease).
+        logger.warning("attempt %s: given back to the queue: %s: %s", attempt.pk, type(exc).__name__, exc)
+        return Outcome(attempt.pk, request, give_back=True)
     except RepositoryUnavailable as exc:
         # The platform's failure, not the model's: named, so whoever runs it can fix it.
         logger.warning("attempt %s: %s", attempt.pk, exc)
@@ -217,6 +228,10 @@ def execute(
         # as a scored failure instead of jamming its batch and the run for ever.
         logger.exception("attempt %s crashed", attempt.pk)
         return Outcome(attempt.pk, request, error=_platform_error(exc))
+
+
+# What an attempt's own platform can fail with: the attempt is not at fault, and is tried again.
+INFRASTRUCTURE_ERRORS = (RedisError, DatabaseError)
 
 
 def _platform_error(exc: Exception) -> ProviderError:
@@ -322,7 +337,7 @@ class BatchRunner:
             self._flush()
         with contextlib.suppress(Exception):
             for token, ids in self.claimed.items():
-                _still_ours(ids, token).update(status=AttemptStatus.QUEUED, claim_token=None, started_at=None)
+                _still_ours(ids, token).update(**UNCLAIMED)
 
     def _collect(self) -> None:
         """Wait for at least one attempt to finish, take all that have, and give back the
@@ -447,6 +462,10 @@ class BatchRunner:
         future.add_done_callback(lambda done: self.done.put((submitted, done)))
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
+        if outcome.give_back:
+            # Its platform failed: stop taking the run's queued attempts (this one among
+            # them), which would only spend their claims while Redis or Postgres is down.
+            self.run_drained = True
         if not any(self.finished.values()):
             self.oldest_finished = time.monotonic()
         self.finished.setdefault(token, []).append(outcome)
@@ -635,8 +654,9 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     ours = set(_still_ours(ids, token).select_for_update().values_list("pk", flat=True))
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
+    _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
     completed = [outcome for outcome in mine if outcome.completion is not None]
-    failed = [outcome for outcome in mine if outcome.completion is None]
+    failed = [outcome for outcome in mine if outcome.completion is None and not outcome.give_back]
     update_by_pk(Attempt, {o.attempt_id: _completed_row(o, now) for o in completed})
     update_by_pk(Attempt, {o.attempt_id: _failed_row(o, now) for o in failed})
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
@@ -650,6 +670,32 @@ def _keep_in_cache(completed: list[Outcome], now: datetime) -> None:
     made = [(o.cache, o.attempt_id, o.completion) for o in completed if o.cache and not o.cache.hit and o.completion]
     store_answers(made, now)
     count_hits([o.cache.hit.entry_id for o in completed if o.cache and o.cache.hit])
+
+
+def _give_back(attempt_ids: list[int]) -> None:
+    """Queue again attempts the platform failed before their provider call, with a job of
+    their own once committed. Their claims still count: an attempt that keeps failing this
+    way is retired as the platform's error by the claim limit, not tried for ever."""
+    if not attempt_ids:
+        return
+    Attempt.objects.filter(pk__in=attempt_ids).update(**UNCLAIMED)
+    by_run: dict[int, list[int]] = {}
+    for run_id, attempt_id in Attempt.objects.filter(pk__in=attempt_ids).values_list("run_id", "pk"):
+        by_run.setdefault(run_id, []).append(attempt_id)
+    for run_id, ids in by_run.items():
+        # Robust: with Redis down the job cannot be queued; the sweep rebuilds it later
+        # (queued attempts without a job), and the attempts must be queued all the same.
+        transaction.on_commit(functools.partial(_enqueue_attempts, run_id, ids), robust=True)
+
+
+def _enqueue_attempts(run_id: int, attempt_ids: list[int]) -> None:
+    from experiments.jobs import enqueue_attempts  # jobs imports this module
+
+    enqueue_attempts(run_id, attempt_ids)
+
+
+# An attempt back in the queue: nobody's, so a result from its last holder is refused.
+UNCLAIMED = {"status": AttemptStatus.QUEUED, "claim_token": None, "claimed_by": "", "started_at": None}
 
 
 def _judge_once_committed(attempt_ids: list[int]) -> None:

@@ -79,6 +79,7 @@ COLUMNS = [  # (heading, width, cell)
     ("cost", 10, lambda rank, r: _money(r.cost_usd)),
     ("$/resolved", 11, lambda rank, r: _money(r.cost_per_resolved_usd)),
     ("errors", 7, lambda rank, r: _pct(r.error_rate)),
+    ("infra", 6, lambda rank, r: str(r.infrastructure_failed)),
 ]
 
 
@@ -131,6 +132,7 @@ def run_export(run: Run) -> dict:
                 "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
                 "error_rate": r.error_rate,
                 "cached": r.cached,
+                "infrastructure_failed": r.infrastructure_failed,
                 "low_sample": r.low_sample,
                 **_quality_fields(quality.get(r.arm_id)),
                 "evaluator": [
