@@ -98,7 +98,19 @@ class AttemptAdmin(admin.ModelAdmin):
     list_filter = ["status", "resolved", "error_category", "arm__provider"]
     search_fields = ["code", "task__external_id", "arm__label", "run__code"]
     list_select_related = ["run__experiment", "task", "arm"]
-    readonly_fields = ["code", "claim_token", "queued_at", "started_at", "responded_at", "validated_at", "scored_at"]
+    readonly_fields = [
+        "code",
+        "claim_token",
+        "queued_at",
+        "started_at",
+        "responded_at",
+        "validated_at",
+        "scored_at",
+        "latency_ms",
+        "first_token_ms",
+        "output_tokens_per_s",
+        "wall_ms",
+    ]
     raw_id_fields = ["run", "task", "arm"]
     inlines = [ArtifactInline]
 

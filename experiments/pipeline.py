@@ -483,6 +483,9 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "cache_write_tokens": completion.usage.cache_write_tokens,
         "reasoning_tokens": completion.usage.reasoning_tokens,
         "latency_ms": completion.latency_ms,
+        "first_token_ms": completion.first_token_ms,
+        "output_tokens_per_s": completion.output_tokens_per_s,
+        "wall_ms": completion.wall_ms,
         "cost_usd": completion.cost_usd,
         "cost_source": completion.cost_source if completion.cost_usd is not None else "",
         "cost_breakdown": completion.cost_breakdown if completion.cost_usd is not None else {},
@@ -515,6 +518,7 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
         "error_message": error.message[:2000],
         "retries": error.retries,
         "retry_log": error.retry_log,
+        "wall_ms": error.wall_ms,  # None when no call was made (not allowed, platform failure)
         "scored_at": now,
     }
 

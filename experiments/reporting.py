@@ -124,6 +124,8 @@ def run_export(run: Run) -> dict:
                 "ci_high": r.ci_high,
                 "latency_p50_ms": r.latency_p50_ms,
                 "latency_p95_ms": r.latency_p95_ms,
+                "first_token_p50_ms": r.first_token_p50_ms,
+                "output_tokens_per_s_median": r.output_tokens_per_s_median,
                 "cost_usd": _number(r.cost_usd),
                 "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
                 "error_rate": r.error_rate,
@@ -161,6 +163,9 @@ def run_export(run: Run) -> dict:
                 "lint_clean": a.lint_clean,
                 "build_ok": a.build_ok,
                 "latency_ms": a.latency_ms,
+                "first_token_ms": a.first_token_ms,
+                "output_tokens_per_s": a.output_tokens_per_s,
+                "wall_ms": a.wall_ms,
                 "cost_usd": _number(a.cost_usd),
                 "error_category": a.error_category or None,
             }
@@ -198,6 +203,9 @@ ATTEMPT_COLUMNS = [
     "lint_clean",
     "build_ok",
     "latency_ms",
+    "first_token_ms",
+    "output_tokens_per_s",
+    "wall_ms",
     "cost_usd",
     "error_category",
 ]

@@ -29,6 +29,8 @@ class ArmRow:
     ci_high: float | None
     latency_p50_ms: float | None
     latency_p95_ms: float | None
+    first_token_p50_ms: float | None  # None when no attempt's answer was streamed
+    output_tokens_per_s_median: float | None
     cost_usd: Decimal | None  # None when any answered attempt's price is unknown
     cost_per_resolved_usd: Decimal | None
     error_rate: float | None
@@ -48,6 +50,8 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
             failed_count=Count("id", filter=Q(status=FAILED)),
             p50=Percentile("latency_ms", 0.5),
             p95=Percentile("latency_ms", 0.95),
+            first_token_p50=Percentile("first_token_ms", 0.5),
+            tokens_per_s_median=Percentile("output_tokens_per_s", 0.5),
             cost=Sum("cost_usd"),
             unpriced=Count("id", filter=Q(status=COMPLETED, cost_usd__isnull=True)),
         )
@@ -74,6 +78,8 @@ def _row(values: dict) -> ArmRow:
         ci_high=interval[1] if interval else None,
         latency_p50_ms=values["p50"],
         latency_p95_ms=values["p95"],
+        first_token_p50_ms=values["first_token_p50"],
+        output_tokens_per_s_median=values["tokens_per_s_median"],
         cost_usd=cost,
         cost_per_resolved_usd=(cost / resolved).quantize(Decimal("0.00000001"))
         if cost is not None and resolved
