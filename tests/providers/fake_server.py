@@ -4,6 +4,7 @@ end to end over a real socket. Nothing leaves 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -92,6 +93,9 @@ class FakeProvider:
                 chunked = reply.framing == "chunked"
                 events = reply.events or []
                 self.close_connection = True  # one stream per connection, as the tests need
+                # Each event goes out when written, as a provider's server sends it; without
+                # this, Nagle holds small writes for the client's delayed ACK (~40 ms).
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
                     if chunked:  # chunked encoding needs HTTP/1.1; BaseHTTPRequestHandler speaks 1.0
                         self.protocol_version = "HTTP/1.1"
