@@ -187,6 +187,7 @@ NO_STREAM_USAGE = (
 # Where a chunk's delta carries generated tokens: the answer, a refusal, and the reasoning
 # text OpenRouter (``reasoning``) and vLLM (``reasoning_content``) stream before it.
 TOKEN_FIELDS = ("content", "refusal", "reasoning", "reasoning_content")
+HEAD_FIELDS = ("id", "created", "model", "system_fingerprint")
 
 
 def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
@@ -195,12 +196,13 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
 
     Without a ``finish_reason`` the stream was cut and there is no choice at all, so a
     truncated answer is never mistaken for a whole one."""
+    # Azure's first chunk carries only prompt_filter_results, with an empty id and model.
     head: dict = {}
     parts: dict[str, list[str]] = {"content": [], "refusal": []}
     finish_reason, usage = None, None
     for chunk in stream:
         data = _as_dict(chunk)
-        head = head or data
+        head |= {key: data[key] for key in HEAD_FIELDS if data.get(key) and key not in head}
         usage = data.get("usage") or usage  # the final chunk's, with empty choices
         for chunk_choice in data.get("choices") or []:
             if chunk_choice.get("index", 0) != 0:
@@ -212,8 +214,7 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
                 seen.append(delta.get(name) or "")
             finish_reason = chunk_choice.get("finish_reason") or finish_reason
     message = {"role": "assistant"} | {name: "".join(seen) for name, seen in parts.items() if any(seen)}
-    body = {key: head[key] for key in ("id", "created", "model", "system_fingerprint") if key in head}
-    body |= {"object": "chat.completion", "choices": []}
+    body = head | {"object": "chat.completion", "choices": []}
     if finish_reason:
         body["choices"] = [{"index": 0, "message": message, "finish_reason": finish_reason}]
     return body | ({"usage": usage} if usage else {})

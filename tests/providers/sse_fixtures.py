@@ -60,7 +60,7 @@ def openrouter_events(cost: float = 0.00042) -> list[str]:
 
 
 def anthropic_start(input_tokens: int = 11, cache_read: int = 0, cache_write: int = 0) -> str:
-    message = {
+    message: dict = {
         "id": "msg_stream_42",
         "type": "message",
         "role": "assistant",
