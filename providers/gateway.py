@@ -168,7 +168,7 @@ def sane_completion(completion: Completion) -> Completion:
     if speed is not None and not _sane_speed(speed):
         warnings.append(f"output_tokens_per_s {_shown(speed)} is not a speed: stored as unknown")
         speed = None
-    if counts_wrong or latency_ms is not completion.latency_ms:
+    if counts_wrong or latency_ms is not completion.latency_ms or first_token_ms is not completion.first_token_ms:
         speed = None  # computed from a figure just found wrong
     cost, cost_source = completion.cost_usd, completion.cost_source
     if cost is not None and not (isinstance(cost, Decimal) and cost.is_finite() and 0 <= cost <= MAX_COST_USD):
