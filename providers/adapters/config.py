@@ -148,6 +148,7 @@ OPERATIONAL_KEYS = frozenset(
         "timeout_read_s",
         "latency_ms",
         "jitter_ms",
+        "stream",  # how the answer travels (SSE or one body), not what it says
     }
 )
 
