@@ -216,6 +216,10 @@ PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
 # worker crashed, or its job failed, each time) fails as platform_error on the next claim
 # instead of being sent to the provider, and paid for, once more.
 PRBENCH_MAX_ATTEMPT_CLAIMS = envint("PRBENCH_MAX_ATTEMPT_CLAIMS", "3")
+# How long a call may wait for the platform's capacity (a free slot of its arm, its credential's
+# rate budget) before it ends as capacity_timeout. That wait is not the provider's: it never
+# counts against the arm's timeout_total_s.
+PRBENCH_CAPACITY_WAIT_SECONDS = envint("PRBENCH_CAPACITY_WAIT_SECONDS", "600")
 # Wall-clock limit for one validation (apply + tests) of a patch.
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS", "60")
 # The sandbox every validation runs in (evaluation/sandbox.py): namespaces (no network, own

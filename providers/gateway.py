@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from functools import lru_cache
 
+from django.conf import settings
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 from redis.exceptions import RedisError
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
 
 from providers import budget, redaction
 from providers.adapters.base import Adapter
@@ -22,11 +26,12 @@ from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import (
     DEFAULT_MAX_CONCURRENCY,
+    CapacityTimeout,
     RateLimit,
     acquire_slots,
-    arm_slot,
     charge_tokens,
     wait_for_rate_budget,
+    wait_for_slot,
 )
 from providers.limits import release_slots as release_arm_slots
 from providers.models import Price
@@ -159,13 +164,11 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     secrets = _secrets(prepared.credential)
     retry_log: list[dict] = []
-    retrying = _retry_policy(arm.config, retry_log, secrets)
-    # The same bound as the retry policy's stop_before_delay, for waits and reads inside a try.
-    deadline = time.monotonic() + _total_seconds(arm.config)
-    adapter.deadline = deadline
+    clock = CallClock(_total_seconds(arm.config))
+    retrying = _retry_policy(arm.config, retry_log, secrets, clock)
     held = [held_slot] if held_slot else []
     try:
-        completion = retrying(_generate_within_limits, adapter, request, deadline, held)
+        completion = retrying(_generate_within_limits, adapter, request, clock, held)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
         exc.wall_ms = _ms_since(started)
@@ -317,24 +320,44 @@ def _governance(
     return cls, credential
 
 
+class CallClock:
+    """When a call must be over: ``timeout_total_s`` (or the retry deadline) of the provider's
+    own time. Time spent waiting for the platform's capacity (an arm's slot, the credential's
+    rate budget) moves the end back by as much: that wait is ours, never the provider's, and
+    must not turn into the model's timeout."""
+
+    def __init__(self, total_s: float):
+        self.deadline = time.monotonic() + total_s
+
+    @contextlib.contextmanager
+    def waiting_for_capacity(self) -> Iterator[float]:
+        """Wait, for at most ``PRBENCH_CAPACITY_WAIT_SECONDS`` (the deadline it yields, on
+        ``time.monotonic()``), off the call's clock."""
+        started = time.monotonic()
+        try:
+            yield started + settings.PRBENCH_CAPACITY_WAIT_SECONDS
+        finally:
+            self.deadline += time.monotonic() - started
+
+
 def _generate_within_limits(
-    adapter: Adapter, request: CompletionRequest, deadline: float, held: list[str]
+    adapter: Adapter, request: CompletionRequest, clock: CallClock, held: list[str]
 ) -> Completion:
     """One try: rate budget first, then the arm's slot, so a call held back by its
     credential's rate limit does not also keep another call of the arm from running."""
     if held:  # the first try, in a slot taken for it in advance (never for rate-limited arms)
         slot = held.pop()
         try:
-            return _generate(adapter, request)
+            return _generate(adapter, request, clock)
         except BaseException:
             release_arm_slots(adapter.arm.key, [slot])
             raise
     limit = _rate_limit(adapter.credential)
     if limit is None:
-        return _generate_in_slot(adapter, request)
+        return _generate_in_slot(adapter, request, clock)
     estimate = estimated_tokens(request)
-    _take_rate_budget(adapter, limit, estimate, deadline)
-    completion = _generate_in_slot(adapter, request)
+    _take_rate_budget(adapter, limit, estimate, clock)
+    completion = _generate_in_slot(adapter, request, clock)
     used = completion.usage.input_tokens + completion.usage.output_tokens
     if used > estimate:
         # The answer is paid for: a Redis error here must not lose it (the bucket refills).
@@ -369,31 +392,47 @@ def _rate_limit(credential: ResolvedCredential | None) -> RateLimit | None:
     return RateLimit(credential.id, credential.requests_per_minute, credential.tokens_per_minute)
 
 
-def _take_rate_budget(adapter: Adapter, limit: RateLimit, tokens: int, deadline: float) -> None:
+def _take_rate_budget(adapter: Adapter, limit: RateLimit, tokens: int, clock: CallClock) -> None:
     if limit.tokens_per_minute and tokens > limit.tokens_per_minute:
         raise ProviderError(
             ErrorCategory.BAD_REQUEST,
             f"the request is estimated at {tokens} tokens (prompt plus max_output_tokens), more than "
             f"the credential's whole tokens_per_minute limit of {limit.tokens_per_minute}",
         )
-    if not wait_for_rate_budget(limit, tokens, adapter.arm.key, deadline):
-        # Retryable, like a provider's 429: the deadline, not this error, ends the attempt.
-        raise ProviderError(
-            ErrorCategory.RATE_LIMITED, "waiting for the credential's rate limit would pass the retry deadline"
-        )
+    with clock.waiting_for_capacity() as capacity_deadline:
+        taken = wait_for_rate_budget(limit, tokens, adapter.arm.key, capacity_deadline)
+    if not taken:
+        raise _capacity_timeout("the credential's rate limit")
 
 
-def _generate_in_slot(adapter: Adapter, request: CompletionRequest) -> Completion:
+def _generate_in_slot(adapter: Adapter, request: CompletionRequest, clock: CallClock) -> Completion:
     # A slot per try, not per attempt: an attempt sleeping before a retry holds none.
-    with arm_slot(adapter.arm.key, _max_concurrency(adapter.arm)):
-        return _generate(adapter, request)
+    key = adapter.arm.key
+    try:
+        with clock.waiting_for_capacity() as capacity_deadline:
+            slot = wait_for_slot(key, _max_concurrency(adapter.arm), capacity_deadline) if key else []
+    except CapacityTimeout:
+        raise _capacity_timeout("a free slot of the arm (max_concurrency)") from None
+    try:
+        return _generate(adapter, request, clock)
+    finally:
+        release_arm_slots(key, slot)
+
+
+def _capacity_timeout(what: str) -> ProviderError:
+    # Not retryable, and an infrastructure outcome: the platform had no room, the model no turn.
+    return ProviderError(
+        ErrorCategory.CAPACITY_TIMEOUT,
+        f"waited {settings.PRBENCH_CAPACITY_WAIT_SECONDS} s for {what} without getting it; no call was made",
+    )
 
 
 def _max_concurrency(arm: ArmSpec) -> int:
     return arm.config.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
 
 
-def _generate(adapter: Adapter, request: CompletionRequest) -> Completion:
+def _generate(adapter: Adapter, request: CompletionRequest, clock: CallClock) -> Completion:
+    adapter.deadline = clock.deadline  # as moved back by any wait for capacity
     try:
         return adapter.generate(request)
     except ProviderError:
@@ -426,13 +465,24 @@ def backoff_seconds(retry_number: int, base_s: float) -> float:
     return min(base_s * 2.0 ** min(retry_number - 1, 1000), MAX_BACKOFF_S) * (1 - BACKOFF_JITTER * random.random())
 
 
-def _retry_policy(config: dict, retry_log: list[dict], secrets: tuple[str, ...]) -> Retrying:
+class _PastTheDeadline(stop_base):
+    """Stops not after the delay but before it: no retry whose wait would end past the call's
+    deadline (which waits for capacity move back)."""
+
+    def __init__(self, clock: CallClock):
+        self.clock = clock
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return time.monotonic() + (retry_state.upcoming_sleep or 0) > self.clock.deadline
+
+
+def _retry_policy(config: dict, retry_log: list[dict], secrets: tuple[str, ...], clock: CallClock) -> Retrying:
     base_s = config.get("retry_base_ms", DEFAULT_RETRY_BASE_MS) / 1000
 
     def wait(state: RetryCallState) -> float:
         # The provider's own word when it gave one (providers/adapters/http_errors.py), as
         # the SDKs do; a wait past the deadline is not shortened but ends the call
-        # (stop_before_delay), since an early retry would only be refused again.
+        # (past_the_deadline), since an early retry would only be refused again.
         error = state.outcome.exception() if state.outcome else None
         retry_after = getattr(error, "retry_after", None)
         if retry_after is not None and retry_after > 0:
@@ -453,9 +503,7 @@ def _retry_policy(config: dict, retry_log: list[dict], secrets: tuple[str, ...])
 
     return Retrying(
         before_sleep=record,
-        stop=stop_after_attempt(1 + config.get("max_retries", DEFAULT_MAX_RETRIES))
-        # Not after the delay but before it: no retry whose wait would end past the total.
-        | stop_before_delay(_total_seconds(config)),
+        stop=stop_after_attempt(1 + config.get("max_retries", DEFAULT_MAX_RETRIES)) | _PastTheDeadline(clock),
         wait=wait,
         retry=retry_if_exception(lambda exc: isinstance(exc, ProviderError) and exc.retryable),
         reraise=True,

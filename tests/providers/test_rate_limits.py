@@ -215,17 +215,18 @@ def test_tokens_used_beyond_the_estimate_are_charged(org, fake):
 
 
 @pytest.mark.django_db
-def test_a_wait_past_the_deadline_fails_the_call_without_sending(org, fake):
+def test_a_wait_longer_than_the_capacity_wait_ends_at_once_as_capacity_timeout(org, fake, settings):
+    settings.PRBENCH_CAPACITY_WAIT_SECONDS = 5
     credential = credential_for(org, fake, requests_per_minute=1)
     take_rate_budget(RateLimit(credential.pk, requests_per_minute=1), 0, time.time())
     started = time.monotonic()
     with pytest.raises(ProviderError) as caught:
         gateway.complete(org.pk, arm(max_retries=2, retry_deadline_s=30), REQUEST)
-    assert caught.value.category == ErrorCategory.RATE_LIMITED
-    assert "retry deadline" in caught.value.message
-    # Refused at once, not slept on: the budget refills in 60 s, so any wait for it would
-    # take most of the 30 s deadline (a bound far above a loaded machine's slowness).
-    assert caught.value.retries == 2 and time.monotonic() - started < 10
+    assert caught.value.category == ErrorCategory.CAPACITY_TIMEOUT
+    assert "rate limit" in caught.value.message and "no call was made" in caught.value.message
+    # The platform's refusal: not retried, and refused at once rather than slept on (the budget
+    # refills in 60 s, so any wait for it would take far longer than this bound).
+    assert caught.value.retries == 0 and time.monotonic() - started < 5
     assert fake.seen == []
     assert limits.waiting_for(["test-arm"]) == limits.Waiting()
 
@@ -259,3 +260,43 @@ def wait_until(condition, timeout_s: float = 5) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+@pytest.mark.django_db(transaction=True)  # the calls run on threads with connections of their own
+def test_waiting_for_the_arms_slot_is_not_the_providers_timeout(org, fake):
+    """Four calls, one slot, a provider answering in 0.4 s, a 1 s total timeout: the last call
+    waits about 1.2 s for the slot, which must not count against its own second."""
+    credential_for(org, fake)
+    fake.default = Reply(200, answer().body, delay_s=0.4)
+    prepared = gateway.prepare(org.pk, arm(max_concurrency=1, timeout_total_s=1))
+    results: list = []
+
+    def one_call() -> None:
+        try:
+            results.append(gateway.call(prepared, REQUEST))
+        except ProviderError as exc:
+            results.append(exc)
+        finally:
+            connection.close()
+
+    calls = [threading.Thread(target=one_call) for _ in range(4)]
+    for call in calls:
+        call.start()
+    for call in calls:
+        call.join(30)
+    assert [type(r).__name__ for r in results] == ["Completion"] * 4
+    waited = max(results, key=lambda completion: completion.wall_ms)
+    assert waited.wall_ms > 1000 and waited.latency_ms < 1000  # its wall time includes the wait
+
+
+@pytest.mark.django_db
+def test_no_free_slot_within_the_capacity_wait_ends_as_capacity_timeout(org, fake, settings):
+    settings.PRBENCH_CAPACITY_WAIT_SECONDS = 1
+    credential_for(org, fake)
+    held = limits.acquire_slots("test-arm", 1, 1)  # another call holds the arm's one slot
+    with pytest.raises(ProviderError) as caught:
+        gateway.complete(org.pk, arm(max_concurrency=1, max_retries=2), REQUEST)
+    limits.release_slots("test-arm", held)
+    assert caught.value.category == ErrorCategory.CAPACITY_TIMEOUT and not caught.value.retryable
+    assert "max_concurrency" in caught.value.message
+    assert caught.value.retries == 0 and fake.seen == []
