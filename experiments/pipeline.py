@@ -22,15 +22,15 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -96,10 +96,15 @@ class Outcome:
     give_back: bool = False
 
 
-def claim_attempts(attempt_ids: list[int], related: RelatedCache | None = None) -> tuple[uuid.UUID, list[Attempt]]:
+def claim_attempts(
+    attempt_ids: list[int], related: RelatedCache | None = None, token: uuid.UUID | None = None
+) -> tuple[uuid.UUID, list[Attempt]]:
     """Claim whichever of these attempts are still queued in a running run, in one UPDATE.
-    Returns the claim token and the claimed attempts with their run, arm and task loaded."""
-    token = uuid.uuid4()
+    Returns the claim token and the claimed attempts with their run, arm and task loaded.
+
+    A caller that passes its own ``token`` knows it before the claim commits, so it can give
+    the attempts back even if reading them afterwards fails."""
+    token = token or uuid.uuid4()
     claimer = liveness.claimer_name()  # before the claim: the sweep must see the claimer alive
     # The run's status goes in an EXISTS, not a join: a join makes Django write
     # "id IN (subquery)", and Postgres re-checks only that outer condition after waiting on
@@ -335,9 +340,14 @@ class BatchRunner:
                 self._collect()
         with contextlib.suppress(Exception):
             self._flush()
-        with contextlib.suppress(Exception):
+        try:
             for token, ids in self.claimed.items():
-                _still_ours(ids, token).update(**UNCLAIMED)
+                _despite_database_outage(functools.partial(_give_back_claim, ids, token))
+        except Exception:
+            # They stay claimed by this live process, which no sweep would take them from: it
+            # gives up its identity instead, so its lease lapses and the sweep takes them back.
+            logger.exception("could not give back this job's attempts; retiring this worker's lease")
+            liveness.stop()
 
     def _collect(self) -> None:
         """Wait for at least one attempt to finish, take all that have, and give back the
@@ -387,7 +397,9 @@ class BatchRunner:
         ids = self._next_ids(free)
         if not ids:
             return False
-        token, attempts = claim_attempts(ids, self.related)
+        token = uuid.uuid4()
+        self.claimed[token] = ids  # before the claim commits: if reading it back fails, _abandon gives them back
+        token, attempts = claim_attempts(ids, self.related, token)
         if not attempts:
             if stealing:
                 self.run_drained = True  # paused, cancelled, or another worker got there first
@@ -480,7 +492,8 @@ class BatchRunner:
     def _flush(self) -> None:
         for token, outcomes in self.finished.items():
             if outcomes:
-                self.recorded += _record_or_fail(token, outcomes)
+                # Answers already paid for: worth waiting out a database restart for.
+                self.recorded += _despite_database_outage(functools.partial(_record_or_fail, token, outcomes))
         self.finished.clear()
 
 
@@ -503,6 +516,28 @@ def _prepare(attempt: Attempt, budgets: tuple[Budget, ...] = ()) -> gateway.Prep
         return replace(gateway.prepare(attempt.run.org_id, arm_spec(attempt)), budgets=budgets)
     except ProviderError as error:
         return error
+
+
+T = TypeVar("T")
+
+
+def _despite_database_outage(write: Callable[[], T]) -> T:
+    """``write``, tried again while the database is unreachable (a restart, a failover) for up
+    to ``PRBENCH_DATABASE_RETRY_SECONDS``, on a new connection each time. Writes here are
+    whole transactions, so a try that failed left nothing behind."""
+    deadline = time.monotonic() + settings.PRBENCH_DATABASE_RETRY_SECONDS
+    pause = 0.5
+    while True:
+        try:
+            return write()
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            logger.warning("the database is unavailable (%s); trying again in %.1f s", type(exc).__name__, pause)
+            if not connection.in_atomic_block:
+                connection.close()
+            time.sleep(pause)
+            pause = min(2 * pause, 5.0)
 
 
 def _record_or_fail(token: uuid.UUID, outcomes: list[Outcome]) -> int:
@@ -716,6 +751,10 @@ def _judge_once_committed(attempt_ids: list[int]) -> None:
 
 def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest | None, error: ProviderError) -> bool:
     return bool(record_outcomes(token, [Outcome(attempt_id, request, error=error)]))
+
+
+def _give_back_claim(attempt_ids: list[int], token: uuid.UUID) -> int:
+    return _still_ours(attempt_ids, token).update(**UNCLAIMED)
 
 
 def _still_ours(attempt_ids: list[int], token: uuid.UUID):

@@ -220,6 +220,9 @@ PRBENCH_MAX_ATTEMPT_CLAIMS = envint("PRBENCH_MAX_ATTEMPT_CLAIMS", "3")
 # rate budget) before it ends as capacity_timeout. That wait is not the provider's: it never
 # counts against the arm's timeout_total_s.
 PRBENCH_CAPACITY_WAIT_SECONDS = envint("PRBENCH_CAPACITY_WAIT_SECONDS", "600")
+# How long a job keeps trying to record answers (already paid for) or give back its attempts
+# while the database is unreachable, before it gives up and fails.
+PRBENCH_DATABASE_RETRY_SECONDS = envint("PRBENCH_DATABASE_RETRY_SECONDS", "90")
 # Wall-clock limit for one validation (apply + tests) of a patch.
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS", "60")
 # The sandbox every validation runs in (evaluation/sandbox.py): namespaces (no network, own

@@ -121,6 +121,7 @@ def test_a_job_that_fails_returns_its_attempts_and_slots(experiment, settings, m
     from providers import limits
 
     settings.PRBENCH_THREADS_PER_JOB = 8
+    settings.PRBENCH_DATABASE_RETRY_SECONDS = 0  # gone for good: the job fails at once
     run = do_start_run(experiment, inference_only=True)
     ids = list(run.attempts.values_list("pk", flat=True))
 

@@ -134,7 +134,10 @@ def test_a_row_the_database_refuses_fails_only_that_attempt(experiment, start, m
     assert run.attempts.filter(status=AttemptStatus.COMPLETED, arm__label="oracle").count() == 4
 
 
-def test_an_attempt_claimed_three_times_fails_without_a_fourth_call(experiment, openai_server, start, monkeypatch):
+def test_an_attempt_claimed_three_times_fails_without_a_fourth_call(
+    experiment, openai_server, start, monkeypatch, settings
+):
+    settings.PRBENCH_DATABASE_RETRY_SECONDS = 0  # gone for good: each job fails at once
     openai_server.default = Reply(
         200, chat_completion({"prompt_tokens": 7, "completion_tokens": 12, "total_tokens": 19})
     )
@@ -180,3 +183,52 @@ def test_the_claim_limit_is_a_setting_and_recovery_sweeps_respect_it(experiment,
         1,
     )
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).count() == run.total_attempts - 1
+
+
+def test_an_answer_outlives_a_short_database_outage_and_is_paid_once(experiment, openai_server, start, monkeypatch):
+    """The provider answered; recording it fails twice (the database restarting), then works:
+    the answer is recorded, not given back and asked for again."""
+    openai_server.default = Reply(
+        200, chat_completion({"prompt_tokens": 7, "completion_tokens": 12, "total_tokens": 19})
+    )
+    openai_arm(experiment, sample_size=1)
+    run = start(experiment, inference_only=True)
+    attempt = run.attempts.get()
+    record, failures = pipeline.record_outcomes, []
+
+    def restarting(token, outcomes):
+        if len(failures) < 2:
+            failures.append(1)
+            raise OperationalError("the database system is starting up")
+        return record(token, outcomes)
+
+    monkeypatch.setattr(pipeline, "record_outcomes", restarting)
+    execute_attempts(run.pk, [attempt.pk])
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.claims, len(failures)) == (AttemptStatus.COMPLETED, 1, 2)
+    assert len(openai_server.seen) == 1
+
+
+def test_a_job_that_cannot_give_its_attempts_back_retires_its_lease(
+    experiment, openai_server, start, monkeypatch, settings
+):
+    """With the database gone for longer than the job waits, its claimed attempts cannot be
+    given back; the process takes a new identity, so its old lease lapses and the sweep takes
+    them back (a live lease would keep them running for ever)."""
+    from experiments import liveness
+
+    settings.PRBENCH_DATABASE_RETRY_SECONDS = 0
+    openai_server.default = Reply(200, chat_completion({"prompt_tokens": 7, "completion_tokens": 1}))
+    openai_arm(experiment, sample_size=1)
+    run = start(experiment, inference_only=True)
+
+    def database_gone(*args):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(pipeline, "record_outcomes", database_gone)
+    monkeypatch.setattr(pipeline, "_give_back_claim", database_gone)
+    before = liveness.heartbeat().name
+    with pytest.raises(OperationalError):
+        execute_attempts(run.pk, [run.attempts.get().pk])
+    assert run.attempts.get().claimed_by == before  # stranded under the old identity
+    assert liveness.heartbeat().name != before  # which this process no longer renews
