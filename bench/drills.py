@@ -11,7 +11,10 @@ clears it, and waits (at most 180 s after the fault clears) for every attempt to
     capacity     no fault: a healthy 3 s provider, max_concurrency 1, timeout_total_s 10, 12 attempts
     hang         one arm's provider answers nothing for 60 s (then answers)
 
-    .venv/bin/python bench/drills.py [--only NAME[,NAME]] [--attempts 504]
+    .venv/bin/python bench/drills.py [--only NAME[,NAME]] [--attempts 504] [--logs DIR]
+
+(--attempts is rounded down to a multiple of 36; --logs keeps the workers', sweeps' and
+Postgres's logs, which are otherwise deleted with everything else.)
 
 Everything runs on servers the script starts and stops itself: a Postgres cluster (initdb into
 a temporary directory, on a spare port) and a redis-server (on a spare port, no persistence).
@@ -292,8 +295,9 @@ class Services:
     """Everything the script starts, stopped however the script ends (normal exit, an error,
     Ctrl-C, SIGTERM): a drill must leave no process behind."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_logs: Path | None = None) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="prbench-drills-"))
+        self.keep_logs = keep_logs
         self.postgres = OwnPostgres(self.directory)
         self.redis = OwnRedis(self.directory)
         self.children: list[subprocess.Popen] = []  # worker pools and sweeps
@@ -316,6 +320,10 @@ class Services:
         with contextlib.suppress(subprocess.CalledProcessError, OSError):
             if self.postgres.running or (self.postgres.data / "postmaster.pid").exists():
                 self.postgres.stop("immediate")
+        if self.keep_logs is not None:
+            self.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in self.directory.glob("*.log"):
+                shutil.copy(log, self.keep_logs)
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -466,6 +474,7 @@ class Stage:
     sweep: subprocess.Popen
     progress: Progress
     started: float
+    notes: list[str] = field(default_factory=list)  # what the fault did, for the details
 
 
 def ended_attempts(run_id: int) -> int:
@@ -515,7 +524,7 @@ def reset_between_drills(fake: FakeProvider, drill: Drill) -> None:
     """Each drill starts on an empty Redis and a provider that has seen nothing."""
     from prbench.queues import get_connection
 
-    get_connection().flushall()
+    get_connection().flushall()  # (the client reconnects after the Redis drill's restart)
     fake.calls.reset()
     fake.arms = {
         arm_model(arm): ArmBehaviour(arm.latency_s, threading.Event() if arm.hangs else None) for arm in drill.arms
@@ -575,15 +584,15 @@ def cancel_unfinished(run_id: int) -> None:
 def kill_workers(times: int, interval_s: float) -> Callable[[Stage], float | None]:
     def fault(stage: Stage) -> float | None:
         stage.progress.wait_for_fraction(0.1)
-        last = None
-        for number in range(times):
+        kills, last = 0, None
+        for _ in range(times):
             if stage.progress.ended >= stage.progress.total:
-                stage.progress.note(f"the run ended after {number} kill(s)")
                 break
             if kill_a_busy_worker(stage.pool):
-                last = time.monotonic()
-                stage.progress.note(f"killed {number + 1}/{times}")
+                kills, last = kills + 1, time.monotonic()
+                stage.progress.note(f"killed {kills}/{times}")
             time.sleep(interval_s)
+        stage.notes.append(f"{kills} of {times} kill(s) done (a kill needs a busy worker and an unfinished run)")
         return last
 
     return fault
@@ -682,7 +691,7 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
 
     attempts = Attempt.objects.filter(run_id=stage.run_id).order_by()
     statuses = Counter(dict(attempts.values_list("status").annotate(n=Count("id")).values_list("status", "n")))
-    row = Row(drill.name, planned=stage.progress.total)
+    row = Row(drill.name, planned=stage.progress.total, details=list(stage.notes))
     row.finished = statuses[AttemptStatus.COMPLETED] + statuses[AttemptStatus.FAILED]
     row.lost = row.planned - row.finished
     row.duplicated = attempts.values("task_id", "arm_id", "repetition").annotate(n=Count("id")).filter(n__gt=1).count()
@@ -810,10 +819,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="comma-separated drill names: " + ", ".join(d.name for d in DRILLS))
     parser.add_argument("--attempts", type=int, default=504, help="attempts per run (12 tasks x 3 arms x N)")
+    parser.add_argument("--logs", type=Path, help="keep the workers', sweeps' and Postgres's logs in this directory")
     args = parser.parse_args()
     drills = choose_drills(parser, args.only)
     repetitions = max(1, args.attempts // (TASKS * 3))
-    services = Services()
+    services = Services(args.logs)
     try:
         services.start()
         configure_django(services)
