@@ -102,11 +102,6 @@ class CallLog:
         with self.lock:
             (self.answered if delivered else self.cut_off)[key] += 1
 
-    def reset(self) -> None:
-        with self.lock:
-            self.answered.clear()
-            self.cut_off.clear()
-
 
 class FakeProvider:
     """An OpenAI Chat Completions server on loopback that answers every request after its
@@ -137,13 +132,16 @@ class FakeProvider:
 
     def answer(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         model = str(body.get("model", ""))
+        # The log of the drill this request arrived in: a call the previous drill's stopped
+        # workers left in flight is not counted against the next one.
+        calls = self.calls
         behaviour = self.arms.get(model, ArmBehaviour())
         if behaviour.released is not None:
             behaviour.released.wait()
         time.sleep(behaviour.latency_s)
         key = (model, int(body.get("seed") or 0))
         if _caller_gone(handler.connection):
-            self.calls.add(key, delivered=False)
+            calls.add(key, delivered=False)
             handler.close_connection = True
             return
         data = json.dumps(_completion(model)).encode()
@@ -155,9 +153,9 @@ class FakeProvider:
             handler.wfile.write(data)
             handler.wfile.flush()
         except OSError:
-            self.calls.add(key, delivered=False)
+            calls.add(key, delivered=False)
             return
-        self.calls.add(key, delivered=True)
+        calls.add(key, delivered=True)
 
     def close(self) -> None:
         for behaviour in self.arms.values():
@@ -525,7 +523,7 @@ def reset_between_drills(fake: FakeProvider, drill: Drill) -> None:
     from prbench.queues import get_connection
 
     get_connection().flushall()  # (the client reconnects after the Redis drill's restart)
-    fake.calls.reset()
+    fake.calls = CallLog()
     fake.arms = {
         arm_model(arm): ArmBehaviour(arm.latency_s, threading.Event() if arm.hangs else None) for arm in drill.arms
     }
