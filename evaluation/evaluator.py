@@ -145,7 +145,13 @@ def judge(verdict: Verdict, profile: EvaluatorProfile, prepared: gateway.Prepare
 
 # Errors of the platform's set-up or of the moment, not of the answer: judged again later.
 SET_UP_ERRORS = frozenset(
-    {ErrorCategory.AUTHENTICATION, ErrorCategory.PERMISSION, ErrorCategory.NOT_ALLOWED, ErrorCategory.EGRESS_REFUSED}
+    {
+        ErrorCategory.AUTHENTICATION,
+        ErrorCategory.PERMISSION,
+        ErrorCategory.NOT_ALLOWED,
+        ErrorCategory.EGRESS_REFUSED,
+        ErrorCategory.BUDGET_EXCEEDED,
+    }
 )
 
 

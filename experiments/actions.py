@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
@@ -45,6 +46,7 @@ from prbench.inputs import (
     text_errors,
     text_problem,
 )
+from providers import gateway
 from providers.policy import arm_credential_problems, arm_problems
 
 # --- experiments -------------------------------------------------------------------------
@@ -72,6 +74,7 @@ class ExperimentSpec:
     prompt_template: str | None = None
     context_mode: str = ContextMode.ORACLE
     include_quarantined: bool = False
+    budget_usd: Decimal | None = None
 
 
 class SpecError(ValidationError):
@@ -91,6 +94,7 @@ SPEC_FIELDS = {
     "prompt_template",
     "context_mode",
     "include_quarantined",
+    "budget_usd",
     "arms",
 }
 ARM_FIELDS = {"label", "provider", "model_name", "credential", "config"}
@@ -132,6 +136,9 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
+    budget_usd, problem = parse_budget_usd(raw.get("budget_usd"))
+    if problem:
+        errors.append(f"budget_usd: {problem}")
     arms, arm_errors = _check_arms(org, raw.get("arms"))
     errors += arm_errors
     flagged = {error.split(":")[0] for error in arm_errors}  # said once per field is enough
@@ -153,7 +160,38 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         prompt_template=template,
         context_mode=context_mode,
         include_quarantined=raw.get("include_quarantined", False),
+        budget_usd=budget_usd,
     )
+
+
+# A budget is a deliberate limit in dollars and cents: under a cent it could not pay for one
+# call, and a million is beyond any benchmark (and far inside the database column).
+BUDGET_MIN_USD = Decimal("0.01")
+BUDGET_MAX_USD = Decimal(1_000_000)
+
+
+def parse_budget_usd(raw: Any) -> tuple[Decimal | None, str]:
+    """A budget in USD from a spec, a form or a command line: the amount (None: no budget;
+    an empty value means none), or what is wrong with it. The one check for all three."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None, ""
+    problem = (
+        f"must be an amount in USD from {BUDGET_MIN_USD} to {BUDGET_MAX_USD:,}, with at most 2 decimals (e.g. 25.50)"
+    )
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str, Decimal)):
+        return None, problem
+    try:
+        # str() first: 12.3 in YAML is a float, and Decimal(12.3) is 12.300000000000000710…
+        amount = Decimal(str(raw).strip())
+    except InvalidOperation:
+        return None, problem
+    if (
+        not amount.is_finite()
+        or not BUDGET_MIN_USD <= amount <= BUDGET_MAX_USD
+        or amount != amount.quantize(BUDGET_MIN_USD)
+    ):
+        return None, problem
+    return amount.quantize(BUDGET_MIN_USD), ""
 
 
 def arm_text_errors(arm: ArmSpec, where: str) -> list[str]:
@@ -243,6 +281,7 @@ def do_save_experiment(
     experiment.repetitions = spec.repetitions
     experiment.context_mode = spec.context_mode
     experiment.include_quarantined = spec.include_quarantined
+    experiment.budget_usd = spec.budget_usd
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
     experiment.save()
@@ -299,7 +338,7 @@ def repository_problems(experiment: Experiment, validating: bool) -> list[str]:
     return problems
 
 
-def check_start_run(experiment: Experiment, inference_only: bool = False) -> None:
+def check_start_run(experiment: Experiment, inference_only: bool = False, budget_usd: Decimal | None = None) -> None:
     arms = list(experiment.arms.all())
     errors = []
     if not arms:
@@ -308,6 +347,8 @@ def check_start_run(experiment: Experiment, inference_only: bool = False) -> Non
         problems = arm_problems(experiment.org_id, arm.provider, arm.model_name, arm.config)
         problems += arm_credential_problems(experiment.org_id, arm.provider, arm.credential_name)[1]
         errors += [f"arm {arm.label!r}: {e}" for e in problems]
+    if not errors:
+        errors += unenforceable_budget_problems(experiment, arms, budget_usd)
     if not runnable_tasks(experiment).exists():
         errors.append(f"dataset {experiment.dataset.name!r} has no tasks that are not quarantined")
     errors += repository_problems(experiment, validating=not inference_only)
@@ -317,9 +358,30 @@ def check_start_run(experiment: Experiment, inference_only: bool = False) -> Non
         raise ValidationError(errors)
 
 
+def unenforceable_budget_problems(
+    experiment: Experiment, arms: list[ModelArm], budget_usd: Decimal | None
+) -> list[str]:
+    """A budget holds only calls whose price is known before they are made: with one, every
+    arm needs a catalog price (or, for the mock, configured prices)."""
+    budgets = [name for name, amount in (("run", budget_usd), ("experiment", experiment.budget_usd)) if amount]
+    if not budgets:
+        return []
+    which = " and ".join(f"the {name} budget" for name in budgets)
+    return [
+        f"arm {arm.label!r}: {arm.provider}/{arm.model_name} has no known price, so {which} cannot be enforced "
+        "(add a price to the catalog, or start the run without a budget)"
+        for arm in arms
+        if gateway.arm_price(arm.provider, arm.model_name, arm.config) is None
+    ]
+
+
 @transaction.atomic
 def do_start_run(
-    experiment: Experiment, user: Any = None, seed: int | None = None, inference_only: bool = False
+    experiment: Experiment,
+    user: Any = None,
+    seed: int | None = None,
+    inference_only: bool = False,
+    budget_usd: Decimal | None = None,
 ) -> Run:
     """Materialise every attempt in one transaction; work is queued once it commits."""
     # Lock and re-read the experiment so the snapshot, the arms and the sample agree even if
@@ -333,6 +395,7 @@ def do_start_run(
         seed=seed,
         status=RunStatus.RUNNING,
         inference_only=inference_only,
+        budget_usd=budget_usd,
         config_snapshot=_snapshot(experiment),
         evaluator_profile=active_profile(),
         created_by=user,

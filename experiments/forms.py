@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import cast
 
 from django import forms
 from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
 
-from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, prompt_template_errors
+from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, parse_budget_usd, prompt_template_errors
 from experiments.models import ContextMode, Dataset, Experiment
 from orgs.models import Organization
 from prbench.inputs import (
@@ -40,6 +41,7 @@ class ExperimentForm(forms.ModelForm):
             "prompt_template",
             "context_mode",
             "include_quarantined",
+            "budget_usd",
         ]
         labels = {
             "sample_seed": "Seed",
@@ -63,6 +65,12 @@ class ExperimentForm(forms.ModelForm):
         self.fields["sample_size"].validators.append(MinValueValidator(1))
         # Only repository tasks use it: a form (or a script) that leaves it out means the default.
         self.fields["context_mode"].required = False
+
+    # Text, checked by the one rule for budgets (parse_budget_usd) that specs and commands use.
+    budget_usd = forms.CharField(required=False, max_length=40, label="Budget (USD, all runs together)")
+
+    def clean_budget_usd(self) -> Decimal | None:
+        return _budget_field(self.cleaned_data["budget_usd"])
 
     def clean_context_mode(self) -> str:
         return self.cleaned_data["context_mode"] or ContextMode.ORACLE
@@ -91,6 +99,17 @@ class ExperimentForm(forms.ModelForm):
 class StartRunForm(forms.Form):
     seed = forms.IntegerField(required=False, min_value=-SEED_LIMIT, max_value=SEED_LIMIT)
     inference_only = forms.BooleanField(required=False)
+    budget_usd = forms.CharField(required=False, max_length=40, label="Run budget (USD)")
+
+    def clean_budget_usd(self) -> Decimal | None:
+        return _budget_field(self.cleaned_data["budget_usd"])
+
+
+def _budget_field(value: str) -> Decimal | None:
+    amount, problem = parse_budget_usd(value)
+    if problem:
+        raise forms.ValidationError(f"The budget {problem}.")
+    return amount
 
 
 class ConfigField(forms.JSONField):
@@ -216,6 +235,7 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         prompt_template=data["prompt_template"],
         context_mode=data["context_mode"],
         include_quarantined=data["include_quarantined"],
+        budget_usd=data["budget_usd"],
         arms=[
             ArmSpec(
                 f.cleaned_data["label"],

@@ -132,6 +132,13 @@ class Experiment(models.Model):
     include_quarantined = models.BooleanField(
         default=False, help_text="Also run tasks quarantined as flaky (their results are noise)"
     )
+    budget_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Hard limit on what all of its runs together may spend (USD); empty: none",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -192,6 +199,9 @@ class Run(models.Model):
         help_text="The profile the run's attempts are judged with (the one active when it started)",
     )
     total_attempts = models.PositiveIntegerField(default=0)
+    budget_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True, help_text="Hard limit on its spend (USD); empty: none"
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

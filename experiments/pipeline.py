@@ -24,7 +24,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Executor, Future
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -45,6 +45,7 @@ from evaluation.validation import (
     validate_in_repository,
     validate_patch,
 )
+from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.models import (
     ATTEMPT_TERMINAL,
@@ -59,6 +60,7 @@ from experiments.models import (
 )
 from experiments.prompts import build_request
 from providers import gateway, redaction
+from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -368,8 +370,9 @@ class BatchRunner:
         by_arm: dict[int, list[Attempt]] = {}
         for attempt in attempts:
             by_arm.setdefault(attempt.arm_id, []).append(attempt)
+        budgets = {run_id: run_budgets(self.related.runs[run_id]) for run_id in {a.run_id for a in attempts}}
         for arm_attempts in by_arm.values():
-            arm = _prepare(arm_attempts[0])
+            arm = _prepare(arm_attempts[0], budgets[arm_attempts[0].run_id])
             if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all
                 for attempt in arm_attempts:
                     self._finished(token, Outcome(attempt.pk, None, error=arm))
@@ -403,11 +406,12 @@ class BatchRunner:
         self.finished.clear()
 
 
-def _prepare(attempt: Attempt) -> gateway.PreparedArm | ProviderError:
-    """The arm ready to call, or why the org may not call it. A failing database or Redis
-    is not the arm's fault: it propagates, and the job returns its attempts to the queue."""
+def _prepare(attempt: Attempt, budgets: tuple[Budget, ...] = ()) -> gateway.PreparedArm | ProviderError:
+    """The arm ready to call, held to the run's budgets, or why the org may not call it. A
+    failing database or Redis is not the arm's fault: it propagates, and the job returns its
+    attempts to the queue."""
     try:
-        return gateway.prepare(attempt.run.org_id, arm_spec(attempt))
+        return replace(gateway.prepare(attempt.run.org_id, arm_spec(attempt)), budgets=budgets)
     except ProviderError as error:
         return error
 

@@ -16,6 +16,7 @@ from experiments.models import Attempt, ContextMode, TaskInstance
 from providers.types import CompletionRequest, Message
 
 PLACEHOLDERS = ("{{problem_statement}}", "{{repository}}")
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 
 def prompt_version(template: str) -> str:
@@ -41,14 +42,24 @@ def render_prompt(template: str, task: TaskInstance, context_mode: str = Context
 
 def build_request(attempt: Attempt) -> CompletionRequest:
     run, arm, task = attempt.run, attempt.arm, attempt.task
-    config = arm.config
     snapshot = run.config_snapshot
     prompt = render_prompt(snapshot["prompt_template"], task, snapshot.get("context_mode", ContextMode.ORACLE))
-    return CompletionRequest(
-        messages=(Message("user", prompt),),
-        max_output_tokens=config.get("max_tokens", 4096),
-        temperature=config.get("temperature"),
-        top_p=config.get("top_p"),
+    return prompt_request(
+        prompt,
+        arm.config,
         seed_key=f"{run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}",
         reference_output=task.gold_patch,
+    )
+
+
+def prompt_request(prompt: str, config: dict, seed_key: str = "", reference_output: str = "") -> CompletionRequest:
+    """The request an arm with this config is sent for this prompt: an attempt's, or the
+    one the pre-run estimate prices."""
+    return CompletionRequest(
+        messages=(Message("user", prompt),),
+        max_output_tokens=config.get("max_tokens", DEFAULT_MAX_OUTPUT_TOKENS),
+        temperature=config.get("temperature"),
+        top_p=config.get("top_p"),
+        seed_key=seed_key,
+        reference_output=reference_output,
     )

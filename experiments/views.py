@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,6 +13,8 @@ from django_htmx.http import HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
+from experiments.budgets import budget_status, experiment_spend
+from experiments.estimate import estimate_run
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
 from experiments.models import AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
@@ -106,8 +108,40 @@ def experiment_detail(request: HttpRequest, code: str) -> HttpResponse:
         "runs": runs,
         "can_write": membership_for(request, experiment.org).can_write,
         "quarantined": experiment.dataset.tasks.filter(quarantined=True).count(),
+        "spent": experiment_spend(experiment) if experiment.budget_usd is not None else None,
     }
     return render(request, "experiments/experiment_detail.html", context)
+
+
+@login_required
+def run_confirm(request: HttpRequest, code: str) -> HttpResponse:
+    """The step before a run starts: what it may cost, against the budgets, and the choices
+    (seed, inference only, run budget) it would start with. Changing them is a GET."""
+    experiment = access_experiment(request, code, write=True)
+    form = StartRunForm(request.GET or None)
+    choices: dict[str, Any] = {"seed": None, "inference_only": False, "budget_usd": None}
+    if form.is_valid():
+        choices = form.cleaned_data
+    estimate = estimate_run(experiment, choices["seed"])
+    spent = experiment_spend(experiment)
+    left = None if experiment.budget_usd is None else experiment.budget_usd - spent
+    try:
+        check_start_run(experiment, inference_only=choices["inference_only"], budget_usd=choices["budget_usd"])
+        problems: list[str] = []
+    except ValidationError as exc:
+        problems = exc.messages
+    context = {
+        "problems": problems,
+        "experiment": experiment,
+        "form": form,
+        "choices": choices,
+        "estimate": estimate,
+        "spent": spent,
+        "experiment_left": left,
+        "over_experiment_budget": left is not None and estimate.max_cost > left,
+        "over_run_budget": choices["budget_usd"] is not None and estimate.max_cost > choices["budget_usd"],
+    }
+    return render(request, "experiments/run_confirm.html", context)
 
 
 @login_required
@@ -116,17 +150,21 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
     experiment = access_experiment(request, code, write=True)
     form = StartRunForm(request.POST)
     if not form.is_valid():
-        messages.error(
-            request, "Cannot start a run: " + "; ".join(str(e) for errors in form.errors.values() for e in errors)
-        )
+        problems = [f"{form.fields[name].label or name}: {e}" for name, errors in form.errors.items() for e in errors]
+        messages.error(request, "Cannot start a run: " + "; ".join(problems))
         return redirect("experiments:detail", code=experiment.code)
+    choices = form.cleaned_data
     try:
-        check_start_run(experiment, inference_only=form.cleaned_data["inference_only"])
+        check_start_run(experiment, inference_only=choices["inference_only"], budget_usd=choices["budget_usd"])
     except ValidationError as exc:
         messages.error(request, "Cannot start a run: " + "; ".join(exc.messages))
         return redirect("experiments:detail", code=experiment.code)
     run = do_start_run(
-        experiment, request.user, seed=form.cleaned_data["seed"], inference_only=form.cleaned_data["inference_only"]
+        experiment,
+        request.user,
+        seed=choices["seed"],
+        inference_only=choices["inference_only"],
+        budget_usd=choices["budget_usd"],
     )
     return redirect("experiments:run", code=run.code)
 
@@ -149,6 +187,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "attempts": attempt_rows(run, arm_filter),
         "arm_labels": [row.label for row in leaderboard],
         "arm_filter": arm_filter,
+        "budget": budget_status(run),
     }
     if request.htmx:
         response = render(request, "experiments/run_detail.html#live", context)

@@ -25,6 +25,10 @@ class ErrorCategory(models.TextChoices):
     # outside the provider call, or it was handed out again and again without a result):
     # an infrastructure failure, never the model's, and never a reason to pay for it again.
     PLATFORM_ERROR = "platform_error"
+    # The call would have passed the run's or the experiment's hard budget, so it was not
+    # made (providers/budget.py): an infrastructure outcome, never the model's; retrying
+    # cannot change the answer until someone raises the budget.
+    BUDGET_EXCEEDED = "budget_exceeded"
     UNKNOWN = "unknown"
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
 
-from providers import redaction
+from providers import budget, redaction
 from providers.adapters.base import Adapter
 from providers.adapters.config import runtime_config
 from providers.crypto import DecryptionFailed
@@ -36,7 +36,7 @@ from providers.policy import (
     not_allowed_reason,
     resolve_credential,
 )
-from providers.pricing import catalog_price, price_cost
+from providers.pricing import catalog_price, ceiling_cost, price_cost
 from providers.registry import adapter_class
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -58,7 +58,8 @@ def complete(org_id: int, arm: ArmSpec, request: CompletionRequest) -> Completio
 
 @dataclass(frozen=True)
 class PreparedArm:
-    """An arm the organisation may call, with its credential and today's catalog price.
+    """An arm the organisation may call, with its credential, today's price and the hard
+    budgets its calls count against (set by the caller: the pipeline, for a run's attempts).
 
     Holds no database connection: worker threads call providers with it while the job's
     own thread does all database work."""
@@ -67,6 +68,7 @@ class PreparedArm:
     adapter_class: type[Adapter]
     credential: ResolvedCredential | None = field(default=None, repr=False)
     price: Price | None = None
+    budgets: tuple[budget.Budget, ...] = ()
 
 
 def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
@@ -74,13 +76,19 @@ def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     ``ProviderError`` before any network traffic when the org may not, or cannot, call it."""
     version = governance_version(org_id)
     adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, arm.credential, version, _minute())
-    price = catalog_price(arm.provider, arm.model_name, timezone.now().date())
     if credential is not None:
         redaction.remember_secret(credential.api_key)  # so this process's logs never show it
     # Only the settings the adapter declares, well-formed: a routing key (base_url, …) or
     # anything else written into an old row past the save-time checks never reaches it.
     arm = replace(arm, config=runtime_config(adapter_class.config_keys, arm.config))
-    return PreparedArm(arm, adapter_class, credential, price)
+    return PreparedArm(arm, adapter_class, credential, arm_price(arm.provider, arm.model_name, arm.config))
+
+
+def arm_price(provider: str, model_name: str, config: dict) -> Price | None:
+    """What the arm's calls cost per token today: the adapter's own figure where its settings
+    give one (the mock's), else the price catalog's; None when neither knows."""
+    configured = adapter_class(provider).configured_price(config)
+    return configured or catalog_price(provider, model_name, timezone.now().date())
 
 
 def hold_slots(prepared: PreparedArm, count: int) -> list[str]:
@@ -97,14 +105,54 @@ def release_slots(prepared: PreparedArm, slots: list[str]) -> None:
     release_arm_slots(prepared.arm.key, slots)
 
 
-@sensitive_variables("secrets")  # Test connection runs this in a web request: no key on an error page
+# The provider may have billed a call cut off on the way back: its reservation stays spent.
+MAYBE_BILLED = frozenset({ErrorCategory.TIMEOUT, ErrorCategory.CONNECTION})
+
+
 def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | None = None) -> Completion:
     """One request through the retry loop; safe to run on many threads at once.
 
     ``held_slot``, from ``hold_slots``, serves the first try, so a batch of calls costs one
     Redis round trip for its slots instead of two per call. It is given back here if that
     try fails (a call waiting to retry holds no slot); otherwise by the caller.
+
+    With budgets, the call's most possible cost is reserved against all of them first, and
+    the call is not made (``BUDGET_EXCEEDED``) when that would pass one.
     """
+    reservation = _reserve_budgets(prepared, request)
+    if reservation is None:
+        return _call(prepared, request, held_slot)
+    try:
+        completion = _call(prepared, request, held_slot)
+    except ProviderError as exc:
+        # Providers do not bill a refused call. A timed-out or cut one may have been billed
+        # for all we know, so it keeps its reservation: overcounting is the safe error.
+        if exc.category not in MAYBE_BILLED:
+            budget.release(reservation)
+        raise
+    # An unknown cost keeps the reservation, the most it can have been.
+    if completion.cost_usd is not None:
+        budget.settle(reservation, completion.cost_usd)
+    return completion
+
+
+def _reserve_budgets(prepared: PreparedArm, request: CompletionRequest) -> budget.Reservation | None:
+    """One reservation per call, not per try: a failed try is not billed, and the call
+    has at most one answer. None when the arm has no budget to count against."""
+    if not prepared.budgets:
+        return None
+    arm = prepared.arm
+    if prepared.price is None:
+        raise ProviderError(
+            ErrorCategory.BUDGET_EXCEEDED,
+            f"{arm.provider}/{arm.model_name} has no known price, so its calls cannot be held to a budget",
+        )
+    most = ceiling_cost(estimated_prompt_tokens(request), request.max_output_tokens, prepared.price)
+    return budget.reserve(prepared.budgets, most)
+
+
+@sensitive_variables("secrets")  # Test connection runs this in a web request: no key on an error page
+def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | None) -> Completion:
     arm = prepared.arm
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     secrets = _secrets(prepared.credential)
@@ -274,7 +322,13 @@ def estimated_tokens(request: CompletionRequest) -> int:
     and Anthropic likewise reserves max_tokens up front and settles the actual count after
     the response; we estimate the same way and charge any excess once usage is known.
     """
-    return math.ceil(len(request.prompt_text()) / 4) + request.max_output_tokens
+    return estimated_prompt_tokens(request) + request.max_output_tokens
+
+
+def estimated_prompt_tokens(request: CompletionRequest) -> int:
+    """The prompt's tokens before anyone counts them, at about four characters a token: the
+    one rule for rate limits, budget reservations and the pre-run estimate."""
+    return math.ceil(len(request.prompt_text()) / 4)
 
 
 def _rate_limit(credential: ResolvedCredential | None) -> RateLimit | None:

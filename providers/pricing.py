@@ -141,3 +141,13 @@ def catalog_price(provider: str, model_name: str, on: date):
 def catalog_cost(provider: str, model_name: str, usage: Usage, on: date) -> Decimal | None:
     price = catalog_price(provider, model_name, on)
     return None if price is None else price_cost(usage, price)[0]
+
+
+def ceiling_cost(prompt_tokens: int, max_output_tokens: int, price: Price) -> Decimal:
+    """The most a call with this prompt and output ceiling can cost, unrounded: each side at
+    the dearest of its prices (a cache write costs more than plain input at Anthropic, and
+    a model may price reasoning above plain output), since which applies is known only
+    after the call. One rule for the pre-run estimate and the budget's reservation."""
+    input_price = max(p for p in (price.input_per_mtok, price.cache_write_per_mtok) if p is not None)
+    output_price = max(p for p in (price.output_per_mtok, price.reasoning_output_per_mtok) if p is not None)
+    return _charge(prompt_tokens, input_price) + _charge(max_output_tokens, output_price)

@@ -7,6 +7,7 @@ from providers.adapters.config import COMMON_KEYS, Check, config_key_errors
 from providers.types import ArmSpec, Completion, CompletionRequest
 
 if TYPE_CHECKING:
+    from providers.models import Price
     from providers.policy import ResolvedCredential
 
 
@@ -38,6 +39,12 @@ class Adapter:
 
     def generate(self, request: CompletionRequest) -> Completion:
         raise NotImplementedError
+
+    @classmethod
+    def configured_price(cls, config: dict) -> Price | None:
+        """The price an arm's own settings give its calls, for adapters that price
+        themselves (the mock); None: the price catalog's, if it has one."""
+        return None
 
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:

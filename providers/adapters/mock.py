@@ -21,6 +21,7 @@ from unidiff.errors import UnidiffParseError
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, choice, number
 from providers.errors import ErrorCategory, ProviderError
+from providers.models import Price
 from providers.pricing import cost_for
 from providers.types import Completion, CompletionRequest, Usage
 
@@ -46,6 +47,14 @@ class MockAdapter(Adapter):
         "invalid": choice(*INVALID_ANSWERS),
         "failure_category": choice(*ErrorCategory.values),
     }
+
+    @classmethod
+    def configured_price(cls, config: dict) -> Price | None:
+        price_in, price_out = config.get("price_input_per_mtok"), config.get("price_output_per_mtok")
+        if price_in is None or price_out is None:
+            return None
+        # Unsaved: a figure for the gateway and the estimate, not a catalog row.
+        return Price(provider="mock", input_per_mtok=Decimal(str(price_in)), output_per_mtok=Decimal(str(price_out)))
 
     def __init__(self, arm, credential=None):
         super().__init__(arm, credential)
@@ -94,10 +103,8 @@ def _tokens(text: str) -> int:
 
 
 def _cost(config: dict, usage: Usage) -> Decimal | None:
-    price_in, price_out = config.get("price_input_per_mtok"), config.get("price_output_per_mtok")
-    if price_in is None or price_out is None:
-        return None
-    return cost_for(usage, Decimal(str(price_in)), Decimal(str(price_out)))
+    price = MockAdapter.configured_price(config)
+    return None if price is None else cost_for(usage, price.input_per_mtok, price.output_per_mtok)
 
 
 def _answer(mode: str, quality: float, request: CompletionRequest, rng: random.Random) -> str:

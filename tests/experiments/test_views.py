@@ -460,7 +460,7 @@ def test_detail_works(bob, experiment, run):
     assert "<h1>Mock duel</h1>" in content
     assert "4 tasks, random (seeded)" in content
     assert "<td>oracle</td>" in content and "<td>noisy</td>" in content
-    assert f'action="{reverse("experiments:run_start", args=[experiment.code])}"' in content
+    assert f'action="{reverse("experiments:run_confirm", args=[experiment.code])}"' in content
     assert f'href="{reverse("experiments:edit", args=[experiment.code])}"' in content
     assert f'href="{reverse("experiments:run", args=[run.code])}"' in content
     assert "0 / 8" in content

@@ -1,7 +1,8 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
-from experiments.actions import SEED_LIMIT, check_start_run, do_start_run
+from experiments.actions import SEED_LIMIT, check_start_run, do_start_run, parse_budget_usd
+from experiments.estimate import estimate_run, format_estimate
 from experiments.management.commands._helpers import org_by_slug, wait_for_run
 from experiments.models import Experiment, RunStatus
 from experiments.reporting import format_leaderboard, run_leaderboard
@@ -17,19 +18,31 @@ class Command(CheckedCommand):
         parser.add_argument("--seed", type=int, help="defaults to the experiment's seed")
         parser.add_argument("--inference-only", action="store_true", help="skip patch validation")
         parser.add_argument("--wait", action="store_true", help="show progress, then the leaderboard")
+        parser.add_argument("--budget-usd", help="hard limit on the run's spend, in USD (e.g. 25.50)")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="print the cost estimate and the checks' verdict; start nothing"
+        )
 
-    def handle(self, *args, org, experiment, seed, inference_only, wait, **options):
+    def handle(self, *args, org, experiment, seed, inference_only, wait, budget_usd, dry_run, **options):
         organisation = org_by_slug(org)
         chosen = Experiment.objects.filter(org=organisation, name=experiment).select_related("dataset").first()
         if chosen is None:
             raise CommandError(f"no experiment named {experiment!r} in {organisation.slug}")
         if seed is not None and not -SEED_LIMIT <= seed <= SEED_LIMIT:
             raise CommandError(f"--seed must be between {-SEED_LIMIT} and {SEED_LIMIT}")
+        budget, problem = parse_budget_usd(budget_usd)
+        if problem:
+            raise CommandError(f"--budget-usd {problem}")
+        if dry_run:
+            self.stdout.write(format_estimate(estimate_run(chosen, seed)))
         try:
-            check_start_run(chosen, inference_only=inference_only)
+            check_start_run(chosen, inference_only=inference_only, budget_usd=budget)
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
-        run = do_start_run(chosen, seed=seed, inference_only=inference_only)
+        if dry_run:
+            self.stdout.write("Dry run: the checks pass; nothing was started.")
+            return
+        run = do_start_run(chosen, seed=seed, inference_only=inference_only, budget_usd=budget)
         self.stdout.write(str(run.code))
         self.stdout.flush()
         if not wait:

@@ -1,0 +1,80 @@
+"""A run's hard budgets: what the gateway holds its calls to, and what the run page shows.
+
+The limits are read when an arm is prepared (each claimed chunk), so a budget changed on the
+experiment mid-run applies from the next chunk on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Count, Q, Sum
+
+from experiments.models import Attempt, Experiment, Run
+from providers.budget import Budget, experiment_budget_key, run_budget_key
+from providers.errors import ErrorCategory
+
+ZERO = Decimal(0)
+
+
+def recorded_spend(run: Run) -> tuple[Decimal, Decimal]:
+    """What the run and its experiment's runs have spent, as recorded: one aggregate."""
+    totals = _totals(run)
+    return totals["run"], totals["experiment"]
+
+
+def _totals(run: Run) -> dict:
+    totals = Attempt.objects.filter(run__experiment_id=run.experiment_id).aggregate(
+        run=Sum("cost_usd", filter=Q(run_id=run.pk)),
+        experiment=Sum("cost_usd"),
+        not_made=Count("id", filter=Q(run_id=run.pk, error_category=ErrorCategory.BUDGET_EXCEEDED)),
+    )
+    return {**totals, "run": totals["run"] or ZERO, "experiment": totals["experiment"] or ZERO}
+
+
+def run_budgets(run: Run) -> tuple[Budget, ...]:
+    """The budgets a call of this run counts against, with the spend already recorded, for
+    the gateway (its pool threads use them without the database). None: no query for spend."""
+    experiment_limit = Experiment.objects.filter(pk=run.experiment_id).values_list("budget_usd", flat=True).first()
+    if run.budget_usd is None and experiment_limit is None:
+        return ()
+    run_spent, experiment_spent = recorded_spend(run)
+    budgets = []
+    if run.budget_usd is not None:
+        budgets.append(Budget(run_budget_key(run.pk), "run budget", run.budget_usd, run_spent))
+    if experiment_limit is not None:
+        budgets.append(
+            Budget(experiment_budget_key(run.experiment_id), "experiment budget", experiment_limit, experiment_spent)
+        )
+    return tuple(budgets)
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """What the run page says about budgets; limits None when not set."""
+
+    run_limit: Decimal | None
+    run_spent: Decimal
+    experiment_limit: Decimal | None
+    experiment_spent: Decimal
+    not_made: int  # attempts refused by a budget, never sent to the provider
+
+    @property
+    def any(self) -> bool:
+        return self.run_limit is not None or self.experiment_limit is not None or bool(self.not_made)
+
+
+def budget_status(run: Run) -> BudgetStatus:
+    """One query, and none for a run without budgets (only a budget refuses attempts)."""
+    if run.budget_usd is None and run.experiment.budget_usd is None:
+        return BudgetStatus(None, ZERO, None, ZERO, 0)
+    totals = _totals(run)
+    return BudgetStatus(
+        run.budget_usd, totals["run"], run.experiment.budget_usd, totals["experiment"], totals["not_made"]
+    )
+
+
+def experiment_spend(experiment: Experiment) -> Decimal:
+    """What every run of the experiment has spent, as recorded."""
+    return Attempt.objects.filter(run__experiment=experiment).aggregate(spent=Sum("cost_usd"))["spent"] or ZERO
