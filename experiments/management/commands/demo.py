@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from rq import Worker
+from rq.worker import BaseWorker
 
 from evaluation.models import Verdict, VerdictStatus
 from experiments.actions import do_start_run, runnable_tasks
@@ -174,7 +175,7 @@ def start_workers(count: int) -> list[subprocess.Popen]:
     return [pool]
 
 
-def pool_workers(pool: subprocess.Popen) -> list[Worker]:
+def pool_workers(pool: subprocess.Popen) -> list[BaseWorker]:
     """The live workers registered by this pool: Redis may still list workers of an earlier,
     killed demo until their registration expires."""
     return [worker for worker in Worker.all(connection=get_connection()) if _parent_pid(worker.pid) == pool.pid]
