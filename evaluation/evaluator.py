@@ -38,6 +38,7 @@ from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus, text_ver
 from orgs.models import Organization
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
+from providers.outcomes import INFRASTRUCTURE_FAILURES
 from providers.pricing import catalog_price, cost_for
 from providers.types import ArmSpec, Completion, CompletionRequest, Message, Usage
 
@@ -144,15 +145,13 @@ def judge(verdict: Verdict, profile: EvaluatorProfile, prepared: gateway.Prepare
 
 
 # Errors of the platform's set-up or of the moment, not of the answer: judged again later.
-SET_UP_ERRORS = frozenset(
-    {
-        ErrorCategory.AUTHENTICATION,
-        ErrorCategory.PERMISSION,
-        ErrorCategory.NOT_ALLOWED,
-        ErrorCategory.EGRESS_REFUSED,
-        ErrorCategory.BUDGET_EXCEEDED,
-    }
-)
+# Every infrastructure failure (providers/outcomes.py) but those a later try would meet
+# unchanged, which end as an evaluator error instead of being retried by every sweep.
+SET_UP_ERRORS = INFRASTRUCTURE_FAILURES - {
+    ErrorCategory.MODEL_NOT_FOUND,
+    ErrorCategory.UNKNOWN,
+    ErrorCategory.PLATFORM_ERROR,
+}
 
 
 def _worth_retrying(error: ProviderError, completions: list[Completion]) -> bool:

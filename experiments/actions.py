@@ -12,7 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
@@ -31,6 +32,7 @@ from experiments.models import (
     RunStatus,
     SampleStrategy,
     TaskInstance,
+    WorkerLease,
 )
 from experiments.pipeline import finish_run_if_done
 from experiments.planner import attempt_order, sample_tasks
@@ -75,6 +77,7 @@ class ExperimentSpec:
     context_mode: str = ContextMode.ORACLE
     include_quarantined: bool = False
     budget_usd: Decimal | None = None
+    response_cache: bool = False
 
 
 class SpecError(ValidationError):
@@ -95,6 +98,7 @@ SPEC_FIELDS = {
     "context_mode",
     "include_quarantined",
     "budget_usd",
+    "response_cache",
     "arms",
 }
 ARM_FIELDS = {"label", "provider", "model_name", "credential", "config"}
@@ -131,8 +135,9 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     context_mode = raw.get("context_mode", ContextMode.ORACLE)
     if context_mode not in ContextMode.values:
         errors.append(f"context_mode: must be one of {', '.join(ContextMode.values)}")
-    if not isinstance(raw.get("include_quarantined", False), bool):
-        errors.append("include_quarantined: must be true or false")
+    for flag in ("include_quarantined", "response_cache"):
+        if not isinstance(raw.get(flag, False), bool):
+            errors.append(f"{flag}: must be true or false")
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
@@ -161,6 +166,7 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         context_mode=context_mode,
         include_quarantined=raw.get("include_quarantined", False),
         budget_usd=budget_usd,
+        response_cache=raw.get("response_cache", False),
     )
 
 
@@ -282,6 +288,7 @@ def do_save_experiment(
     experiment.context_mode = spec.context_mode
     experiment.include_quarantined = spec.include_quarantined
     experiment.budget_usd = spec.budget_usd
+    experiment.response_cache = spec.response_cache
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
     experiment.save()
@@ -442,6 +449,7 @@ def _snapshot(experiment: Experiment) -> dict:
         "prompt_version": prompt_version(experiment.prompt_template),
         "context_mode": experiment.context_mode,
         "include_quarantined": experiment.include_quarantined,
+        "response_cache": experiment.response_cache,
         "arms": [
             {
                 "label": a.label,
@@ -510,37 +518,59 @@ class RequeueReport:
 def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
     """Recover from crashed workers and lost queues using Postgres as the source of truth.
 
-    An attempt running for longer than the stale limit goes back to queued (its old claim
-    token no longer matches, so a late result from the old worker is discarded); every
-    running run whose queued attempts have no job in Redis gets fresh jobs.
+    A running attempt whose claiming process's lease ran out goes back to queued (its old
+    claim token no longer matches, so a late result from the old worker is discarded), and
+    only those attempts get new jobs. An attempt of a live process is left alone however
+    long it runs. Attempts claimed before leases existed (no claimer recorded) fall back to
+    the stale limit. Every running run whose queued attempts have no job in Redis gets fresh
+    jobs.
     """
     limit = settings.PRBENCH_STALE_AFTER_SECONDS if stale_after_seconds is None else stale_after_seconds
     report = RequeueReport()
-    abandoned = Attempt.objects.filter(
-        status=AttemptStatus.RUNNING, started_at__lt=timezone.now() - timedelta(seconds=limit)
-    )
-    reclaimed: dict[int, int] = {}
-    for run_id, attempt_id, run_status in abandoned.order_by("sequence").values_list("run_id", "pk", "run__status"):
-        # In a finished (cancelled) run nobody will pick the attempt up again: close it.
-        status = AttemptStatus.CANCELLED if run_status in RUN_FINISHED else AttemptStatus.QUEUED
-        if Attempt.objects.filter(pk=attempt_id, status=AttemptStatus.RUNNING).update(status=status, claim_token=None):
-            reclaimed[run_id] = reclaimed.get(run_id, 0) + 1
-    report.reclaimed = sum(reclaimed.values())
+    report.reclaimed, reclaimed = _reclaim_abandoned(timedelta(seconds=limit))
     for run in Run.objects.filter(status=RunStatus.RUNNING):
         queued = list(
             run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True)
         )
-        if run.pk in reclaimed:
-            # The dead worker's job also held the rest of its batch, and Redis still lists
-            # that job as started: queue everything waiting. Duplicates are claimed once.
-            report.jobs += enqueue_attempts(run.pk, queued)
-        elif queued and not run_has_jobs(run.pk):
+        if queued and not run_has_jobs(run.pk):
             report.jobs += enqueue_attempts(run.pk, queued)
             report.requeued_runs += 1
+        elif run.pk in reclaimed:
+            # Other jobs of the run are queued or running: they take its other queued
+            # attempts. Queueing those again too would only make duplicate jobs.
+            report.jobs += enqueue_attempts(run.pk, reclaimed[run.pk])
         elif not queued:
             finish_run_if_done(run.pk)
+    WorkerLease.objects.filter(expires_at__lt=Now()).delete()
     for profile_id, attempt_ids in unjudged_of_runs(timedelta(seconds=limit)).items():
         for start in range(0, len(attempt_ids), settings.PRBENCH_ATTEMPTS_PER_JOB):
             chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
             report.unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
     return report
+
+
+def _reclaim_abandoned(stale_after: timedelta) -> tuple[int, dict[int, list[int]]]:
+    """Take back running attempts whose claimer is gone, in one UPDATE; returns how many,
+    and the ids of those now queued again, by run. In a finished (cancelled) run nobody would pick them up
+    again: they are closed instead."""
+    now = timezone.now()
+    alive = WorkerLease.objects.filter(name=OuterRef("claimed_by"), expires_at__gt=Now())  # the database's clock
+    abandoned = Attempt.objects.filter(status=AttemptStatus.RUNNING).filter(
+        (~Q(claimed_by="") & ~Exists(alive)) | Q(claimed_by="", started_at__lt=now - stale_after)
+    )
+    with transaction.atomic():
+        # Locked, skipping rows a worker is recording right now: those are not abandoned.
+        locked = abandoned.select_for_update(skip_locked=True, of=("self",)).order_by("sequence")
+        rows = list(locked.values_list("pk", "run_id", "run__status"))
+        run_finished = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_FINISHED))
+        status = Case(
+            When(run_finished, then=Value(AttemptStatus.CANCELLED)),
+            default=Value(AttemptStatus.QUEUED),
+            output_field=CharField(),
+        )
+        Attempt.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(status=status, claim_token=None, claimed_by="")
+    by_run: dict[int, list[int]] = {}
+    for pk, run_id, run_status in rows:
+        if run_status not in RUN_FINISHED:
+            by_run.setdefault(run_id, []).append(pk)
+    return len(rows), by_run

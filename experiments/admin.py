@@ -1,6 +1,17 @@
 from django.contrib import admin
 
-from experiments.models import Artifact, Attempt, Dataset, Experiment, ModelArm, Run, RunArm, TaskInstance
+from experiments.models import (
+    Artifact,
+    Attempt,
+    CachedResponse,
+    Dataset,
+    Experiment,
+    ModelArm,
+    Run,
+    RunArm,
+    TaskInstance,
+    WorkerLease,
+)
 
 
 @admin.register(Dataset)
@@ -94,12 +105,22 @@ class AttemptAdmin(admin.ModelAdmin):
         "cost_usd",
         "retries",
         "claims",
+        "response_cached",
     ]
-    list_filter = ["status", "resolved", "error_category", "arm__provider"]
+    list_filter = ["status", "resolved", "error_category", "arm__provider", "response_cached"]
     search_fields = ["code", "task__external_id", "arm__label", "run__code"]
     list_select_related = ["run__experiment", "task", "arm"]
-    readonly_fields = ["code", "claim_token", "queued_at", "started_at", "responded_at", "validated_at", "scored_at"]
-    raw_id_fields = ["run", "task", "arm"]
+    readonly_fields = [
+        "code",
+        "claim_token",
+        "claimed_by",
+        "queued_at",
+        "started_at",
+        "responded_at",
+        "validated_at",
+        "scored_at",
+    ]
+    raw_id_fields = ["run", "task", "arm", "cached_from"]  # a select of every attempt would not load
     inlines = [ArtifactInline]
 
 
@@ -109,3 +130,27 @@ class ArtifactAdmin(admin.ModelAdmin):
     list_filter = ["kind", "status"]
     search_fields = ["attempt__code", "attempt__task__external_id", "attempt__arm__label"]
     raw_id_fields = ["attempt"]
+
+
+@admin.register(CachedResponse)
+class CachedResponseAdmin(admin.ModelAdmin):
+    list_display = ["key", "org", "model_served", "cost_usd", "hits", "created_at"]
+    list_filter = ["org"]
+    search_fields = ["key", "org__slug", "model_served"]
+    raw_id_fields = ["org", "source_attempt"]
+    readonly_fields = ["key", "created_at", "hits"]
+
+
+@admin.register(WorkerLease)
+class WorkerLeaseAdmin(admin.ModelAdmin):
+    """Which worker processes are alive: read-only, since the workers and the sweep own the rows."""
+
+    list_display = ["name", "hostname", "pid", "started_at", "expires_at"]
+    search_fields = ["name", "hostname"]
+    readonly_fields = ["name", "hostname", "pid", "started_at", "expires_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

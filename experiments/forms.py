@@ -42,12 +42,14 @@ class ExperimentForm(forms.ModelForm):
             "context_mode",
             "include_quarantined",
             "budget_usd",
+            "response_cache",
         ]
         labels = {
             "sample_seed": "Seed",
             "sample_size": "Sample size",
             "context_mode": "Files shown (repository tasks)",
             "include_quarantined": "Include quarantined (flaky) tasks",
+            "response_cache": "Reuse cached answers (temperature 0 only)",
         }
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -236,6 +238,7 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         context_mode=data["context_mode"],
         include_quarantined=data["include_quarantined"],
         budget_usd=data["budget_usd"],
+        response_cache=data["response_cache"],
         arms=[
             ArmSpec(
                 f.cleaned_data["label"],

@@ -139,6 +139,11 @@ class Experiment(models.Model):
         blank=True,
         help_text="Hard limit on what all of its runs together may spend (USD); empty: none",
     )
+    response_cache = models.BooleanField(
+        default=False,
+        help_text="Reuse the organisation's stored answer to an identical temperature-0 request "
+        "instead of calling the provider again (marked cached; left out of latency and cost)",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -260,6 +265,9 @@ class Attempt(models.Model):
     # so an attempt re-queued after a crash is never counted twice.
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     claims = models.PositiveIntegerField(default=0, help_text="How many times a worker claimed it")
+    # The claiming process's WorkerLease name: while that lease is renewed the attempt is never
+    # taken from it, however long it waits. Empty for rows claimed before leases existed.
+    claimed_by = models.CharField(max_length=64, blank=True, editable=False)
 
     request = models.JSONField(default=dict, blank=True)
     raw_response = models.JSONField(default=dict, blank=True)
@@ -284,6 +292,19 @@ class Attempt(models.Model):
     retry_log = models.JSONField(default=list, blank=True, help_text="Each retried try: category, message, wait")
     warnings = models.JSONField(
         default=list, blank=True, help_text="What the gateway corrected in the answer (e.g. a negative token count)"
+    )
+    # Both: the flag is what boards filter on, and it stays true when the attempt whose
+    # answer was reused is deleted with its run (the link then goes, the fact does not).
+    response_cached = models.BooleanField(
+        default=False, help_text="The answer came from the response cache: no provider call was made"
+    )
+    cached_from = models.ForeignKey(
+        "self",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The attempt whose answer was reused",
     )
 
     patch_present = models.BooleanField(null=True)
@@ -338,3 +359,55 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of {self.attempt_id}"
+
+
+class CachedResponse(models.Model):
+    """One organisation's stored answer to one normalised temperature-0 request (see
+    providers/response_cache.py for what makes two requests identical).
+
+    Kept here rather than in providers: it is written from attempts and read by the
+    pipeline that runs them, and its source is an attempt; providers stays unaware of
+    experiments. Only successful answers are stored, never failures."""
+
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="cached_responses")
+    key = models.CharField(max_length=64, help_text="sha256 of the normalised request")
+    text = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=64, blank=True)
+    usage = models.JSONField(default=dict, help_text="Token counts of the original call")
+    model_served = models.CharField(max_length=200, blank=True)
+    request_id = models.CharField(max_length=200, blank=True)
+    raw_response = models.JSONField(default=dict, blank=True)
+    cost_usd = models.DecimalField(
+        max_digits=14, decimal_places=8, null=True, blank=True, help_text="What the original call cost"
+    )
+    cost_source = models.CharField(max_length=16, blank=True)
+    cost_breakdown = models.JSONField(default=dict, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    source_attempt = models.ForeignKey(
+        Attempt, models.SET_NULL, null=True, blank=True, related_name="+", help_text="The attempt that paid for it"
+    )
+    created_at = models.DateTimeField()
+    hits = models.PositiveIntegerField(default=0, help_text="How many attempts reused it")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "key"], name="one_cached_response_per_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]} ({self.hits} hits)"
+
+
+class WorkerLease(models.Model):
+    """A process that claims attempts, alive while ``expires_at`` is in the future.
+
+    The process renews it from a thread of its own (experiments/liveness.py); the recovery
+    sweep takes back the attempts of a process whose lease has run out. In Postgres, not
+    Redis: a Redis restart must not make every live worker look dead."""
+
+    name = models.CharField(max_length=64, unique=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hostname}:{self.pid})"

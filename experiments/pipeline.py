@@ -33,6 +33,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from evaluation.evaluator import enqueue_judging
 from evaluation.patches import extract_patch
@@ -45,6 +46,7 @@ from evaluation.validation import (
     validate_in_repository,
     validate_patch,
 )
+from experiments import liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.models import (
@@ -59,9 +61,11 @@ from experiments.models import (
     TaskInstance,
 )
 from experiments.prompts import build_request
+from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
 from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
+from providers.response_cache import response_cache_key
 from providers.types import ArmSpec, Completion, CompletionRequest
 
 logger = logging.getLogger(__name__)
@@ -86,12 +90,17 @@ class Outcome:
     validation: ValidationResult | None = None
     score: PatchScore | None = None
     responded_at: datetime | None = None
+    cache: CacheSlot | None = None
+    # The platform (Redis, the database) failed before the provider was called: nothing to
+    # score and nothing paid, so the attempt goes back to the queue instead of failing.
+    give_back: bool = False
 
 
 def claim_attempts(attempt_ids: list[int], related: RelatedCache | None = None) -> tuple[uuid.UUID, list[Attempt]]:
     """Claim whichever of these attempts are still queued in a running run, in one UPDATE.
     Returns the claim token and the claimed attempts with their run, arm and task loaded."""
     token = uuid.uuid4()
+    claimer = liveness.claimer_name()  # before the claim: the sweep must see the claimer alive
     # The run's status goes in an EXISTS, not a join: a join makes Django write
     # "id IN (subquery)", and Postgres re-checks only that outer condition after waiting on
     # the row lock, so two workers could both claim the same queued attempt.
@@ -99,7 +108,7 @@ def claim_attempts(attempt_ids: list[int], related: RelatedCache | None = None) 
     claimed = (
         Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.QUEUED)
         .filter(run_is_running)
-        .update(**_claim_or_retire(token, settings.PRBENCH_MAX_ATTEMPT_CLAIMS))
+        .update(claimed_by=claimer, **_claim_or_retire(token, settings.PRBENCH_MAX_ATTEMPT_CLAIMS))
     )
     if not claimed:
         return token, []
@@ -173,17 +182,25 @@ def arm_spec(attempt: Attempt) -> ArmSpec:
     return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}", credential=arm.credential_name)
 
 
-def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None = None) -> Outcome:
-    """Call the model and validate its patch. No database access: runs on pool threads."""
+def execute(
+    attempt: Attempt,
+    prepared: gateway.PreparedArm,
+    held_slot: str | None = None,
+    built: CompletionRequest | None = None,
+    cache: CacheSlot | None = None,
+) -> Outcome:
+    """Call the model (or reuse the cached answer ``cache`` holds) and validate its patch.
+    ``built`` is the request when the job already built it (to look it up in the cache).
+    No database access: runs on pool threads."""
     request = None
     try:
         if attempt.task.repo and not attempt.run.inference_only:
             # Before the call: a repository that cannot be checked out must not cost an answer.
             task = attempt.task
             ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
-        request = build_request(attempt)
+        request = built or build_request(attempt)
         try:
-            completion = gateway.call(prepared, request, held_slot)
+            completion = cache.hit.completion if cache and cache.hit else gateway.call(prepared, request, held_slot)
         except ProviderError as error:
             return Outcome(attempt.pk, request, error=error)
         responded_at = timezone.now()
@@ -194,7 +211,12 @@ def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | No
                 gateway.release_slots(prepared, [held_slot])
             validation = _validate(attempt.task, patch)
         score = score_pr_attempt(patch, validation)
-        return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at)
+        return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at, cache)
+    except INFRASTRUCTURE_ERRORS as exc:
+        # Only before the provider answered: after it, releasing a slot is the one Redis
+        # call left, and that never raises (a slot not given back expires with its lease).
+        logger.warning("attempt %s: given back to the queue: %s: %s", attempt.pk, type(exc).__name__, exc)
+        return Outcome(attempt.pk, request, give_back=True)
     except RepositoryUnavailable as exc:
         # The platform's failure, not the model's: named, so whoever runs it can fix it.
         logger.warning("attempt %s: %s", attempt.pk, exc)
@@ -206,6 +228,10 @@ def execute(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | No
         # as a scored failure instead of jamming its batch and the run for ever.
         logger.exception("attempt %s crashed", attempt.pk)
         return Outcome(attempt.pk, request, error=_platform_error(exc))
+
+
+# What an attempt's own platform can fail with: the attempt is not at fault, and is tried again.
+INFRASTRUCTURE_ERRORS = (RedisError, DatabaseError)
 
 
 def _platform_error(exc: Exception) -> ProviderError:
@@ -311,7 +337,7 @@ class BatchRunner:
             self._flush()
         with contextlib.suppress(Exception):
             for token, ids in self.claimed.items():
-                _still_ours(ids, token).update(status=AttemptStatus.QUEUED, claim_token=None, started_at=None)
+                _still_ours(ids, token).update(**UNCLAIMED)
 
     def _collect(self) -> None:
         """Wait for at least one attempt to finish, take all that have, and give back the
@@ -371,23 +397,75 @@ class BatchRunner:
         for attempt in attempts:
             by_arm.setdefault(attempt.arm_id, []).append(attempt)
         budgets = {run_id: run_budgets(self.related.runs[run_id]) for run_id in {a.run_id for a in attempts}}
-        for arm_attempts in by_arm.values():
-            arm = _prepare(arm_attempts[0], budgets[arm_attempts[0].run_id])
+        prepared = {arm_id: _prepare(group[0], budgets[group[0].run_id]) for arm_id, group in by_arm.items()}
+        looked_up = self._look_up_cached(pool, attempts, prepared)
+        for arm_id, arm_attempts in by_arm.items():
+            arm = prepared[arm_id]
             if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all
                 for attempt in arm_attempts:
                     self._finished(token, Outcome(attempt.pk, None, error=arm))
                 continue
-            slots = gateway.hold_slots(arm, len(arm_attempts))  # the rest wait for theirs on the thread
+            calls = [attempt for attempt in arm_attempts if not _is_hit(looked_up.get(attempt.pk))]
+            slots = gateway.hold_slots(arm, len(calls))  # the rest wait for theirs on the thread
             for attempt in arm_attempts:
-                self._submit(pool, Submitted(token, arm, slots.pop() if slots else None), attempt)
+                request, cache = looked_up.get(attempt.pk, (None, None))
+                slot = slots.pop() if slots and not _is_hit((request, cache)) else None
+                self._submit(pool, Submitted(token, arm, slot), attempt, request, cache)
         return True
 
-    def _submit(self, pool: Executor, submitted: Submitted, attempt: Attempt) -> None:
+    def _look_up_cached(
+        self, pool: Executor, attempts: list[Attempt], prepared: dict[int, gateway.PreparedArm | ProviderError]
+    ) -> dict[int, tuple[CompletionRequest, CacheSlot | None]]:
+        """For the attempts of runs with the response cache on: each one's request, and its
+        cache slot when the request may be cached, every stored answer found in one query.
+
+        Answers finished but not yet written are written first, so a later attempt can reuse
+        them; attempts claimed together are not compared with each other, so two identical
+        requests in one batch are both sent (the first answer recorded is the one kept)."""
+        caching = [
+            attempt
+            for attempt in attempts
+            if attempt.run.config_snapshot.get("response_cache")
+            and isinstance(prepared[attempt.arm_id], gateway.PreparedArm)
+        ]
+        if not caching:
+            return {}
+        if any(self.finished.values()):
+            self._flush()
+        # On the pool's free threads (a claim never takes more attempts than there are):
+        # rendering a repository task's prompt reads files, and the job's thread must not
+        # do that one attempt after another.
+        requests = list(pool.map(_request_or_none, caching))
+        keyed: dict[int, tuple[CompletionRequest, CacheSlot | None]] = {}
+        for attempt, request in zip(caching, requests, strict=True):
+            if request is None:
+                continue  # execute builds it again and records why it failed
+            arm = cast(gateway.PreparedArm, prepared[attempt.arm_id]).arm
+            key = response_cache_key(attempt.run.org_id, arm, request)
+            keyed[attempt.pk] = (request, CacheSlot(attempt.run.org_id, key) if key else None)
+        found = find_cached({(slot.org_id, slot.key) for _, slot in keyed.values() if slot})
+        return {
+            pk: (request, replace(slot, hit=found.get((slot.org_id, slot.key))) if slot else None)
+            for pk, (request, slot) in keyed.items()
+        }
+
+    def _submit(
+        self,
+        pool: Executor,
+        submitted: Submitted,
+        attempt: Attempt,
+        request: CompletionRequest | None = None,
+        cache: CacheSlot | None = None,
+    ) -> None:
         self.running += 1
-        future = pool.submit(execute, attempt, submitted.arm, submitted.slot)
+        future = pool.submit(execute, attempt, submitted.arm, submitted.slot, request, cache)
         future.add_done_callback(lambda done: self.done.put((submitted, done)))
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
+        if outcome.give_back:
+            # Its platform failed: stop taking the run's queued attempts (this one among
+            # them), which would only spend their claims while Redis or Postgres is down.
+            self.run_drained = True
         if not any(self.finished.values()):
             self.oldest_finished = time.monotonic()
         self.finished.setdefault(token, []).append(outcome)
@@ -404,6 +482,17 @@ class BatchRunner:
             if outcomes:
                 self.recorded += _record_or_fail(token, outcomes)
         self.finished.clear()
+
+
+def _is_hit(looked_up: tuple[CompletionRequest | None, CacheSlot | None] | None) -> bool:
+    return bool(looked_up and looked_up[1] and looked_up[1].hit)
+
+
+def _request_or_none(attempt: Attempt) -> CompletionRequest | None:
+    try:
+        return build_request(attempt)
+    except Exception:
+        return None
 
 
 def _prepare(attempt: Attempt, budgets: tuple[Budget, ...] = ()) -> gateway.PreparedArm | ProviderError:
@@ -471,6 +560,7 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
     completion, validation, score = outcome.completion, outcome.validation, outcome.score
     assert completion is not None and score is not None
     tally = validation.tally if validation else None
+    hit = outcome.cache.hit if outcome.cache else None
     return {
         "status": AttemptStatus.COMPLETED,
         "request": request_record(outcome.request),
@@ -486,7 +576,10 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "cached_tokens": completion.usage.cached_tokens,
         "cache_write_tokens": completion.usage.cache_write_tokens,
         "reasoning_tokens": completion.usage.reasoning_tokens,
-        "latency_ms": completion.latency_ms,
+        # A reused answer took no time of its own: no latency, rather than one a board could count.
+        "latency_ms": None if hit else completion.latency_ms,
+        "response_cached": hit is not None,
+        "cached_from_id": hit.source_attempt_id if hit else None,
         "cost_usd": completion.cost_usd,
         "cost_source": completion.cost_source if completion.cost_usd is not None else "",
         "cost_breakdown": completion.cost_breakdown if completion.cost_usd is not None else {},
@@ -561,13 +654,48 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     ours = set(_still_ours(ids, token).select_for_update().values_list("pk", flat=True))
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
+    _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
     completed = [outcome for outcome in mine if outcome.completion is not None]
-    failed = [outcome for outcome in mine if outcome.completion is None]
+    failed = [outcome for outcome in mine if outcome.completion is None and not outcome.give_back]
     update_by_pk(Attempt, {o.attempt_id: _completed_row(o, now) for o in completed})
     update_by_pk(Attempt, {o.attempt_id: _failed_row(o, now) for o in failed})
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
+    _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
     return len(mine)
+
+
+def _keep_in_cache(completed: list[Outcome], now: datetime) -> None:
+    """Store the answers of calls made under a cache key; count the reuses of stored ones."""
+    made = [(o.cache, o.attempt_id, o.completion) for o in completed if o.cache and not o.cache.hit and o.completion]
+    store_answers(made, now)
+    count_hits([o.cache.hit.entry_id for o in completed if o.cache and o.cache.hit])
+
+
+def _give_back(attempt_ids: list[int]) -> None:
+    """Queue again attempts the platform failed before their provider call, with a job of
+    their own once committed. Their claims still count: an attempt that keeps failing this
+    way is retired as the platform's error by the claim limit, not tried for ever."""
+    if not attempt_ids:
+        return
+    Attempt.objects.filter(pk__in=attempt_ids).update(**UNCLAIMED)
+    by_run: dict[int, list[int]] = {}
+    for run_id, attempt_id in Attempt.objects.filter(pk__in=attempt_ids).values_list("run_id", "pk"):
+        by_run.setdefault(run_id, []).append(attempt_id)
+    for run_id, ids in by_run.items():
+        # Robust: with Redis down the job cannot be queued; the sweep rebuilds it later
+        # (queued attempts without a job), and the attempts must be queued all the same.
+        transaction.on_commit(functools.partial(_enqueue_attempts, run_id, ids), robust=True)
+
+
+def _enqueue_attempts(run_id: int, attempt_ids: list[int]) -> None:
+    from experiments.jobs import enqueue_attempts  # jobs imports this module
+
+    enqueue_attempts(run_id, attempt_ids)
+
+
+# An attempt back in the queue: nobody's, so a result from its last holder is refused.
+UNCLAIMED = {"status": AttemptStatus.QUEUED, "claim_token": None, "claimed_by": "", "started_at": None}
 
 
 def _judge_once_committed(attempt_ids: list[int]) -> None:

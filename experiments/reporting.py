@@ -79,6 +79,7 @@ COLUMNS = [  # (heading, width, cell)
     ("cost", 10, lambda rank, r: _money(r.cost_usd)),
     ("$/resolved", 11, lambda rank, r: _money(r.cost_per_resolved_usd)),
     ("errors", 7, lambda rank, r: _pct(r.error_rate)),
+    ("infra", 6, lambda rank, r: str(r.infrastructure_failed)),
 ]
 
 
@@ -92,6 +93,9 @@ def format_leaderboard(rows: list[ArmRow]) -> str:
     for rank, row in enumerate(rows, 1):
         flag = "  (low n)" if row.low_sample else ""
         lines.append(_cells([cell(rank, row) for _, _, cell in COLUMNS]) + flag)
+    cached = sum(row.cached for row in rows)
+    if cached:
+        lines.append(f"{cached} attempt(s) reused a cached answer: counted in n and resolved, not in latency or cost")
     return "\n".join(lines)
 
 
@@ -127,6 +131,8 @@ def run_export(run: Run) -> dict:
                 "cost_usd": _number(r.cost_usd),
                 "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
                 "error_rate": r.error_rate,
+                "cached": r.cached,
+                "infrastructure_failed": r.infrastructure_failed,
                 "low_sample": r.low_sample,
                 **_quality_fields(quality.get(r.arm_id)),
                 "evaluator": [
@@ -162,6 +168,7 @@ def run_export(run: Run) -> dict:
                 "build_ok": a.build_ok,
                 "latency_ms": a.latency_ms,
                 "cost_usd": _number(a.cost_usd),
+                "cached": a.response_cached,
                 "error_category": a.error_category or None,
             }
             for a in attempts
@@ -199,6 +206,7 @@ ATTEMPT_COLUMNS = [
     "build_ok",
     "latency_ms",
     "cost_usd",
+    "cached",
     "error_category",
 ]
 
@@ -258,6 +266,15 @@ def attempt_rows(run: Run, arm_label: str) -> QuerySet[Attempt]:
     if arm_label:
         attempts = attempts.filter(arm__label=arm_label)
     return attempts.order_by("sequence")[:ATTEMPT_ROWS]
+
+
+def cache_source(attempt: Attempt) -> Attempt | None:
+    """The attempt whose answer this one reused, when it is the same organisation's (a key
+    includes the organisation, so it always is; the page links to it, so it is checked)."""
+    if attempt.cached_from_id is None:
+        return None
+    sources = Attempt.objects.filter(pk=attempt.cached_from_id, run__org_id=attempt.run.org_id)
+    return sources.select_related("run").only("code", "sequence", "run__code").first()
 
 
 def verdict_scores(attempt: Attempt) -> list[dict]:

@@ -20,6 +20,7 @@ from experiments.models import AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
 from experiments.reporting import (
     attempt_rows,
+    cache_source,
     run_evaluator_scores,
     run_leaderboard,
     run_patch_quality,
@@ -220,6 +221,7 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
         "tests": tests_with_roles(attempt, artifacts.get("tests")),
         "verdicts": verdict_scores(attempt),
+        "cached_from": cache_source(attempt),
     }
     return render(request, "experiments/attempt_detail.html", context)
 

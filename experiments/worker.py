@@ -9,6 +9,7 @@ from rq.job import Job
 from rq.queue import Queue
 from rq.worker import SimpleWorker
 
+from experiments import liveness
 from experiments.jobs import warm_attempt_pool
 from experiments.pipeline import stop_claiming
 
@@ -19,6 +20,7 @@ class AttemptWorker(SimpleWorker):
     attempts wait for them."""
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
+        liveness.heartbeat()  # alive from the start, not only from its first claim
         warm_attempt_pool()
         return super().work(*args, **kwargs)
 
@@ -27,9 +29,16 @@ class AttemptWorker(SimpleWorker):
         # dropped (a restart, an idle timeout) is replaced, not reused by every later job.
         _close_old_connections()
         try:
-            super().execute_job(job, queue)
+            with liveness.keeping_job_alive(self, job):
+                super().execute_job(job, queue)
         finally:
             _close_old_connections()
+
+    def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
+        # The lease thread renews RQ's record of the running job, so it can be short: the
+        # job of a worker that died drops out of the started registry within two leases,
+        # and the sweep then rebuilds the jobs of its run's queued attempts.
+        return liveness.rq_entry_seconds()
 
     def request_stop(self, signum: Any, frame: Any) -> None:
         # A warm shutdown waits for the current job, which may be working through a whole

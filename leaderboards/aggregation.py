@@ -5,14 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Avg, Count, Q, QuerySet, Sum
+from django.db.models import Avg, Case, Count, F, Q, QuerySet, Sum, When
 
 from leaderboards.sql import Percentile
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, wilson_interval
+from providers.outcomes import INFRASTRUCTURE_FAILED, MODEL_FAILED
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
-COMPLETED, FAILED = "completed", "failed"
+COMPLETED = "completed"
 JUDGED, EVALUATOR_ERROR = "judged", "evaluator_error"  # verdict statuses, likewise
+# An attempt that reused a cached answer made no call: it counts for quality, but its
+# latency and cost (none) would flatter the arm's speed and price, so those skip it.
+CALLED = Q(response_cached=False)
 
 
 @dataclass(frozen=True)
@@ -21,17 +25,22 @@ class ArmRow:
     label: str
     provider: str
     model_name: str
-    n: int  # attempts that finished (completed or failed); cancelled ones do not count
+    # Attempts the model had its turn at: answered, or failed through the model's doing.
+    # Infrastructure failures (an outage, a refused key, the platform) say nothing about the
+    # model and are counted apart; cancelled attempts do not count.
+    n: int
     resolved: int
-    failed: int
+    failed: int  # model failures
     resolved_rate: float | None
     ci_low: float | None
     ci_high: float | None
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     cost_usd: Decimal | None  # None when any answered attempt's price is unknown
-    cost_per_resolved_usd: Decimal | None
-    error_rate: float | None
+    cost_per_resolved_usd: Decimal | None  # over the attempts that made a call
+    error_rate: float | None  # model failures over n
+    cached: int = 0  # answered from the response cache: in n and resolved, not in latency or cost
+    infrastructure_failed: int = 0  # not in n: not the model's doing
 
     @property
     def low_sample(self) -> bool:
@@ -43,13 +52,17 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
     rows = (
         attempts.values("arm_id", "arm__label", "arm__provider", "arm__model_name", "arm__position")
         .annotate(
-            n=Count("id", filter=Q(status__in=(COMPLETED, FAILED))),
+            n=Count("id", filter=Q(status=COMPLETED) | MODEL_FAILED),
             resolved_count=Count("id", filter=Q(resolved=True)),
-            failed_count=Count("id", filter=Q(status=FAILED)),
-            p50=Percentile("latency_ms", 0.5),
-            p95=Percentile("latency_ms", 0.95),
-            cost=Sum("cost_usd"),
-            unpriced=Count("id", filter=Q(status=COMPLETED, cost_usd__isnull=True)),
+            resolved_called=Count("id", filter=Q(resolved=True) & CALLED),
+            failed_count=Count("id", filter=MODEL_FAILED),
+            infrastructure_count=Count("id", filter=INFRASTRUCTURE_FAILED),
+            cached_count=Count("id", filter=~CALLED),
+            # A CASE rather than an aggregate FILTER: SQLite's percentile is a plain function.
+            p50=Percentile(_called("latency_ms"), 0.5),
+            p95=Percentile(_called("latency_ms"), 0.95),
+            cost=Sum("cost_usd", filter=CALLED),
+            unpriced=Count("id", filter=Q(status=COMPLETED, cost_usd__isnull=True) & CALLED),
         )
         .order_by("arm__position", "arm_id")
     )
@@ -57,8 +70,12 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
     return sorted(board, key=lambda r: (-(r.resolved_rate or 0), -(r.ci_low or 0), r.cost_usd or Decimal("Infinity")))
 
 
+def _called(field: str) -> Case:
+    return Case(When(CALLED, then=F(field)))
+
+
 def _row(values: dict) -> ArmRow:
-    n, resolved = values["n"], values["resolved_count"]
+    n, resolved, resolved_called = values["n"], values["resolved_count"], values["resolved_called"]
     interval = wilson_interval(resolved, n)
     cost = None if values["unpriced"] else (values["cost"] or Decimal(0))
     return ArmRow(
@@ -75,10 +92,12 @@ def _row(values: dict) -> ArmRow:
         latency_p50_ms=values["p50"],
         latency_p95_ms=values["p95"],
         cost_usd=cost,
-        cost_per_resolved_usd=(cost / resolved).quantize(Decimal("0.00000001"))
-        if cost is not None and resolved
+        cost_per_resolved_usd=(cost / resolved_called).quantize(Decimal("0.00000001"))
+        if cost is not None and resolved_called
         else None,
         error_rate=values["failed_count"] / n if n else None,
+        cached=values["cached_count"],
+        infrastructure_failed=values["infrastructure_count"],
     )
 
 

@@ -201,7 +201,16 @@ RQ = {
 # job claim and record its attempts in bulk. A few times PRBENCH_THREADS_PER_JOB keeps the
 # job's threads busy without starving other workers of jobs.
 PRBENCH_ATTEMPTS_PER_JOB = envint("PRBENCH_ATTEMPTS_PER_JOB", "32")
-# An attempt claimed longer ago than this (and still running) is considered abandoned.
+# Each process that claims attempts holds a lease in Postgres for this long and renews it
+# every third of it (experiments/liveness.py); the recovery sweep takes back the attempts of a
+# process whose lease ran out, and never those of a live one, however long they take.
+PRBENCH_WORKER_LEASE_SECONDS = envint("PRBENCH_WORKER_LEASE_SECONDS", "30")
+if PRBENCH_WORKER_LEASE_SECONDS < 1:
+    raise ImproperlyConfigured(
+        f"PRBENCH_WORKER_LEASE_SECONDS must be a number of seconds of at least 1, not {PRBENCH_WORKER_LEASE_SECONDS}"
+    )
+# Attempts claimed before leases existed (no claimer recorded) are abandoned once claimed
+# longer ago than this.
 PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
 # Poison protection: an attempt handed to a worker this many times without a result (its
 # worker crashed, or its job failed, each time) fails as platform_error on the next claim

@@ -29,6 +29,9 @@ class ErrorCategory(models.TextChoices):
     # made (providers/budget.py): an infrastructure outcome, never the model's; retrying
     # cannot change the answer until someone raises the budget.
     BUDGET_EXCEEDED = "budget_exceeded"
+    # The platform could not get the arm a concurrency slot or rate-limit token in time: the
+    # wait was ours, not the provider's, so it is never the model's timeout.
+    CAPACITY_TIMEOUT = "capacity_timeout"
     UNKNOWN = "unknown"
 
 

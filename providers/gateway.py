@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
+from redis.exceptions import RedisError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
 
 from providers import budget, redaction
@@ -311,7 +312,11 @@ def _generate_within_limits(
     completion = _generate_in_slot(adapter, request)
     used = completion.usage.input_tokens + completion.usage.output_tokens
     if used > estimate:
-        charge_tokens(limit, used - estimate, time.time())
+        # The answer is paid for: a Redis error here must not lose it (the bucket refills).
+        try:
+            charge_tokens(limit, used - estimate, time.time())
+        except RedisError as exc:
+            logger.warning("could not charge %s tokens to the rate limit: %s", used - estimate, type(exc).__name__)
     return completion
 
 

@@ -5,11 +5,17 @@ alice owns the org, bob is a member, vera a viewer, charlie an outsider with his
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from experiments import liveness
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
 from experiments.demo import load_demo_dataset
+from experiments.models import Attempt, WorkerLease
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, get_queue
@@ -29,6 +35,14 @@ ZERO_LATENCY_ARMS = [
         {"mode": "noisy", "quality": 0.5, "price_input_per_mtok": 1, "price_output_per_mtok": 2},
     ),
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_lease_stopped_at_the_end(django_db_setup):
+    """The lease thread of this process (started by the first claim) uses its own database
+    connection: it must be gone before pytest-django drops the test database."""
+    yield
+    liveness.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +130,14 @@ def experiment(org, dataset, alice):
 def work_queue() -> None:
     """Drain the test queue with a real RQ worker, in this process (as the style guide says)."""
     AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)
+
+
+def as_if_its_worker_died(*attempt_ids: int) -> None:
+    """The process that claimed these attempts is gone: its lease ran out a minute ago."""
+    name, now = uuid.uuid4().hex, timezone.now()
+    lapsed = now - timedelta(minutes=1)
+    WorkerLease.objects.create(name=name, hostname="gone", pid=1, started_at=lapsed, expires_at=lapsed)
+    Attempt.objects.filter(pk__in=attempt_ids).update(claimed_by=name)
 
 
 @pytest.fixture

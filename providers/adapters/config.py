@@ -130,6 +130,30 @@ HTTP_KEYS: dict[str, Check] = {
 }
 
 
+# Settings that change how a call is made, never what it answers: the gateway's retry,
+# deadline and concurrency, the HTTP timeouts, and the mock's simulated delay. The response
+# cache (providers/response_cache.py) leaves them out of its key, so raising a timeout does
+# not throw away every stored answer; every other declared key is part of it.
+OPERATIONAL_KEYS = frozenset(
+    {
+        "max_retries",
+        "retry_base_ms",
+        "retry_deadline_s",
+        "timeout_total_s",
+        "max_concurrency",
+        "timeout_connect_s",
+        "timeout_read_s",
+        "latency_ms",
+        "jitter_ms",
+    }
+)
+
+
+def answer_config(config: dict) -> dict:
+    """The settings that shape the answer: the config without its operational keys."""
+    return {name: value for name, value in config.items() if name not in OPERATIONAL_KEYS}
+
+
 def config_key_errors(provider: str, keys: Mapping[str, Check], config: dict) -> list[str]:
     """Every routing, unknown or ill-typed key, each named, in a stable order."""
     errors = []

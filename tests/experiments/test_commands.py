@@ -155,6 +155,7 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "cost_usd",
         "cost_per_resolved_usd",
         "error_rate",
+        "cached",
     }
     assert all(arm_keys <= set(arm) for arm in data["arms"])
     oracle = next(arm for arm in data["arms"] if arm["label"] == "oracle")
@@ -177,6 +178,7 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "build_ok",
         "latency_ms",
         "cost_usd",
+        "cached",
         "error_category",
     }
     oracle_attempt = next(a for a in data["attempts"] if a["arm_label"] == "oracle")
@@ -189,7 +191,7 @@ def test_export_csv(experiment, django_capture_on_commit_callbacks):
     assert lines[0] == (
         "task_id,arm_label,repetition,status,resolved,patch_present,patch_well_formed,patch_applied,"
         "fail_to_pass_fraction,pass_to_pass_regressions,lines_changed,files_changed,"
-        "lint_clean,build_ok,latency_ms,cost_usd,error_category"
+        "lint_clean,build_ok,latency_ms,cost_usd,cached,error_category"
     )
     assert len(lines) == 9
 

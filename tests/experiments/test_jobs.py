@@ -1,9 +1,6 @@
 """Runs executed by a real RQ SimpleWorker against the test Redis and Postgres."""
 
 import uuid
-from datetime import timedelta
-
-from django.utils import timezone
 
 from experiments.actions import (
     ArmSpec,
@@ -19,7 +16,7 @@ from experiments.pipeline import arm_spec, claim_attempt, claim_attempts, execut
 from experiments.prompts import build_request
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
-from tests.conftest import work_queue
+from tests.conftest import as_if_its_worker_died, work_queue
 
 
 def test_a_run_executes_every_attempt_and_completes(experiment, start):
@@ -110,7 +107,7 @@ def test_an_abandoned_attempt_is_reclaimed_and_counted_once(experiment, start):
     run = start(experiment, inference_only=True)
     victim = run.attempts.order_by("sequence").first()
     old_token = claim_attempt(victim.pk)  # a worker claimed it, then died
-    Attempt.objects.filter(pk=victim.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    as_if_its_worker_died(victim.pk)
     work_queue()  # everything else finishes; the victim is stuck in running
     victim.refresh_from_db()
     run.refresh_from_db()

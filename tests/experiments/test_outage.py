@@ -30,7 +30,8 @@ def test_an_outage_fails_one_arm_not_the_run(experiment, org, django_capture_on_
     run.refresh_from_db()
     assert run.status == "completed"
     board = {row.label: row for row in run_leaderboard(run)}
-    assert (board["down"].n, board["down"].error_rate, board["down"].resolved) == (4, 1.0, 0)
+    # The outage is the provider's, not the model's: shown apart, and no rate counts it.
+    assert (board["down"].n, board["down"].infrastructure_failed, board["down"].resolved_rate) == (0, 4, None)
     assert (board["healthy"].n, board["healthy"].error_rate, board["healthy"].resolved_rate) == (4, 0.0, 1.0)
     failed = run.attempts.filter(arm__label="down")
     assert set(failed.values_list("error_category", "retries")) == {(ErrorCategory.OVERLOADED, 2)}

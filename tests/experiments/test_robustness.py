@@ -3,18 +3,16 @@
 import threading
 import time
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 from django.db import connections, transaction
-from django.utils import timezone
 
 from experiments.actions import do_cancel_run, do_requeue_stale, do_start_run
 from experiments.jobs import run_has_jobs
 from experiments.models import Attempt, AttemptStatus, RunStatus
 from experiments.pipeline import claim_attempt
 from providers.errors import ErrorCategory
-from tests.conftest import work_queue
+from tests.conftest import as_if_its_worker_died, work_queue
 
 
 @pytest.mark.django_db(transaction=True)
@@ -82,7 +80,7 @@ def test_requeue_closes_abandoned_attempts_of_cancelled_runs(experiment, django_
         run = do_start_run(experiment, inference_only=True)
     victim = run.attempts.order_by("sequence").first()
     claim_attempt(victim.pk)
-    Attempt.objects.filter(pk=victim.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    as_if_its_worker_died(victim.pk)
     do_cancel_run(run)
     do_requeue_stale(stale_after_seconds=60)
     assert not run.attempts.exclude(status=AttemptStatus.CANCELLED).exists()

@@ -11,12 +11,12 @@ from django.urls import reverse
 from experiments import pipeline
 from experiments.actions import ArmSpec, do_replace_arms, do_requeue_stale
 from experiments.jobs import execute_attempts
-from experiments.models import Attempt, AttemptStatus, RunStatus
+from experiments.models import AttemptStatus, RunStatus
 from providers import gateway
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from providers.types import Completion, Usage
-from tests.conftest import client_for, work_queue
+from tests.conftest import as_if_its_worker_died, client_for, work_queue
 from tests.providers.fake_server import FakeProvider, Reply
 
 
@@ -161,7 +161,7 @@ def test_the_claim_limit_is_a_setting_and_recovery_sweeps_respect_it(experiment,
     run = start(experiment, inference_only=True)
     victim = run.attempts.order_by("sequence").first()
     assert pipeline.claim_attempt(victim.pk)  # its worker dies with it
-    Attempt.objects.filter(pk=victim.pk).update(started_at=victim.queued_at.replace(year=2000))
+    as_if_its_worker_died(victim.pk)
     do_requeue_stale(stale_after_seconds=60)
     work_queue()
     victim.refresh_from_db()

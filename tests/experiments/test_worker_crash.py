@@ -9,10 +9,15 @@ import time
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from experiments.actions import ArmSpec, do_replace_arms, do_requeue_stale, do_start_run
-from experiments.models import Artifact, AttemptStatus, RunStatus
+from experiments.models import Artifact, AttemptStatus, RunStatus, WorkerLease
+from providers.models import ProviderCredential
 from tests.conftest import work_queue
+from tests.providers.fake_server import FakeProvider, Reply
+
+LEASE_S = 2  # the spawned worker's lease: short, so its death is noticed quickly here
 
 
 def spawn_worker() -> subprocess.Popen:
@@ -21,6 +26,7 @@ def spawn_worker() -> subprocess.Popen:
         DJANGO_SETTINGS_MODULE="prbench.settings_test",
         DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
         REDIS_URL=settings.REDIS_URL,
+        PRBENCH_WORKER_LEASE_SECONDS=str(LEASE_S),
     )
     manage = str(settings.BASE_DIR / "manage.py")
     return subprocess.Popen(
@@ -37,28 +43,49 @@ def wait_until(predicate, timeout=30.0):
     return False
 
 
+def answer(text: str = "no diff") -> dict:
+    return {
+        "id": "chatcmpl-crash",
+        "object": "chat.completion",
+        "created": 1741570283,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
+    }
+
+
 @pytest.mark.django_db(transaction=True)
-def test_killed_worker(experiment):
-    # Slow answers so the worker is certainly mid-attempt when it is killed.
-    do_replace_arms(experiment, [ArmSpec("slow", "mock", "m", {"mode": "oracle", "latency_ms": 4000})])
+def test_killed_worker(experiment, org):
+    provider = FakeProvider()  # counts every call the provider would bill
+    # Slow answers so the worker is certainly mid-call when it is killed.
+    provider.default = Reply(200, answer(), delay_s=4)
+    credential = ProviderCredential(org=org, provider="openai", base_url=provider.url + "/v1")
+    credential.set_api_key("sk-test-crash-0000000")
+    credential.save()
+    do_replace_arms(experiment, [ArmSpec("gpt", "openai", "gpt-4o", {"max_retries": 0})])
     run = do_start_run(experiment, inference_only=True)
     worker = spawn_worker()
     try:
-        assert wait_until(lambda: run.attempts.filter(status=AttemptStatus.RUNNING).exists()), "worker never started"
+        assert wait_until(lambda: len(provider.seen) == 4), "the worker never called the provider"
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
+        # The job's threads had claimed all four attempts together when the worker died.
+        stuck = set(run.attempts.filter(status=AttemptStatus.RUNNING).values_list("pk", flat=True))
+        assert len(stuck) == 4
+
+        # Back in the queue on the first sweep after the dead worker's lease ran out.
+        reclaimed: list[int] = []
+        assert wait_until(lambda: reclaimed.append(do_requeue_stale().reclaimed) or sum(reclaimed), 5 * LEASE_S)
+        assert sum(reclaimed) == 4 and not WorkerLease.objects.filter(expires_at__lt=timezone.now()).exists()
+        provider.default = Reply(200, answer())
+        work_queue()
     finally:
         if worker.poll() is None:
             worker.kill()
-    # The job's threads had claimed all four attempts together when the worker died.
-    stuck = set(run.attempts.filter(status=AttemptStatus.RUNNING).values_list("pk", flat=True))
-    assert len(stuck) == 4
-
-    report = do_requeue_stale(stale_after_seconds=0)
-    assert report.reclaimed == 4
-    work_queue()
+        provider.close()
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).count() == 4
     assert dict(run.attempts.values_list("pk", "claims")) == dict.fromkeys(stuck, 2)
+    assert len(provider.seen) == 4 + 4  # one call per claim: the dead worker's, then the new one's
     assert Artifact.objects.filter(attempt__run=run, kind="patch").count() == 4

@@ -8,6 +8,7 @@ from experiments.models import Attempt, AttemptStatus, Experiment, Run, RunArm, 
 from leaderboards.aggregation import arm_leaderboard, arm_patch_quality
 from leaderboards.sql import _SqlitePercentile
 from leaderboards.stats import wilson_interval
+from providers.errors import ErrorCategory
 
 
 def test_wilson_interval_matches_the_textbook_values():
@@ -30,7 +31,7 @@ def run(experiment):
     return Run.objects.create(org=experiment.org, experiment=experiment, seed=1, status=RunStatus.RUNNING)
 
 
-def add(run, arm, task, rep, status=AttemptStatus.COMPLETED, resolved=False, latency=None, cost=None):
+def add(run, arm, task, rep, status=AttemptStatus.COMPLETED, resolved=False, latency=None, cost=None, category=""):
     return Attempt.objects.create(
         run=run,
         arm=arm,
@@ -41,6 +42,7 @@ def add(run, arm, task, rep, status=AttemptStatus.COMPLETED, resolved=False, lat
         resolved=resolved,
         latency_ms=latency,
         cost_usd=cost,
+        error_category=category,
         queued_at=timezone.now(),
     )
 
@@ -53,8 +55,9 @@ def test_it_aggregates_per_arm_in_sql(run, dataset, django_assert_max_num_querie
     for rep, latency in enumerate(latencies):
         add(run, fast, task, rep, resolved=rep < 4, latency=latency, cost=Decimal("0.01"))
     add(run, slow, task, 0, resolved=True, latency=50, cost=None)
-    add(run, slow, task, 1, status=AttemptStatus.FAILED)
+    add(run, slow, task, 1, status=AttemptStatus.FAILED, category=ErrorCategory.TIMEOUT)
     add(run, slow, task, 2, status=AttemptStatus.CANCELLED)
+    add(run, slow, task, 3, status=AttemptStatus.FAILED, category=ErrorCategory.SERVER_ERROR)
     with django_assert_max_num_queries(1):
         board = arm_leaderboard(run.attempts.all())
     by_label = {row.label: row for row in board}
@@ -67,8 +70,10 @@ def test_it_aggregates_per_arm_in_sql(run, dataset, django_assert_max_num_querie
     assert fast_row.cost_usd == Decimal("0.05")
     assert fast_row.cost_per_resolved_usd == Decimal("0.0125")
     assert fast_row.low_sample
-    # Cancelled attempts do not count; an unpriced answer makes the cost unknown, not zero.
+    # Cancelled attempts do not count, nor does the provider's outage: it is shown apart.
+    # An unpriced answer makes the cost unknown, not zero.
     assert (slow_row.n, slow_row.resolved, slow_row.failed, slow_row.error_rate) == (2, 1, 1, 0.5)
+    assert (slow_row.infrastructure_failed, fast_row.infrastructure_failed) == (1, 0)
     assert slow_row.cost_usd is None and slow_row.cost_per_resolved_usd is None
     assert [row.label for row in board] == ["fast", "slow"]
 

@@ -4,6 +4,7 @@ from tqdm import tqdm
 
 from experiments.management.commands._helpers import run_by_code
 from experiments.models import Attempt, AttemptStatus
+from experiments.response_cache import CACHE_COST_SOURCE
 from prbench.inputs import CheckedCommand
 from providers.pricing import catalog_price, forget_catalog, price_cost
 from providers.types import Usage
@@ -17,8 +18,11 @@ class Command(CheckedCommand):
 
     def handle(self, *args, run, **options):
         forget_catalog()
-        # Costs the provider reported itself (OpenRouter, the mock) are facts, not estimates.
-        attempts = Attempt.objects.filter(status=AttemptStatus.COMPLETED).exclude(cost_source="provider")
+        # Costs the provider reported itself (OpenRouter, the mock) are facts, not estimates;
+        # an answer reused from the response cache cost nothing, whatever its tokens.
+        attempts = Attempt.objects.filter(status=AttemptStatus.COMPLETED).exclude(
+            cost_source__in=("provider", CACHE_COST_SOURCE)
+        )
         if run:
             attempts = attempts.filter(run=run_by_code(run))
         changed = []

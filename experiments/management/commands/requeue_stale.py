@@ -9,7 +9,12 @@ class Command(CheckedCommand):
     help = "Re-queue attempts abandoned by crashed workers and rebuild jobs lost with Redis."
 
     def add_arguments(self, parser):
-        parser.add_argument("--stale-after", type=int, help="seconds; default PRBENCH_STALE_AFTER_SECONDS")
+        parser.add_argument(
+            "--stale-after",
+            type=int,
+            help="seconds, for attempts claimed before worker leases existed (others are reclaimed when their "
+            "worker's lease runs out); default PRBENCH_STALE_AFTER_SECONDS",
+        )
         parser.add_argument("--every", type=int, help="keep sweeping every N seconds")
 
     def handle(self, *args, stale_after, every, **options):

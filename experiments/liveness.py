@@ -1,0 +1,168 @@
+"""This process's liveness, for the recovery sweep: a lease in Postgres that a thread renews.
+
+Whether a claimed attempt is abandoned is decided by whether the process that claimed it is
+alive, not by how long the attempt has been running: an attempt waiting minutes for a slow
+provider or a busy arm is never taken from its live worker (and paid for twice), and the
+attempts of a killed worker go back to the queue as soon as its lease runs out
+(PRBENCH_WORKER_LEASE_SECONDS) instead of after a fixed ten minutes.
+
+The same thread keeps RQ's own record of the worker's current job alive. A SimpleWorker
+runs its job in its main thread and sends RQ no heartbeat until the job ends, so RQ's
+registry cleanup would otherwise take any long job for an abandoned one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import OperationalError, connection
+from django.db.models import DurationField, Value
+from django.db.models.functions import Now
+from django.utils import timezone
+from rq.job import Job
+from rq.worker import BaseWorker
+
+from experiments.models import WorkerLease
+
+logger = logging.getLogger(__name__)
+
+RENEWALS_PER_LEASE = 3  # a lease outlives two failed renewals
+
+
+def lease_seconds() -> float:
+    return settings.PRBENCH_WORKER_LEASE_SECONDS
+
+
+def rq_entry_seconds() -> int:
+    """How long RQ's record of a running job lives without a heartbeat: two leases, so RQ
+    forgets the job of a dead worker about when the sweep takes back its attempts."""
+    return max(1, math.ceil(2 * lease_seconds()))
+
+
+class Heartbeat:
+    """The lease of one process, and the thread that renews it."""
+
+    def __init__(self) -> None:
+        self.name = uuid.uuid4().hex
+        self.pid = os.getpid()
+        self.started_at = timezone.now()
+        self.renewed = threading.Condition()
+        self.renewed_at: float | None = None  # time.monotonic() of the last renewal that committed
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.job: tuple[BaseWorker, Job] | None = None
+        self.thread = threading.Thread(target=self._run, name="worker-lease", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self._renew_lease()
+            self._keep_job_alive()
+            self.wake.wait(lease_seconds() / RENEWALS_PER_LEASE)
+            self.wake.clear()
+
+    def _renew_lease(self) -> None:
+        # Whatever fails (the database restarting, say), the thread logs it and tries again
+        # next tick on a new connection: it is the process's only claim to being alive.
+        try:
+            # The database's clock, as the sweep's: the hosts' clocks need not agree.
+            expires_at = Now() + Value(timedelta(seconds=lease_seconds()), output_field=DurationField())
+            if not WorkerLease.objects.filter(name=self.name).update(expires_at=expires_at):
+                # First renewal, or the sweep deleted a lease that lapsed while this process
+                # was stalled: its attempts have been taken back, its new claims need a lease.
+                WorkerLease.objects.create(
+                    name=self.name,
+                    hostname=socket.gethostname()[:255],
+                    pid=self.pid,
+                    started_at=self.started_at,
+                    expires_at=expires_at,
+                )
+            with self.renewed:
+                self.renewed_at = time.monotonic()
+                self.renewed.notify_all()
+        except Exception as exc:
+            logger.warning("could not renew worker lease %s: %s: %s", self.name, type(exc).__name__, exc)
+        finally:
+            connection.close()  # this thread's own; a broken one is never reused
+
+    def _keep_job_alive(self) -> None:
+        current = self.job
+        if current is None:
+            return
+        worker, job = current
+        executions = list(worker.executions.values())[:1]  # a copy: the job's thread changes it
+        if not executions:
+            return
+        try:
+            worker.maintain_heartbeats(job, executions[0])
+        except Exception as exc:
+            logger.warning("could not send RQ heartbeat for job %s: %s: %s", job.id, type(exc).__name__, exc)
+
+    def is_current(self) -> bool:
+        """Whether the lease was renewed within the last renewal interval (and a half)."""
+        renewed_at = self.renewed_at
+        interval = lease_seconds() / RENEWALS_PER_LEASE
+        return renewed_at is not None and time.monotonic() - renewed_at < 1.5 * interval
+
+    def renew_now(self) -> bool:
+        """Renew the lease at once and wait (up to a lease) for it; False if that failed."""
+        with self.renewed:
+            before = self.renewed_at
+            self.wake.set()
+            self.renewed.wait_for(lambda: self.renewed_at != before, timeout=lease_seconds())
+            return self.renewed_at != before
+
+
+_lock = threading.Lock()
+_heartbeat: Heartbeat | None = None
+
+
+def heartbeat() -> Heartbeat:
+    """This process's heartbeat, started on first use (and again in a forked child, which
+    is a process of its own with a lease of its own)."""
+    global _heartbeat
+    with _lock:
+        if _heartbeat is None or _heartbeat.pid != os.getpid() or not _heartbeat.thread.is_alive():
+            _heartbeat = Heartbeat()
+            _heartbeat.thread.start()
+        return _heartbeat
+
+
+def claimer_name() -> str:
+    """This process's lease name, for Attempt.claimed_by, once its lease is known to hold:
+    an attempt claimed under a lapsed lease could be taken back and paid for twice."""
+    beat = heartbeat()
+    if not beat.is_current() and not beat.renew_now():
+        raise OperationalError("this worker's lease could not be renewed, so it claims nothing")
+    return beat.name
+
+
+@contextlib.contextmanager
+def keeping_job_alive(worker: BaseWorker, job: Job) -> Iterator[None]:
+    """While the block runs, the heartbeat thread also keeps RQ's record of ``job`` alive."""
+    beat = heartbeat()
+    beat.job = (worker, job)
+    try:
+        yield
+    finally:
+        beat.job = None
+
+
+def stop() -> None:
+    """Stop this process's heartbeat (its lease then lapses); for test teardown."""
+    global _heartbeat
+    with _lock:
+        beat, _heartbeat = _heartbeat, None
+    if beat is not None and beat.pid == os.getpid():
+        beat.stopping.set()
+        beat.wake.set()
+        beat.thread.join(timeout=10)

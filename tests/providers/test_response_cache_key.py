@@ -1,0 +1,139 @@
+"""What makes two requests the same request for the response cache."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from providers.adapters.config import OPERATIONAL_KEYS
+from providers.registry import adapter_class, provider_names
+from providers.response_cache import response_cache_key
+from providers.types import ArmSpec, CompletionRequest, Message
+
+ARM = ArmSpec("openai", "gpt-4o", {"temperature": 0, "max_tokens": 1000, "send_seed": True}, credential="eu")
+REQUEST = CompletionRequest(
+    messages=(Message("user", "Fix the bug."),),
+    system="You write patches.",
+    max_output_tokens=1000,
+    temperature=0,
+    seed_key="1:task:arm:0",
+    reference_output="--- a/x\n+++ b/x\n",
+)
+KEY = response_cache_key(1, ARM, REQUEST)
+
+
+def test_a_key_is_a_sha256_hex_digest():
+    assert KEY is not None and len(KEY) == 64 and int(KEY, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    ("org_id", "arm", "request_"),
+    [
+        (2, ARM, REQUEST),
+        (1, replace(ARM, provider="azure_openai"), REQUEST),
+        (1, replace(ARM, model_name="gpt-4o-mini"), REQUEST),
+        (1, replace(ARM, credential="us"), REQUEST),
+        (1, replace(ARM, config=ARM.config | {"send_seed": False}), REQUEST),
+        (1, replace(ARM, config=ARM.config | {"reasoning_effort": "low"}), REQUEST),
+        (1, ARM, replace(REQUEST, messages=(Message("user", "Fix the bug!"),))),
+        (1, ARM, replace(REQUEST, messages=(*REQUEST.messages, Message("assistant", "ok")))),
+        (1, ARM, replace(REQUEST, system="")),
+        (1, ARM, replace(REQUEST, max_output_tokens=999)),
+        (1, ARM, replace(REQUEST, top_p=0.9)),
+        (1, ARM, replace(REQUEST, stop=("```",))),
+        (1, ARM, replace(REQUEST, response_schema={"type": "object"})),
+    ],
+    ids=[
+        "org",
+        "provider",
+        "model",
+        "credential",
+        "config",
+        "new-config-key",
+        "message",
+        "turns",
+        "system",
+        "max-output",
+        "top_p",
+        "stop",
+        "schema",
+    ],
+)
+def test_whatever_shapes_the_answer_changes_the_key(org_id, arm, request_):
+    assert response_cache_key(org_id, arm, request_) not in (None, KEY)
+
+
+def test_the_schema_name_counts_only_with_a_schema():
+    with_schema = replace(REQUEST, response_schema={"type": "object"})
+    renamed = replace(with_schema, response_schema_name="verdict")
+    assert response_cache_key(1, ARM, with_schema) != response_cache_key(1, ARM, renamed)
+    assert response_cache_key(1, ARM, replace(REQUEST, response_schema_name="verdict")) == KEY
+
+
+@pytest.mark.parametrize(
+    ("arm", "request_"),
+    [
+        (ARM, replace(REQUEST, seed_key="2:task:arm:1")),  # another run or repetition
+        (ARM, replace(REQUEST, reference_output="")),  # never sent to a model
+        (ARM, replace(REQUEST, temperature=0.0)),
+        (replace(ARM, key="run-arm:7"), REQUEST),  # the concurrency bucket
+        (replace(ARM, config=ARM.config | {"temperature": 0.0, "max_tokens": 1000.0}), REQUEST),
+        (replace(ARM, config=dict(reversed(list(ARM.config.items())))), REQUEST),
+        *((replace(ARM, config=ARM.config | {name: 3}), REQUEST) for name in sorted(OPERATIONAL_KEYS)),
+    ],
+)
+def test_what_does_not_shape_the_answer_keeps_the_key(arm, request_):
+    assert response_cache_key(1, arm, request_) == KEY
+
+
+@pytest.mark.parametrize("temperature", [None, 0.2, 1, 2])
+def test_only_temperature_zero_is_cacheable(temperature):
+    assert response_cache_key(1, ARM, replace(REQUEST, temperature=temperature)) is None
+
+
+def test_a_key_survives_text_no_codec_could_encode():
+    odd = replace(REQUEST, messages=(Message("user", "broken \udcff surrogate"),))
+    assert response_cache_key(1, ARM, odd) not in (None, KEY)
+
+
+# Each adapter's settings that go into the key. A new setting must be placed: in
+# OPERATIONAL_KEYS (how a call is made) or here (what it answers).
+ANSWER_KEYS = {
+    "anthropic": {"max_tokens", "temperature", "top_p", "extra_body", "thinking_budget_tokens"},
+    "openai": {
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "extra_body",
+        "send_seed",
+        "structured_output",
+        "reasoning_effort",
+    },
+    "mock": {
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "mode",
+        "quality",
+        "failure_rate",
+        "price_input_per_mtok",
+        "price_output_per_mtok",
+        "invalid",
+        "failure_category",
+    },
+}
+
+
+OPENAI_DIALECTS = {"azure_openai": "openai", "openrouter": "openai", "openai_compatible": "openai"}
+
+
+@pytest.mark.parametrize("provider", provider_names())
+def test_every_setting_is_either_operational_or_part_of_the_key(provider):
+    keys = set(adapter_class(provider).config_keys)
+    assert keys - OPERATIONAL_KEYS == ANSWER_KEYS[OPENAI_DIALECTS.get(provider, provider)]
+
+
+def test_every_operational_key_is_a_setting_some_adapter_reads():
+    declared = set().union(*(adapter_class(provider).config_keys for provider in provider_names()))
+    assert declared >= OPERATIONAL_KEYS
