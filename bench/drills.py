@@ -76,6 +76,7 @@ DEFAULT_LATENCY_S = 0.1
 RECOVERY_WAIT_S = 180
 RECOVERY_TARGET_S = 60
 HANG_S = 60
+FINISHED = ("completed", "failed")  # an attempt in any other state at the end was lost
 PR_SET_PDEATHSIG = 1
 
 
@@ -690,7 +691,7 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
     attempts = Attempt.objects.filter(run_id=stage.run_id).order_by()
     statuses = Counter(dict(attempts.values_list("status").annotate(n=Count("id")).values_list("status", "n")))
     row = Row(drill.name, planned=stage.progress.total, details=list(stage.notes))
-    row.finished = statuses[AttemptStatus.COMPLETED] + statuses[AttemptStatus.FAILED]
+    row.finished = sum(statuses[status] for status in FINISHED)
     row.lost = row.planned - row.finished
     row.duplicated = attempts.values("task_id", "arm_id", "repetition").annotate(n=Count("id")).filter(n__gt=1).count()
     count_calls(drill, stage, row)
@@ -700,6 +701,9 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
     failures = Counter(attempts.filter(status=AttemptStatus.FAILED).values_list("error_category", flat=True))
     if failures:
         row.details.append("failed: " + ", ".join(f"{n} {c or 'uncategorised'}" for c, n in failures.most_common()))
+    if row.lost:
+        left = ", ".join(f"{n} {status}" for status, n in statuses.items() if status not in FINISHED)
+        row.details.append(f"lost: {left}")
     claimed_again = attempts.filter(claims__gt=1).count()
     if claimed_again:
         row.details.append(f"{claimed_again} attempt(s) claimed more than once")
