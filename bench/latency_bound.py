@@ -3,7 +3,8 @@
 For a mock with 250 ms latency it prints wall time / ideal, where ideal = ceil(N / C) x 250 ms,
 for N = 400 at C = 16 (target <= 1.15) and N = 2,000 at C = 128 (target <= 1.25), and the
 p95 attempt latency / 250 ms (target <= 1.2). Then the gateway's own overhead per call
-against a bare OpenAI SDK call to the same local server (target: under 1 ms median).
+against a bare OpenAI SDK call to the same local server, both streaming the answer (target:
+under 1 ms median).
 
     .venv/bin/python bench/latency_bound.py [--workers 2]
 
@@ -150,19 +151,12 @@ def gateway_overhead() -> dict:
     from providers.models import ProviderCredential
     from providers.types import ArmSpec, CompletionRequest, Message
     from tests.providers.fake_server import FakeProvider, Reply
+    from tests.providers.sse_fixtures import openai_events
 
     server = FakeProvider()
-    server.default = Reply(
-        200,
-        {
-            "id": "c",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "gpt-4o",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-        },
-    )
+    # Streamed, as the gateway asks by default; the bare call below streams too.
+    usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+    server.default = Reply(events=openai_events(pieces=("ok",), usage=usage, model="gpt-4o"))
     org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     credential, _ = ProviderCredential.objects.get_or_create(org=org, provider="openai")
     credential.set_api_key("sk-bench-000000000000")
@@ -174,7 +168,15 @@ def gateway_overhead() -> dict:
     bare, governed = [], []
     for _ in range(400):
         started = time.perf_counter()
-        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+        stream = client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "hi"}],
+            max_completion_tokens=1,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        for _chunk in stream:  # read to the end, as the gateway does
+            pass
         bare.append(time.perf_counter() - started)
         started = time.perf_counter()
         gateway.complete(org.pk, arm, request)

@@ -119,6 +119,10 @@ class AttemptAdmin(admin.ModelAdmin):
         "responded_at",
         "validated_at",
         "scored_at",
+        "latency_ms",
+        "first_token_ms",
+        "output_tokens_per_s",
+        "wall_ms",
     ]
     raw_id_fields = ["run", "task", "arm", "cached_from"]  # a select of every attempt would not load
     inlines = [ArtifactInline]

@@ -280,7 +280,14 @@ class Attempt(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     cache_write_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Part of input_tokens")
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Part of output_tokens")
-    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True, help_text="The successful try alone")
+    first_token_ms = models.PositiveIntegerField(
+        null=True, blank=True, help_text="From the successful try's request to its first streamed token"
+    )
+    output_tokens_per_s = models.FloatField(null=True, blank=True, help_text="Output tokens after the first one")
+    wall_ms = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The whole provider call: failed tries, back-off and waits included"
+    )
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
     cost_source = models.CharField(max_length=16, blank=True, help_text="provider, catalog, or empty when unknown")
     cost_breakdown = models.JSONField(

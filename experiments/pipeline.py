@@ -576,8 +576,11 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "cached_tokens": completion.usage.cached_tokens,
         "cache_write_tokens": completion.usage.cache_write_tokens,
         "reasoning_tokens": completion.usage.reasoning_tokens,
-        # A reused answer took no time of its own: no latency, rather than one a board could count.
+        # A reused answer took no time of its own: no timings, rather than ones a board could count.
         "latency_ms": None if hit else completion.latency_ms,
+        "first_token_ms": None if hit else completion.first_token_ms,
+        "output_tokens_per_s": None if hit else completion.output_tokens_per_s,
+        "wall_ms": None if hit else completion.wall_ms,
         "response_cached": hit is not None,
         "cached_from_id": hit.source_attempt_id if hit else None,
         "cost_usd": completion.cost_usd,
@@ -612,6 +615,7 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
         "error_message": error.message[:2000],
         "retries": error.retries,
         "retry_log": error.retry_log,
+        "wall_ms": error.wall_ms,  # None when no call was made (not allowed, platform failure)
         "scored_at": now,
     }
 

@@ -36,6 +36,8 @@ class ArmRow:
     ci_high: float | None
     latency_p50_ms: float | None
     latency_p95_ms: float | None
+    first_token_p50_ms: float | None  # None when no attempt's answer was streamed
+    output_tokens_per_s_median: float | None
     cost_usd: Decimal | None  # None when any answered attempt's price is unknown
     cost_per_resolved_usd: Decimal | None  # over the attempts that made a call
     error_rate: float | None  # model failures over n
@@ -61,6 +63,8 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
             # A CASE rather than an aggregate FILTER: SQLite's percentile is a plain function.
             p50=Percentile(_called("latency_ms"), 0.5),
             p95=Percentile(_called("latency_ms"), 0.95),
+            first_token_p50=Percentile(_called("first_token_ms"), 0.5),
+            tokens_per_s_median=Percentile(_called("output_tokens_per_s"), 0.5),
             cost=Sum("cost_usd", filter=CALLED),
             unpriced=Count("id", filter=Q(status=COMPLETED, cost_usd__isnull=True) & CALLED),
         )
@@ -91,6 +95,8 @@ def _row(values: dict) -> ArmRow:
         ci_high=interval[1] if interval else None,
         latency_p50_ms=values["p50"],
         latency_p95_ms=values["p95"],
+        first_token_p50_ms=values["first_token_p50"],
+        output_tokens_per_s_median=values["tokens_per_s_median"],
         cost_usd=cost,
         cost_per_resolved_usd=(cost / resolved_called).quantize(Decimal("0.00000001"))
         if cost is not None and resolved_called

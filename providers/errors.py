@@ -61,6 +61,8 @@ class ProviderError(Exception):
         self.retries = 0
         self.retry_log: list[dict] = []  # one entry per failed try that was retried
         self.raw_request: dict = {}
+        # The whole gateway call, every try and wait included; set by the gateway.
+        self.wall_ms: int | None = None
 
     @property
     def retryable(self) -> bool:

@@ -154,6 +154,7 @@ def _reserve_budgets(prepared: PreparedArm, request: CompletionRequest) -> budge
 
 @sensitive_variables("secrets")  # Test connection runs this in a web request: no key on an error page
 def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | None) -> Completion:
+    started = time.perf_counter()
     arm = prepared.arm
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     secrets = _secrets(prepared.credential)
@@ -167,14 +168,22 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
         completion = retrying(_generate_within_limits, adapter, request, deadline, held)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
+        exc.wall_ms = _ms_since(started)
         _redact_error(exc, secrets)
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         raise
-    done = _redact_completion(replace(completion, retries=len(retry_log), retry_log=tuple(retry_log)), secrets)
-    if done.cost_usd is None and prepared.price is not None:  # a provider-reported cost (OpenRouter, the mock) wins
+    done = _redact_completion(
+        replace(completion, retries=len(retry_log), retry_log=tuple(retry_log), wall_ms=_ms_since(started)), secrets
+    )
+    # A provider-reported cost (OpenRouter, the mock) wins; counts the provider never sent price nothing.
+    if done.cost_usd is None and prepared.price is not None and done.usage_reported:
         cost, breakdown = price_cost(done.usage, prepared.price)
         return sane_completion(replace(done, cost_usd=cost, cost_breakdown=breakdown, cost_source="catalog"))
     return sane_completion(done)
+
+
+def _ms_since(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
 
 
 # Beyond these a figure is the server's mistake, not a measurement: no model reads or
@@ -200,6 +209,16 @@ def sane_completion(completion: Completion) -> Completion:
     latency_ms = completion.latency_ms if _sane_count(completion.latency_ms, MAX_LATENCY_MS) else 0
     if latency_ms is not completion.latency_ms:
         warnings.append(f"latency_ms {_shown(completion.latency_ms)} is not a duration: stored as 0")
+    first_token_ms = completion.first_token_ms
+    if first_token_ms is not None and not _sane_count(first_token_ms, MAX_LATENCY_MS):
+        warnings.append(f"first_token_ms {_shown(first_token_ms)} is not a duration: stored as unknown")
+        first_token_ms = None
+    speed = completion.output_tokens_per_s
+    if speed is not None and not _sane_speed(speed):
+        warnings.append(f"output_tokens_per_s {_shown(speed)} is not a speed: stored as unknown")
+        speed = None
+    if counts_wrong or latency_ms is not completion.latency_ms or first_token_ms is not completion.first_token_ms:
+        speed = None  # computed from a figure just found wrong
     cost, cost_source = completion.cost_usd, completion.cost_source
     if cost is not None and not (isinstance(cost, Decimal) and cost.is_finite() and 0 <= cost <= MAX_COST_USD):
         warnings.append(f"cost_usd {_shown(cost)} is not a price: stored as unknown")
@@ -214,6 +233,8 @@ def sane_completion(completion: Completion) -> Completion:
         completion,
         usage=replace(completion.usage, **usage),
         latency_ms=latency_ms,
+        first_token_ms=first_token_ms,
+        output_tokens_per_s=speed,
         cost_usd=cost,
         cost_breakdown=completion.cost_breakdown if cost is not None else {},
         cost_source=cost_source,
@@ -223,6 +244,10 @@ def sane_completion(completion: Completion) -> Completion:
 
 def _shown(value: object) -> str:
     return repr(value)[:40]  # whatever the server sent, a bounded mention of it
+
+
+def _sane_speed(value: object) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and 0 <= value <= MAX_TOKENS
 
 
 def _sane_count(value: object, limit: int) -> bool:

@@ -85,3 +85,14 @@ class Completion:
     # What the gateway had to correct in the provider's answer (a negative token count, say),
     # stored on the attempt so a reader knows which of its figures were not the provider's.
     warnings: tuple[str, ...] = ()
+    # Timing of a streamed answer (None when not streamed or not measurable): from the start
+    # of the successful try's request to its first content or thinking delta, and output
+    # tokens per second after it. ``latency_ms`` is that try alone; ``wall_ms`` the whole
+    # gateway call, failed tries, back-off and rate-limit or slot waits included.
+    first_token_ms: int | None = None
+    output_tokens_per_s: float | None = None
+    wall_ms: int = 0
+    # False when the provider sent no token counts (a stream from a server that ignores
+    # ``stream_options.include_usage``): the zeros in ``usage`` are then not a count, and
+    # the gateway prices nothing from them.
+    usage_reported: bool = True

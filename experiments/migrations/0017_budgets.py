@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0015_attempt_warnings_platform_error'),
+        ('experiments', '0016_attempt_stream_timing'),
     ]
 
     operations = [

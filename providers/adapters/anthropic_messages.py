@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
-import time
 from functools import lru_cache
 from typing import Any
 
 import anthropic
+from anthropic.types import Message
 
 from providers import egress
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, THINKING_BUDGET_MIN, integer
 from providers.adapters.http_errors import failure, translate_sdk_error
+from providers.adapters.streaming import (
+    StreamClock,
+    cut_error,
+    enforce_deadline,
+    is_event_stream,
+    tokens_per_second,
+    whole_body,
+)
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
@@ -83,11 +91,14 @@ class AnthropicAdapter(Adapter):
             ]
             forced = {"type": "tool", "name": request.response_schema_name}
             params["tool_choice"] = {"type": "auto"} if budget else forced
+        if self.arm.config.get("stream", True):
+            params["stream"] = True
         return params
 
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
-        started = time.perf_counter()
+        clock = StreamClock()
+        streamed = False
         # SDK 2.x no longer takes temperature / top_p as arguments; models that still accept
         # them get them in the body, which is also what the raw record shows.
         sampling = {k: params[k] for k in SAMPLING if k in params}
@@ -99,29 +110,96 @@ class AnthropicAdapter(Adapter):
                 extra_body=extra_body or None,
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
-            response = raw.parse()
+            if not params.get("stream"):
+                response: Any = raw.parse()
+            elif is_event_stream(raw.http_response):
+                enforce_deadline(raw.http_response, self.deadline)
+                response, streamed = read_anthropic_stream(raw.parse(), clock), True
+            else:  # a server that ignored stream: true answered with the whole body
+                response = Message.construct(**whole_body(raw.http_response))
         except Exception as exc:
             error = translate_sdk_error(exc, anthropic, params)
             if error is None:
                 raise
             raise error from None
-        latency_ms = round((time.perf_counter() - started) * 1000)
-        body = response.model_dump(mode="json", exclude_none=True) if hasattr(response, "model_dump") else {}
+        latency_ms = clock.elapsed_ms()
+        if isinstance(response, dict):
+            body = response
+        else:
+            body = response.model_dump(mode="json", exclude_none=True) if hasattr(response, "model_dump") else {}
+        if streamed and body.get("type") != "message":
+            raise cut_error(params)  # no message_stop: the connection closed mid-answer
         if body.get("stop_reason") == "refusal":
             raise failure(ErrorCategory.CONTENT_FILTERED, "the model refused to answer", params)
         text = _answer_text(body.get("content") or [])
         usage = body.get("usage") or {}
+        counts = anthropic_usage(usage)
+        first_token_ms = clock.first_token_ms() if streamed else None
         return Completion(
             text=text,
             finish_reason=body.get("stop_reason") or "",
-            usage=anthropic_usage(usage),
+            usage=counts,
             latency_ms=latency_ms,
+            first_token_ms=first_token_ms,
+            output_tokens_per_s=tokens_per_second(counts.output_tokens, latency_ms, first_token_ms),
             cost_usd=None,
             model_served=body.get("model") or self.arm.model_name,
             request_id=raw.headers.get("request-id", "") or body.get("id", ""),
             raw_request=params,
             raw_response=body,
         )
+
+
+# The deltas that carry generated tokens: the answer, the reasoning, a forced tool call's input.
+TOKEN_DELTAS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+
+
+def read_anthropic_stream(stream: Any, clock: StreamClock) -> dict:
+    """The events of a Messages stream assembled into the message the same request would
+    have returned unstreamed: message_start's message, its content blocks filled in from
+    their deltas, message_delta's stop reason and usage. ``ping`` never reaches here (the SDK
+    drops it) and an ``error`` event is raised by the SDK as a status error.
+
+    Without message_stop the stream was cut, and the result is not a message at all."""
+    message: dict = {}
+    blocks: dict[int, dict] = {}
+    tool_json: dict[int, list[str]] = {}
+    finished = False
+    for event in stream:
+        data = event.model_dump(mode="json", exclude_none=True)
+        kind, index = data.get("type"), data.get("index", 0)
+        if kind == "message_start":
+            message = data.get("message") or {}
+        elif kind == "content_block_start":
+            blocks[index] = dict(data.get("content_block") or {})
+        elif kind == "content_block_delta":
+            _apply_delta(blocks.setdefault(index, {}), tool_json.setdefault(index, []), data.get("delta") or {}, clock)
+        elif kind == "message_delta":
+            message |= {k: v for k, v in (data.get("delta") or {}).items() if v is not None}
+            # Cumulative counts; newer servers repeat the input side here too.
+            message["usage"] = (message.get("usage") or {}) | (data.get("usage") or {})
+        elif kind == "message_stop":
+            finished = True
+    if not finished:
+        return {}
+    for index, parts in tool_json.items():
+        if parts:  # malformed JSON here is a malformed response (ValueError): a server error
+            blocks[index]["input"] = json.loads("".join(parts))
+    return message | {"type": "message", "content": [blocks[index] for index in sorted(blocks)]}
+
+
+def _apply_delta(block: dict, tool_json: list[str], delta: dict, clock: StreamClock) -> None:
+    kind = delta.get("type")
+    if kind in TOKEN_DELTAS and delta.get(TOKEN_DELTAS[kind]):
+        clock.token()
+    if kind == "text_delta":
+        block["text"] = block.get("text", "") + delta.get("text", "")
+    elif kind == "thinking_delta":
+        block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+    elif kind == "signature_delta":
+        block["signature"] = delta.get("signature", "")
+    elif kind == "input_json_delta":
+        tool_json.append(delta.get("partial_json", ""))
 
 
 def _answer_text(blocks: list[dict]) -> str:

@@ -127,6 +127,9 @@ HTTP_KEYS: dict[str, Check] = {
     "timeout_connect_s": positive_seconds(),
     "timeout_read_s": positive_seconds(),
     "extra_body": body_fields,
+    # Stream the answer (SSE), for time to first token and output speed; off for a server
+    # that cannot stream.
+    "stream": boolean,
 }
 
 

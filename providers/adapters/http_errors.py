@@ -8,6 +8,9 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+import httpx2
+
+from providers.adapters.streaming import DeadlinePassed
 from providers.egress import refusal_in
 from providers.errors import ErrorCategory, ProviderError
 
@@ -166,21 +169,62 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
         # Nothing answered (no socket was opened), so there is no body to quote: the message
         # names the host, the refused address and the setting, and nothing else.
         error = ProviderError(ErrorCategory.EGRESS_REFUSED, str(refusal))
+    elif isinstance(exc, DeadlinePassed):
+        error = ProviderError(ErrorCategory.TIMEOUT, "the answer was still streaming when the total timeout ran out")
+    elif isinstance(exc, sdk.APIStatusError) and 200 <= exc.status_code < 300:
+        error = stream_error(exc.body)  # an error event inside a 200 stream (Anthropic's "error")
     elif isinstance(exc, sdk.APIStatusError):
         error = ProviderError(
             category_for_status(exc.status_code, exc.body),
             error_message(exc.status_code, exc.body),
             retry_after=retry_after_seconds(exc.response.headers, exc.status_code),
         )
-    elif isinstance(exc, sdk.APITimeoutError):  # before APIConnectionError, its parent
+    elif isinstance(exc, (sdk.APITimeoutError, httpx2.TimeoutException)):  # before their parents
         error = ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time")
     elif isinstance(exc, sdk.APIConnectionError):
         error = ProviderError(ErrorCategory.CONNECTION, "could not connect to the provider")
+    elif isinstance(exc, httpx2.TransportError):  # the Anthropic SDK lets a stream's read errors through
+        error = ProviderError(ErrorCategory.CONNECTION, "the connection to the provider broke mid-answer")
     elif isinstance(exc, (sdk.APIResponseValidationError, ValueError)):
         error = ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}")
+    elif isinstance(exc, sdk.APIError):  # an error chunk mid-stream (OpenAI's SDK raises it bare)
+        error = stream_error({"error": exc.body})
     if error is not None:
         error.raw_request = request_record
     return error
+
+
+# The HTTP status each documented error type is sent with when it comes before the stream
+# (docs.anthropic.com "Errors"; OpenAI's error types), so an error event in the middle of a
+# stream maps to the category the same error would have as a status.
+ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def stream_error(body: Any) -> ProviderError:
+    """An error the provider sent inside a stream that had begun with 200: by its numeric
+    ``code`` (OpenRouter sends the upstream status), else its ``type``; a server error when
+    it names neither, since the provider broke off what it had started."""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error if isinstance(error, dict) else {}
+    code = details.get("code")
+    status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else None
+    status = status or ERROR_TYPE_STATUS.get(str(details.get("type") or code or ""), 500)
+    category = ErrorCategory.TIMEOUT if status == 504 else category_for_status(status, body)
+    name = details.get("type") or code or "unnamed"
+    return ProviderError(category, f"error mid-stream ({name}): {details.get('message') or _body_text(body)}"[:500])
 
 
 def failure(category: ErrorCategory, message: str, request_record: dict) -> ProviderError:

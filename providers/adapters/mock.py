@@ -20,6 +20,7 @@ from unidiff.errors import UnidiffParseError
 
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, choice, number
+from providers.adapters.streaming import tokens_per_second
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import Price
 from providers.pricing import cost_for
@@ -79,6 +80,7 @@ class MockAdapter(Adapter):
         else:
             text = _answer(mode, config.get("quality", 1.0), request, answer_rng)
         usage = Usage(input_tokens=_tokens(request.prompt_text()), output_tokens=_tokens(text))
+        first_token_ms = _first_token_ms(delay_ms, f"{request.seed_key}:try{self.tries}")
         return Completion(
             text=text,
             finish_reason="stop",
@@ -86,12 +88,21 @@ class MockAdapter(Adapter):
             # The simulated latency, not the measured one: a seed must reproduce the whole
             # leaderboard, latency columns included. The sleep above is still real.
             latency_ms=round(delay_ms),
+            first_token_ms=first_token_ms,
+            output_tokens_per_s=tokens_per_second(usage.output_tokens, round(delay_ms), first_token_ms),
             cost_usd=_cost(config, usage),
             model_served=self.arm.model_name,
             request_id=f"mock-{_seed(request.seed_key) % 10**12:012d}",
             raw_request={"model": self.arm.model_name, "seed_key": request.seed_key},
             raw_response={"text": text, "mode": mode, "tries": self.tries},
         )
+
+
+def _first_token_ms(delay_ms: float, try_key: str) -> int:
+    """A fifth to a third of the simulated latency, as a real model spends reading the prompt
+    before its first token. From its own PRNG: drawing from the try's would change every
+    later choice, and with it what a seed reproduces."""
+    return round(delay_ms * random.Random(_seed(f"{try_key}:first-token")).uniform(0.2, 0.35))
 
 
 def _seed(key: str) -> int:

@@ -3,17 +3,25 @@ Azure OpenAI, OpenRouter and self-hosted OpenAI-compatible servers (vLLM, Ollama
 
 from __future__ import annotations
 
-import time
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, ClassVar
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from providers import egress
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, boolean, choice
 from providers.adapters.http_errors import failure, translate_sdk_error
+from providers.adapters.streaming import (
+    StreamClock,
+    cut_error,
+    enforce_deadline,
+    is_event_stream,
+    tokens_per_second,
+    whole_body,
+)
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
@@ -109,25 +117,37 @@ class OpenAIChatAdapter(Adapter):
                     "strict": True,
                 },
             }
+        if self.arm.config.get("stream", True):
+            # Without include_usage a stream carries no token counts at all.
+            params |= {"stream": True, "stream_options": {"include_usage": True}}
         return params
 
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
-        started = time.perf_counter()
+        clock = StreamClock()
+        streamed = False
         try:
             raw = self.client().chat.completions.with_raw_response.create(
                 **params,
                 extra_body=self.extra_body() or None,
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
-            response = raw.parse()
+            if not params.get("stream"):
+                response: Any = raw.parse()
+            elif is_event_stream(raw.http_response):
+                enforce_deadline(raw.http_response, self.deadline)
+                response, streamed = read_openai_stream(raw.parse(), clock), True
+            else:  # a server that ignored stream: true answered with the whole body
+                response = ChatCompletion.construct(**whole_body(raw.http_response))
         except Exception as exc:
             error = translate_sdk_error(exc, openai, params)
             if error is None:
                 raise
             raise error from None
-        latency_ms = round((time.perf_counter() - started) * 1000)
+        latency_ms = clock.elapsed_ms()
         body = _as_dict(response)
+        if streamed and not body.get("choices"):
+            raise cut_error(params)  # no finish_reason: the connection closed mid-answer
         choices = body.get("choices") or []
         if not choices:
             raise failure(ErrorCategory.SERVER_ERROR, "the response had no choices", params)
@@ -136,21 +156,68 @@ class OpenAIChatAdapter(Adapter):
             raise failure(ErrorCategory.CONTENT_FILTERED, "the answer was withheld by a content filter", params)
         usage = body.get("usage") or {}
         cost_usd, cost_breakdown = self.reported_cost(usage)
+        counts = openai_usage(usage)
+        unreported = streamed and not usage
+        first_token_ms = clock.first_token_ms() if streamed else None
         return Completion(
             text=(choice.get("message") or {}).get("content") or "",
             finish_reason=choice.get("finish_reason") or "",
-            usage=openai_usage(usage),
+            usage=counts,
             latency_ms=latency_ms,
+            first_token_ms=first_token_ms,
+            output_tokens_per_s=tokens_per_second(counts.output_tokens, latency_ms, first_token_ms),
             cost_usd=cost_usd,
             cost_breakdown=cost_breakdown,
             model_served=body.get("model") or self.arm.model_name,
             request_id=raw.headers.get("x-request-id", "") or body.get("id", ""),
             raw_request=params,
             raw_response=body,
+            usage_reported=not unreported,
+            warnings=(NO_STREAM_USAGE,) if unreported else (),
         )
 
     def reported_cost(self, usage: dict) -> tuple[Decimal | None, dict[str, str]]:
         return None, {}  # priced from the catalog by the gateway
+
+
+NO_STREAM_USAGE = (
+    "the stream carried no token counts (the server ignores stream_options.include_usage): "
+    "tokens stored as 0, cost unknown"
+)
+# Where a chunk's delta carries generated tokens: the answer, a refusal, and the reasoning
+# text OpenRouter (``reasoning``) and vLLM (``reasoning_content``) stream before it.
+TOKEN_FIELDS = ("content", "refusal", "reasoning", "reasoning_content")
+HEAD_FIELDS = ("id", "created", "model", "system_fingerprint")
+
+
+def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
+    """The chunks of a chat.completion.chunk stream assembled into the body the same request
+    would have had unstreamed (first choice only: PRBench never asks for more than one).
+
+    Without a ``finish_reason`` the stream was cut and there is no choice at all, so a
+    truncated answer is never mistaken for a whole one."""
+    # Azure's first chunk carries only prompt_filter_results, with an empty id and model.
+    head: dict = {}
+    parts: dict[str, list[str]] = {"content": [], "refusal": []}
+    finish_reason, usage = None, None
+    for chunk in stream:
+        data = _as_dict(chunk)
+        head |= {key: data[key] for key in HEAD_FIELDS if data.get(key) and key not in head}
+        usage = data.get("usage") or usage  # the final chunk's, with empty choices
+        for chunk_choice in data.get("choices") or []:
+            if chunk_choice.get("index", 0) != 0:
+                continue
+            delta = chunk_choice.get("delta") or {}
+            if any(delta.get(name) for name in TOKEN_FIELDS):
+                clock.token()
+            for name, seen in parts.items():
+                seen.append(delta.get(name) or "")
+            finish_reason = chunk_choice.get("finish_reason") or finish_reason
+    message = {"role": "assistant"} | {name: "".join(seen) for name, seen in parts.items() if any(seen)}
+    body = head | {"object": "chat.completion", "choices": []}
+    if finish_reason:
+        body["choices"] = [{"index": 0, "message": message, "finish_reason": finish_reason}]
+    return body | ({"usage": usage} if usage else {})
 
 
 def openai_usage(usage: dict) -> Usage:

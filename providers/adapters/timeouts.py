@@ -24,9 +24,11 @@ def timeouts_from_key(key: tuple[float, float]) -> Any:
 
 def try_timeout(config: dict, seconds_left: float | None) -> Any:
     """This try's timeouts: the arm's connect and read timeouts, neither longer than what is
-    left of the call's total (``timeout_total_s``, else its retry deadline). The total is
-    checked at every socket read, so a server that goes quiet is cut off on time; one that
-    keeps trickling bytes is cut off at the first read after the total has run out."""
+    left of the call's total (``timeout_total_s``, else its retry deadline), so a read that
+    stalls never outlasts the total. A server that keeps trickling bytes never stalls a read;
+    streamed answers check the total after every network read as well
+    (``streaming.enforce_deadline``), so it is cut off within one read of the total. An
+    unstreamed body has no such check: it is cut at the first read after the total."""
     connect, read = timeout_key(config)
     if seconds_left is not None:
         connect, read = min(connect, seconds_left), min(read, seconds_left)

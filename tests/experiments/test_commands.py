@@ -152,6 +152,8 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "ci_high",
         "latency_p50_ms",
         "latency_p95_ms",
+        "first_token_p50_ms",
+        "output_tokens_per_s_median",
         "cost_usd",
         "cost_per_resolved_usd",
         "error_rate",
@@ -177,6 +179,9 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "lint_clean",
         "build_ok",
         "latency_ms",
+        "first_token_ms",
+        "output_tokens_per_s",
+        "wall_ms",
         "cost_usd",
         "cached",
         "error_category",
@@ -191,7 +196,7 @@ def test_export_csv(experiment, django_capture_on_commit_callbacks):
     assert lines[0] == (
         "task_id,arm_label,repetition,status,resolved,patch_present,patch_well_formed,patch_applied,"
         "fail_to_pass_fraction,pass_to_pass_regressions,lines_changed,files_changed,"
-        "lint_clean,build_ok,latency_ms,cost_usd,cached,error_category"
+        "lint_clean,build_ok,latency_ms,first_token_ms,output_tokens_per_s,wall_ms,cost_usd,cached,error_category"
     )
     assert len(lines) == 9
 

@@ -83,6 +83,15 @@ def test_negative_token_counts_are_recorded_as_unknown_with_a_warning(experiment
         (dict(latency_ms=-1), dict(latency_ms=0, cost_usd=Decimal("0.0001")), "latency_ms -1"),
         (dict(cost_usd=Decimal("NaN")), dict(cost_usd=None), "cost_usd Decimal('NaN')"),
         (dict(cost_usd=Decimal("-0.5")), dict(cost_usd=None), "cost_usd Decimal('-0.5')"),
+        (
+            dict(first_token_ms=-5, output_tokens_per_s=2.0),
+            dict(first_token_ms=None, output_tokens_per_s=None),
+            "first_token_ms -5",
+        ),
+        (dict(first_token_ms=2.5), dict(first_token_ms=None), "first_token_ms 2.5"),
+        (dict(output_tokens_per_s=float("inf")), dict(output_tokens_per_s=None), "output_tokens_per_s inf"),
+        (dict(output_tokens_per_s=-1.0), dict(output_tokens_per_s=None), "output_tokens_per_s -1.0"),
+        (dict(latency_ms=-1, output_tokens_per_s=3.0), dict(latency_ms=0, output_tokens_per_s=None), "latency_ms -1"),
     ],
 )
 def test_the_gateway_corrects_impossible_figures(figures, expected, warned):

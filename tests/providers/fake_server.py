@@ -4,6 +4,7 @@ end to end over a real socket. Nothing leaves 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,24 @@ class Reply:
     body: Any = None  # dict -> JSON, str/bytes -> sent as is
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    # A Server-Sent Events stream instead of a body: each item one event's text, as written
+    # on the wire ("data: {...}\n\n"; see sse()). Sent with chunked transfer encoding, or
+    # with no framing at all (the body ends when the connection closes: framing="close").
+    events: list[str] | None = None
+    framing: str = "chunked"
+    # Each event written in pieces of this many bytes (0: whole), with this pause before
+    # each piece: a server that trickles its answer.
+    piece_bytes: int = 0
+    piece_delay_s: float = 0.0
+    # Close the connection after this many events, without the rest or the end of the body.
+    cut_after: int | None = None
+
+
+def sse(data: Any, event: str | None = None) -> str:
+    """One event as a provider writes it: an optional ``event:`` line, a ``data:`` line
+    (JSON unless a string: ``[DONE]``), and the blank line that ends it."""
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return (f"event: {event}\n" if event else "") + f"data: {payload}\n\n"
 
 
 @dataclass
@@ -54,6 +73,9 @@ class FakeProvider:
                     reply = fake.replies.pop(0) if fake.replies else fake.default
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.events is not None:
+                    self.send_events(reply)
+                    return
                 payload = reply.body if isinstance(reply.body, (str, bytes)) else json.dumps(reply.body)
                 data = payload.encode() if isinstance(payload, str) else payload
                 try:
@@ -66,6 +88,42 @@ class FakeProvider:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def send_events(self, reply: Reply) -> None:
+                chunked = reply.framing == "chunked"
+                events = reply.events or []
+                self.close_connection = True  # one stream per connection, as the tests need
+                # Each event goes out when written, as a provider's server sends it; without
+                # this, Nagle holds small writes for the client's delayed ACK (~40 ms).
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    if chunked:  # chunked encoding needs HTTP/1.1; BaseHTTPRequestHandler speaks 1.0
+                        self.protocol_version = "HTTP/1.1"
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "text/event-stream; charset=utf-8")
+                    self.send_header("cache-control", "no-cache")
+                    self.send_header("connection", "close")
+                    if chunked:
+                        self.send_header("transfer-encoding", "chunked")
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    for number, event in enumerate(events):
+                        if reply.cut_after is not None and number >= reply.cut_after:
+                            return  # closed mid-stream: no terminal event, no end of body
+                        self.write_event(event.encode(), reply, chunked)
+                    if chunked:
+                        self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
+
+            def write_event(self, data: bytes, reply: Reply, chunked: bool) -> None:
+                size = reply.piece_bytes or len(data)
+                for start in range(0, len(data), size):
+                    if reply.piece_delay_s:
+                        time.sleep(reply.piece_delay_s)
+                    piece = data[start : start + size]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
 
             do_GET = do_POST
 

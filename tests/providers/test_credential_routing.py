@@ -37,6 +37,7 @@ SAMPLES = {
     "timeout_connect_s": 5,
     "timeout_read_s": 10,
     "extra_body": {"metadata": {"user_id": "prbench-test"}},
+    "stream": True,
     "send_seed": True,
     "structured_output": True,
     "mode": "oracle",
