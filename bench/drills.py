@@ -145,10 +145,11 @@ class FakeProvider:
             calls.add(key, delivered=False)
             handler.close_connection = True
             return
-        data = json.dumps(_completion(model)).encode()
+        streamed = bool(body.get("stream"))
+        data = _event_stream(model) if streamed else json.dumps(_completion(model)).encode()
         try:
             handler.send_response(200)
-            handler.send_header("content-type", "application/json")
+            handler.send_header("content-type", "text/event-stream" if streamed else "application/json")
             handler.send_header("content-length", str(len(data)))
             handler.end_headers()
             handler.wfile.write(data)
@@ -189,6 +190,19 @@ def _completion(model: str) -> dict:
         ],
         "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105},
     }
+
+
+def _event_stream(model: str) -> bytes:
+    """What OpenAI streams for ``stream: true`` with ``include_usage``: content deltas, the
+    finish reason, a last chunk with the usage and no choices, then [DONE]."""
+    head = {"id": f"chatcmpl-drill-{time.time_ns()}", "object": "chat.completion.chunk", "created": 1, "model": model}
+    chunks = [
+        head
+        | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "No change."}, "finish_reason": None}]},
+        head | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        head | {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}},
+    ]
+    return b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks) + b"data: [DONE]\n\n"
 
 
 # --- the servers the drills own ------------------------------------------------------------
