@@ -1,7 +1,7 @@
 """A run's hard budgets: what the gateway holds its calls to, and what the run page shows.
 
-The limits are read when an arm is prepared (each claimed chunk), so a budget changed on the
-experiment mid-run applies from the next chunk on.
+The limits are read with the run once per job, so a budget changed on the
+experiment mid-run applies from the next job on.
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ def _totals(run: Run) -> dict:
 def run_budgets(run: Run) -> tuple[Budget, ...]:
     """The budgets a call of this run counts against, with the spend already recorded, for
     the gateway (its pool threads use them without the database). None: no query for spend."""
-    experiment_limit = Experiment.objects.filter(pk=run.experiment_id).values_list("budget_usd", flat=True).first()
+    if hasattr(run, "experiment_budget_usd"):  # read with the run (the pipeline's jobs do)
+        experiment_limit = run.experiment_budget_usd
+    else:
+        experiment_limit = Experiment.objects.filter(pk=run.experiment_id).values_list("budget_usd", flat=True).first()
     if run.budget_usd is None and experiment_limit is None:
         return ()
     run_spent, experiment_spent = recorded_spend(run)

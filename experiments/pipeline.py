@@ -160,7 +160,9 @@ class RelatedCache:
         self.tasks: dict[int, TaskInstance] = {}
 
     def attach(self, attempts: list[Attempt]) -> None:
-        self._load(self.runs, Run.objects.all(), {a.run_id for a in attempts})
+        # The experiment's budget comes along: one query per job, not one per claimed chunk.
+        runs = Run.objects.annotate(experiment_budget_usd=F("experiment__budget_usd"))
+        self._load(self.runs, runs, {a.run_id for a in attempts})
         self._load(self.arms, RunArm.objects.all(), {a.arm_id for a in attempts})
         if len(self.tasks) > self.MAX_TASKS:
             self.tasks.clear()
