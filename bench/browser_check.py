@@ -49,6 +49,13 @@ def main() -> None:
         page.click("text=Demo: three mock arms")
         page.screenshot(path=out / "2-experiment.png", full_page=True)
         page.click("text=Start run")
+        expect(page.locator("h1")).to_have_text("Start a run")  # the estimate comes first
+        page.fill("input[name=budget_usd]", "5")
+        page.click("button:has-text('Update estimate')")
+        expect(page.locator("table.estimate tfoot")).to_contain_text("$")
+        print("confirm page:", " ".join(page.locator("table.estimate tfoot").inner_text().split()))
+        page.screenshot(path=out / "2b-confirm.png", full_page=True)
+        page.click("button:has-text('Start run')")
         expect(page.locator("#live .status")).to_be_visible()
         first = page.locator("#live .runbar").inner_text()
         page.screenshot(path=out / "3-run-live.png", full_page=True)

@@ -29,6 +29,8 @@ from tests.providers.sse_fixtures import (
 from tests.providers.test_adapter_contracts import WIRES, call
 
 fake, wire = contracts.fake, contracts.wire  # the contract tests' server and per-adapter set-up
+# The adapters that speak OpenAI's chat.completion.chunk stream (all but Anthropic).
+OPENAI_FORMAT = sorted(name for name in WIRES if name != "anthropic")
 
 
 def stream_of(spec) -> list[str]:
@@ -121,10 +123,9 @@ def test_a_trickling_stream_is_cut_at_the_total_timeout(wire, fake):
     assert 0.45 <= elapsed < 1.0
 
 
+@pytest.mark.parametrize("wire", ["anthropic"], indirect=True)
 def test_an_anthropic_error_event_mid_stream_is_overloaded(wire, fake):
     spec, org = wire
-    if spec.provider != "anthropic":
-        pytest.skip("Anthropic's error event")
     error = sse({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error")
     fake.script(Reply(events=[anthropic_start(), PING, error]))
     with pytest.raises(ProviderError) as caught:
@@ -133,10 +134,9 @@ def test_an_anthropic_error_event_mid_stream_is_overloaded(wire, fake):
     assert "Overloaded" in caught.value.message
 
 
+@pytest.mark.parametrize("wire", OPENAI_FORMAT, indirect=True)
 def test_an_openai_format_error_chunk_mid_stream_is_a_server_error(wire, fake):
     spec, org = wire
-    if spec.provider == "anthropic":
-        pytest.skip("OpenAI-format streams")
     # OpenRouter's documented mid-stream error: the upstream status as the error's code.
     error = {
         "id": "gen-1",
@@ -171,10 +171,9 @@ def test_a_server_that_ignores_stream_true_is_read_as_one_body(wire, fake):
     assert completion.first_token_ms is None  # nothing streamed, nothing to time
 
 
+@pytest.mark.parametrize("wire", OPENAI_FORMAT, indirect=True)
 def test_an_openai_stream_without_usage_is_stored_as_zero_with_a_warning(wire, fake):
     spec, org = wire
-    if spec.provider == "anthropic":
-        pytest.skip("OpenAI-format streams")
     Price.objects.create(
         provider=spec.provider,
         model_pattern=spec.model,
@@ -192,20 +191,18 @@ def test_an_openai_stream_without_usage_is_stored_as_zero_with_a_warning(wire, f
     assert any("no token counts" in warning for warning in completion.warnings)
 
 
+@pytest.mark.parametrize("wire", OPENAI_FORMAT, indirect=True)
 def test_an_openai_stream_filtered_mid_way_is_content_filtered(wire, fake):
     spec, org = wire
-    if spec.provider == "anthropic":
-        pytest.skip("OpenAI-format streams")
     fake.script(Reply(events=openai_events(finish_reason="content_filter")))
     with pytest.raises(ProviderError) as caught:
         call(org, spec)
     assert caught.value.category == ErrorCategory.CONTENT_FILTERED
 
 
+@pytest.mark.parametrize("wire", ["openrouter"], indirect=True)
 def test_an_openai_stream_of_reasoning_times_its_first_reasoning_token(wire, fake):
     spec, org = wire
-    if spec.provider != "openrouter":
-        pytest.skip("OpenRouter streams reasoning as delta.reasoning")
     warm_up(org, spec, fake)
     thinking = sse(openai_chunk([openai_delta({"content": "", "reasoning": "Let me look."})]))
     events = openai_events()
@@ -217,10 +214,9 @@ def test_an_openai_stream_of_reasoning_times_its_first_reasoning_token(wire, fak
     assert completion.text == "diff --git a/x b/x"
 
 
+@pytest.mark.parametrize("wire", ["anthropic"], indirect=True)
 def test_anthropic_thinking_tool_input_and_cache_tokens(wire, fake):
     spec, org = wire
-    if spec.provider != "anthropic":
-        pytest.skip("Anthropic's content blocks")
     warm_up(org, spec, fake)
     thinking = anthropic_block(
         0,
