@@ -13,14 +13,7 @@ from providers import egress
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, THINKING_BUDGET_MIN, integer
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.streaming import (
-    StreamClock,
-    cut_error,
-    enforce_deadline,
-    is_event_stream,
-    tokens_per_second,
-    whole_body,
-)
+from providers.adapters.streaming import StreamClock, cut_error, read_response, tokens_per_second
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
@@ -98,7 +91,6 @@ class AnthropicAdapter(Adapter):
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
         clock = StreamClock()
-        streamed = False
         # SDK 2.x no longer takes temperature / top_p as arguments; models that still accept
         # them get them in the body, which is also what the raw record shows.
         sampling = {k: params[k] for k in SAMPLING if k in params}
@@ -110,13 +102,8 @@ class AnthropicAdapter(Adapter):
                 extra_body=extra_body or None,
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
-            if not params.get("stream"):
-                response: Any = raw.parse()
-            elif is_event_stream(raw.http_response):
-                enforce_deadline(raw.http_response, self.deadline)
-                response, streamed = read_anthropic_stream(raw.parse(), clock), True
-            else:  # a server that ignored stream: true answered with the whole body
-                response = Message.construct(**whole_body(raw.http_response))
+            streaming = bool(params.get("stream"))
+            response, streamed = read_response(raw, streaming, self.deadline, clock, read_anthropic_stream, Message)
         except Exception as exc:
             error = translate_sdk_error(exc, anthropic, params)
             if error is None:

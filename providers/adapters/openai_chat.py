@@ -14,14 +14,7 @@ from providers import egress
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, boolean, choice
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.streaming import (
-    StreamClock,
-    cut_error,
-    enforce_deadline,
-    is_event_stream,
-    tokens_per_second,
-    whole_body,
-)
+from providers.adapters.streaming import StreamClock, cut_error, read_response, tokens_per_second
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
@@ -125,20 +118,14 @@ class OpenAIChatAdapter(Adapter):
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
         clock = StreamClock()
-        streamed = False
         try:
             raw = self.client().chat.completions.with_raw_response.create(
                 **params,
                 extra_body=self.extra_body() or None,
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
-            if not params.get("stream"):
-                response: Any = raw.parse()
-            elif is_event_stream(raw.http_response):
-                enforce_deadline(raw.http_response, self.deadline)
-                response, streamed = read_openai_stream(raw.parse(), clock), True
-            else:  # a server that ignored stream: true answered with the whole body
-                response = ChatCompletion.construct(**whole_body(raw.http_response))
+            streaming = bool(params.get("stream"))
+            response, streamed = read_response(raw, streaming, self.deadline, clock, read_openai_stream, ChatCompletion)
         except Exception as exc:
             error = translate_sdk_error(exc, openai, params)
             if error is None:

@@ -51,6 +51,20 @@ def is_event_stream(response: Any) -> bool:
     return response.headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
 
 
+def read_response(
+    raw: Any, streaming: bool, deadline: float | None, clock: StreamClock, read_stream: Any, body_type: Any
+) -> tuple[Any, bool]:
+    """The SDK's raw response read as the answer, and whether it streamed: ``read_stream``
+    assembles a stream (cut at ``deadline``), ``body_type`` holds the whole JSON body of a
+    server that ignored ``stream: true``, and an unstreamed request is parsed as usual."""
+    if not streaming:
+        return raw.parse(), False
+    if is_event_stream(raw.http_response):
+        enforce_deadline(raw.http_response, deadline)
+        return read_stream(raw.parse(), clock), True
+    return body_type.construct(**whole_body(raw.http_response)), False
+
+
 def whole_body(response: Any) -> dict:
     """The JSON object a server that ignored ``stream: true`` sent instead of a stream."""
     body = json.loads(response.read())
