@@ -104,6 +104,15 @@ class CallLog:
             (self.answered if delivered else self.cut_off)[key] += 1
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A drill kills the callers on purpose: their connections going away is expected, not a
+    traceback for the terminal."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeProvider:
     """An OpenAI Chat Completions server on loopback that answers every request after its
     arm's latency, and counts each call as answered or cut off (the caller had gone)."""
@@ -123,7 +132,7 @@ class FakeProvider:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
