@@ -39,7 +39,7 @@ from orgs.models import Organization
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from providers.outcomes import INFRASTRUCTURE_FAILURES
-from providers.pricing import catalog_price, cost_for
+from providers.pricing import catalog_price, price_cost
 from providers.types import ArmSpec, Completion, CompletionRequest, Message, Usage
 
 if TYPE_CHECKING:  # experiments imports this module at run time, not the other way round
@@ -304,7 +304,7 @@ def estimated_cost(profile: EvaluatorProfile, attempts) -> Decimal | None:
     patches = Artifact.objects.filter(attempt__in=attempts, kind="patch").aggregate(chars=Sum(Length("content")))
     characters = fixed * sizes["n"] + (sizes["problems"] or 0) + (patches["chars"] or 0)
     usage = Usage(input_tokens=math.ceil(characters / 4), output_tokens=ANSWER_TOKENS * sizes["n"])
-    return cost_for(usage, price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok)
+    return price_cost(usage, price)[0]
 
 
 def unjudged_of_runs(older_than: timedelta) -> dict[int, list[int]]:

@@ -14,12 +14,17 @@ spend survives a Redis restart, reservations in flight at that moment do not.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from decimal import Decimal
 
+from redis.exceptions import RedisError
+
 from prbench.queues import get_connection
 from providers.errors import ErrorCategory, ProviderError
+
+logger = logging.getLogger(__name__)
 
 NANO_PER_USD = 10**9
 # Long enough for any run's pauses; an idle key that expires is rebuilt from the database.
@@ -114,12 +119,19 @@ def reserve(budgets: tuple[Budget, ...], amount_usd: Decimal) -> Reservation:
 
 
 def settle(reservation: Reservation, actual_usd: Decimal) -> None:
-    """Replace the reservation by what the call cost."""
+    """Replace the reservation by what the call cost.
+
+    Never raises: it runs after the provider answered, and an answer already paid for must
+    not be lost (and asked for again) because Redis failed. The reservation then stays as
+    spent, the safe error, until the key is rebuilt from the database's recorded spend."""
     actual = to_nano(actual_usd)
     args: list[int] = [actual - reservation.nano_usd, KEY_TTL_S]
     args += [to_nano(budget.recorded_usd) + actual for budget in reservation.budgets]
-    script = get_connection().register_script(SETTLE)
-    script(keys=[b.key for b in reservation.budgets], args=args)
+    try:
+        script = get_connection().register_script(SETTLE)
+        script(keys=[b.key for b in reservation.budgets], args=args)
+    except RedisError as exc:
+        logger.warning("could not settle a budget reservation: %s: %s", type(exc).__name__, exc)
 
 
 def release(reservation: Reservation) -> None:

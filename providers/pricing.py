@@ -82,29 +82,19 @@ def cost_for(
     price_reasoning_per_mtok: Decimal | None = None,
 ) -> Decimal:
     """Cost in USD: input + cached read + cache write + output (+ reasoning where priced apart)."""
-    parts = cost_parts(
-        usage,
-        price_input_per_mtok,
-        price_output_per_mtok,
-        price_cached_per_mtok,
-        price_cache_write_per_mtok,
-        price_reasoning_per_mtok,
-    )
-    return sum(parts.values(), Decimal(0)).quantize(CENT_FRACTION)
+    prices = (price_cached_per_mtok, price_cache_write_per_mtok, price_reasoning_per_mtok)
+    return _total(cost_parts(usage, price_input_per_mtok, price_output_per_mtok, *prices))
 
 
 def price_cost(usage: Usage, price: Price) -> tuple[Decimal, dict[str, str]]:
     """The total cost at a catalog row's prices and its breakdown, as stored on an attempt."""
-    parts = cost_parts(
-        usage,
-        price.input_per_mtok,
-        price.output_per_mtok,
-        price.cached_input_per_mtok,
-        price.cache_write_per_mtok,
-        price.reasoning_output_per_mtok,
-    )
-    total = sum(parts.values(), Decimal(0)).quantize(CENT_FRACTION)
-    return total, {name: str(value.quantize(CENT_FRACTION)) for name, value in parts.items()}
+    prices = (price.cached_input_per_mtok, price.cache_write_per_mtok, price.reasoning_output_per_mtok)
+    parts = cost_parts(usage, price.input_per_mtok, price.output_per_mtok, *prices)
+    return _total(parts), {name: str(value.quantize(CENT_FRACTION)) for name, value in parts.items()}
+
+
+def _total(parts: dict[str, Decimal]) -> Decimal:
+    return sum(parts.values(), Decimal(0)).quantize(CENT_FRACTION)
 
 
 CATALOG_TTL_S = 60.0

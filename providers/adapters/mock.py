@@ -23,7 +23,7 @@ from providers.adapters.config import COMMON_KEYS, choice, number
 from providers.adapters.streaming import tokens_per_second
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import Price
-from providers.pricing import cost_for
+from providers.pricing import price_cost
 from providers.types import Completion, CompletionRequest, Usage
 
 MODES = ("oracle", "noisy", "empty", "error", "evaluator")
@@ -115,7 +115,7 @@ def _tokens(text: str) -> int:
 
 def _cost(config: dict, usage: Usage) -> Decimal | None:
     price = MockAdapter.configured_price(config)
-    return None if price is None else cost_for(usage, price.input_per_mtok, price.output_per_mtok)
+    return None if price is None else price_cost(usage, price)[0]
 
 
 def _answer(mode: str, quality: float, request: CompletionRequest, rng: random.Random) -> str:

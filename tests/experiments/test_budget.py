@@ -367,3 +367,21 @@ def test_the_evaluator_judges_only_the_calls_that_were_made(
     made = set(run.attempts.filter(status=AttemptStatus.COMPLETED).values_list("pk", flat=True))
     assert judged == made and len(made) == 2
     assert run.attempts.filter(error_category=ErrorCategory.BUDGET_EXCEEDED).count() == 4
+
+
+def test_settling_after_the_answer_never_raises_when_redis_is_away(monkeypatch, caplog):
+    """The provider answered and was paid: a Redis that went away must not turn that answer
+    into an error (the attempt would be given back and asked for, and paid, again)."""
+    import socket
+
+    from redis import Redis
+
+    from providers import budget
+
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(budget, "get_connection", lambda: Redis(port=port, socket_connect_timeout=1))
+    reservation = budget.Reservation((budget.Budget("prbench:budget:run:0", "run budget", Decimal(1)),), 10)
+    budget.settle(reservation, Decimal("0.01"))
+    assert "could not settle a budget reservation" in caplog.text
