@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import os
@@ -21,7 +22,6 @@ import queue
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass, replace
@@ -65,6 +65,7 @@ from experiments.response_cache import CacheSlot, count_hits, find_cached, store
 from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
+from providers.limits import wait_for_release
 from providers.response_cache import response_cache_key
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -74,6 +75,9 @@ logger = logging.getLogger(__name__)
 # stays live, and a crash loses nothing that requeue_stale cannot recover (rows stay running).
 FLUSH_AFTER_S = 0.2
 STEAL_FOR_S = 300
+# How long a job leaves an arm whose slots were all taken before trying it again (a slot the
+# job itself gives back, or one freed while it waits with nothing running, ends it sooner).
+BLOCKED_S = 0.5
 # Set when the worker process is asked to stop: jobs claim nothing more (see worker.py).
 stop_claiming = threading.Event()
 
@@ -160,10 +164,8 @@ class RelatedCache:
         self.tasks: dict[int, TaskInstance] = {}
 
     def attach(self, attempts: list[Attempt]) -> None:
-        # The experiment's budget comes along: one query per job, not one per claimed chunk.
-        runs = Run.objects.annotate(experiment_budget_usd=F("experiment__budget_usd"))
-        self._load(self.runs, runs, {a.run_id for a in attempts})
-        self._load(self.arms, RunArm.objects.all(), {a.arm_id for a in attempts})
+        self.load_runs({a.run_id for a in attempts})
+        self.load_arms({a.arm_id for a in attempts})
         if len(self.tasks) > self.MAX_TASKS:
             self.tasks.clear()
         self._load(self.tasks, TaskInstance.objects.select_related("dataset"), {a.task_id for a in attempts})
@@ -171,6 +173,13 @@ class RelatedCache:
             attempt.run = self.runs[attempt.run_id]
             attempt.arm = self.arms[attempt.arm_id]
             attempt.task = self.tasks[attempt.task_id]
+
+    def load_runs(self, ids: set[int]) -> None:
+        # The experiment's budget comes along: one query per job, not one per claimed chunk.
+        self._load(self.runs, Run.objects.annotate(experiment_budget_usd=F("experiment__budget_usd")), ids)
+
+    def load_arms(self, ids: set[int]) -> None:
+        self._load(self.arms, RunArm.objects.all(), ids)
 
     @staticmethod
     def _load(cache: dict, rows: QuerySet, ids: set[int]) -> None:
@@ -185,7 +194,10 @@ def claim_attempt(attempt_id: int) -> uuid.UUID | None:
 
 
 def arm_spec(attempt: Attempt) -> ArmSpec:
-    arm = attempt.arm
+    return run_arm_spec(attempt.arm)
+
+
+def run_arm_spec(arm: RunArm) -> ArmSpec:
     return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}", credential=arm.credential_name)
 
 
@@ -276,6 +288,7 @@ class Submitted:
     """What a job keeps about an attempt it handed to a thread."""
 
     token: uuid.UUID
+    arm_id: int
     arm: gateway.PreparedArm
     slot: str | None
 
@@ -296,7 +309,12 @@ class BatchRunner:
 
     def __init__(self, run_id: int, attempt_ids: Iterable[int], threads: int):
         self.run_id = run_id
-        self.pending = deque(attempt_ids)
+        # The job's own attempts not yet claimed, each with its arm once read (in run()).
+        self.pending: dict[int, int] = {}
+        self.attempt_ids = list(attempt_ids)
+        # Arms whose slots were all taken at the last try, and when to try them again; a slot
+        # this job gives back opens its arm at once.
+        self.blocked: dict[int, float] = {}
         self.threads = threads
         # Claim when a quarter of the threads are free (or none is busy), not on every
         # single completion: a claim is one UPDATE for the whole chunk.
@@ -318,6 +336,9 @@ class BatchRunner:
     def run(self, pool: Executor) -> int:
         """Returns how many attempts this job recorded."""
         try:
+            self.pending = dict(
+                Attempt.objects.filter(pk__in=self.attempt_ids).order_by("sequence").values_list("pk", "arm_id")
+            )
             while self._has_work():
                 free = self.threads - self.running
                 if free and (free >= self.refill_at or not self.running) and self._claim_and_submit(pool, free):
@@ -327,6 +348,8 @@ class BatchRunner:
                     continue
                 if self.running:
                     self._collect()
+                elif self.pending:
+                    self._wait_for_a_slot()
             self._flush()
         except BaseException:
             self._abandon()
@@ -362,6 +385,7 @@ class BatchRunner:
         while True:
             self.running -= 1
             self._finished(submitted.token, future.result())
+            self.blocked.pop(submitted.arm_id, None)  # its slot is free again, for us or a retry
             if submitted.slot:
                 slots.setdefault(submitted.arm.arm.key, (submitted.arm, []))[1].append(submitted.slot)
             try:
@@ -374,58 +398,125 @@ class BatchRunner:
     def _has_work(self) -> bool:
         return bool(self.pending or self.running or not self.run_drained)
 
-    def _next_ids(self, count: int) -> list[int]:
+    def _candidates(self, count: int) -> list[tuple[int, int]]:
+        """Up to ``count`` queued attempts (id, arm id) of arms not known to be full: the
+        job's own first, then its run's other queued ones."""
         if stop_claiming.is_set():
             self.pending.clear()
             self.run_drained = True
             return []
-        if self.pending:
-            return [self.pending.popleft() for _ in range(min(count, len(self.pending)))]
+        now = time.monotonic()
+        self.blocked = {arm_id: until for arm_id, until in self.blocked.items() if until > now}
+        picked = list(
+            itertools.islice(((pk, arm) for pk, arm in self.pending.items() if arm not in self.blocked), count)
+        )
+        if len(picked) < count:
+            picked += self._steal(count - len(picked), {pk for pk, _ in picked})
+        return picked
+
+    def _steal(self, count: int, picked: set[int]) -> list[tuple[int, int]]:
         if self.run_drained or time.monotonic() > self.steal_until:
             self.run_drained = True
             return []
-        ids = list(
+        rows = list(
             Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)
+            .exclude(arm_id__in=list(self.blocked))
             .order_by("sequence")
-            .values_list("pk", flat=True)[:count]
+            .values_list("pk", "arm_id")[: count + len(picked)]
         )
-        self.run_drained = not ids
-        return ids
+        # Nothing left but attempts of full arms: their own jobs (this one, or those still in
+        # the queue) run them when slots free up.
+        self.run_drained = not rows
+        return [(pk, arm) for pk, arm in rows if pk not in picked][:count]
 
     def _claim_and_submit(self, pool: Executor, free: int) -> bool:
-        """Claim up to ``free`` attempts and start them; returns False when there was
-        nothing left to try."""
-        stealing = not self.pending
-        ids = self._next_ids(free)
-        if not ids:
+        """Take slots for up to ``free`` attempts, claim those that got one and start them;
+        returns False when there was nothing left to try.
+
+        The slot comes before the claim: an attempt whose arm is at its concurrency limit
+        stays queued, instead of taking a thread only to wait on it, so a hanging arm holds
+        its own slots and never the threads other arms' attempts need."""
+        candidates = self._candidates(free)
+        if not candidates:
             return False
+        arms = self._prepare_arms({arm_id for _, arm_id in candidates})
+        slots: dict[int, list[str]] = {}
+        try:
+            ids = self._take_slots(candidates, arms, slots)
+            if ids:
+                self._claim_with_slots(pool, ids, arms, slots)
+        finally:
+            for arm_id, unused in slots.items():  # those of attempts not claimed after all
+                gateway.release_slots(cast(gateway.PreparedArm, arms[arm_id]), unused)
+        return True
+
+    def _prepare_arms(self, arm_ids: set[int]) -> dict[int, gateway.PreparedArm | ProviderError]:
+        self.related.load_runs({self.run_id})
+        self.related.load_arms(arm_ids)
+        run = self.related.runs[self.run_id]
+        budgets = run_budgets(run)
+        return {arm_id: _prepare(run, self.related.arms[arm_id], budgets) for arm_id in arm_ids}
+
+    def _take_slots(
+        self,
+        candidates: list[tuple[int, int]],
+        arms: dict[int, gateway.PreparedArm | ProviderError],
+        slots: dict[int, list[str]],
+    ) -> list[int]:
+        """One slot per candidate where its arm has one free (into ``slots``, by arm); the
+        ids to claim. Attempts of an arm that may not be called need none: they fail at once."""
+        by_arm: dict[int, list[int]] = {}
+        for pk, arm_id in candidates:
+            by_arm.setdefault(arm_id, []).append(pk)
+        ids: list[int] = []
+        for arm_id, pks in by_arm.items():
+            arm = arms[arm_id]
+            if isinstance(arm, ProviderError):
+                ids += pks
+                continue
+            slots[arm_id] = held = gateway.hold_slots(arm, len(pks))
+            if len(held) < len(pks):
+                self.blocked[arm_id] = time.monotonic() + BLOCKED_S
+            ids += pks[: len(held)]
+        for pk in ids:
+            self.pending.pop(pk, None)
+        return ids
+
+    def _claim_with_slots(
+        self,
+        pool: Executor,
+        ids: list[int],
+        arms: dict[int, gateway.PreparedArm | ProviderError],
+        slots: dict[int, list[str]],
+    ) -> None:
         token = uuid.uuid4()
         self.claimed[token] = ids  # before the claim commits: if reading it back fails, _abandon gives them back
         token, attempts = claim_attempts(ids, self.related, token)
-        if not attempts:
-            if stealing:
-                self.run_drained = True  # paused, cancelled, or another worker got there first
-            return bool(self.pending)  # False lets the loop collect what is in flight
         self.claimed[token] = [attempt.pk for attempt in attempts]
-        by_arm: dict[int, list[Attempt]] = {}
+        if not attempts:
+            self.run_drained = True  # paused, cancelled, or another worker got there first
+            return
+        looked_up = self._look_up_cached(pool, attempts, arms)
         for attempt in attempts:
-            by_arm.setdefault(attempt.arm_id, []).append(attempt)
-        budgets = {run_id: run_budgets(self.related.runs[run_id]) for run_id in {a.run_id for a in attempts}}
-        prepared = {arm_id: _prepare(group[0], budgets[group[0].run_id]) for arm_id, group in by_arm.items()}
-        looked_up = self._look_up_cached(pool, attempts, prepared)
-        for arm_id, arm_attempts in by_arm.items():
-            arm = prepared[arm_id]
+            arm = arms[attempt.arm_id]
             if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all
-                for attempt in arm_attempts:
-                    self._finished(token, Outcome(attempt.pk, None, error=arm))
+                self._finished(token, Outcome(attempt.pk, None, error=arm))
                 continue
-            calls = [attempt for attempt in arm_attempts if not _is_hit(looked_up.get(attempt.pk))]
-            slots = gateway.hold_slots(arm, len(calls))  # the rest wait for theirs on the thread
-            for attempt in arm_attempts:
-                request, cache = looked_up.get(attempt.pk, (None, None))
-                slot = slots.pop() if slots and not _is_hit((request, cache)) else None
-                self._submit(pool, Submitted(token, arm, slot), attempt, request, cache)
-        return True
+            request, cache = looked_up.get(attempt.pk, (None, None))
+            held = slots[attempt.arm_id]
+            # A reused answer needs no slot; one left over is given back by the caller.
+            slot = held.pop() if held and not _is_hit((request, cache)) else None
+            self._submit(pool, Submitted(token, attempt.arm_id, arm, slot), attempt, request, cache)
+
+    def _wait_for_a_slot(self) -> None:
+        """Nothing is running and every attempt left waits for a full arm: block until one of
+        those arms frees a slot (or its lease runs out), not in a loop."""
+        now = time.monotonic()
+        waiting = {arm_id for arm_id in self.pending.values() if self.blocked.get(arm_id, 0) > now}
+        keys = [run_arm_spec(self.related.arms[arm_id]).key for arm_id in waiting]
+        if keys:
+            wait_for_release(keys, min(self.blocked[arm_id] for arm_id in waiting) - now)
+        self.blocked.clear()
 
     def _look_up_cached(
         self, pool: Executor, attempts: list[Attempt], prepared: dict[int, gateway.PreparedArm | ProviderError]
@@ -510,12 +601,12 @@ def _request_or_none(attempt: Attempt) -> CompletionRequest | None:
         return None
 
 
-def _prepare(attempt: Attempt, budgets: tuple[Budget, ...] = ()) -> gateway.PreparedArm | ProviderError:
+def _prepare(run: Run, arm: RunArm, budgets: tuple[Budget, ...] = ()) -> gateway.PreparedArm | ProviderError:
     """The arm ready to call, held to the run's budgets, or why the org may not call it. A
     failing database or Redis is not the arm's fault: it propagates, and the job returns its
     attempts to the queue."""
     try:
-        return replace(gateway.prepare(attempt.run.org_id, arm_spec(attempt)), budgets=budgets)
+        return replace(gateway.prepare(run.org_id, run_arm_spec(arm)), budgets=budgets)
     except ProviderError as error:
         return error
 

@@ -99,11 +99,11 @@ def arm_price(provider: str, model_name: str, config: dict) -> Price | None:
 
 def hold_slots(prepared: PreparedArm, count: int) -> list[str]:
     """Take up to ``count`` of the arm's concurrency slots now, in one Redis round trip,
-    for calls about to start (see ``call``'s ``held_slot``). None for an arm whose
-    credential is rate limited: its calls must wait for rate budget before taking a slot.
-    The caller gives them back with ``release_slots``, whatever became of the calls."""
-    if _rate_limit(prepared.credential) is not None:
-        return []
+    for attempts about to be claimed (see ``call``'s ``held_slot``). A job takes its
+    attempts' slots before it claims them, so an arm never has more attempts on a job's
+    threads than it has slots: a hanging provider holds its own slots, not the threads
+    other arms need. The caller gives them back with ``release_slots``, whatever became of
+    the calls."""
     return acquire_slots(prepared.arm.key, _max_concurrency(prepared.arm), count)
 
 
@@ -344,22 +344,22 @@ def _generate_within_limits(
     adapter: Adapter, request: CompletionRequest, clock: CallClock, held: list[str]
 ) -> Completion:
     """One try: rate budget first, then the arm's slot, so a call held back by its
-    credential's rate limit does not also keep another call of the arm from running."""
-    if held:  # the first try, in a slot taken for it in advance (never for rate-limited arms)
-        slot = held.pop()
-        try:
-            return _generate(adapter, request, clock)
-        except BaseException:
-            release_arm_slots(adapter.arm.key, [slot])
-            raise
+    credential's rate limit does not also keep another call of the arm from running. The
+    first try may come with its slot already taken (before its attempt was claimed): it
+    waits for rate budget in it, as that attempt's thread would otherwise wait for a slot."""
     limit = _rate_limit(adapter.credential)
-    if limit is None:
-        return _generate_in_slot(adapter, request, clock)
-    estimate = estimated_tokens(request)
-    _take_rate_budget(adapter, limit, estimate, clock)
-    completion = _generate_in_slot(adapter, request, clock)
+    estimate = estimated_tokens(request) if limit else 0
+    slot = held.pop() if held else None
+    try:
+        if limit is not None:
+            _take_rate_budget(adapter, limit, estimate, clock)
+        completion = _generate(adapter, request, clock) if slot else _generate_in_slot(adapter, request, clock)
+    except BaseException:
+        if slot:  # a try that failed gives its slot back: the retry takes one when it is due
+            release_arm_slots(adapter.arm.key, [slot])
+        raise
     used = completion.usage.input_tokens + completion.usage.output_tokens
-    if used > estimate:
+    if limit is not None and used > estimate:
         # The answer is paid for: a Redis error here must not lose it (the bucket refills).
         try:
             charge_tokens(limit, used - estimate, time.time())

@@ -262,6 +262,17 @@ def wait_for_slot(arm_key: str, limit: int, deadline: float | None = None) -> li
     return tokens
 
 
+def wait_for_release(arm_keys: list[str], timeout: float) -> None:
+    """Block until one of these arms frees a slot, or ``timeout`` seconds (at most
+    ``WAKE_S``) pass: for a caller that takes its slots itself once woken (a job waiting to
+    claim attempts of full arms). It counts among each arm's waiters meanwhile, or a release
+    would wake nobody."""
+    with contextlib.ExitStack() as stack:
+        for key in arm_keys:
+            stack.enter_context(_counted_as_waiting(waiting_key(key)))
+        get_connection().blpop([freed_key(key) for key in arm_keys], timeout=max(min(timeout, WAKE_S), 0.01))
+
+
 @contextlib.contextmanager
 def _counted_as_waiting(key: str) -> Iterator:
     """Count the caller among ``key``'s waiters while the block runs. The entry expires unless

@@ -46,6 +46,44 @@ def test_a_job_overlaps_calls_up_to_the_arms_limit(experiment, monkeypatch):
     assert 0.9 <= elapsed < 2.4  # ceil(8 / 3) x 0.3 s, not 8 x 0.3 s
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_full_arm_holds_its_own_slots_not_the_threads_other_arms_need(experiment, monkeypatch):
+    """A job takes an attempt's slot before claiming it: attempts of an arm at its limit stay
+    queued instead of waiting on threads, so the other arm's attempts run meanwhile."""
+    monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", 4)
+    monkeypatch.setattr(settings, "PRBENCH_ATTEMPTS_PER_JOB", 12)
+    do_replace_arms(
+        experiment,
+        [
+            ArmSpec("slow", "mock", "m", {"mode": "oracle", "latency_ms": 400, "max_concurrency": 1}),
+            ArmSpec("fast", "mock", "m", {"mode": "oracle", "latency_ms": 10}),
+        ],
+    )
+    experiment.sample_size, experiment.repetitions = 3, 2  # 6 attempts per arm, one job
+    experiment.save()
+    run = do_start_run(experiment, inference_only=True)
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    answered = {
+        label: sorted(run.attempts.filter(arm__label=label).values_list("responded_at", flat=True))
+        for label in ("slow", "fast")
+    }
+    # Waiting on threads, the slow arm's queued attempts would have filled all four by its
+    # second answer, and the fast arm's last ones would have come after several slow ones.
+    assert answered["fast"][-1] < answered["slow"][1]
+    assert run.attempts.filter(claims=1).count() == 12
+
+
+def test_a_job_waiting_for_a_full_arm_is_woken_by_a_release(db):
+    held = limits.acquire_slots("full-arm", 1, 1)
+    threading.Timer(0.2, limits.release_slots, ("full-arm", held)).start()
+    started = time.monotonic()
+    limits.wait_for_release(["other-arm", "full-arm"], 5)
+    assert time.monotonic() - started < limits.WAKE_S  # woken by the release, not by the timeout
+    assert limits.waiting_for(["other-arm", "full-arm"]) == limits.Waiting()
+
+
 def test_slots_are_released_and_waiting_is_counted(db):
     with limits.arm_slot("test-arm", 1):
         results = []
