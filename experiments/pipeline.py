@@ -46,7 +46,7 @@ from evaluation.validation import (
     validate_in_repository,
     validate_patch,
 )
-from experiments import liveness
+from experiments import answer_journal, liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.models import (
@@ -123,7 +123,7 @@ def claim_attempts(
         return token, []
     attempts = list(
         Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.RUNNING)
-        .only("id", "run_id", "task_id", "arm_id", "repetition", "sequence")
+        .only("id", "run_id", "task_id", "arm_id", "repetition", "sequence", "claims")
         .order_by("sequence")
     )
     (related or RelatedCache()).attach(attempts)
@@ -219,10 +219,9 @@ def execute(
             ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
         request = built or build_request(attempt)
         try:
-            completion = cache.hit.completion if cache and cache.hit else gateway.call(prepared, request, held_slot)
+            completion, responded_at = _answer(attempt, prepared, request, held_slot, cache)
         except ProviderError as error:
             return Outcome(attempt.pk, request, error=error)
-        responded_at = timezone.now()
         patch = extract_patch(completion.text)
         validation = None
         if not attempt.run.inference_only:
@@ -247,6 +246,26 @@ def execute(
         # as a scored failure instead of jamming its batch and the run for ever.
         logger.exception("attempt %s crashed", attempt.pk)
         return Outcome(attempt.pk, request, error=_platform_error(exc))
+
+
+def _answer(
+    attempt: Attempt,
+    prepared: gateway.PreparedArm,
+    request: CompletionRequest,
+    held_slot: str | None,
+    cache: CacheSlot | None,
+) -> tuple[Completion, datetime]:
+    """The attempt's answer and when it came: reused from the response cache, recovered from
+    the journal (an earlier claim's worker got it and died before recording it), or asked
+    of the provider, and then journalled at once so that it is never paid for twice."""
+    if cache and cache.hit:
+        return cache.hit.completion, timezone.now()
+    if attempt.claims > 1 and (recovered := answer_journal.kept(attempt.pk)):
+        return recovered
+    completion = gateway.call(prepared, request, held_slot)
+    responded_at = timezone.now()
+    answer_journal.keep(attempt.pk, completion, responded_at)
+    return completion, responded_at
 
 
 # What an attempt's own platform can fail with: the attempt is not at fault, and is tried again.
@@ -794,6 +813,8 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
+    recorded = [o.attempt_id for o in completed]
+    transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
     return len(mine)
 
 

@@ -1,0 +1,81 @@
+"""Answers paid for but not yet recorded, kept in Redis until their record commits.
+
+A job writes its attempts' results in bulk, up to ``FLUSH_AFTER_S`` after they arrive. A worker
+killed in between would lose answers the provider has already been paid for, and the attempts,
+claimed again once its lease lapsed, would pay for them a second time. So each answer is written
+here the moment it arrives (one SET, on the thread that made the call), keyed by its attempt; an
+attempt claimed again reads its entry before calling, and an entry is deleted once the attempt's
+record has committed.
+
+Stored as JSON, never pickled: whoever can write to Redis must not be able to run code here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, fields, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from prbench.queues import get_connection
+from providers.types import Completion, Usage
+
+logger = logging.getLogger(__name__)
+
+# Long enough to outlast a database outage that keeps a result from being written; an entry
+# is deleted as soon as its record commits, so only those of lost records stay this long.
+KEEP_S = 24 * 3600
+RECOVERED = "this answer arrived before its worker stopped; it was recorded from the answer journal, not paid for again"
+
+
+def journal_key(attempt_id: int) -> str:
+    return f"prbench:answer:{attempt_id}"
+
+
+def keep(attempt_id: int, completion: Completion, responded_at: datetime) -> None:
+    """Never raises: the answer is in memory too, and Redis failing must not lose it."""
+    entry = {"completion": asdict(completion), "responded_at": responded_at.isoformat()}
+    try:
+        get_connection().set(journal_key(attempt_id), json.dumps(entry, default=str), ex=KEEP_S)
+    except RedisError as exc:
+        logger.warning("attempt %s: could not keep its answer in the journal: %s", attempt_id, type(exc).__name__)
+
+
+def kept(attempt_id: int) -> tuple[Completion, datetime] | None:
+    """The attempt's answer from an earlier claim, if one arrived and was never recorded.
+    A Redis error propagates: the attempt goes back to the queue rather than pay again."""
+    raw = get_connection().get(journal_key(attempt_id))
+    if raw is None:
+        return None
+    try:
+        entry = json.loads(raw)
+        completion = _completion(entry["completion"])
+        responded_at = datetime.fromisoformat(entry["responded_at"])
+    except (ValueError, KeyError, TypeError) as exc:
+        logger.warning("attempt %s: its journal entry is unreadable (%s); calling again", attempt_id, exc)
+        return None
+    return replace(completion, warnings=(*completion.warnings, RECOVERED)), responded_at
+
+
+def forget(attempt_ids: list[int]) -> None:
+    """Delete recorded attempts' entries; never raises (an entry left over expires)."""
+    if not attempt_ids:
+        return
+    try:
+        get_connection().delete(*map(journal_key, attempt_ids))
+    except RedisError as exc:
+        logger.warning("could not delete %s journal entries: %s", len(attempt_ids), type(exc).__name__)
+
+
+def _completion(stored: dict[str, Any]) -> Completion:
+    known = {f.name for f in fields(Completion)}
+    values = {name: value for name, value in stored.items() if name in known}
+    values["usage"] = Usage(**values["usage"])
+    values["cost_usd"] = None if values.get("cost_usd") is None else Decimal(values["cost_usd"])
+    values["retry_log"] = tuple(values.get("retry_log", ()))
+    values["warnings"] = tuple(values.get("warnings", ()))
+    return Completion(**values)
