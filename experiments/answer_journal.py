@@ -38,7 +38,9 @@ def journal_key(attempt_id: int) -> str:
 
 def keep(attempt_id: int, completion: Completion, responded_at: datetime) -> None:
     """Never raises: the answer is in memory too, and Redis failing must not lose it."""
-    entry = {"completion": asdict(completion), "responded_at": responded_at.isoformat()}
+    # Without the request body the provider was sent (the prompt, often most of the bytes):
+    # nothing records it from the completion, and the attempt keeps its own request.
+    entry = {"completion": asdict(replace(completion, raw_request={})), "responded_at": responded_at.isoformat()}
     try:
         get_connection().set(journal_key(attempt_id), json.dumps(entry, default=str), ex=KEEP_S)
     except RedisError as exc:

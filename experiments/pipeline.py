@@ -65,7 +65,7 @@ from experiments.response_cache import CacheSlot, count_hits, find_cached, store
 from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
-from providers.limits import wait_for_release
+from providers.limits import WAKE_S, wait_for_release
 from providers.response_cache import response_cache_key
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -75,9 +75,10 @@ logger = logging.getLogger(__name__)
 # stays live, and a crash loses nothing that requeue_stale cannot recover (rows stay running).
 FLUSH_AFTER_S = 0.2
 STEAL_FOR_S = 300
-# How long a job leaves an arm whose slots were all taken before trying it again (a slot the
-# job itself gives back, or one freed while it waits with nothing running, ends it sooner).
-BLOCKED_S = 0.5
+# How long a job leaves an arm whose slots were all taken out of its next claims, so those
+# go to other arms (a slot the job itself gives back ends it sooner). Short: a slot another
+# worker frees is taken on this job's next round, and a long pause would idle its threads.
+BLOCKED_S = 0.05
 # Set when the worker process is asked to stop: jobs claim nothing more (see worker.py).
 stop_claiming = threading.Event()
 
@@ -450,7 +451,7 @@ class BatchRunner:
 
     def _claim_and_submit(self, pool: Executor, free: int) -> bool:
         """Take slots for up to ``free`` attempts, claim those that got one and start them;
-        returns False when there was nothing left to try.
+        returns whether any was claimed (if not, the job waits for running ones or a slot).
 
         The slot comes before the claim: an attempt whose arm is at its concurrency limit
         stays queued, instead of taking a thread only to wait on it, so a hanging arm holds
@@ -462,12 +463,10 @@ class BatchRunner:
         slots: dict[int, list[str]] = {}
         try:
             ids = self._take_slots(candidates, arms, slots)
-            if ids:
-                self._claim_with_slots(pool, ids, arms, slots)
+            return bool(ids) and self._claim_with_slots(pool, ids, arms, slots)
         finally:
             for arm_id, unused in slots.items():  # those of attempts not claimed after all
                 gateway.release_slots(cast(gateway.PreparedArm, arms[arm_id]), unused)
-        return True
 
     def _prepare_arms(self, arm_ids: set[int]) -> dict[int, gateway.PreparedArm | ProviderError]:
         self.related.load_runs({self.run_id})
@@ -507,14 +506,14 @@ class BatchRunner:
         ids: list[int],
         arms: dict[int, gateway.PreparedArm | ProviderError],
         slots: dict[int, list[str]],
-    ) -> None:
+    ) -> bool:
         token = uuid.uuid4()
         self.claimed[token] = ids  # before the claim commits: if reading it back fails, _abandon gives them back
         token, attempts = claim_attempts(ids, self.related, token)
         self.claimed[token] = [attempt.pk for attempt in attempts]
         if not attempts:
             self.run_drained = True  # paused, cancelled, or another worker got there first
-            return
+            return False
         looked_up = self._look_up_cached(pool, attempts, arms)
         for attempt in attempts:
             arm = arms[attempt.arm_id]
@@ -526,15 +525,13 @@ class BatchRunner:
             # A reused answer needs no slot; one left over is given back by the caller.
             slot = held.pop() if held and not _is_hit((request, cache)) else None
             self._submit(pool, Submitted(token, attempt.arm_id, arm, slot), attempt, request, cache)
+        return True
 
     def _wait_for_a_slot(self) -> None:
         """Nothing is running and every attempt left waits for a full arm: block until one of
-        those arms frees a slot (or its lease runs out), not in a loop."""
-        now = time.monotonic()
-        waiting = {arm_id for arm_id in self.pending.values() if self.blocked.get(arm_id, 0) > now}
-        keys = [run_arm_spec(self.related.arms[arm_id]).key for arm_id in waiting]
-        if keys:
-            wait_for_release(keys, min(self.blocked[arm_id] for arm_id in waiting) - now)
+        those arms frees a slot (at most ``WAKE_S``: a dead holder's lease runs out unannounced)."""
+        self.related.load_arms(set(self.pending.values()))
+        wait_for_release([run_arm_spec(self.related.arms[arm_id]).key for arm_id in set(self.pending.values())], WAKE_S)
         self.blocked.clear()
 
     def _look_up_cached(
