@@ -256,27 +256,22 @@ def _verdicts(
 
 
 def _resample_counts(n: int, rounds: int, seed: int) -> np.ndarray:
-    """For each round of resampling n tasks with replacement, how many draws fell below each
-    position: counts[r, i] = draws of positions < i. Every pair with n shared tasks uses the
-    same draws, so a pair's interval does not depend on which other pairs were asked."""
+    """For each round of resampling n tasks with replacement, how many times each position was
+    drawn. Every pair with n shared tasks uses the same draws, so a pair's interval does not
+    depend on which other pairs were asked."""
     draws = np.random.default_rng(seed).integers(0, n, size=(rounds, n))
     per_position = np.bincount((draws + n * np.arange(rounds)[:, None]).ravel(), minlength=rounds * n)
-    counts = np.zeros((rounds, n + 1), dtype=np.int64)
-    np.cumsum(per_position.reshape(rounds, n), axis=1, out=counts[:, 1:])
-    return counts
+    return per_position.reshape(rounds, n).astype(float)
 
 
 def _resampled_means(differences: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The mean of each round's resample of the sorted differences, and of its mirror image
     (each draw of position i read as a draw of position n - 1 - i: Hall's antithetic
     resampling, 1989). With the mirrors, B against A resamples exactly the negated means of A
-    against B, so the two read the same interval the other way round. The sums go value by
-    distinct value (binary outcomes have three), not draw by draw."""
-    n = len(differences)
-    starts = np.flatnonzero(np.r_[True, differences[1:] != differences[:-1]])
-    ends = np.r_[starts[1:], n]
-    drawn = np.concatenate([counts[:, ends] - counts[:, starts], counts[:, n - starts] - counts[:, n - ends]])
-    return (drawn * differences[starts]).sum(axis=1) / n
+    against B, so the two read the same interval the other way round. (einsum, not a matrix
+    product: BLAS may split the sums differently from one machine's threads to another's.)"""
+    sums = [np.einsum("rn,n->r", counts, differences), np.einsum("rn,n->r", counts, differences[::-1])]
+    return np.concatenate(sums) / len(differences)
 
 
 def _tails(confidence: float) -> list[float]:
