@@ -63,8 +63,9 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def _mcnemar_exact(b: np.ndarray, c: np.ndarray) -> np.ndarray:
     # Twice the smaller tail of Binomial(b + c, 1/2), capped at 1: what binomtest's two-sided
-    # test gives at p = 1/2 (its distribution is symmetric), in one call for every pair where
-    # 45 binomtest calls would take a fifth of the pairwise budget. No discordant pair gives 1.
+    # test gives at p = 1/2 (the distribution is symmetric), in one call for every pair; one
+    # binomtest per pair costs more than the rest of the 45 verdicts of 10 arms together.
+    # No discordant pair gives 1.
     return np.minimum(1.0, 2 * binom.cdf(np.minimum(b, c), b + c, 0.5))
 
 
@@ -127,9 +128,9 @@ class PairedVerdict:
         )
 
     def sentence(self, a: str, b: str, verb: str = "resolves") -> str:
-        """The verdict in words, e.g. "A resolves 7.2 points more than B, 95% CI 2.1 (en dash) 12.3,
-        p = 0.004, on 180 shared tasks". `verb` names the metric ("resolves", "answers
-        correctly", "scores"); a point is one hundredth of the score's range."""
+        """The verdict in words, e.g. "A resolves 7.2 points more than B, 95% CI 2.1-12.3,
+        p = 0.004, on 180 shared tasks" (an en dash in the interval). `verb` names the metric
+        ("resolves", "answers correctly", "scores"); a point is a hundredth of the score's range."""
         if self.mean_difference is None or self.ci_low is None or self.ci_high is None:
             return f"{a} and {b} have no task in common."
         difference, low, high = self.mean_difference, self.ci_low, self.ci_high
@@ -177,7 +178,8 @@ def paired_verdict(
     confidence: float = 0.95,
     min_shared_tasks: int = LOW_SAMPLE,
 ) -> PairedVerdict:
-    """A (first) against B on the tasks both scored; see PairedVerdict."""
+    """A (first) against B on the tasks both scored; see PairedVerdict. The interval comes from
+    `rounds` resamples of the tasks and their mirror images (2 * rounds resampled means)."""
     differences = _shared_differences(_score_matrix([a_scores, b_scores]), 0, 1)
     return _verdicts([differences], rounds, seed, confidence, min_shared_tasks)[0]
 
