@@ -103,7 +103,7 @@ def test_paired_verdict_point_is_the_exact_mean_difference():
 
 
 def test_paired_interval_is_a_percentile_bootstrap_of_the_tasks():
-    """The value-by-value sums equal resampling draw by draw: each round draws n tasks with
+    """Summing draw counts equals resampling draw by draw: each round draws n tasks with
     replacement from the seed, and its mirror image reads every draw from the other end."""
     graded = repeated_scores(arms=2, tasks=120, repetitions=4, seed=3)
     a, b = graded["arm-0"], graded["arm-1"]
