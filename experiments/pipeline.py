@@ -66,6 +66,7 @@ from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import WAKE_S, wait_for_release
+from providers.outcomes import outcome_class
 from providers.response_cache import response_cache_key
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -148,6 +149,9 @@ def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
         "started_at": unless_poisoned("started_at", Value(now), F("started_at")),
         "claims": unless_poisoned("claims", F("claims") + 1, F("claims")),
         "error_category": unless_poisoned("error_category", F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
+        "outcome": unless_poisoned(
+            "outcome", F("outcome"), Value(outcome_class(AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR))
+        ),
         "error_message": unless_poisoned("error_message", F("error_message"), Value(message)),
         "scored_at": unless_poisoned("scored_at", F("scored_at"), Value(now)),
     }
@@ -705,8 +709,10 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
     assert completion is not None and score is not None
     tally = validation.tally if validation else None
     hit = outcome.cache.hit if outcome.cache else None
+    harness_failed = bool(validation and validation.harness_failed)
     return {
         "status": AttemptStatus.COMPLETED,
+        "outcome": outcome_class(AttemptStatus.COMPLETED, harness_failed=harness_failed),
         "request": request_record(outcome.request),
         "raw_response": completion.raw_response,
         "output": completion.text,
@@ -754,6 +760,7 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
     assert error is not None
     return {
         "status": AttemptStatus.FAILED,
+        "outcome": outcome_class(AttemptStatus.FAILED, error.category),
         "request": request_record(outcome.request),
         "error_category": error.category,
         "error_message": error.message[:2000],

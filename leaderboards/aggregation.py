@@ -9,7 +9,7 @@ from django.db.models import Avg, Case, Count, F, Q, QuerySet, Sum, When
 
 from leaderboards.sql import Percentile
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, wilson_interval
-from providers.outcomes import INFRASTRUCTURE_FAILED, MODEL_FAILED
+from providers.outcomes import SCORED, OutcomeClass
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
 COMPLETED = "completed"
@@ -17,6 +17,11 @@ JUDGED, EVALUATOR_ERROR = "judged", "evaluator_error"  # verdict statuses, likew
 # An attempt that reused a cached answer made no call: it counts for quality, but its
 # latency and cost (none) would flatter the arm's speed and price, so those skip it.
 CALLED = Q(response_cached=False)
+# The attempts quality counts: what the model did, well or badly (Attempt.outcome, decided
+# once when the attempt was recorded).
+MODEL_SCORED = Q(outcome__in=SCORED)
+MODEL_FAILED = Q(outcome=OutcomeClass.MODEL_FAILURE)
+INFRASTRUCTURE_FAILED = Q(outcome=OutcomeClass.INFRASTRUCTURE_FAILURE)
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,9 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
     rows = (
         attempts.values("arm_id", "arm__label", "arm__provider", "arm__model_name", "arm__position")
         .annotate(
-            n=Count("id", filter=Q(status=COMPLETED) | MODEL_FAILED),
-            resolved_count=Count("id", filter=Q(resolved=True)),
-            resolved_called=Count("id", filter=Q(resolved=True) & CALLED),
+            n=Count("id", filter=MODEL_SCORED),
+            resolved_count=Count("id", filter=MODEL_SCORED & Q(resolved=True)),
+            resolved_called=Count("id", filter=MODEL_SCORED & Q(resolved=True) & CALLED),
             failed_count=Count("id", filter=MODEL_FAILED),
             infrastructure_count=Count("id", filter=INFRASTRUCTURE_FAILED),
             cached_count=Count("id", filter=~CALLED),

@@ -9,6 +9,7 @@ from leaderboards.aggregation import arm_leaderboard, arm_patch_quality
 from leaderboards.sql import _SqlitePercentile
 from leaderboards.stats import wilson_interval
 from providers.errors import ErrorCategory
+from providers.outcomes import outcome_class
 
 
 def test_wilson_interval_matches_the_textbook_values():
@@ -43,6 +44,7 @@ def add(run, arm, task, rep, status=AttemptStatus.COMPLETED, resolved=False, lat
         latency_ms=latency,
         cost_usd=cost,
         error_category=category,
+        outcome=outcome_class(status, category),
         queued_at=timezone.now(),
     )
 
