@@ -62,6 +62,7 @@ from experiments.models import (
 )
 from experiments.prompts import build_request
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
+from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
 from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
@@ -806,7 +807,7 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     ids = [outcome.attempt_id for outcome in outcomes]
     # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
     # lock), so a requeue cannot slip in between this check and the writes below.
-    ours = set(_still_ours(ids, token).select_for_update().values_list("pk", flat=True))
+    ours = dict(_still_ours(ids, token).select_for_update().values_list("pk", "run_id"))
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
     _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
@@ -819,6 +820,9 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     _judge_once_committed([o.attempt_id for o in completed])
     recorded = [o.attempt_id for o in completed]
     transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
+    # After the commit, and throttled: the boards' summaries are rebuilt from what committed.
+    runs = {ours[o.attempt_id] for o in mine if not o.give_back}
+    transaction.on_commit(functools.partial(request_summary_refresh, runs), robust=True)
     return len(mine)
 
 
@@ -887,4 +891,7 @@ def finish_run_if_done(run_id: int) -> str | None:
         return None
     status = RunStatus.COMPLETED if attempts.filter(status=AttemptStatus.COMPLETED).exists() else RunStatus.FAILED
     finished = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=status, finished_at=timezone.now())
-    return status if finished else None
+    if not finished:
+        return None
+    queue_summary_refresh(run_id)
+    return status

@@ -1,0 +1,105 @@
+"""Rebuild a run's summaries (leaderboards/models.py) from its attempts and verdicts, in SQL.
+
+A handful of statements whatever the run's size: one aggregate over the attempts per arm,
+one per (arm, task) written with INSERT ... SELECT, one over the infrastructure failures'
+causes, two over the verdicts. Python only loops over the arms and profiles they return.
+"""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from evaluation.models import Verdict
+from experiments.models import Attempt, Run
+from leaderboards.aggregation import (
+    EVALUATOR_GROUP,
+    INFRASTRUCTURE_FAILED,
+    JUDGED,
+    MODEL_SCORED,
+    evaluator_counts,
+    totals_by,
+)
+from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
+
+HARNESS = "harness"  # the cause of an infrastructure failure that came with an answer
+SCORES = 101  # overall scores run 0..100
+TASK_SUMMARY_COLUMNS = ("run_id", "arm_id", "task_id", "scored", "successes")
+
+
+def refresh_run_summaries(run_id: int) -> bool:
+    """Replace the run's summaries with ones aggregated from its attempts and verdicts now.
+    Safe to run twice or at once: refreshes of one run take turns on its row. False when
+    the run no longer exists."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return False
+        for model in (TaskSummary, ArmEvaluatorSummary, ArmSummary):
+            model.objects.filter(run_id=run_id).delete()
+        attempts = Attempt.objects.filter(run_id=run_id)
+        _insert_task_summaries(attempts)
+        _create_arm_summaries(run, attempts)
+        _create_evaluator_summaries(run_id)
+    return True
+
+
+def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
+    scored = (
+        attempts.filter(MODEL_SCORED)
+        .values("run_id", "arm_id", "task_id")
+        .annotate(scored=Count("id"), successes=Count("id", filter=Q(resolved=True)))
+        .values_list(*TASK_SUMMARY_COLUMNS)
+        .order_by()
+    )
+    select, params = scored.query.sql_with_params()
+    columns = ", ".join(connection.ops.quote_name(name) for name in TASK_SUMMARY_COLUMNS)
+    table = connection.ops.quote_name(TaskSummary._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
+
+
+def _create_arm_summaries(run: Run, attempts: QuerySet[Attempt]) -> None:
+    totals = {row.pop("arm_id"): row for row in totals_by(attempts, "arm_id")}
+    causes: dict[int, dict[str, int]] = {}
+    failures = attempts.filter(INFRASTRUCTURE_FAILED).values_list("arm_id", "error_category").annotate(Count("id"))
+    for arm_id, category, count in failures.order_by():
+        causes.setdefault(arm_id, {})[category or HARNESS] = count
+    scored_tasks = dict(TaskSummary.objects.filter(run=run).values_list("arm_id").annotate(Count("task_id")).order_by())
+    now = timezone.now()
+    ArmSummary.objects.bulk_create(
+        ArmSummary(
+            run=run,
+            arm_id=arm_id,
+            refreshed_at=now,
+            scored_tasks=scored_tasks.get(arm_id, 0),
+            infrastructure_causes=causes.get(arm_id, {}),
+            **totals.get(arm_id, {}),
+        )
+        for arm_id in run.arms.values_list("pk", flat=True)
+    )
+
+
+def _create_evaluator_summaries(run_id: int) -> None:
+    verdicts = Verdict.objects.filter(attempt__run_id=run_id)
+    counts: dict[tuple[int, int], list[int]] = {}
+    judged = verdicts.filter(status=JUDGED, overall__isnull=False)
+    by_score = judged.values_list("attempt__arm_id", "profile_id", "overall").annotate(Count("id"))
+    for arm_id, profile_id, overall, count in by_score.order_by():
+        counts.setdefault((arm_id, profile_id), [0] * SCORES)[overall] = count
+    groups = verdicts.values(*EVALUATOR_GROUP).annotate(**evaluator_counts()).order_by()
+    ArmEvaluatorSummary.objects.bulk_create(
+        ArmEvaluatorSummary(
+            run_id=run_id,
+            arm_id=group["attempt__arm_id"],
+            profile_id=group["profile_id"],
+            judged=group["judged"],
+            errors=group["errors"],
+            overall_sum=group["overall_sum"],
+            overall_counts=counts.get((group["attempt__arm_id"], group["profile_id"]), [0] * SCORES),
+            cost_usd=group["cost"],
+            unpriced=group["unpriced"],
+        )
+        for group in groups
+    )
