@@ -11,11 +11,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from django.db.models import Avg, Case, Count, F, FloatField, Q, QuerySet, Sum, When
+from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
 from django.db.models.functions import Cast, JSONArray
 
 from leaderboards.sql import Percentile, Quantiles
-from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, wilson_interval
+from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
 from providers.outcomes import SCORED, OutcomeClass
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
@@ -260,24 +260,37 @@ def profile_label(name: str, version: int, provider: str) -> str:
     return f"{name}:v{version}{mock}"
 
 
-def evaluator_row(
-    arm_id: int, label: str, profile: str, counts: Mapping[str, Any], scores: list[float]
-) -> EvaluatorRow:
-    """``counts``: judged, errors, mean, cost and unpriced; ``scores``: the judged overall
-    scores, which the interval resamples (seeded by the arm, so a page shows it twice alike)."""
-    enough = counts["judged"] >= MIN_JUDGED
-    interval = bootstrap_mean_interval(scores, seed=arm_id) if enough else None
+SCORES = 101  # overall scores run 0..100
+
+
+def evaluator_row(arm_id: int, label: str, profile: str, counts: Mapping[str, Any], scores: list[int]) -> EvaluatorRow:
+    """``counts``: judged, errors, overall_sum, cost and unpriced; ``scores``: how many judged
+    verdicts gave each overall score 0..100, which the interval resamples (seeded by the
+    arm, so a page shows the same interval twice)."""
+    judged = counts["judged"]
+    enough = judged >= MIN_JUDGED
+    interval = bootstrap_mean_interval_from_counts(scores, seed=arm_id) if enough else None
     return EvaluatorRow(
         arm_id=arm_id,
         label=label,
         profile=profile,
-        judged=counts["judged"],
+        judged=judged,
         errors=counts["errors"],
-        mean_overall=counts["mean"] if enough else None,
+        mean_overall=counts["overall_sum"] / judged if enough else None,
         ci_low=interval[0] if interval else None,
         ci_high=interval[1] if interval else None,
         cost_usd=None if counts["unpriced"] else counts["cost"],
     )
+
+
+def score_counts(verdicts: QuerySet) -> dict[tuple[int, int], list[int]]:
+    """Per (arm, profile) of these verdicts, how many judged ones gave each overall score."""
+    counts: dict[tuple[int, int], list[int]] = {}
+    judged = verdicts.filter(status=JUDGED, overall__isnull=False)
+    by_score = judged.values_list("attempt__arm_id", "profile_id", "overall").annotate(Count("id"))
+    for arm_id, profile_id, overall, count in by_score.order_by():
+        counts.setdefault((arm_id, profile_id), [0] * SCORES)[overall] = count
+    return counts
 
 
 def evaluator_counts() -> dict[str, Any]:
@@ -285,7 +298,6 @@ def evaluator_counts() -> dict[str, Any]:
     return {
         "judged": Count("id", filter=Q(status=JUDGED)),
         "errors": Count("id", filter=Q(status=EVALUATOR_ERROR)),
-        "mean": Avg("overall", filter=Q(status=JUDGED)),
         "overall_sum": Sum("overall", filter=Q(status=JUDGED), default=0),
         "cost": Sum("cost_usd"),
         "unpriced": Count("id", filter=Q(cost_usd__isnull=True) & ~Q(status="pending")),
@@ -304,25 +316,20 @@ EVALUATOR_GROUP = (
 
 
 def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
-    """``verdicts``: a run's verdicts. Counts and means in SQL; the interval resamples the
-    overall scores of each (arm, profile) group, fetched as one column."""
+    """``verdicts``: a run's verdicts. Counts, sums and the scores' distribution in SQL."""
     groups = (
         verdicts.values(*EVALUATOR_GROUP)
         .annotate(**evaluator_counts())
         .order_by("profile_id", "attempt__arm__position", "attempt__arm_id")
     )
-    scores: dict[tuple[int, int], list[float]] = {}
-    for arm_id, profile_id, overall in verdicts.filter(status=JUDGED).values_list(
-        "attempt__arm_id", "profile_id", "overall"
-    ):
-        scores.setdefault((arm_id, profile_id), []).append(overall)
+    scores = score_counts(verdicts)
     return [
         evaluator_row(
             group["attempt__arm_id"],
             group["attempt__arm__label"],
             profile_label(group["profile__name"], group["profile__version"], group["profile__provider"]),
             group,
-            scores.get((group["attempt__arm_id"], group["profile_id"]), []),
+            scores.get((group["attempt__arm_id"], group["profile_id"]), [0] * SCORES),
         )
         for group in groups
     ]

@@ -16,15 +16,15 @@ from experiments.models import Attempt, Run
 from leaderboards.aggregation import (
     EVALUATOR_GROUP,
     INFRASTRUCTURE_FAILED,
-    JUDGED,
     MODEL_SCORED,
+    SCORES,
     evaluator_counts,
+    score_counts,
     totals_by,
 )
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
 
 HARNESS = "harness"  # the cause of an infrastructure failure that came with an answer
-SCORES = 101  # overall scores run 0..100
 TASK_SUMMARY_COLUMNS = ("run_id", "arm_id", "task_id", "scored", "successes")
 
 
@@ -83,11 +83,7 @@ def _create_arm_summaries(run: Run, attempts: QuerySet[Attempt]) -> None:
 
 def _create_evaluator_summaries(run_id: int) -> None:
     verdicts = Verdict.objects.filter(attempt__run_id=run_id)
-    counts: dict[tuple[int, int], list[int]] = {}
-    judged = verdicts.filter(status=JUDGED, overall__isnull=False)
-    by_score = judged.values_list("attempt__arm_id", "profile_id", "overall").annotate(Count("id"))
-    for arm_id, profile_id, overall, count in by_score.order_by():
-        counts.setdefault((arm_id, profile_id), [0] * SCORES)[overall] = count
+    scores = score_counts(verdicts)
     groups = verdicts.values(*EVALUATOR_GROUP).annotate(**evaluator_counts()).order_by()
     ArmEvaluatorSummary.objects.bulk_create(
         ArmEvaluatorSummary(
@@ -97,7 +93,7 @@ def _create_evaluator_summaries(run_id: int) -> None:
             judged=group["judged"],
             errors=group["errors"],
             overall_sum=group["overall_sum"],
-            overall_counts=counts.get((group["attempt__arm_id"], group["profile_id"]), [0] * SCORES),
+            overall_counts=scores.get((group["attempt__arm_id"], group["profile_id"]), [0] * SCORES),
             cost_usd=group["cost"],
             unpriced=group["unpriced"],
         )

@@ -96,7 +96,9 @@ def _failed(category, fields):
 
 
 def _judge(rng, run):
-    profile = EvaluatorProfile.objects.create(name="judge", provider="mock", model_name="m")
+    profile, _ = EvaluatorProfile.objects.get_or_create(
+        name="judge", version=1, defaults={"provider": "mock", "model_name": "m"}
+    )
     answered = run.attempts.filter(status=AttemptStatus.COMPLETED).order_by("sequence")
     Verdict.objects.bulk_create(
         Verdict(
