@@ -263,13 +263,19 @@ def profile_label(name: str, version: int, provider: str) -> str:
 SCORES = 101  # overall scores run 0..100
 
 
-def evaluator_row(arm_id: int, label: str, profile: str, counts: Mapping[str, Any], scores: list[int]) -> EvaluatorRow:
-    """``counts``: judged, errors, overall_sum, cost and unpriced; ``scores``: how many judged
-    verdicts gave each overall score 0..100, which the interval resamples (seeded by the
-    arm, so a page shows the same interval twice)."""
+def evaluator_interval(arm_id: int, scores: list[int]) -> tuple[float, float] | None:
+    """The bootstrap interval of the mean overall score, from how many judged verdicts gave
+    each score 0..100 (seeded by the arm, so a page shows the same interval twice); None
+    below MIN_JUDGED verdicts."""
+    return bootstrap_mean_interval_from_counts(scores, seed=arm_id) if sum(scores) >= MIN_JUDGED else None
+
+
+def evaluator_row(
+    arm_id: int, label: str, profile: str, counts: Mapping[str, Any], interval: tuple[float, float] | None
+) -> EvaluatorRow:
+    """``counts``: judged, errors, overall_sum, cost and unpriced; ``interval``: evaluator_interval's."""
     judged = counts["judged"]
     enough = judged >= MIN_JUDGED
-    interval = bootstrap_mean_interval_from_counts(scores, seed=arm_id) if enough else None
     return EvaluatorRow(
         arm_id=arm_id,
         label=label,
@@ -329,7 +335,9 @@ def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
             group["attempt__arm__label"],
             profile_label(group["profile__name"], group["profile__version"], group["profile__provider"]),
             group,
-            scores.get((group["attempt__arm_id"], group["profile_id"]), [0] * SCORES),
+            evaluator_interval(
+                group["attempt__arm_id"], scores.get((group["attempt__arm_id"], group["profile_id"]), [])
+            ),
         )
         for group in groups
     ]

@@ -121,7 +121,7 @@ def run_boards(run: Run, sorts: dict[str, str], links: SortLinks) -> RunBoards:
         quality=None if run.inference_only else board.quality(summaries, rows, metric),
         speed=board.speed(summaries, rows),
         cost=board.cost(summaries, rows),
-        evaluator=board.evaluator(run, arms),
+        evaluator=board.evaluator(run, rows),
         reliability=reliability(summaries),
         refreshed_at=max((summary.refreshed_at for _, summary in summaries if summary.pk), default=None),
     )
@@ -217,11 +217,10 @@ class _Builder:
     def quality(self, summaries: list[tuple[RunArm, ArmSummary]], rows: list[ArmRow], metric: str) -> Board:
         entries = []
         for (arm, summary), row in zip(summaries, rows, strict=True):
-            interval = (row.ci_low, row.ci_high) if row.ci_low is not None and row.ci_high is not None else None
             entries.append(
                 Entry(
                     arm=row,
-                    interval=interval,
+                    interval=both(row.ci_low, row.ci_high),
                     value=row.resolved_rate,
                     low_sample=0 < summary.scored_tasks < self.minimum,
                     patch=PatchQualityRow.from_totals(arm, summary),
@@ -271,9 +270,8 @@ class _Builder:
         )
         return self._board("cost", "Cost", explanation, COST_COLUMNS, self._sorted("cost", entries))
 
-    def evaluator(self, run: Run, arms: list[RunArm]) -> Board:
-        labels = {arm.pk: arm for arm in arms}
-        by_arm = {arm.pk: ArmRow.from_totals(arm, _summary_of(arm)) for arm in arms}
+    def evaluator(self, run: Run, rows: list[ArmRow]) -> Board:
+        by_arm = {row.arm_id: row for row in rows}
         summaries = (
             ArmEvaluatorSummary.objects.filter(run=run)
             .select_related("profile")
@@ -290,7 +288,12 @@ class _Builder:
                 "unpriced": summary.unpriced,
             }
             name = profile_label(profile.name, profile.version, profile.provider)
-            row = evaluator_row(summary.arm_id, labels[summary.arm_id].label, name, counts, summary.overall_counts)
+            stored = (
+                (summary.ci_low, summary.ci_high)
+                if summary.ci_low is not None and summary.ci_high is not None
+                else None
+            )
+            row = evaluator_row(summary.arm_id, by_arm[summary.arm_id].label, name, counts, stored)
             interval = (row.ci_low, row.ci_high) if row.ci_low is not None and row.ci_high is not None else None
             by_profile.setdefault(name, []).append(
                 Entry(
@@ -348,6 +351,10 @@ class _Builder:
         present = [e for e in entries if figure(e) is not None]
         present.sort(key=figure, reverse=descending)
         return present + [e for e in entries if figure(e) is None]
+
+
+def both(low: float | None, high: float | None) -> tuple[float, float] | None:
+    return None if low is None or high is None else (low, high)
 
 
 def _rank(entries: list[Entry], higher_is_better: bool) -> None:

@@ -64,8 +64,9 @@ class ArmSummary(models.Model):
 
 
 class ArmEvaluatorSummary(models.Model):
-    """One arm of one run under one evaluator profile: counts, the mean's inputs, and how many
-    verdicts gave each overall score (0-100), which is all a bootstrap of the mean resamples."""
+    """One arm of one run under one evaluator profile: counts, the mean's inputs, how many
+    verdicts gave each overall score (0-100), which is all a bootstrap of the mean resamples,
+    and that bootstrap's interval."""
 
     run = models.ForeignKey("experiments.Run", models.CASCADE, related_name="evaluator_summaries")
     arm = models.ForeignKey("experiments.RunArm", models.CASCADE, related_name="evaluator_summaries")
@@ -74,6 +75,8 @@ class ArmEvaluatorSummary(models.Model):
     errors = models.PositiveIntegerField(default=0)
     overall_sum = models.PositiveBigIntegerField(default=0)
     overall_counts = models.JSONField(default=list, help_text="Judged verdicts per overall score 0..100")
+    ci_low = models.FloatField(null=True, help_text="Bootstrap interval of the mean, from overall_counts")
+    ci_high = models.FloatField(null=True)
     cost_usd = models.DecimalField(max_digits=16, decimal_places=8, null=True)
     unpriced = models.PositiveIntegerField(default=0)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.cache import cache
+from django.db.models import Max
 from django.http import QueryDict
 
 from experiments.models import Run
 from leaderboards.boards import run_boards, run_page_links, run_page_sorts
 from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
+from leaderboards.models import ArmSummary
 from leaderboards.pairwise import run_pairwise
 
 
@@ -25,8 +28,18 @@ def one_board(run: Run, name: str, sort: str) -> dict[str, Any]:
     return {"boards": boards, "board": next((b for b in boards.boards if b.name == name), None)}
 
 
+PAIRWISE_KEPT_S = 3600
+
+
 def pairwise_page(run: Run) -> dict[str, Any]:
+    """The run's paired verdicts and ratings, computed once per refresh of its summaries (the
+    bootstraps take up to a second on a large run) and kept in the cache under that refresh."""
     if run.inference_only:
         return {"pairwise": None, "heatmap": None}
-    pairwise = run_pairwise(run)
+    refreshed = ArmSummary.objects.filter(run=run).aggregate(at=Max("refreshed_at"))["at"]
+    key = f"prbench:pairwise:{run.pk}:{refreshed.isoformat() if refreshed else 'never'}"
+    pairwise = cache.get(key)
+    if pairwise is None:
+        pairwise = run_pairwise(run)
+        cache.set(key, pairwise, PAIRWISE_KEPT_S)
     return {"pairwise": pairwise, "heatmap": win_rate_heatmap(pairwise)}

@@ -19,6 +19,7 @@ from leaderboards.aggregation import (
     MODEL_SCORED,
     SCORES,
     evaluator_counts,
+    evaluator_interval,
     score_counts,
     totals_by,
 )
@@ -85,17 +86,25 @@ def _create_evaluator_summaries(run_id: int) -> None:
     verdicts = Verdict.objects.filter(attempt__run_id=run_id)
     scores = score_counts(verdicts)
     groups = verdicts.values(*EVALUATOR_GROUP).annotate(**evaluator_counts()).order_by()
-    ArmEvaluatorSummary.objects.bulk_create(
-        ArmEvaluatorSummary(
-            run_id=run_id,
-            arm_id=group["attempt__arm_id"],
-            profile_id=group["profile_id"],
-            judged=group["judged"],
-            errors=group["errors"],
-            overall_sum=group["overall_sum"],
-            overall_counts=scores.get((group["attempt__arm_id"], group["profile_id"]), [0] * SCORES),
-            cost_usd=group["cost"],
-            unpriced=group["unpriced"],
+    summaries = []
+    for group in groups:
+        arm_id = group["attempt__arm_id"]
+        counts = scores.get((arm_id, group["profile_id"]), [0] * SCORES)
+        # Stored, not drawn at each page view: two thousand resamples per arm and profile.
+        interval = evaluator_interval(arm_id, counts)
+        summaries.append(
+            ArmEvaluatorSummary(
+                run_id=run_id,
+                arm_id=arm_id,
+                profile_id=group["profile_id"],
+                judged=group["judged"],
+                errors=group["errors"],
+                overall_sum=group["overall_sum"],
+                overall_counts=counts,
+                ci_low=interval[0] if interval else None,
+                ci_high=interval[1] if interval else None,
+                cost_usd=group["cost"],
+                unpriced=group["unpriced"],
+            )
         )
-        for group in groups
-    )
+    ArmEvaluatorSummary.objects.bulk_create(summaries)

@@ -64,4 +64,4 @@ def test_equal_arms_share_the_front_and_a_dearer_equal_one_does_not():
     from leaderboards.charts import _pareto_front
 
     points = [(1.0, 0.5, "a"), (1.0, 0.5, "b"), (2.0, 0.5, "dearer"), (2.0, 0.9, "better"), (0.5, 0.1, "cheapest")]
-    assert _pareto_front(points) == ["a", "b", "better", "cheapest"]  # type: ignore[arg-type]
+    assert _pareto_front(points) == ["a", "b", "better", "cheapest"]

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from evaluation.models import Verdict
 from experiments.models import Attempt, AttemptStatus, RunArm, TaskInstance
+from leaderboards.pairwise import run_pairwise
 from leaderboards.stats import paired_verdict
 from leaderboards.summaries import refresh_run_summaries
 from providers.outcomes import OutcomeClass
@@ -194,3 +195,26 @@ def test_an_inference_only_run_has_no_pairwise_verdicts(bob, built_run):
     response = client_for(bob).get(reverse("leaderboards:pairwise", args=[run.code]))
     assert response.status_code == 200
     assert response.context["pairwise"] is None and "was inference-only" in response.content.decode()
+
+
+def test_the_pairwise_verdicts_are_computed_once_per_refresh(bob, judged_run, monkeypatch):
+    from leaderboards import pages
+
+    computed = []
+
+    def counted(run):
+        computed.append(run.pk)
+        return run_pairwise(run)
+
+    monkeypatch.setattr(pages, "run_pairwise", counted)
+    client, url = client_for(bob), reverse("leaderboards:pairwise", args=[judged_run.code])
+
+    first, second = client.get(url), client.get(url)
+    refresh_run_summaries(judged_run.pk)
+    third = client.get(url)
+
+    assert first.status_code == second.status_code == third.status_code == 200
+    assert computed == [judged_run.pk, judged_run.pk]  # the first view, then the first after the refresh
+    assert [p.sentence for p in second.context["pairwise"].pairs] == [
+        p.sentence for p in first.context["pairwise"].pairs
+    ]
