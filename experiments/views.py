@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
@@ -201,7 +202,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
 
 
 @login_required
-def run_export(request: HttpRequest, code: str, format: str) -> HttpResponse:
+def run_export(request: HttpRequest, code: str, format: str) -> HttpResponseBase:
     """The whole run as a download, streamed as it is read: any member may take it."""
     run = access_run(request, code)
     if format not in EXPORT_FORMATS:
