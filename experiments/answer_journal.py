@@ -32,15 +32,21 @@ KEEP_S = 24 * 3600
 RECOVERED = "this answer arrived before its worker stopped; it was recorded from the answer journal, not paid for again"
 
 
+COMPLETION_FIELDS = tuple(f.name for f in fields(Completion))
+
+
 def journal_key(attempt_id: int) -> str:
     return f"prbench:answer:{attempt_id}"
 
 
 def keep(attempt_id: int, completion: Completion, responded_at: datetime) -> None:
     """Never raises: the answer is in memory too, and Redis failing must not lose it."""
-    # Without the request body the provider was sent (the prompt, often most of the bytes):
-    # nothing records it from the completion, and the attempt keeps its own request.
-    entry = {"completion": asdict(replace(completion, raw_request={})), "responded_at": responded_at.isoformat()}
+    # Field by field, not asdict(), which deep-copies the raw response first; and without the
+    # request body the provider was sent (the prompt, often most of the bytes): nothing
+    # records it from the completion, and the attempt keeps its own request.
+    stored = {name: getattr(completion, name) for name in COMPLETION_FIELDS}
+    stored.update(usage=asdict(completion.usage), raw_request={})
+    entry = {"completion": stored, "responded_at": responded_at.isoformat()}
     try:
         get_connection().set(journal_key(attempt_id), json.dumps(entry, default=str), ex=KEEP_S)
     except RedisError as exc:
@@ -74,8 +80,7 @@ def forget(attempt_ids: list[int]) -> None:
 
 
 def _completion(stored: dict[str, Any]) -> Completion:
-    known = {f.name for f in fields(Completion)}
-    values = {name: value for name, value in stored.items() if name in known}
+    values = {name: value for name, value in stored.items() if name in COMPLETION_FIELDS}
     values["usage"] = Usage(**values["usage"])
     values["cost_usd"] = None if values.get("cost_usd") is None else Decimal(values["cost_usd"])
     values["retry_log"] = tuple(values.get("retry_log", ()))

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+
+from django.db.models import FilteredRelation, Q, TextField, Value
+from django.db.models.functions import Coalesce
 
 from experiments.models import Artifact, ArtifactKind, AttemptStatus, Run
 from providers.outcomes import OutcomeClass
@@ -18,22 +22,25 @@ def _repetitions(run: Run) -> int:
     return int(run.config_snapshot.get("repetitions") or 1)
 
 
-def swebench_predictions(run: Run) -> list[dict]:
-    """One line per attempt: ``instance_id``, ``model_name_or_path``, ``model_patch``
-    (empty when the model gave no patch or no answer)."""
-    patches = dict(
-        Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.PATCH).values_list("attempt_id", "content")
-    )
+def swebench_predictions(run: Run, chunk_size: int) -> Iterator[dict]:
+    """One per attempt: ``instance_id``, ``model_name_or_path``, ``model_patch`` (empty when
+    the model gave no patch or no answer). Read ``chunk_size`` rows at a time, each with its
+    patch joined in SQL, so a large run never sits in memory."""
     repetitions = _repetitions(run)
-    rows = run.attempts.order_by("sequence").values_list("pk", "task__external_id", "arm__label", "repetition")
-    return [
-        {
+    patch = FilteredRelation("artifacts", condition=Q(artifacts__kind=ArtifactKind.PATCH))
+    patch_text = Coalesce("patch__content", Value(""), output_field=TextField())
+    rows = (
+        run.attempts.annotate(patch=patch)
+        .order_by("sequence")
+        .values_list("task__external_id", "arm__label", "repetition", patch_text)
+        .iterator(chunk_size=chunk_size)
+    )
+    for instance_id, label, repetition, patch in rows:
+        yield {
             "instance_id": instance_id,
             "model_name_or_path": model_name(label, repetition, repetitions),
-            "model_patch": patches.get(pk, ""),
+            "model_patch": patch,
         }
-        for pk, instance_id, label, repetition in rows
-    ]
 
 
 class ReportUnavailable(Exception):

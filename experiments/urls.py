@@ -13,6 +13,7 @@ urlpatterns = [
     path("experiments/<uuid:code>/runs/new/", views.run_confirm, name="run_confirm"),
     path("runs/<uuid:code>/", views.run_detail, name="run"),
     path("runs/<uuid:code>/tasks/<uuid:task_code>/", views.run_task, name="run_task"),
+    path("runs/<uuid:code>/export.<str:format>", views.run_export, name="run_export"),
     path("runs/<uuid:code>/<str:action>/", views.run_action, name="run_action"),
     path("attempts/<uuid:code>/", views.attempt_detail, name="attempt"),
     path("datasets/", views.dataset_list, name="datasets"),

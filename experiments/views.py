@@ -6,8 +6,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
@@ -15,6 +17,7 @@ from django_htmx.middleware import HtmxDetails
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
 from experiments.budgets import budget_status, experiment_spend
 from experiments.estimate import estimate_run
+from experiments.exports import EXPORT_FORMATS, export_chunks
 from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
 from experiments.models import AttemptStatus, Dataset, Experiment
 from experiments.progress import run_progress
@@ -25,6 +28,7 @@ from experiments.reporting import (
     tests_with_roles,
     verdict_scores,
 )
+from experiments.swebench_export import ReportUnavailable
 from leaderboards.pages import run_page_boards
 from orgs.access import (
     access_attempt,
@@ -190,6 +194,23 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         # The finished state is rendered once more, then htmx stops asking.
         return HttpResponseStopPolling(response.content) if run.is_finished else response
     return render(request, "experiments/run_detail.html", context)
+
+
+@login_required
+def run_export(request: HttpRequest, code: str, format: str) -> HttpResponseBase:
+    """The whole run as a download, streamed as it is read: any member may take it."""
+    run = access_run(request, code)
+    if format not in EXPORT_FORMATS:
+        raise Http404("no such export")
+    try:
+        chunks = export_chunks(run, format)
+    except ReportUnavailable as exc:
+        messages.error(request, str(exc))
+        return redirect("experiments:run", code=run.code)
+    export = EXPORT_FORMATS[format]
+    response = StreamingHttpResponse(chunks, content_type=export.content_type)
+    response["Content-Disposition"] = content_disposition_header(True, export.filename(run))
+    return response
 
 
 @login_required

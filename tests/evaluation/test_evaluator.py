@@ -216,6 +216,9 @@ def test_customers_see_no_rationale_anywhere(judged_run, alice):
         from tests.experiments.test_commands import run_command
 
         assert MOCK_RATIONALE not in run_command("export_run", str(judged_run.code), "--format", export), export
+        download = client.get(reverse("experiments:run_export", args=[judged_run.code, export]))
+        assert download.status_code == 200, export
+        assert MOCK_RATIONALE not in b"".join(download.streaming_content).decode(), export
 
 
 def test_the_run_page_shows_evaluator_scores_labelled_mock(judged_run, alice):

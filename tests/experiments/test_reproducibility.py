@@ -1,7 +1,9 @@
+import json
 from dataclasses import asdict
 
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
-from experiments.reporting import run_export, run_leaderboard
+from experiments.exports import json_chunks
+from experiments.reporting import run_leaderboard
 from tests.conftest import work_queue
 
 
@@ -19,7 +21,8 @@ MEASURED = {"wall_ms"}
 
 def comparable(run):
     board = [{k: v for k, v in asdict(row).items() if k != "arm_id"} for row in run_leaderboard(run)]
-    attempts = [{k: v for k, v in a.items() if k not in MEASURED} for a in run_export(run)["attempts"]]
+    exported = json.loads("".join(json_chunks(run)))["attempts"]
+    attempts = [{k: v for k, v in a.items() if k not in MEASURED} for a in exported]
     return board, attempts
 
 

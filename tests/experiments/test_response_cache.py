@@ -15,8 +15,9 @@ from django.urls import reverse
 
 from experiments.actions import ArmSpec, ExperimentSpec, SpecError, check_experiment_spec, do_save_experiment
 from experiments.demo import load_demo_dataset
+from experiments.exports import csv_chunks
 from experiments.models import Attempt, CachedResponse, Experiment, Run
-from experiments.reporting import format_leaderboard, run_export_csv, run_leaderboard
+from experiments.reporting import format_leaderboard, run_leaderboard
 from leaderboards.aggregation import arm_leaderboard
 from orgs.models import Organization
 from providers.models import ProviderCredential
@@ -363,8 +364,8 @@ def test_pages_and_export_mark_cached_attempts(alice, charlie, org, dataset, pro
     assert run_page.count('title="Reused a cached answer: no provider call">cached</span>') == 2
     assert "2 cached</small>" in run_page and "response cache on" in run_page
 
-    rows = list(csv.DictReader(io.StringIO(run_export_csv(second))))
+    rows = list(csv.DictReader(io.StringIO("".join(csv_chunks(second)))))
     assert [row["cached"] for row in rows] == ["True", "True"]
-    assert {row["cached"] for row in csv.DictReader(io.StringIO(run_export_csv(first)))} == {"False"}
+    assert {row["cached"] for row in csv.DictReader(io.StringIO("".join(csv_chunks(first))))} == {"False"}
 
     assert client_for(charlie).get(reverse("experiments:attempt", args=[reused.code])).status_code == 404

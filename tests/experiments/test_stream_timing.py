@@ -6,7 +6,8 @@ from __future__ import annotations
 from django.urls import reverse
 
 from experiments.actions import ArmSpec, do_replace_arms
-from experiments.reporting import run_export_csv, run_leaderboard
+from experiments.exports import csv_chunks
+from experiments.reporting import run_leaderboard
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from tests.conftest import client_for, work_queue
@@ -42,7 +43,7 @@ def test_a_mock_run_records_its_timing_and_the_board_shows_it(experiment, start,
     html = detail.content.decode()
     assert f"Time to first token</dt><dd>{attempts[0].first_token_ms} ms" in html
     assert f"Wall time incl. retries</dt><dd>{attempts[0].wall_ms} ms" in html
-    header, *lines = run_export_csv(run).splitlines()
+    header, *lines = "".join(csv_chunks(run)).splitlines()
     assert "first_token_ms,output_tokens_per_s,wall_ms" in header and len(lines) == 2
 
 

@@ -17,8 +17,8 @@ from django.urls import reverse
 
 from evaluation.sandbox import CHECKOUT_MARK, Box
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+from experiments.exports import csv_chunks, spreadsheet_safe
 from experiments.models import Dataset
-from experiments.reporting import run_export_csv, spreadsheet_safe
 from tests.conftest import client_for, work_queue
 
 PRODUCTION_ENV = {
@@ -119,7 +119,7 @@ def test_csv_export_neutralises_formulas(org, dataset, alice, start):
     experiment = do_save_experiment(org, ExperimentSpec(name="Formulas", dataset=dataset, arms=arms, sample_size=1))
     run = start(experiment)
     work_queue()
-    rows = list(csv.DictReader(io.StringIO(run_export_csv(run))))
+    rows = list(csv.DictReader(io.StringIO("".join(csv_chunks(run)))))
     assert {row["arm_label"] for row in rows} == {"'=1+1", "'@evil"}
 
 

@@ -1,10 +1,8 @@
-import json
-
 from django.core.management.base import CommandError
 
+from experiments.exports import EXPORT_FORMATS, export_chunks
 from experiments.management.commands._helpers import run_by_code
-from experiments.reporting import run_export, run_export_csv
-from experiments.swebench_export import ReportUnavailable, swebench_predictions, swebench_report
+from experiments.swebench_export import ReportUnavailable
 from prbench.inputs import CheckedCommand
 
 
@@ -16,19 +14,13 @@ class Command(CheckedCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("run_id")
-        parser.add_argument("--format", choices=["json", "csv", "swebench-preds", "swebench-report"], default="json")
+        parser.add_argument("--format", choices=list(EXPORT_FORMATS), default="json")
 
     def handle(self, *args, run_id, format, **options):
         run = run_by_code(run_id)
-        if format == "csv":
-            self.stdout.write(run_export_csv(run), ending="")
-        elif format == "swebench-preds":
-            for prediction in swebench_predictions(run):
-                self.stdout.write(json.dumps(prediction))
-        elif format == "swebench-report":
-            try:
-                self.stdout.write(json.dumps(swebench_report(run), indent=2))
-            except ReportUnavailable as exc:
-                raise CommandError(str(exc)) from None
-        else:
-            self.stdout.write(json.dumps(run_export(run), indent=2))
+        try:
+            chunks = export_chunks(run, format)
+        except ReportUnavailable as exc:
+            raise CommandError(str(exc)) from None
+        for chunk in chunks:  # written as they come: a large run is never one string
+            self.stdout.write(chunk, ending="")

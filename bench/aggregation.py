@@ -1,0 +1,293 @@
+"""Reading one large run (issue 13): how long each view of it takes, and how much memory.
+
+It creates a fresh database, prbench_aggbench, on the Postgres server DATABASE_URL names (and
+drops it at the end, however it ends), migrates it and builds one finished run of 8 arms on
+the demo dataset's 12 tasks with N attempts (default 1,000,000), inserted with
+generate_series: mostly completed, some failed (rate limits, timeouts, server errors), a few
+cancelled, resolved at a different rate per arm, with latencies, costs and patch metrics.
+Then it runs each section asked for:
+
+    exports   `manage.py export_run --format json | csv | swebench-preds > /dev/null`, each in
+              a child process (its wall time, and its peak RSS from wait4), beside a raw COPY
+              of the same rows from the same join. Targets: < 30 s and < 256 MB each.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
+        .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports]
+
+It always exits 0 and marks a missed target with `!`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench._settings import production_environment  # noqa: E402
+
+DATABASE = "prbench_aggbench"
+ARMS = 8
+BATCH = 100_000  # attempts per INSERT: progress shows, and no statement runs for minutes
+EXPORT_SECONDS, EXPORT_MB = 30, 256
+
+
+@dataclass(frozen=True)
+class Bench:
+    run_id: int
+    run_code: str
+    attempts: int
+    env: dict[str, str]  # what a child process needs to reach the bench database
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attempts", type=int, default=1_000_000)
+    parser.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
+    args = parser.parse_args()
+    sections = args.only.split(",") if args.only else list(SECTIONS)
+    if unknown := set(sections) - set(SECTIONS):
+        parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
+    server = os.environ.get("DATABASE_URL", "")
+    if not server.startswith(("postgres://", "postgresql://")):
+        parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
+    url = urlunsplit(urlsplit(server)._replace(path=f"/{DATABASE}"))
+    env = {**production_environment(), **os.environ, "DATABASE_URL": url}
+    recreate_database(server)
+    try:
+        os.environ.update(env)
+        bench = seed(args.attempts, env)
+        for name in sections:
+            SECTIONS[name](bench)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(server)
+    return 0
+
+
+def recreate_database(server: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {DATABASE}")
+
+
+def drop_database(server: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def seed(attempts: int, env: dict[str, str]) -> Bench:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from tqdm import tqdm
+
+    call_command("migrate", verbosity=0)
+    run = create_run(attempts)
+    task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
+    arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
+    insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts)
+    started = time.perf_counter()
+    with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
+        cursor.execute("SELECT setseed(0.13)")
+        for first in range(0, attempts, BATCH):
+            last = min(first + BATCH, attempts) - 1
+            cursor.execute(insert, [*params, first, last])
+            progress.update(last - first + 1)
+        cursor.execute("VACUUM ANALYZE experiments_attempt")
+    print(f"seeded {attempts:,} attempts in {time.perf_counter() - started:.1f} s")
+    return Bench(run.pk, str(run.code), attempts, env)
+
+
+def create_run(attempts: int):
+    from django.utils import timezone
+
+    from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+    from experiments.demo import load_demo_dataset
+    from experiments.models import Run, RunArm, RunStatus
+    from orgs.models import Organization
+
+    org = Organization.objects.create(slug="aggbench", name="Aggregation bench")
+    dataset = load_demo_dataset(org)
+    arms = [ArmSpec(f"arm-{n}", "mock", f"mock-{n}", {"mode": "noisy", "quality": 0.2 + n * 0.07}) for n in range(ARMS)]
+    spec = ExperimentSpec(name="Aggregation bench", dataset=dataset, arms=arms)
+    experiment = do_save_experiment(org, spec)
+    now = timezone.now()
+    run = Run.objects.create(
+        org=org,
+        experiment=experiment,
+        seed=13,
+        status=RunStatus.COMPLETED,
+        total_attempts=attempts,
+        started_at=now,
+        finished_at=now,
+    )
+    RunArm.objects.bulk_create(
+        RunArm(run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=n)
+        for n, a in enumerate(arms)
+    )
+    return run
+
+
+# Values an attempt of a finished run has, from the uniform draws r1..r6 of its row.
+ATTEMPT_VALUES = {
+    "code": "gen_random_uuid()",
+    "run_id": "%(run)s",
+    "arm_id": "(%(arms)s::bigint[])[mod(g, %(arm_count)s) + 1]",
+    "task_id": "(%(tasks)s::bigint[])[mod(g / %(arm_count)s, %(task_count)s) + 1]",
+    "repetition": "g / (%(arm_count)s * %(task_count)s)",
+    # A permutation of 0..N-1, so execution order is not insertion order (as with a seeded plan).
+    "sequence": "mod(g::bigint * %(stride)s, %(attempts)s)",
+    "status": "CASE WHEN r1 < 0.91 THEN 'completed' WHEN r1 < 0.99 THEN 'failed' ELSE 'cancelled' END",
+    "error_category": "CASE WHEN r1 >= 0.91 AND r1 < 0.99 THEN (ARRAY['rate_limited', 'timeout', 'server_error',"
+    " 'overloaded', 'connection', 'context_length_exceeded'])[1 + floor(r2 * 6)::int] ELSE '' END",
+    "error_message": "CASE WHEN r1 >= 0.91 AND r1 < 0.99 THEN 'the provider gave up' ELSE '' END",
+    "retries": "CASE WHEN r1 >= 0.91 AND r1 < 0.99 THEN 3 ELSE floor(r3 * 1.2)::int END",
+    "resolved": "CASE WHEN r1 < 0.91 THEN r2 < 0.2 + mod(g, %(arm_count)s) * 0.07 END",
+    "patch_present": "CASE WHEN r1 < 0.91 THEN r2 < 0.95 END",
+    "patch_well_formed": "CASE WHEN r1 < 0.91 THEN r2 < 0.93 END",
+    "patch_applied": "CASE WHEN r1 < 0.91 THEN r2 < 0.9 END",
+    "fail_to_pass_fraction": "CASE WHEN r1 < 0.91 THEN round(r3::numeric, 2)::float8 END",
+    "pass_to_pass_regressions": "CASE WHEN r1 < 0.91 THEN floor(r4 * r4 * 4)::int END",
+    "lines_changed": "CASE WHEN r1 < 0.91 AND r2 < 0.95 THEN 1 + floor(r4 * 80)::int END",
+    "files_changed": "CASE WHEN r1 < 0.91 AND r2 < 0.95 THEN 1 + floor(r4 * 4)::int END",
+    "lint_clean": "CASE WHEN r1 < 0.91 AND r2 < 0.9 THEN r5 < 0.8 END",
+    "build_ok": "CASE WHEN r1 < 0.91 AND r2 < 0.9 THEN r5 < 0.97 END",
+    "latency_ms": "CASE WHEN r1 < 0.91 THEN 400 + floor(r5 * r6 * 40000)::int END",
+    "first_token_ms": "CASE WHEN r1 < 0.91 THEN 150 + floor(r6 * 900)::int END",
+    "output_tokens_per_s": "CASE WHEN r1 < 0.91 THEN 20 + r4 * 140 END",
+    "wall_ms": "CASE WHEN r1 < 0.99 THEN 450 + floor(r5 * r6 * 60000)::int END",
+    "input_tokens": "CASE WHEN r1 < 0.91 THEN 1500 + floor(r3 * 6000)::int END",
+    "output_tokens": "CASE WHEN r1 < 0.91 THEN 80 + floor(r4 * 900)::int END",
+    "cost_usd": "CASE WHEN r1 < 0.91 THEN round((r3 * 0.02)::numeric, 8) END",
+    "cost_source": "CASE WHEN r1 < 0.91 THEN 'catalog' ELSE '' END",
+    "response_cached": "r6 < 0.02",
+    "finish_reason": "CASE WHEN r1 < 0.91 THEN 'stop' ELSE '' END",
+    "queued_at": "now() - interval '2 hours'",
+    "started_at": "CASE WHEN r1 < 0.99 THEN now() - interval '1 hour' END",
+    "responded_at": "CASE WHEN r1 < 0.91 THEN now() - interval '30 minutes' END",
+    "validated_at": "CASE WHEN r1 < 0.91 THEN now() - interval '20 minutes' END",
+}
+
+
+def attempt_insert(run_id: int, task_ids: list[int], arm_ids: list[int], attempts: int) -> tuple[str, list]:
+    """One INSERT ... SELECT over generate_series(first, last) (its last two parameters).
+    Every other required column gets the model's default, so a column added later needs no
+    change here."""
+    from django.db import connection
+
+    from experiments.models import Attempt
+
+    context = {
+        "run": run_id,
+        "arms": "ARRAY" + str(arm_ids),
+        "tasks": "ARRAY" + str(task_ids),
+        "arm_count": len(arm_ids),
+        "task_count": len(task_ids),
+        "stride": next(p for p in (1_000_003, 999_983, 15_485_863) if math.gcd(p, attempts) == 1),
+        "attempts": attempts,
+    }
+    columns: list[str] = []
+    values: list[str] = []
+    params: list = []
+    for field in Attempt._meta.concrete_fields:
+        column = str(field.column)
+        if column in ATTEMPT_VALUES:
+            columns.append(column)
+            values.append(ATTEMPT_VALUES[column] % context)
+        elif not field.null and not field.primary_key:
+            columns.append(column)
+            values.append("%s")
+            params.append(field.get_db_prep_save(field.get_default(), connection))
+    draws = ", ".join(f"random() AS r{n}" for n in range(1, 7))
+    sql = (
+        f"INSERT INTO {Attempt._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(values)} "
+        f"FROM (SELECT g, {draws} FROM generate_series(%s::int, %s::int) AS g OFFSET 0) AS draws"
+    )
+    return sql, params
+
+
+# --- exports ---------------------------------------------------------------------------------
+
+# The rows the attempts part of an export holds, from the same join, straight out of Postgres.
+RAW_ROWS = """
+SELECT t.external_id AS task_id, a.label AS arm_label, x.repetition, x.status, x.resolved, x.patch_present,
+       x.patch_well_formed, x.patch_applied, x.fail_to_pass_fraction, x.pass_to_pass_regressions,
+       x.lines_changed, x.files_changed, x.lint_clean, x.build_ok, x.latency_ms, x.first_token_ms,
+       x.output_tokens_per_s, x.wall_ms, x.cost_usd::float8 AS cost_usd, x.response_cached AS cached,
+       NULLIF(x.error_category, '') AS error_category
+FROM experiments_attempt x
+JOIN experiments_taskinstance t ON t.id = x.task_id
+JOIN experiments_runarm a ON a.id = x.arm_id
+WHERE x.run_id = {run}
+ORDER BY x.sequence
+"""
+RAW_COPIES = {
+    "json": "COPY (SELECT row_to_json(r) FROM ({rows}) AS r) TO STDOUT",
+    "csv": "COPY ({rows}) TO STDOUT (FORMAT csv, HEADER)",
+    "swebench-preds": "COPY ({rows}) TO STDOUT (FORMAT csv)",
+}
+
+
+def exports(bench: Bench) -> None:
+    print(f"\nexports of one run of {bench.attempts:,} attempts, {ARMS} arms (written to /dev/null)")
+    seconds, peak_mb = manage(bench, "help", "export_run")
+    print(f"  start-up alone  {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB (manage.py help export_run)")
+    for format, copy in RAW_COPIES.items():
+        seconds, peak_mb = manage(bench, "export_run", bench.run_code, "--format", format)
+        raw = raw_copy(copy.format(rows=RAW_ROWS.format(run=bench.run_id)))
+        met = seconds < EXPORT_SECONDS and peak_mb < EXPORT_MB
+        print(
+            f"  {format:<15} {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB | raw COPY {raw:5.1f} s "
+            f"({seconds / raw:4.1f}x) | target < {EXPORT_SECONDS} s, < {EXPORT_MB} MB {'met' if met else '! NOT met'}"
+        )
+
+
+def manage(bench: Bench, *args: str) -> tuple[float, float]:
+    """A command end to end (start-up included) in its own process, its output to /dev/null:
+    ru_maxrss from wait4 is that process's peak alone."""
+    started = time.perf_counter()
+    with open(os.devnull, "w") as devnull:
+        process = subprocess.Popen([sys.executable, "manage.py", *args], stdout=devnull, env=bench.env, cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    if code := os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"manage.py {' '.join(args)} exited {code}")
+    return seconds, usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def raw_copy(sql: str) -> float:
+    from django.db import connection
+
+    started = time.perf_counter()
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy, open(os.devnull, "wb") as devnull:
+        for data in copy:
+            devnull.write(data)
+    return time.perf_counter() - started
+
+
+SECTIONS: dict[str, Callable[[Bench], None]] = {"exports": exports}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

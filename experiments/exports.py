@@ -1,0 +1,247 @@
+"""A whole run as a download: JSON (its leaderboard and every attempt), CSV (its attempts),
+SWE-bench predictions (JSONL) and SWE-bench report, shared by the run page and `export_run`.
+
+A run can have a million attempts, so each export is a stream of text chunks: attempts are
+read a chunk at a time through a server-side cursor, joined to their task and arm in SQL, and
+written out before the next chunk is read. Memory stays flat whatever the run's size."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import chain, islice
+from typing import Any
+
+from django.db.models import FloatField, Value
+from django.db.models.functions import Cast, NullIf
+
+from experiments.models import Run
+from experiments.reporting import run_evaluator_scores, run_leaderboard, run_patch_quality
+from experiments.swebench_export import swebench_predictions, swebench_report
+from leaderboards.aggregation import PatchQualityRow
+
+# Rows per fetch from the cursor and per chunk written: large enough that a round trip and a
+# write cost little per row, small enough that a chunk stays around a megabyte.
+CHUNK_ROWS = 2000
+
+
+class AsFloat(Cast):
+    """A number cast to a double in SQL: the nearest double, as float(Decimal) gives, without
+    a Decimal per row. The driver already returns a float, so Django's float() of each value,
+    which costs a Python pass over every row of the export, is left out."""
+
+    def get_db_converters(self, connection: Any) -> list:
+        return []
+
+
+# Each attempt's export field and where it comes from. Nothing in an attempt's free text (its
+# output, error message, or any evaluator rationale) is exported.
+ATTEMPT_FIELDS: dict[str, Any] = {
+    "task_id": "task__external_id",
+    "arm_label": "arm__label",
+    "repetition": "repetition",
+    "status": "status",
+    "resolved": "resolved",
+    "patch_present": "patch_present",
+    "patch_well_formed": "patch_well_formed",
+    "patch_applied": "patch_applied",
+    "fail_to_pass_fraction": "fail_to_pass_fraction",
+    "pass_to_pass_regressions": "pass_to_pass_regressions",
+    "lines_changed": "lines_changed",
+    "files_changed": "files_changed",
+    "lint_clean": "lint_clean",
+    "build_ok": "build_ok",
+    "latency_ms": "latency_ms",
+    "first_token_ms": "first_token_ms",
+    "output_tokens_per_s": "output_tokens_per_s",
+    "wall_ms": "wall_ms",
+    "cost_usd": AsFloat("cost_usd", FloatField()),
+    "cached": "response_cached",
+    "error_category": NullIf("error_category", Value("")),
+}
+ATTEMPT_COLUMNS = list(ATTEMPT_FIELDS)
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    content_type: str
+    suffix: str  # the download's file name after the run's code
+    chunks: Callable[[Run], Iterator[str]]
+
+    def filename(self, run: Run) -> str:
+        return f"prbench-run-{run.code}{self.suffix}"
+
+
+def export_chunks(run: Run, format: str) -> Iterator[str]:
+    """The export as text chunks. Its first chunk is made here, so what the export cannot do
+    (ReportUnavailable) is raised before anything is written, not halfway through a download."""
+    chunks = EXPORT_FORMATS[format].chunks(run)
+    first = next(chunks, "")
+    return chain([first], chunks)
+
+
+def _attempt_batches(run: Run) -> Iterator[list[tuple]]:
+    rows = run.attempts.order_by("sequence").values_list(*ATTEMPT_FIELDS.values()).iterator(chunk_size=CHUNK_ROWS)
+    return _batches(rows)
+
+
+def _batches(rows: Iterator[Any]) -> Iterator[list[Any]]:
+    while batch := list(islice(rows, CHUNK_ROWS)):
+        yield batch
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def json_chunks(run: Run) -> Iterator[str]:
+    """The document `json.dumps(..., indent=2)` gives, with the attempts written as they are read."""
+    head = json.dumps(run_summary(run), indent=2)
+    yield head.removesuffix("\n}") + ',\n  "attempts": ['
+    written = False
+    for batch in _attempt_batches(run):
+        yield (",\n    " if written else "\n    ") + ",\n    ".join(map(_json_attempt, batch))
+        written = True
+    yield "\n  ]\n}\n" if written else "]\n}\n"
+
+
+# The C encoder ignores indent (json.dumps with indent runs in Python, twice as slow), so the
+# newline and indent before each of an attempt's keys go in its item separator instead.
+_encode_flat = json.JSONEncoder(separators=(",\n      ", ": "), check_circular=False).encode
+
+
+def _json_attempt(row: tuple) -> str:
+    """The row as json.dumps(indent=2) writes it inside the document's "attempts" list."""
+    return "{\n      " + _encode_flat(dict(zip(ATTEMPT_COLUMNS, row, strict=True)))[1:-1] + "\n    }"
+
+
+def run_summary(run: Run) -> dict:
+    """The run and its arms' leaderboard rows: aggregates, small whatever the run's size."""
+    rows = run_leaderboard(run)
+    quality = {row.arm_id: row for row in run_patch_quality(run)}
+    evaluator = run_evaluator_scores(run)
+    return {
+        "run": {
+            "id": str(run.code),
+            "experiment": run.experiment.name,
+            "status": run.status,
+            "seed": run.seed,
+            "started_at": run.started_at.isoformat() if run.started_at else None,
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        },
+        "arms": [
+            {
+                "label": r.label,
+                "provider": r.provider,
+                "model_name": r.model_name,
+                "n": r.n,
+                "resolved_rate": r.resolved_rate,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+                "latency_p50_ms": r.latency_p50_ms,
+                "latency_p95_ms": r.latency_p95_ms,
+                "first_token_p50_ms": r.first_token_p50_ms,
+                "output_tokens_per_s_median": r.output_tokens_per_s_median,
+                "cost_usd": _number(r.cost_usd),
+                "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
+                "error_rate": r.error_rate,
+                "cached": r.cached,
+                "infrastructure_failed": r.infrastructure_failed,
+                "low_sample": r.low_sample,
+                **_quality_fields(quality.get(r.arm_id)),
+                "evaluator": [
+                    {
+                        "profile": e.profile,
+                        "mean_overall": e.mean_overall,
+                        "ci_low": e.ci_low,
+                        "ci_high": e.ci_high,
+                        "judged": e.judged,
+                        "evaluator_errors": e.errors,
+                    }
+                    for e in evaluator
+                    if e.arm_id == r.arm_id
+                ],
+            }
+            for r in rows
+        ],
+    }
+
+
+def _number(value: Decimal | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _quality_fields(row: PatchQualityRow | None) -> dict:
+    fields = (
+        "well_formed_rate",
+        "applied_rate",
+        "fail_to_pass_mean",
+        "pass_to_pass_regressions",
+        "build_ok_rate",
+        "lint_clean_rate",
+        "lines_changed_mean",
+    )
+    return {field: getattr(row, field) if row else None for field in fields}
+
+
+# --- CSV -------------------------------------------------------------------------------------
+
+
+def csv_chunks(run: Run) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(ATTEMPT_COLUMNS)
+    yield _drain(buffer)
+    for batch in _attempt_batches(run):
+        writer.writerows(map(_spreadsheet_safe_row, batch))
+        yield _drain(buffer)
+
+
+def _drain(buffer: io.StringIO) -> str:
+    text = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    return text
+
+
+def _spreadsheet_safe_row(row: tuple) -> tuple:
+    # The task id and the arm label lead the row and are the only cells someone typed; the rest
+    # are numbers, flags and the platform's own words, and checking all 21 cells took about a
+    # third of the time Python spends on a row.
+    task_id, arm_label, *rest = row
+    return (spreadsheet_safe(task_id), spreadsheet_safe(arm_label), *rest)
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (a task id or label can be anything a
+    customer imported) gets a leading apostrophe, as OWASP advises; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+# --- SWE-bench -------------------------------------------------------------------------------
+
+
+def swebench_prediction_chunks(run: Run) -> Iterator[str]:
+    predictions = swebench_predictions(run, chunk_size=CHUNK_ROWS)
+    for batch in _batches(predictions):
+        yield "".join(json.dumps(prediction) + "\n" for prediction in batch)
+
+
+def swebench_report_chunks(run: Run) -> Iterator[str]:
+    yield json.dumps(swebench_report(run), indent=2) + "\n"
+
+
+EXPORT_FORMATS = {
+    "json": ExportFormat("application/json", ".json", json_chunks),
+    "csv": ExportFormat("text/csv; charset=utf-8", ".csv", csv_chunks),
+    "swebench-preds": ExportFormat("application/x-ndjson", "-swebench-preds.jsonl", swebench_prediction_chunks),
+    "swebench-report": ExportFormat("application/json", "-swebench-report.json", swebench_report_chunks),
+}
