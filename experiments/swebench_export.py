@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from django.db.models import FilteredRelation, Q, TextField, Value
 from django.db.models.functions import Coalesce
 
-from experiments.models import Artifact, ArtifactKind, AttemptStatus, Run
+from experiments.models import ArtifactKind, AttemptStatus, Run
 from providers.outcomes import OutcomeClass
 
 
