@@ -234,7 +234,17 @@ def judge_attempts(profile_id: int, attempt_ids: list[int]) -> int:
         if not Verdict.objects.filter(pk=verdict.pk, claim_token=token).update(claimed_at=timezone.now()):
             continue  # taken over after looking abandoned
         recorded += record_answer(verdict, token, judge(verdict, profile, prepared))
+    if recorded:
+        _refresh_boards_of(attempt_ids)
     return recorded
+
+
+def _refresh_boards_of(attempt_ids: list[int]) -> None:
+    """The evaluator board reads the runs' summaries: ask for them to be rebuilt (throttled)."""
+    from experiments.models import Attempt
+    from leaderboards.jobs import request_summary_refresh
+
+    request_summary_refresh(Attempt.objects.filter(pk__in=attempt_ids).values_list("run_id", flat=True).distinct())
 
 
 def enqueue_judging(profile_id: int, attempt_ids: list[int], once: bool = False) -> bool:

@@ -92,6 +92,12 @@ class ValidationResult:
     def passed(self) -> bool:
         return self.status == ValidationStatus.PASSED
 
+    @property
+    def harness_failed(self) -> bool:
+        """The harness gave no verdict on the patch: the tests ran out of time (SWE-bench
+        counts that as an error of the harness, not as unresolved)."""
+        return self.status == ValidationStatus.TIMED_OUT
+
 
 @dataclass(frozen=True)
 class TestPlan:

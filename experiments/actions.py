@@ -3,6 +3,7 @@ and is atomic. Views and commands call these, never the models directly."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,6 +38,7 @@ from experiments.models import (
 from experiments.pipeline import finish_run_if_done
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import PLACEHOLDERS, prompt_version
+from leaderboards.jobs import queue_summary_refresh, refresh_out_of_date
 from orgs.models import Organization
 from prbench.inputs import (
     ARM_CONFIG_MAX_BYTES,
@@ -497,6 +499,7 @@ def do_cancel_run(run: Run) -> bool:
     ):
         return False
     run.attempts.filter(status=AttemptStatus.QUEUED).update(status=AttemptStatus.CANCELLED)
+    transaction.on_commit(functools.partial(queue_summary_refresh, run.pk), robust=True)
     return True
 
 
@@ -513,6 +516,7 @@ class RequeueReport:
     requeued_runs: int = 0  # runs whose queued attempts had no job left in Redis
     jobs: int = 0
     unjudged: int = 0  # answered attempts whose evaluator job was lost, queued for judging again
+    summaries: int = 0  # runs recorded into since their boards' last refresh, refreshed now
 
 
 def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
@@ -546,6 +550,7 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
         for start in range(0, len(attempt_ids), settings.PRBENCH_ATTEMPTS_PER_JOB):
             chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
             report.unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
+    report.summaries = len(refresh_out_of_date())
     return report
 
 

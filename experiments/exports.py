@@ -1,5 +1,6 @@
 """A whole run as a download: JSON (its leaderboard and every attempt), CSV (its attempts),
-SWE-bench predictions (JSONL) and SWE-bench report, shared by the run page and `export_run`.
+SWE-bench predictions (JSONL), SWE-bench report and the HTML report (its boards, verdicts and
+charts), shared by the run page and `export_run`.
 
 A run can have a million attempts, so each export is a stream of text chunks: attempts are
 read a chunk at a time through a server-side cursor, joined to their task and arm in SQL, and
@@ -23,6 +24,7 @@ from experiments.models import Run
 from experiments.reporting import run_evaluator_scores, run_leaderboard, run_patch_quality
 from experiments.swebench_export import swebench_predictions, swebench_report
 from leaderboards.aggregation import PatchQualityRow
+from leaderboards.report import run_report
 
 # Rows per fetch from the cursor and per chunk written: large enough that a round trip and a
 # write cost little per row, small enough that a chunk stays around a megabyte.
@@ -239,9 +241,18 @@ def swebench_report_chunks(run: Run) -> Iterator[str]:
     yield json.dumps(swebench_report(run), indent=2) + "\n"
 
 
+# --- HTML report -----------------------------------------------------------------------------
+
+
+def html_report_chunks(run: Run) -> Iterator[str]:
+    # One chunk: the report holds aggregates from the run's summaries, small whatever its size.
+    yield run_report(run)
+
+
 EXPORT_FORMATS = {
     "json": ExportFormat("application/json", ".json", json_chunks),
     "csv": ExportFormat("text/csv; charset=utf-8", ".csv", csv_chunks),
     "swebench-preds": ExportFormat("application/x-ndjson", "-swebench-preds.jsonl", swebench_prediction_chunks),
     "swebench-report": ExportFormat("application/json", "-swebench-report.json", swebench_report_chunks),
+    "html": ExportFormat("text/html; charset=utf-8", ".html", html_report_chunks),
 }

@@ -6,6 +6,7 @@ from django.db import models
 
 from evaluation.validation import ValidationStatus
 from providers.errors import ErrorCategory
+from providers.outcomes import OutcomeClass
 
 
 class DatasetKind(models.TextChoices):
@@ -294,6 +295,9 @@ class Attempt(models.Model):
         default=dict, blank=True, help_text="USD per part: input, cache read, cache write, output, reasoning"
     )
     error_category = models.CharField(max_length=32, choices=ErrorCategory.choices, blank=True)
+    # Decided once, when the attempt is recorded (providers/outcomes.py): every board and
+    # export counts the same attempts as the model's. Empty until it ends, and if cancelled.
+    outcome = models.CharField(max_length=24, choices=OutcomeClass.choices, blank=True)
     error_message = models.TextField(blank=True)
     retries = models.PositiveIntegerField(default=0)
     retry_log = models.JSONField(default=list, blank=True, help_text="Each retried try: category, message, wait")

@@ -62,10 +62,12 @@ from experiments.models import (
 )
 from experiments.prompts import build_request
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
+from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
 from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import WAKE_S, wait_for_release
+from providers.outcomes import outcome_class
 from providers.response_cache import response_cache_key
 from providers.types import ArmSpec, Completion, CompletionRequest
 
@@ -148,6 +150,9 @@ def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
         "started_at": unless_poisoned("started_at", Value(now), F("started_at")),
         "claims": unless_poisoned("claims", F("claims") + 1, F("claims")),
         "error_category": unless_poisoned("error_category", F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
+        "outcome": unless_poisoned(
+            "outcome", F("outcome"), Value(outcome_class(AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR))
+        ),
         "error_message": unless_poisoned("error_message", F("error_message"), Value(message)),
         "scored_at": unless_poisoned("scored_at", F("scored_at"), Value(now)),
     }
@@ -705,8 +710,10 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
     assert completion is not None and score is not None
     tally = validation.tally if validation else None
     hit = outcome.cache.hit if outcome.cache else None
+    harness_failed = bool(validation and validation.harness_failed)
     return {
         "status": AttemptStatus.COMPLETED,
+        "outcome": outcome_class(AttemptStatus.COMPLETED, harness_failed=harness_failed),
         "request": request_record(outcome.request),
         "raw_response": completion.raw_response,
         "output": completion.text,
@@ -754,6 +761,7 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
     assert error is not None
     return {
         "status": AttemptStatus.FAILED,
+        "outcome": outcome_class(AttemptStatus.FAILED, error.category),
         "request": request_record(outcome.request),
         "error_category": error.category,
         "error_message": error.message[:2000],
@@ -799,7 +807,7 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     ids = [outcome.attempt_id for outcome in outcomes]
     # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
     # lock), so a requeue cannot slip in between this check and the writes below.
-    ours = set(_still_ours(ids, token).select_for_update().values_list("pk", flat=True))
+    ours = dict(_still_ours(ids, token).select_for_update().values_list("pk", "run_id"))
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
     _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
@@ -812,6 +820,9 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     _judge_once_committed([o.attempt_id for o in completed])
     recorded = [o.attempt_id for o in completed]
     transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
+    # After the commit, and throttled: the boards' summaries are rebuilt from what committed.
+    runs = {ours[o.attempt_id] for o in mine if not o.give_back}
+    transaction.on_commit(functools.partial(request_summary_refresh, runs), robust=True)
     return len(mine)
 
 
@@ -880,4 +891,7 @@ def finish_run_if_done(run_id: int) -> str | None:
         return None
     status = RunStatus.COMPLETED if attempts.filter(status=AttemptStatus.COMPLETED).exists() else RunStatus.FAILED
     finished = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=status, finished_at=timezone.now())
-    return status if finished else None
+    if not finished:
+        return None
+    queue_summary_refresh(run_id)
+    return status

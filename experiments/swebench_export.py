@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from django.db.models import FilteredRelation, Q, TextField, Value
 from django.db.models.functions import Coalesce
 
-from evaluation.validation import ValidationStatus
-from experiments.models import Artifact, ArtifactKind, AttemptStatus, Run
+from experiments.models import ArtifactKind, AttemptStatus, Run
+from providers.outcomes import OutcomeClass
 
 
 def model_name(label: str, repetition: int, repetitions: int) -> str:
@@ -48,26 +48,26 @@ class ReportUnavailable(Exception):
 
 
 def swebench_report(run: Run) -> dict:
-    """Per model (arm, and repetition when there are several), SWE-bench's id lists:
-    resolved; unresolved (a patch that did not resolve, including one that did not apply);
-    empty_patch (an answer without a patch); error (no answer, or tests that ran out of time)."""
+    """Per model (arm, and repetition when there are several), SWE-bench's id lists, sorted
+    by each attempt's outcome class (the one the boards count): resolved; unresolved (a patch
+    that did not resolve, including one that did not apply); empty_patch (the model gave no
+    patch: an answer without one, or a failure of its own, such as a timeout); error (the
+    infrastructure failed: no answer through no fault of the model, or tests that ran out of
+    time)."""
     if run.inference_only:
         raise ReportUnavailable(f"run {run.code} was inference-only: no patch was validated, so none is resolved")
     unfinished = run.attempts.exclude(status__in=[AttemptStatus.COMPLETED, AttemptStatus.FAILED]).count()
-    validation = dict(
-        Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.VALIDATION).values_list("attempt_id", "status")
-    )
     repetitions = _repetitions(run)
     models: dict[str, dict[str, list[str]]] = defaultdict(
         lambda: {"resolved_ids": [], "unresolved_ids": [], "empty_patch_ids": [], "error_ids": []}
     )
     attempts = run.attempts.order_by("sequence").values_list(
-        "pk", "task__external_id", "arm__label", "repetition", "status", "patch_present", "resolved"
+        "task__external_id", "arm__label", "repetition", "outcome", "patch_present", "resolved"
     )
-    for pk, instance_id, label, repetition, status, patch_present, resolved in attempts:
-        outcome = _outcome(status, patch_present, resolved, validation.get(pk))
-        if outcome:
-            models[model_name(label, repetition, repetitions)][outcome].append(instance_id)
+    for instance_id, label, repetition, outcome, patch_present, resolved in attempts:
+        id_list = _id_list(outcome, patch_present, resolved)
+        if id_list:
+            models[model_name(label, repetition, repetitions)][id_list].append(instance_id)
     per_model = {}
     for name, ids in sorted(models.items()):
         lists = {key: sorted(values) for key, values in ids.items()}
@@ -76,13 +76,11 @@ def swebench_report(run: Run) -> dict:
     return {"run_id": str(run.code), "status": run.status, "unfinished_instances": unfinished, "models": per_model}
 
 
-def _outcome(status: str, patch_present: bool | None, resolved: bool | None, validation: str | None) -> str | None:
-    if status == AttemptStatus.FAILED:
+def _id_list(outcome: str, patch_present: bool | None, resolved: bool | None) -> str | None:
+    if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE:
         return "error_ids"
-    if status != AttemptStatus.COMPLETED:
-        return None  # still queued or running, or cancelled: not part of the report
-    if not patch_present:
+    if outcome == OutcomeClass.MODEL_FAILURE or (outcome == OutcomeClass.SUCCESS and not patch_present):
         return "empty_patch_ids"
-    if validation == ValidationStatus.TIMED_OUT:
-        return "error_ids"
-    return "resolved_ids" if resolved else "unresolved_ids"
+    if outcome == OutcomeClass.SUCCESS:
+        return "resolved_ids" if resolved else "unresolved_ids"
+    return None  # still queued or running, or cancelled: not part of the report

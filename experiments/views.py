@@ -24,14 +24,12 @@ from experiments.progress import run_progress
 from experiments.reporting import (
     attempt_rows,
     cache_source,
-    run_evaluator_scores,
-    run_leaderboard,
-    run_patch_quality,
     task_comparison,
     tests_with_roles,
     verdict_scores,
 )
 from experiments.swebench_export import ReportUnavailable
+from leaderboards.pages import run_page_boards
 from orgs.access import (
     access_attempt,
     access_current_org,
@@ -177,7 +175,6 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
-    leaderboard = run_leaderboard(run)
     arm_filter = request.GET.get("arm", "")
     context = {
         "run": run,
@@ -186,11 +183,9 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "waiting": Waiting()
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
-        "leaderboard": leaderboard,
-        "patch_quality": run_patch_quality(run),
-        "evaluator_scores": run_evaluator_scores(run),
+        **run_page_boards(run, request.path, request.GET),
         "attempts": attempt_rows(run, arm_filter),
-        "arm_labels": [row.label for row in leaderboard],
+        "arm_labels": list(run.arms.values_list("label", flat=True)),
         "arm_filter": arm_filter,
         "budget": budget_status(run),
     }

@@ -1,15 +1,22 @@
-"""Per-arm leaderboard rows, aggregated in SQL from whatever attempts are handed in."""
+"""Per-arm totals, aggregated in SQL from whatever attempts are handed in, and the rows
+boards show, built from those totals (fresh, or as stored in a run's ArmSummary)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
 
-from django.db.models import Avg, Case, Count, F, Q, QuerySet, Sum, When
+import numpy as np
+from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
+from django.db.models.functions import Cast, JSONArray, JSONObject
 
-from leaderboards.sql import Percentile
-from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval, wilson_interval
-from providers.outcomes import INFRASTRUCTURE_FAILED, MODEL_FAILED
+from leaderboards.sql import Percentile, Quantiles
+from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
+from providers.outcomes import INFRASTRUCTURE_FAILURES, SCORED, OutcomeClass
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
 COMPLETED = "completed"
@@ -17,6 +24,103 @@ JUDGED, EVALUATOR_ERROR = "judged", "evaluator_error"  # verdict statuses, likew
 # An attempt that reused a cached answer made no call: it counts for quality, but its
 # latency and cost (none) would flatter the arm's speed and price, so those skip it.
 CALLED = Q(response_cached=False)
+ANSWERED_CALLED = Q(status=COMPLETED) & CALLED
+# The attempts quality counts: what the model did, well or badly (Attempt.outcome, decided
+# once when the attempt was recorded). Patch metrics look at the model's answers alone.
+MODEL_SCORED = Q(outcome__in=SCORED)
+SUCCESS = Q(outcome=OutcomeClass.SUCCESS)
+MODEL_FAILED = Q(outcome=OutcomeClass.MODEL_FAILURE)
+INFRASTRUCTURE_FAILED = Q(outcome=OutcomeClass.INFRASTRUCTURE_FAILURE)
+# Upper edges of the latency histogram's buckets, in ms; the last bucket is open-ended.
+LATENCY_BUCKETS_MS = (100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 50_000, 100_000)
+
+
+def arm_totals() -> dict[str, Any]:
+    """The aggregates of one arm's attempts, named as ArmSummary's fields."""
+    return {
+        "scored": Count("id", filter=MODEL_SCORED),
+        "model_successes": Count("id", filter=SUCCESS),
+        "model_failures": Count("id", filter=MODEL_FAILED),
+        "infrastructure_failures": Count("id", filter=INFRASTRUCTURE_FAILED),
+        # In the same scan: a query of its own would read every attempt once more.
+        "infrastructure_causes": _infrastructure_causes(),
+        "resolved": Count("id", filter=SUCCESS & Q(resolved=True)),
+        "cached": Count("id", filter=MODEL_SCORED & ~CALLED),
+        "fail_to_pass_sum": Sum("fail_to_pass_fraction", filter=SUCCESS, default=0.0),
+        "fail_to_pass_counted": Count("fail_to_pass_fraction", filter=SUCCESS),
+        "regressions": Sum("pass_to_pass_regressions", filter=SUCCESS, default=0),
+        "regressions_counted": Count("pass_to_pass_regressions", filter=SUCCESS),
+        "patch_present": Count("id", filter=SUCCESS & Q(patch_present=True)),
+        "well_formed": Count("id", filter=SUCCESS & Q(patch_well_formed=True)),
+        # Over validated attempts: an inference-only run applies nothing and says nothing.
+        "validated": Count("validated_at", filter=SUCCESS),
+        "applied": Count("validated_at", filter=SUCCESS & Q(patch_applied=True)),
+        "build_checked": Count("build_ok", filter=SUCCESS),
+        "built": Count("id", filter=SUCCESS & Q(build_ok=True)),
+        "lint_checked": Count("lint_clean", filter=SUCCESS),
+        "lint_clean": Count("id", filter=SUCCESS & Q(lint_clean=True)),
+        "lines_changed_sum": Sum("lines_changed", filter=SUCCESS & Q(patch_well_formed=True), default=0),
+        "lines_counted": Count("lines_changed", filter=SUCCESS & Q(patch_well_formed=True)),
+        "latency_measured": Count("latency_ms", filter=CALLED),
+        # A CASE rather than an aggregate FILTER: SQLite's percentiles are plain functions.
+        "latency_quantiles": Quantiles(_called("latency_ms")),
+        "latency_histogram": JSONArray(*(Count("id", filter=CALLED & bucket) for bucket in _latency_buckets())),
+        "first_token_p50_ms": Percentile(_called("first_token_ms"), 0.5),
+        "tokens_per_s_median": Percentile(_called("output_tokens_per_s"), 0.5),
+        "answered_called": Count("id", filter=ANSWERED_CALLED),
+        "unpriced": Count("id", filter=ANSWERED_CALLED & Q(cost_usd__isnull=True)),
+        "cost_usd": Sum("cost_usd", filter=CALLED),
+        "cost_squares": Sum(Cast("cost_usd", FloatField()) * Cast("cost_usd", FloatField()), filter=CALLED),
+        "resolved_called": Count("id", filter=SUCCESS & Q(resolved=True) & CALLED),
+    }
+
+
+# Annotations may not share a name with a field of the model (``cost_usd``, ``resolved``):
+# a filter or F() naming the field would read the aggregate instead.
+TOTAL = "total__"
+
+
+def totals_by(attempts: QuerySet, *group: str) -> list[dict[str, Any]]:
+    """arm_totals() of each group of these attempts, in one query, named as the fields."""
+    rows = attempts.values(*group).annotate(**{TOTAL + name: total for name, total in arm_totals().items()})
+    return [{key.removeprefix(TOTAL): value for key, value in row.items()} for row in rows.order_by(*group)]
+
+
+HARNESS = "harness"  # the cause of an infrastructure failure that came with an answer (error_category "")
+
+
+def _infrastructure_causes() -> JSONObject:
+    """Infrastructure failures per cause: each error category, and the harness's (none)."""
+    causes = [(HARNESS, ""), *((str(category), str(category)) for category in sorted(INFRASTRUCTURE_FAILURES))]
+    return JSONObject(
+        **{cause: Count("id", filter=INFRASTRUCTURE_FAILED & Q(error_category=category)) for cause, category in causes}
+    )
+
+
+def _called(field: str) -> Case:
+    return Case(When(CALLED, then=F(field)))
+
+
+def _latency_buckets() -> list[Q]:
+    edges = (0, *LATENCY_BUCKETS_MS)
+    buckets = [Q(latency_ms__gte=low, latency_ms__lt=high) for low, high in itertools.pairwise(edges)]
+    return [*buckets, Q(latency_ms__gte=edges[-1])]
+
+
+def latency_percentile(quantiles: list[float] | None, percent: int) -> float | None:
+    return None if quantiles is None else quantiles[percent]
+
+
+def median_interval(quantiles: list[float] | None, measured: int, z: float = 1.96) -> tuple[float, float] | None:
+    """A distribution-free 95% interval of the median: the order statistics at ranks
+    n/2 -+ z * sqrt(n)/2 (the binomial's normal approximation), read off the stored
+    percentiles by linear interpolation."""
+    if quantiles is None or measured == 0:
+        return None
+    half_width = z * 0.5 / np.sqrt(measured)
+    steps = np.linspace(0, 1, len(quantiles))
+    low, high = np.interp([max(0.0, 0.5 - half_width), min(1.0, 0.5 + half_width)], steps, quantiles)
+    return float(low), float(high)
 
 
 @dataclass(frozen=True)
@@ -26,8 +130,9 @@ class ArmRow:
     provider: str
     model_name: str
     # Attempts the model had its turn at: answered, or failed through the model's doing.
-    # Infrastructure failures (an outage, a refused key, the platform) say nothing about the
-    # model and are counted apart; cancelled attempts do not count.
+    # Infrastructure failures (an outage, a refused key, the platform, a test harness that
+    # gave no verdict) say nothing about the model and are counted apart; cancelled attempts
+    # do not count.
     n: int
     resolved: int
     failed: int  # model failures
@@ -48,69 +153,66 @@ class ArmRow:
     def low_sample(self) -> bool:
         return self.n < LOW_SAMPLE
 
+    @classmethod
+    def from_totals(cls, arm: Any, totals: Any) -> ArmRow:
+        """``arm``: its id, label, provider and model_name; ``totals``: arm_totals()'s names."""
+        n, resolved = totals.scored, totals.resolved
+        interval = wilson_interval(resolved, n)
+        cost = arm_cost(totals)
+        return cls(
+            arm_id=arm.id,
+            label=arm.label,
+            provider=arm.provider,
+            model_name=arm.model_name,
+            n=n,
+            resolved=resolved,
+            failed=totals.model_failures,
+            resolved_rate=resolved / n if n else None,
+            ci_low=interval[0] if interval else None,
+            ci_high=interval[1] if interval else None,
+            latency_p50_ms=latency_percentile(totals.latency_quantiles, 50),
+            latency_p95_ms=latency_percentile(totals.latency_quantiles, 95),
+            first_token_p50_ms=totals.first_token_p50_ms,
+            output_tokens_per_s_median=totals.tokens_per_s_median,
+            cost_usd=cost,
+            cost_per_resolved_usd=_per(cost, totals.resolved_called),
+            error_rate=totals.model_failures / n if n else None,
+            cached=totals.cached,
+            infrastructure_failed=totals.infrastructure_failures,
+        )
+
+
+def arm_cost(totals: Any) -> Decimal | None:
+    """What the arm's calls cost; unknown (None) while any answer has no price."""
+    return None if totals.unpriced else (totals.cost_usd or Decimal(0))
+
+
+def _per(cost: Decimal | None, count: int) -> Decimal | None:
+    return (cost / count).quantize(Decimal("0.00000001")) if cost is not None and count else None
+
+
+ARM_FIELDS = {"arm_id": "id", "arm__label": "label", "arm__provider": "provider", "arm__model_name": "model_name"}
+
+
+def _fresh_totals(attempts: QuerySet) -> list[tuple[SimpleNamespace, SimpleNamespace]]:
+    """Each arm of these attempts and its totals, in one query."""
+    rows = totals_by(attempts, "arm__position", *ARM_FIELDS)
+    return [
+        (SimpleNamespace(**{name: row[key] for key, name in ARM_FIELDS.items()}), SimpleNamespace(**row))
+        for row in rows
+    ]
+
 
 def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
     """Rank arms by resolved rate, then by the interval's lower bound, then by cost."""
-    rows = (
-        attempts.values("arm_id", "arm__label", "arm__provider", "arm__model_name", "arm__position")
-        .annotate(
-            n=Count("id", filter=Q(status=COMPLETED) | MODEL_FAILED),
-            resolved_count=Count("id", filter=Q(resolved=True)),
-            resolved_called=Count("id", filter=Q(resolved=True) & CALLED),
-            failed_count=Count("id", filter=MODEL_FAILED),
-            infrastructure_count=Count("id", filter=INFRASTRUCTURE_FAILED),
-            cached_count=Count("id", filter=~CALLED),
-            # A CASE rather than an aggregate FILTER: SQLite's percentile is a plain function.
-            p50=Percentile(_called("latency_ms"), 0.5),
-            p95=Percentile(_called("latency_ms"), 0.95),
-            first_token_p50=Percentile(_called("first_token_ms"), 0.5),
-            tokens_per_s_median=Percentile(_called("output_tokens_per_s"), 0.5),
-            cost=Sum("cost_usd", filter=CALLED),
-            unpriced=Count("id", filter=Q(status=COMPLETED, cost_usd__isnull=True) & CALLED),
-        )
-        .order_by("arm__position", "arm_id")
-    )
-    board = [_row(values) for values in rows]
+    board = [ArmRow.from_totals(arm, totals) for arm, totals in _fresh_totals(attempts)]
     return sorted(board, key=lambda r: (-(r.resolved_rate or 0), -(r.ci_low or 0), r.cost_usd or Decimal("Infinity")))
-
-
-def _called(field: str) -> Case:
-    return Case(When(CALLED, then=F(field)))
-
-
-def _row(values: dict) -> ArmRow:
-    n, resolved, resolved_called = values["n"], values["resolved_count"], values["resolved_called"]
-    interval = wilson_interval(resolved, n)
-    cost = None if values["unpriced"] else (values["cost"] or Decimal(0))
-    return ArmRow(
-        arm_id=values["arm_id"],
-        label=values["arm__label"],
-        provider=values["arm__provider"],
-        model_name=values["arm__model_name"],
-        n=n,
-        resolved=resolved,
-        failed=values["failed_count"],
-        resolved_rate=resolved / n if n else None,
-        ci_low=interval[0] if interval else None,
-        ci_high=interval[1] if interval else None,
-        latency_p50_ms=values["p50"],
-        latency_p95_ms=values["p95"],
-        first_token_p50_ms=values["first_token_p50"],
-        output_tokens_per_s_median=values["tokens_per_s_median"],
-        cost_usd=cost,
-        cost_per_resolved_usd=(cost / resolved_called).quantize(Decimal("0.00000001"))
-        if cost is not None and resolved_called
-        else None,
-        error_rate=values["failed_count"] / n if n else None,
-        cached=values["cached_count"],
-        infrastructure_failed=values["infrastructure_count"],
-    )
 
 
 @dataclass(frozen=True)
 class PatchQualityRow:
-    """Rule metrics of an arm's answered attempts; a rate is over the attempts where the
-    metric applies (lint and build only where a Python file changed and the patch applied)."""
+    """Rule metrics of an arm's answers; a rate is over the answers where the metric applies
+    (lint and build only where a Python file changed and the patch applied)."""
 
     arm_id: int
     label: str
@@ -123,46 +225,27 @@ class PatchQualityRow:
     lint_clean_rate: float | None
     lines_changed_mean: float | None
 
+    @classmethod
+    def from_totals(cls, arm: Any, totals: Any) -> PatchQualityRow:
+        return cls(
+            arm_id=arm.id,
+            label=arm.label,
+            answered=totals.model_successes,
+            well_formed_rate=share(totals.well_formed, totals.patch_present),
+            applied_rate=share(totals.applied, totals.validated),
+            fail_to_pass_mean=share(totals.fail_to_pass_sum, totals.fail_to_pass_counted),
+            pass_to_pass_regressions=totals.regressions if totals.regressions_counted else None,
+            build_ok_rate=share(totals.built, totals.build_checked),
+            lint_clean_rate=share(totals.lint_clean, totals.lint_checked),
+            lines_changed_mean=share(totals.lines_changed_sum, totals.lines_counted),
+        )
+
 
 def arm_patch_quality(attempts: QuerySet) -> list[PatchQualityRow]:
-    answered = Q(status=COMPLETED)
-    rows = (
-        attempts.values("arm_id", "arm__label", "arm__position")
-        .annotate(
-            n_answered=Count("id", filter=answered),
-            n_present=Count("id", filter=answered & Q(patch_present=True)),
-            n_well_formed=Count("id", filter=answered & Q(patch_well_formed=True)),
-            # Over validated attempts: an inference-only run applies nothing and says nothing.
-            n_applied=Count("id", filter=answered & Q(patch_applied=True, validated_at__isnull=False)),
-            n_validated=Count("id", filter=answered & Q(validated_at__isnull=False)),
-            mean_f2p=Avg("fail_to_pass_fraction", filter=answered),
-            sum_p2p=Sum("pass_to_pass_regressions", filter=answered),
-            n_built=Count("id", filter=answered & Q(build_ok=True)),
-            n_build_checked=Count("id", filter=answered & Q(build_ok__isnull=False)),
-            n_lint_clean=Count("id", filter=answered & Q(lint_clean=True)),
-            n_lint_checked=Count("id", filter=answered & Q(lint_clean__isnull=False)),
-            mean_lines=Avg("lines_changed", filter=answered & Q(patch_well_formed=True)),
-        )
-        .order_by("arm__position", "arm_id")
-    )
-    return [
-        PatchQualityRow(
-            arm_id=values["arm_id"],
-            label=values["arm__label"],
-            answered=values["n_answered"],
-            well_formed_rate=_share(values["n_well_formed"], values["n_present"]),
-            applied_rate=_share(values["n_applied"], values["n_validated"]),
-            fail_to_pass_mean=values["mean_f2p"],
-            pass_to_pass_regressions=values["sum_p2p"],
-            build_ok_rate=_share(values["n_built"], values["n_build_checked"]),
-            lint_clean_rate=_share(values["n_lint_clean"], values["n_lint_checked"]),
-            lines_changed_mean=values["mean_lines"],
-        )
-        for values in rows
-    ]
+    return [PatchQualityRow.from_totals(arm, totals) for arm, totals in _fresh_totals(attempts)]
 
 
-def _share(part: int, whole: int) -> float | None:
+def share(part: float, whole: int) -> float | None:
     return part / whole if whole else None
 
 
@@ -185,51 +268,90 @@ class EvaluatorRow:
         return self.judged < MIN_JUDGED
 
 
-def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
-    """``verdicts``: a run's verdicts. Counts and means in SQL; the interval resamples the
-    overall scores of each (arm, profile) group, fetched as one column."""
-    groups = (
-        verdicts.values(
-            "attempt__arm_id",
-            "attempt__arm__label",
-            "attempt__arm__position",
-            "profile_id",
-            "profile__name",
-            "profile__version",
-            "profile__provider",
-        )
-        .annotate(
-            n_judged=Count("id", filter=Q(status=JUDGED)),
-            n_errors=Count("id", filter=Q(status=EVALUATOR_ERROR)),
-            mean=Avg("overall", filter=Q(status=JUDGED)),
-            cost=Sum("cost_usd"),
-            unpriced=Count("id", filter=Q(cost_usd__isnull=True) & ~Q(status="pending")),
-        )
-        .order_by("profile_id", "attempt__arm__position", "attempt__arm_id")
+def profile_label(name: str, version: int, provider: str) -> str:
+    mock = " (mock)" if provider == "mock" else ""
+    return f"{name}:v{version}{mock}"
+
+
+SCORES = 101  # overall scores run 0..100
+
+
+def evaluator_interval(arm_id: int, scores: list[int]) -> tuple[float, float] | None:
+    """The bootstrap interval of the mean overall score, from how many judged verdicts gave
+    each score 0..100 (seeded by the arm, so a page shows the same interval twice); None
+    below MIN_JUDGED verdicts."""
+    return bootstrap_mean_interval_from_counts(scores, seed=arm_id) if sum(scores) >= MIN_JUDGED else None
+
+
+def evaluator_row(
+    arm_id: int, label: str, profile: str, counts: Mapping[str, Any], interval: tuple[float, float] | None
+) -> EvaluatorRow:
+    """``counts``: judged, errors, overall_sum, cost and unpriced; ``interval``: evaluator_interval's."""
+    judged = counts["judged"]
+    enough = judged >= MIN_JUDGED
+    return EvaluatorRow(
+        arm_id=arm_id,
+        label=label,
+        profile=profile,
+        judged=judged,
+        errors=counts["errors"],
+        mean_overall=counts["overall_sum"] / judged if enough else None,
+        ci_low=interval[0] if interval else None,
+        ci_high=interval[1] if interval else None,
+        cost_usd=None if counts["unpriced"] else counts["cost"],
     )
-    scores: dict[tuple[int, int], list[float]] = {}
-    for arm_id, profile_id, overall in verdicts.filter(status=JUDGED).values_list(
-        "attempt__arm_id", "profile_id", "overall"
-    ):
-        scores.setdefault((arm_id, profile_id), []).append(overall)
-    rows = []
-    for group in groups:
-        key = (group["attempt__arm_id"], group["profile_id"])
-        enough = group["n_judged"] >= MIN_JUDGED
-        interval = bootstrap_mean_interval(scores[key], seed=key[0]) if enough else None
-        mock = " (mock)" if group["profile__provider"] == "mock" else ""
-        label = f"{group['profile__name']}:v{group['profile__version']}{mock}"
-        rows.append(
-            EvaluatorRow(
-                arm_id=key[0],
-                label=group["attempt__arm__label"],
-                profile=label,
-                judged=group["n_judged"],
-                errors=group["n_errors"],
-                mean_overall=group["mean"] if enough else None,
-                ci_low=interval[0] if interval else None,
-                ci_high=interval[1] if interval else None,
-                cost_usd=None if group["unpriced"] else group["cost"],
-            )
+
+
+EVALUATOR_GROUP = (
+    "attempt__arm_id",
+    "attempt__arm__label",
+    "attempt__arm__position",
+    "profile_id",
+    "profile__name",
+    "profile__version",
+    "profile__provider",
+)
+
+
+def evaluator_totals(verdicts: QuerySet) -> list[dict[str, Any]]:
+    """Per (arm, profile) of these verdicts: EVALUATOR_GROUP's fields, judged, errors,
+    overall_sum, cost, unpriced, and ``scores``, how many judged verdicts gave each overall
+    score 0..100. One GROUP BY down to the score; Python only adds up its few hundred rows."""
+    rows = verdicts.values(*EVALUATOR_GROUP, "status", "overall").annotate(
+        verdicts=Count("id"),
+        cost=Sum("cost_usd"),
+        unpriced=Count("id", filter=Q(cost_usd__isnull=True) & ~Q(status="pending")),
+    )
+    groups: dict[tuple[int, int], dict[str, Any]] = {}
+    for row in rows.order_by():
+        group = groups.setdefault(
+            (row["attempt__arm_id"], row["profile_id"]),
+            {**{field: row[field] for field in EVALUATOR_GROUP}, "judged": 0, "errors": 0, "overall_sum": 0}
+            | {"cost": None, "unpriced": 0, "scores": [0] * SCORES},
         )
-    return rows
+        count = row["verdicts"]
+        if row["status"] == JUDGED:
+            group["judged"] += count
+            if row["overall"] is not None:
+                group["scores"][row["overall"]] += count
+                group["overall_sum"] += row["overall"] * count
+        elif row["status"] == EVALUATOR_ERROR:
+            group["errors"] += count
+        if row["cost"] is not None:
+            group["cost"] = (group["cost"] or 0) + row["cost"]
+        group["unpriced"] += row["unpriced"]
+    return sorted(groups.values(), key=lambda g: (g["profile_id"], g["attempt__arm__position"], g["attempt__arm_id"]))
+
+
+def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
+    """``verdicts``: a run's verdicts. Counts, sums and the scores' distribution in SQL."""
+    return [
+        evaluator_row(
+            group["attempt__arm_id"],
+            group["attempt__arm__label"],
+            profile_label(group["profile__name"], group["profile__version"], group["profile__provider"]),
+            group,
+            evaluator_interval(group["attempt__arm_id"], group["scores"]),
+        )
+        for group in evaluator_totals(verdicts)
+    ]

@@ -1,12 +1,13 @@
-"""A percentile aggregate that runs in the database on both Postgres and SQLite."""
+"""Percentile aggregates that run in the database on both Postgres and SQLite."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 from django.db.backends.signals import connection_created
-from django.db.models import Aggregate, FloatField, Func, Value
+from django.db.models import Aggregate, FloatField, Func, JSONField, Value
 
 
 class Percentile(Aggregate):
@@ -33,6 +34,28 @@ class Percentile(Aggregate):
         return call.as_sql(compiler, connection)
 
 
+class Quantiles(Aggregate):
+    """Every percentile from 0 to 100 (101 values, ``percentile_cont``'s interpolation) of
+    the expression, as a JSON list, or None without a value: one sort gives the median, the
+    95th percentile and the order statistics an interval of the median needs."""
+
+    function = "percentile_cont"
+    name = "Quantiles"
+    output_field = JSONField()
+    template = "to_jsonb(%(function)s(%(fractions)s) WITHIN GROUP (ORDER BY %(expressions)s))"
+    STEPS = 100
+
+    def as_sql(self, compiler, connection, **extra_context):
+        steps = ", ".join(repr(step / self.STEPS) for step in range(self.STEPS + 1))
+        fractions = f"ARRAY[{steps}]::float8[]"
+        return super().as_sql(compiler, connection, fractions=fractions, **extra_context)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        expression = self.get_source_expressions()[0]
+        call = Func(expression, Value(self.STEPS), function="prbench_quantiles", output_field=JSONField())
+        return call.as_sql(compiler, connection)
+
+
 class _SqlitePercentile:
     def __init__(self) -> None:
         self.values: list[float] = []
@@ -49,9 +72,27 @@ class _SqlitePercentile:
         return float(np.percentile(self.values, self.fraction * 100, method="linear"))
 
 
+class _SqliteQuantiles:
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.steps = Quantiles.STEPS
+
+    def step(self, value: float | None, steps: int) -> None:
+        self.steps = steps
+        if value is not None:
+            self.values.append(value)
+
+    def finalize(self) -> str | None:
+        if not self.values:
+            return None
+        fractions = np.arange(self.steps + 1) / self.steps
+        return json.dumps(np.percentile(self.values, fractions * 100, method="linear").tolist())
+
+
 def register_sqlite_percentile(sender: Any, connection: Any, **kwargs: Any) -> None:
     if connection.vendor == "sqlite":
         connection.connection.create_aggregate("prbench_percentile", 2, _SqlitePercentile)
+        connection.connection.create_aggregate("prbench_quantiles", 2, _SqliteQuantiles)
 
 
 connection_created.connect(register_sqlite_percentile)

@@ -471,3 +471,26 @@ def paired_ranks(
             beaten_by[loser].add(winner)
     ranked = sorted((1 + len(beaten_by[arm]), arm) for arm in arms if arm in compared)
     return {arm: rank for rank, arm in ranked} | dict.fromkeys(arm for arm in arms if arm not in compared)
+
+
+def bootstrap_mean_interval_from_counts(
+    counts: Sequence[int], confidence: float = 0.95, rounds: int = BOOTSTRAP_RESAMPLES, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap of the mean of integer scores given as how many times each score
+    0, 1, 2, ... occurred. Resampling n scores with replacement draws those counts from a
+    multinomial, so each round costs one draw over the distinct scores, however many scores
+    there are: the interval of a million verdicts takes as long as that of ten. None without
+    a score."""
+    weights = np.asarray(counts, dtype=float)
+    n = int(weights.sum())
+    if n == 0:
+        return None
+    scores = np.arange(len(weights), dtype=float)
+    present = scores[weights > 0]
+    if len(present) == 1:  # no spread: the interval is the value
+        return float(present[0]), float(present[0])
+    drawn = np.random.default_rng(seed).multinomial(n, weights / n, size=rounds)
+    # einsum rather than a matrix product, for the same sums on every machine (see _resampled_means).
+    means = np.einsum("rk,k->r", drawn, scores) / n
+    low, high = np.quantile(means, _tails(confidence))
+    return float(low), float(high)

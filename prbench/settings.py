@@ -230,6 +230,11 @@ PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS"
 PRBENCH_SANDBOX_NAMESPACES = envbool("PRBENCH_SANDBOX_NAMESPACES", "True")
 PRBENCH_SANDBOX_MAX_PROCESSES = envint("PRBENCH_SANDBOX_MAX_PROCESSES", "512")
 PRBENCH_SANDBOX_MEMORY_BYTES = envint("PRBENCH_SANDBOX_MEMORY_BYTES", str(2 * 1024**3))
+# Boards flag an arm with fewer scored tasks than this: its interval is too wide to rank on.
+PRBENCH_LOW_SAMPLE_MIN = envint("PRBENCH_LOW_SAMPLE_MIN", "30")
+# The commit (or tag) this deployment runs, printed in the footer of every HTML report so a
+# shared report says which PRBench made it; empty: the footer gives the version alone.
+PRBENCH_COMMIT = env("PRBENCH_COMMIT", "")
 # The platform's own organisation, whose credentials pay for evaluator calls.
 PRBENCH_PLATFORM_ORG = env("PRBENCH_PLATFORM_ORG", "prbench-platform")
 # One bare clone per task repository (see evaluation/repositories.py).

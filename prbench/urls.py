@@ -12,5 +12,7 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("orgs/", include("orgs.urls")),
     path("orgs/", include("providers.urls")),
+    # Before experiments: its runs/<code>/<action>/ would take runs/<code>/pairwise/.
+    path("", include("leaderboards.urls")),
     path("", include("experiments.urls")),
 ]

@@ -2,12 +2,13 @@
 
 A model failure counts against the arm (it is part of what the benchmark measures); an
 infrastructure failure says nothing about the model, so it is shown apart and left out of
-every rate that scores the model.
+every rate that scores the model. The recorder stores each attempt's class on it
+(``Attempt.outcome``), through ``outcome_class``; boards and exports read that column.
 """
 
 from __future__ import annotations
 
-from django.db.models import Case, CharField, Q, Value, When
+from django.db import models
 
 from providers.errors import ErrorCategory
 
@@ -41,40 +42,30 @@ INFRASTRUCTURE_FAILURES = frozenset(
 )
 
 
-class OutcomeClass:
-    """An attempt's class, as the function and the SQL expression below name it."""
+class OutcomeClass(models.TextChoices):
+    """An attempt's class, stored on it (``Attempt.outcome``) when it is recorded."""
 
-    SUCCESS = "model_success"  # the model answered (whether the answer resolves the task or not)
-    MODEL_FAILURE = "model_failure"
-    INFRASTRUCTURE_FAILURE = "infrastructure_failure"
+    SUCCESS = "model_success", "model success"  # the model answered (resolving the task or not)
+    MODEL_FAILURE = "model_failure", "model failure"
+    INFRASTRUCTURE_FAILURE = "infrastructure_failure", "infrastructure failure"
+
+
+# The classes quality statistics count: what the model did, well or badly.
+SCORED = (OutcomeClass.SUCCESS, OutcomeClass.MODEL_FAILURE)
 
 
 def is_infrastructure_failure(category: str) -> bool:
     return category in INFRASTRUCTURE_FAILURES
 
 
-def outcome_class(status: str, error_category: str) -> str | None:
-    """The class of a finished attempt (``status`` completed or failed), else None."""
+def outcome_class(status: str, error_category: str = "", harness_failed: bool = False) -> str:
+    """The class of a finished attempt (``status`` completed or failed), else "" (queued,
+    running, cancelled). ``harness_failed``: the answer came, but the validation harness gave
+    no verdict on it (the tests ran out of time): that says nothing about the model either."""
     if status == "completed":
-        return OutcomeClass.SUCCESS
+        return OutcomeClass.INFRASTRUCTURE_FAILURE if harness_failed else OutcomeClass.SUCCESS
     if status != "failed":
-        return None
+        return ""
     if error_category in MODEL_FAILURES:
         return OutcomeClass.MODEL_FAILURE
     return OutcomeClass.INFRASTRUCTURE_FAILURE
-
-
-# Filters over an attempt's own fields, for Count(filter=…) and the like.
-MODEL_FAILED = Q(status="failed", error_category__in=sorted(MODEL_FAILURES))
-INFRASTRUCTURE_FAILED = Q(status="failed") & ~Q(error_category__in=sorted(MODEL_FAILURES))
-
-
-def outcome_class_sql() -> Case:
-    """``outcome_class`` in SQL, usable in annotate(): the same split, decided in one place."""
-    return Case(
-        When(status="completed", then=Value(OutcomeClass.SUCCESS)),
-        When(MODEL_FAILED, then=Value(OutcomeClass.MODEL_FAILURE)),
-        When(status="failed", then=Value(OutcomeClass.INFRASTRUCTURE_FAILURE)),
-        default=None,
-        output_field=CharField(),
-    )

@@ -212,7 +212,7 @@ def test_customers_see_no_rationale_anywhere(judged_run, alice):
     # The scores themselves are shown, labelled with their (mock) profile.
     attempt_page = client.get(reverse("experiments:attempt", args=[attempt.code])).content.decode()
     assert "/100 · quality" in attempt_page and "mock-reviewer:v1 (mock)" in attempt_page
-    for export in ("json", "csv", "swebench-preds", "swebench-report"):
+    for export in ("json", "csv", "swebench-preds", "swebench-report", "html"):
         from tests.experiments.test_commands import run_command
 
         assert MOCK_RATIONALE not in run_command("export_run", str(judged_run.code), "--format", export), export

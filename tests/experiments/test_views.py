@@ -656,11 +656,13 @@ def test_run_detail_works(bob, run):
     assert '<span class="status running">running</span>' in content
     assert "0 / 8 attempts" in content
     assert "0 running · 8 queued · 0 failed" in content
-    assert "<h2>Leaderboard</h2>" in content and 'class="board"' in content
-    assert sorted((row.label, row.n, row.resolved_rate) for row in response.context["leaderboard"]) == [
-        ("noisy", 0, None),
-        ("oracle", 0, None),
+    assert "<h2>Quality</h2>" in content and 'class="board quality"' in content
+    quality = response.context["boards"].quality
+    assert sorted((e.arm.label, e.arm.n, e.arm.resolved_rate, e.rank) for e in quality.entries) == [
+        ("noisy", 0, None, None),
+        ("oracle", 0, None, None),
     ]
+    assert content.count("not scored") == 2
     assert content.count('href="/attempts/') == 8
     assert f'action="{reverse("experiments:run_action", args=[run.code, "pause"])}"' in content
 
@@ -672,9 +674,11 @@ def test_run_detail_shows_the_leaderboard_of_a_finished_run(bob, finished_run):
     content = response.content.decode()
     assert '<span class="status completed">completed</span>' in content
     assert "8 / 8 attempts" in content
-    assert 'class="board"' in content
+    # Inference-only: nothing was validated, so there is no quality board, and it says why.
+    assert response.context["boards"].quality is None and "was inference-only" in content
     assert "<code>mock/mock-oracle</code>" in content and "<code>mock/mock-noisy</code>" in content
-    assert sorted((row.label, row.n) for row in response.context["leaderboard"]) == [("noisy", 4), ("oracle", 4)]
+    speed = response.context["boards"].speed
+    assert sorted((e.arm.label, e.extra["calls"]) for e in speed.entries) == [("noisy", 4), ("oracle", 4)]
     assert "/pause/" not in content and "/cancel/" not in content
 
 

@@ -9,6 +9,7 @@ from leaderboards.aggregation import arm_leaderboard, arm_patch_quality
 from leaderboards.sql import _SqlitePercentile
 from leaderboards.stats import wilson_interval
 from providers.errors import ErrorCategory
+from providers.outcomes import outcome_class
 
 
 def test_wilson_interval_matches_the_textbook_values():
@@ -43,6 +44,7 @@ def add(run, arm, task, rep, status=AttemptStatus.COMPLETED, resolved=False, lat
         latency_ms=latency,
         cost_usd=cost,
         error_category=category,
+        outcome=outcome_class(status, category),
         queued_at=timezone.now(),
     )
 
@@ -133,7 +135,7 @@ def test_patch_quality_rates_count_only_where_the_metric_applies(run, dataset, d
 def test_evaluator_scores_need_ten_judged_attempts(run, dataset):
     from evaluation.models import EvaluatorProfile, Verdict
     from leaderboards.aggregation import arm_evaluator_scores
-    from leaderboards.stats import bootstrap_mean_interval
+    from leaderboards.stats import bootstrap_mean_interval_from_counts
 
     task = dataset.tasks.first()
     profile = EvaluatorProfile.objects.create(name="judge", provider="mock", model_name="m")
@@ -150,7 +152,8 @@ def test_evaluator_scores_need_ten_judged_attempts(run, dataset):
     rows = {row.label: row for row in arm_evaluator_scores(Verdict.objects.filter(attempt__run=run))}
     assert rows["many"].mean_overall == pytest.approx(np.mean(scores))
     assert (rows["many"].judged, rows["many"].errors) == (11, 1)
-    low, high = bootstrap_mean_interval(scores, seed=many.pk)
+    counts = [scores.count(score) for score in range(101)]
+    low, high = bootstrap_mean_interval_from_counts(counts, seed=many.pk)
     assert (rows["many"].ci_low, rows["many"].ci_high) == (low, high)
     assert min(scores) < low < np.mean(scores) < high < max(scores)
     # About as wide as the normal approximation's 2 * 1.96 standard errors (bootstrap

@@ -225,7 +225,7 @@ def test_echoed_keys_leave_no_trace(
     alice.is_staff = alice.is_superuser = True
     alice.save()
     texts += admin_pages(client_for(alice), run)
-    for export in ("json", "csv", "swebench-preds"):
+    for export in ("json", "csv", "swebench-preds", "html"):
         out = StringIO()
         call_command("export_run", str(run.code), format=export, stdout=out)
         texts.append(out.getvalue())

@@ -1,17 +1,12 @@
 """One split of failure categories into the model's and the infrastructure's, used everywhere."""
 
 import pytest
-from django.utils import timezone
 
-from experiments.models import Attempt, AttemptStatus, Run, RunArm, RunStatus
+from experiments.actions import ArmSpec, do_replace_arms
+from experiments.models import AttemptStatus
 from providers.errors import ErrorCategory
-from providers.outcomes import (
-    INFRASTRUCTURE_FAILURES,
-    MODEL_FAILURES,
-    OutcomeClass,
-    outcome_class,
-    outcome_class_sql,
-)
+from providers.outcomes import INFRASTRUCTURE_FAILURES, MODEL_FAILURES, OutcomeClass, outcome_class
+from tests.conftest import work_queue
 
 
 @pytest.mark.parametrize("category", list(ErrorCategory))
@@ -24,24 +19,38 @@ def test_only_what_the_model_did_is_a_model_failure():
     assert {"rate_limited", "server_error", "platform_error", "capacity_timeout", "unknown"} <= INFRASTRUCTURE_FAILURES
 
 
-def test_the_sql_expression_agrees_with_the_function(experiment, dataset):
-    run = Run.objects.create(org=experiment.org, experiment=experiment, seed=1, status=RunStatus.RUNNING)
-    arm = RunArm.objects.create(run=run, label="a", provider="mock", model_name="m", position=0)
-    task = dataset.tasks.first()
-    rows = [(AttemptStatus.COMPLETED, ""), (AttemptStatus.QUEUED, ""), (AttemptStatus.CANCELLED, "")]
-    rows += [(AttemptStatus.FAILED, category) for category in ErrorCategory]
-    for repetition, (status, category) in enumerate(rows):
-        Attempt.objects.create(
-            run=run,
-            arm=arm,
-            task=task,
-            repetition=repetition,
-            sequence=repetition,
-            status=status,
-            error_category=category,
-            queued_at=timezone.now(),
-        )
-    classes = run.attempts.annotate(outcome=outcome_class_sql()).values_list("status", "error_category", "outcome")
-    assert all(outcome == outcome_class(status, category) for status, category, outcome in classes)
-    counted = {outcome for _, _, outcome in classes}
-    assert counted == {None, OutcomeClass.SUCCESS, OutcomeClass.MODEL_FAILURE, OutcomeClass.INFRASTRUCTURE_FAILURE}
+def test_an_answer_whose_tests_ran_out_of_time_is_the_infrastructures_failure():
+    assert outcome_class(AttemptStatus.COMPLETED) == OutcomeClass.SUCCESS
+    assert outcome_class(AttemptStatus.COMPLETED, harness_failed=True) == OutcomeClass.INFRASTRUCTURE_FAILURE
+    assert outcome_class(AttemptStatus.FAILED, ErrorCategory.TIMEOUT) == OutcomeClass.MODEL_FAILURE
+    assert outcome_class(AttemptStatus.FAILED, ErrorCategory.SERVER_ERROR) == OutcomeClass.INFRASTRUCTURE_FAILURE
+    assert outcome_class(AttemptStatus.CANCELLED) == outcome_class(AttemptStatus.QUEUED) == ""
+
+
+def test_the_recorder_stores_each_attempts_class(experiment, start, settings):
+    """Through the real pipeline, on one task whose tests hang past the validation limit: an
+    answer the harness gave no verdict on, the model's own failure, the provider's outage."""
+    settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS = 2
+    experiment.sample_size = 1
+    experiment.save()
+    do_replace_arms(
+        experiment,
+        [
+            ArmSpec("oracle", "mock", "m", {"mode": "oracle"}),
+            ArmSpec("slow", "mock", "m", {"mode": "error", "failure_category": "timeout", "max_retries": 0}),
+            ArmSpec("down", "mock", "m", {"mode": "error", "max_retries": 0}),
+        ],
+    )
+    run = start(experiment)
+    hanging = run.attempts.first().task
+    hanging.test_command = ["{python}", "-c", "import time; time.sleep(30)"]
+    hanging.save()
+    work_queue()
+
+    outcomes = dict(run.attempts.values_list("arm__label", "outcome"))
+    assert outcomes == {
+        "oracle": OutcomeClass.INFRASTRUCTURE_FAILURE,
+        "slow": OutcomeClass.MODEL_FAILURE,
+        "down": OutcomeClass.INFRASTRUCTURE_FAILURE,
+    }
+    assert run.attempts.get(arm__label="oracle").artifacts.get(kind="validation").status == "timed_out"

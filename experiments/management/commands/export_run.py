@@ -9,7 +9,8 @@ from prbench.inputs import CheckedCommand
 class Command(CheckedCommand):
     help = (
         "Export a run to stdout: its leaderboard and attempts (json), its attempts (csv), SWE-bench "
-        "predictions (swebench-preds, JSONL) or a SWE-bench style report per arm (swebench-report)."
+        "predictions (swebench-preds, JSONL), a SWE-bench style report per arm (swebench-report) or a "
+        "self-contained HTML report of the run's boards, pairwise verdicts and charts (html)."
     )
 
     def add_arguments(self, parser):

@@ -5,6 +5,7 @@ from tqdm import tqdm
 from experiments.management.commands._helpers import run_by_code
 from experiments.models import Attempt, AttemptStatus
 from experiments.response_cache import CACHE_COST_SOURCE
+from leaderboards.jobs import queue_summary_refresh
 from prbench.inputs import CheckedCommand
 from providers.pricing import catalog_price, forget_catalog, price_cost
 from providers.types import Usage
@@ -33,6 +34,8 @@ class Command(CheckedCommand):
                 attempt.cost_source = "catalog" if cost is not None else ""
                 changed.append(attempt)
         Attempt.objects.bulk_update(changed, ["cost_usd", "cost_source", "cost_breakdown"], batch_size=500)
+        for run_id in sorted({attempt.run_id for attempt in changed}):
+            queue_summary_refresh(run_id)  # the cost board reads the run's summaries
         self.stdout.write(f"re-priced {len(changed)} attempt(s)")
 
 

@@ -30,6 +30,7 @@ class Command(CheckedCommand):
     def report(self, report: RequeueReport) -> None:
         self.stdout.write(
             f"reclaimed {report.reclaimed} abandoned attempt(s); rebuilt jobs for {report.requeued_runs} run(s); "
-            f"enqueued {report.jobs} job(s); queued {report.unjudged} unjudged attempt(s) for the evaluator"
+            f"enqueued {report.jobs} job(s); queued {report.unjudged} unjudged attempt(s) for the evaluator; "
+            f"refreshed the boards of {report.summaries} run(s)"
         )
         self.stdout.flush()

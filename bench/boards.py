@@ -1,0 +1,364 @@
+"""A large run's boards (issue 13): rebuilding its summaries, and reading boards, charts and
+pairwise verdicts from them, each beside the raw SQL it stands for.
+
+It creates a fresh database, prbench_boardbench, on the Postgres server DATABASE_URL names (and
+drops it at the end, however it ends), migrates it and builds one finished run of 8 arms on
+2,000 tasks with N attempts (default 1,000,000), inserted with generate_series: mostly model
+successes, some model failures (timeouts) and infrastructure failures (rate limits, outages),
+a few cancelled, resolved at a different rate per arm, with latencies, costs and patch metrics,
+and evaluator verdicts for one answer in ten. Then it runs each section asked for:
+
+    summaries  refresh_run_summaries (the boards computed fresh, percentiles included), beside
+               the raw GROUP BY with the same percentiles. Target: < 1 s.
+    boards     the four boards and both charts from the summaries (what the run page renders),
+               one board's page and the run page's live poll through Django's test client.
+               Target: < 0.2 s for the boards, < 0.3 s for the poll.
+    pairwise   every paired verdict and Bradley-Terry with 1,000 bootstrap rounds from the task
+               summaries, and the pairwise page. Target: < 0.5 s.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
+        .venv/bin/python bench/boards.py [--attempts 1000000] [--only summaries,boards]
+
+It always exits 0 and marks a missed target with `!`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench._settings import production_environment  # noqa: E402
+
+DATABASE = "prbench_boardbench"
+ARMS, TASKS = 8, 2000
+BATCH = 100_000  # attempts per INSERT: progress shows, and no statement runs for minutes
+REPEATS = 5  # each timing is the median of this many
+
+
+@dataclass(frozen=True)
+class Bench:
+    run_id: int
+    run_code: str
+    attempts: int
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attempts", type=int, default=1_000_000)
+    parser.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
+    args = parser.parse_args()
+    sections = args.only.split(",") if args.only else list(SECTIONS)
+    if unknown := set(sections) - set(SECTIONS):
+        parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
+    server = os.environ.get("DATABASE_URL", "")
+    if not server.startswith(("postgres://", "postgresql://")):
+        parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
+    url = urlunsplit(urlsplit(server)._replace(path=f"/{DATABASE}"))
+    os.environ.update({**production_environment(), **os.environ, "DATABASE_URL": url})
+    recreate_database(server)
+    try:
+        bench = seed(args.attempts)
+        for name in sections:
+            SECTIONS[name](bench)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(server)
+    return 0
+
+
+def recreate_database(server: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {DATABASE}")
+
+
+def drop_database(server: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+
+
+def timed(work: Callable[[], object]) -> float:
+    """The median wall time of REPEATS calls, in seconds."""
+    times = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def verdict(seconds: float, target: float) -> str:
+    return f"target < {target:g} s {'met' if seconds < target else '! NOT met'}"
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def seed(attempts: int) -> Bench:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from tqdm import tqdm
+
+    call_command("migrate", verbosity=0)
+    run = create_run(attempts)
+    task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
+    arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
+    insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts)
+    started = time.perf_counter()
+    with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
+        cursor.execute("SELECT setseed(0.17)")
+        for first in range(0, attempts, BATCH):
+            last = min(first + BATCH, attempts) - 1
+            cursor.execute(insert, [*params, first, last])
+            progress.update(last - first + 1)
+        cursor.execute(VERDICTS, [run.pk])
+        cursor.execute("VACUUM ANALYZE experiments_attempt")
+        cursor.execute("VACUUM ANALYZE evaluation_verdict")
+    print(f"seeded {attempts:,} attempts in {time.perf_counter() - started:.1f} s")
+    return Bench(run.pk, str(run.code), attempts)
+
+
+def create_run(attempts: int):
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from evaluation.models import EvaluatorProfile
+    from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+    from experiments.models import Dataset, Run, RunArm, RunStatus, TaskInstance
+    from orgs.models import Membership, Organization, Role
+
+    org = Organization.objects.create(slug="boardbench", name="Board bench")
+    user = get_user_model().objects.create_user(username="bench", email="bench@example.com", password="x")
+    Membership.objects.create(user=user, org=org, role=Role.MEMBER)
+    dataset = Dataset.objects.create(org=org, name="Board bench tasks")
+    TaskInstance.objects.bulk_create(
+        TaskInstance(dataset=dataset, external_id=f"task-{n:04d}", position=n, problem_statement="-")
+        for n in range(TASKS)
+    )
+    arms = [ArmSpec(f"arm-{n}", "mock", f"mock-{n}", {"mode": "noisy", "quality": 0.2 + n * 0.07}) for n in range(ARMS)]
+    experiment = do_save_experiment(org, ExperimentSpec(name="Board bench", dataset=dataset, arms=arms))
+    now = timezone.now()
+    profile = EvaluatorProfile.objects.create(name="bench-judge", provider="mock", model_name="judge")
+    run = Run.objects.create(
+        org=org,
+        experiment=experiment,
+        seed=17,
+        status=RunStatus.COMPLETED,
+        total_attempts=attempts,
+        started_at=now,
+        finished_at=now,
+        evaluator_profile=profile,
+    )
+    RunArm.objects.bulk_create(
+        RunArm(run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=n)
+        for n, a in enumerate(arms)
+    )
+    return run
+
+
+# Values an attempt of a finished run has, from the uniform draws r1..r6 of its row.
+FAILED = "r1 >= 0.90 AND r1 < 0.99"
+ATTEMPT_VALUES = {
+    "code": "gen_random_uuid()",
+    "run_id": "%(run)s",
+    "arm_id": "(%(arms)s::bigint[])[mod(g, %(arm_count)s) + 1]",
+    "task_id": "(%(tasks)s::bigint[])[mod(g / %(arm_count)s, %(task_count)s) + 1]",
+    "repetition": "g / (%(arm_count)s * %(task_count)s)",
+    "sequence": "mod(g::bigint * %(stride)s, %(attempts)s)",
+    "status": "CASE WHEN r1 < 0.90 THEN 'completed' WHEN r1 < 0.99 THEN 'failed' ELSE 'cancelled' END",
+    "error_category": f"CASE WHEN {FAILED} THEN (ARRAY['rate_limited', 'timeout', 'server_error',"
+    " 'overloaded', 'connection', 'context_length_exceeded'])[1 + floor(r2 * 6)::int] ELSE '' END",
+    # As providers/outcomes.py classes them: timeouts and context lengths are the model's.
+    "outcome": f"CASE WHEN r1 < 0.90 THEN 'model_success' WHEN {FAILED} THEN CASE WHEN floor(r2 * 6)::int IN (1, 5) "
+    "THEN 'model_failure' ELSE 'infrastructure_failure' END ELSE '' END",
+    "resolved": "CASE WHEN r1 < 0.90 THEN r2 < 0.2 + mod(g, %(arm_count)s) * 0.07 END",
+    "patch_present": "CASE WHEN r1 < 0.90 THEN r2 < 0.95 END",
+    "patch_well_formed": "CASE WHEN r1 < 0.90 THEN r2 < 0.93 END",
+    "patch_applied": "CASE WHEN r1 < 0.90 THEN r2 < 0.9 END",
+    "fail_to_pass_fraction": "CASE WHEN r1 < 0.90 THEN round(r3::numeric, 2)::float8 END",
+    "pass_to_pass_regressions": "CASE WHEN r1 < 0.90 THEN floor(r4 * r4 * 4)::int END",
+    "lines_changed": "CASE WHEN r1 < 0.90 AND r2 < 0.95 THEN 1 + floor(r4 * 80)::int END",
+    "lint_clean": "CASE WHEN r1 < 0.90 AND r2 < 0.9 THEN r5 < 0.8 END",
+    "build_ok": "CASE WHEN r1 < 0.90 AND r2 < 0.9 THEN r5 < 0.97 END",
+    "latency_ms": "CASE WHEN r1 < 0.90 THEN 400 + floor(r5 * r6 * 40000)::int END",
+    "first_token_ms": "CASE WHEN r1 < 0.90 THEN 150 + floor(r6 * 900)::int END",
+    "output_tokens_per_s": "CASE WHEN r1 < 0.90 THEN 20 + r4 * 140 END",
+    "cost_usd": "CASE WHEN r1 < 0.90 THEN round((r3 * 0.02)::numeric, 8) END",
+    "response_cached": "r6 < 0.02",
+    "queued_at": "now() - interval '2 hours'",
+    "validated_at": "CASE WHEN r1 < 0.90 THEN now() - interval '20 minutes' END",
+}
+VERDICTS = """
+INSERT INTO evaluation_verdict (attempt_id, profile_id, status, overall, change_risk, rationale, prompt,
+                                raw_responses, error, cost_usd, created_at)
+SELECT a.id, r.evaluator_profile_id, 'judged',
+       least(100, floor(random() * 60 + CASE WHEN a.resolved THEN 40 ELSE 0 END)), 'low', 'bench', '',
+       '[]', '', 0.0002, now()
+FROM experiments_attempt a JOIN experiments_run r ON r.id = a.run_id
+WHERE a.run_id = %s AND a.status = 'completed' AND mod(a.id, 10) = 0
+"""
+
+
+def attempt_insert(run_id: int, task_ids: list[int], arm_ids: list[int], attempts: int) -> tuple[str, list]:
+    """One INSERT ... SELECT over generate_series(first, last) (its last two parameters); every
+    other required column gets the model's default."""
+    from django.db import connection
+
+    from experiments.models import Attempt
+
+    context = {
+        "run": run_id,
+        "arms": "ARRAY" + str(arm_ids),
+        "tasks": "ARRAY" + str(task_ids),
+        "arm_count": len(arm_ids),
+        "task_count": len(task_ids),
+        "stride": next(p for p in (1_000_003, 999_983, 15_485_863) if math.gcd(p, attempts) == 1),
+        "attempts": attempts,
+    }
+    columns: list[str] = []
+    values: list[str] = []
+    params: list = []
+    for field in Attempt._meta.concrete_fields:
+        column = str(field.column)
+        if column in ATTEMPT_VALUES:
+            columns.append(column)
+            values.append(ATTEMPT_VALUES[column] % context)
+        elif not field.null and not field.primary_key:
+            columns.append(column)
+            values.append("%s")
+            params.append(field.get_db_prep_save(field.get_default(), connection))
+    draws = ", ".join(f"random() AS r{n}" for n in range(1, 7))
+    sql = (
+        f"INSERT INTO {Attempt._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(values)} "
+        f"FROM (SELECT g, {draws} FROM generate_series(%s::int, %s::int) AS g OFFSET 0) AS draws"
+    )
+    return sql, params
+
+
+# --- sections --------------------------------------------------------------------------------
+
+# What the per-arm summary stands for, straight out of Postgres: counts and the percentiles.
+RAW_BOARD = """
+SELECT arm_id, count(*) FILTER (WHERE outcome IN ('model_success', 'model_failure')),
+       count(*) FILTER (WHERE outcome = 'model_success' AND resolved),
+       count(*) FILTER (WHERE outcome = 'infrastructure_failure'), sum(cost_usd) FILTER (WHERE NOT response_cached),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE NOT response_cached),
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE NOT response_cached),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY first_token_ms) FILTER (WHERE NOT response_cached),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY output_tokens_per_s) FILTER (WHERE NOT response_cached)
+FROM experiments_attempt WHERE run_id = %s GROUP BY arm_id
+"""
+RAW_TASKS = """
+SELECT arm_id, task_id, count(*), count(*) FILTER (WHERE resolved) FROM experiments_attempt
+WHERE run_id = %s AND outcome IN ('model_success', 'model_failure') GROUP BY arm_id, task_id
+"""
+
+
+def raw(sql: str, run_id: int) -> Callable[[], object]:
+    from django.db import connection
+
+    def query() -> object:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [run_id])
+            return cursor.fetchall()
+
+    return query
+
+
+def summaries(bench: Bench) -> None:
+    from leaderboards.summaries import refresh_run_summaries
+
+    print(f"\nsummaries of one run of {bench.attempts:,} attempts, {ARMS} arms, {TASKS:,} tasks")
+    refresh = timed(lambda: refresh_run_summaries(bench.run_id))
+    board, tasks = timed(raw(RAW_BOARD, bench.run_id)), timed(raw(RAW_TASKS, bench.run_id))
+    print(
+        f"  refresh_run_summaries  {refresh:6.3f} s | raw GROUP BY with percentiles {board:.3f} s + per task "
+        f"{tasks:.3f} s = {board + tasks:.3f} s ({refresh / (board + tasks):.2f}x) | {verdict(refresh, 1.0)}"
+    )
+
+
+def boards(bench: Bench) -> None:
+    from django.http import QueryDict
+    from django.urls import reverse
+
+    from experiments.models import Run
+    from leaderboards.pages import run_page_boards
+    from leaderboards.summaries import refresh_run_summaries
+
+    refresh_run_summaries(bench.run_id)
+    print(f"\nboards of one run of {bench.attempts:,} attempts, from its summaries")
+    run = Run.objects.select_related("experiment").get(pk=bench.run_id)
+    rendered = timed(lambda: run_page_boards(run, "/", QueryDict("")))
+    print(f"  four boards + two charts      {rendered:6.3f} s | {verdict(rendered, 0.2)}")
+    client = _client()
+    run_url = reverse("experiments:run", args=[bench.run_code])
+    pages: list[tuple[str, str, dict[str, str]]] = [
+        ("quality board page", reverse("leaderboards:board", args=[bench.run_code, "quality"]), {}),
+        ("run page, live poll (htmx)", run_url, {"HTTP_HX_REQUEST": "1"}),
+        ("run page, whole", run_url, {}),
+    ]
+    for label, url, extra in pages:
+
+        def get(url: str = url, extra: dict[str, str] = extra) -> None:
+            _ok(client.get(url, secure=True, **extra))
+
+        seconds = timed(get)
+        print(f"  {label:<29} {seconds:6.3f} s | {verdict(seconds, 0.3)}")
+    print("  (the whole page includes the attempts list, another part of issue 13, and the poll its counts)")
+
+
+def pairwise(bench: Bench) -> None:
+    from django.urls import reverse
+
+    from experiments.models import Run
+    from leaderboards.pairwise import run_pairwise
+    from leaderboards.summaries import refresh_run_summaries
+
+    refresh_run_summaries(bench.run_id)
+    run = Run.objects.select_related("experiment__dataset").get(pk=bench.run_id)
+    print(f"\npairwise verdicts of {ARMS} arms on {TASKS:,} shared tasks, 1,000 bootstrap rounds")
+    computed = timed(lambda: run_pairwise(run))
+    page = timed(lambda: _ok(_client().get(reverse("leaderboards:pairwise", args=[bench.run_code]), secure=True)))
+    print(f"  verdicts + Bradley-Terry      {computed:6.3f} s | {verdict(computed, 0.5)}")
+    print(f"  pairwise page                 {page:6.3f} s (kept in the cache after its first view)")
+
+
+def _client():
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="bench"))
+    return client
+
+
+def _ok(response) -> None:
+    if response.status_code != 200:
+        raise SystemExit(f"{response.status_code} from {response.request['PATH_INFO']}")
+
+
+SECTIONS: dict[str, Callable[[Bench], None]] = {"summaries": summaries, "boards": boards, "pairwise": pairwise}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,94 @@
+"""Keeping a run's summaries fresh: a refresh job on the queue, at most one per run every
+REFRESH_EVERY_MS while attempts are being recorded, and one whenever a run finishes.
+
+Recording marks the run out of date (a Redis set) and queues a refresh only if it can take
+the run's throttle key (SET NX with an expiry): attempts recorded in the next two seconds
+wait for a later refresh. The last of those is never lost: the run's end queues one
+unthrottled, and the recovery sweep (``requeue_stale``) queues one for every run still marked.
+Summaries are derived data, so a refresh that cannot be queued (Redis down) is logged and
+left to the sweep or to ``manage.py recompute_leaderboards``; it never fails the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+
+from redis.exceptions import RedisError
+
+from leaderboards.summaries import refresh_run_summaries
+from prbench.queues import get_connection, get_queue
+
+logger = logging.getLogger(__name__)
+
+REFRESH_EVERY_MS = 2000
+OUT_OF_DATE = "prbench:summaries:out-of-date"
+
+
+def _throttle_key(run_id: int) -> str:
+    return f"prbench:summaries:throttle:{run_id}"
+
+
+def refresh_summaries(run_id: int) -> bool:
+    """The job. Unmarks the run before rebuilding, so whatever is recorded meanwhile marks it
+    again for the next refresh."""
+    get_connection().srem(OUT_OF_DATE, run_id)
+    return refresh_run_summaries(run_id)
+
+
+def request_summary_refresh(run_ids: Iterable[int]) -> list[int]:
+    """Mark the runs out of date and queue a refresh for those without one in the last
+    REFRESH_EVERY_MS. Returns the runs a refresh was queued for."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return []
+    try:
+        redis = get_connection()
+        pipeline = redis.pipeline(transaction=False)
+        pipeline.sadd(OUT_OF_DATE, *ids)
+        for run_id in ids:
+            pipeline.set(_throttle_key(run_id), 1, nx=True, px=REFRESH_EVERY_MS)
+        taken = pipeline.execute()[1:]
+        due = [run_id for run_id, took in zip(ids, taken, strict=True) if took]
+        for run_id in due:
+            _enqueue(run_id)
+    except RedisError:
+        logger.warning("summaries of run(s) %s not refreshed: Redis is unavailable", ids, exc_info=True)
+        return []
+    return due
+
+
+def queue_summary_refresh(run_id: int) -> bool:
+    """A refresh whatever the throttle says: at a run's end, so its last attempts are on its
+    boards, or after its attempts were re-priced."""
+    try:
+        get_connection().sadd(OUT_OF_DATE, run_id)
+        _enqueue(run_id)
+    except RedisError:
+        logger.warning("summaries of run %s not refreshed: Redis is unavailable", run_id, exc_info=True)
+        return False
+    return True
+
+
+def refresh_out_of_date() -> list[int]:
+    """The sweep's part: a refresh for every run recorded into since its last one."""
+    try:
+        marked = get_connection().smembers(OUT_OF_DATE)
+    except RedisError:
+        logger.warning("summaries not swept: Redis is unavailable", exc_info=True)
+        return []
+    return request_summary_refresh(int(run_id) for run_id in marked)
+
+
+def _enqueue(run_id: int) -> None:
+    # At the front: a big run queues thousands of attempt jobs, and its boards must not wait
+    # for all of them.
+    get_queue().enqueue(
+        refresh_summaries,
+        run_id,
+        job_id=f"summaries-{run_id}-{uuid.uuid4().hex}",
+        at_front=True,
+        result_ttl=0,
+        failure_ttl=7 * 24 * 3600,
+    )

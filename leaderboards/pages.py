@@ -1,0 +1,45 @@
+"""What the pages that show boards, charts and verdicts hand their templates: the run page's
+boards section (experiments' run view includes it), a board on its own, the pairwise page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Max
+from django.http import QueryDict
+
+from experiments.models import Run
+from leaderboards.boards import run_boards, run_page_links, run_page_sorts
+from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
+from leaderboards.models import ArmSummary
+from leaderboards.pairwise import run_pairwise
+
+
+def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
+    """The boards and charts of the run page at ``path``, sorted as its ``query`` asks."""
+    boards = run_boards(run, run_page_sorts(query), run_page_links(path, query))
+    return {"boards": boards, "cost_quality": cost_quality(boards), "latency": latency_distribution(boards)}
+
+
+def one_board(run: Run, name: str, sort: str) -> dict[str, Any]:
+    """The run's boards with the one named sorted as asked, its links sorting it alone."""
+    boards = run_boards(run, {name: sort}, lambda _, value: "?" + QueryDict.fromkeys(["sort"], value).urlencode())
+    return {"boards": boards, "board": next((b for b in boards.boards if b.name == name), None)}
+
+
+PAIRWISE_KEPT_S = 3600
+
+
+def pairwise_page(run: Run) -> dict[str, Any]:
+    """The run's paired verdicts and ratings, computed once per refresh of its summaries (the
+    bootstraps take up to a second on a large run) and kept in the cache under that refresh."""
+    if run.inference_only:
+        return {"pairwise": None, "heatmap": None}
+    refreshed = ArmSummary.objects.filter(run=run).aggregate(at=Max("refreshed_at"))["at"]
+    key = f"prbench:pairwise:{run.pk}:{refreshed.isoformat() if refreshed else 'never'}"
+    pairwise = cache.get(key)
+    if pairwise is None:
+        pairwise = run_pairwise(run)
+        cache.set(key, pairwise, PAIRWISE_KEPT_S)
+    return {"pairwise": pairwise, "heatmap": win_rate_heatmap(pairwise)}

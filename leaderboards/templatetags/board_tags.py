@@ -1,0 +1,34 @@
+"""Figures as the boards print them: a missing figure is a dash, an unknown price says so."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django import template
+
+register = template.Library()
+DASH = "\N{EM DASH}"
+
+
+@register.filter
+def percent(value: float | None, digits: int = 1) -> str:
+    return DASH if value is None else f"{value * 100:.{digits}f}%"
+
+
+@register.filter
+def percent_interval(interval: tuple[float, float] | None) -> str:
+    if interval is None:
+        return DASH
+    return f"{interval[0] * 100:.1f}\N{EN DASH}{interval[1] * 100:.1f}%"
+
+
+@register.filter
+def number_interval(interval: tuple[float, float] | None, digits: int = 0) -> str:
+    if interval is None:
+        return DASH
+    return f"{interval[0]:.{digits}f}\N{EN DASH}{interval[1]:.{digits}f}"
+
+
+@register.filter
+def money(value: Decimal | float | None, digits: int = 4) -> str:
+    return "unknown" if value is None else f"${value:.{digits}f}"

@@ -1,0 +1,67 @@
+"""Chart geometry: the Pareto front, the latency buckets, and charts that have nothing to draw."""
+
+from __future__ import annotations
+
+from leaderboards.boards import run_boards
+from leaderboards.charts import bucket_names, cost_quality, latency_distribution, win_rate_heatmap
+from leaderboards.pairwise import run_pairwise
+from leaderboards.summaries import refresh_run_summaries
+from tests.leaderboards.conftest import ArmPlan
+
+
+def boards_of(run):
+    refresh_run_summaries(run.pk)
+    return run_boards(run, {}, lambda *_: "")
+
+
+def test_the_pareto_front_holds_the_arms_nothing_beats_on_both(built_run):
+    run, _ = built_run(
+        [
+            ArmPlan("cheap-good", quality=0.9, latency_ms=100, price="0.001"),
+            ArmPlan("dear-worse", quality=0.6, latency_ms=100, price="0.005"),  # worse and dearer: dominated
+            ArmPlan("cheap-bad", quality=0.1, latency_ms=100, price="0.001"),  # as cheap, worse: dominated
+            ArmPlan("unpriced", quality=1.0, latency_ms=100, price=None),  # no known cost: not drawn
+        ],
+        repetitions=3,
+        seed=3,
+    )
+    scatter = cost_quality(boards_of(run))
+
+    assert scatter is not None
+    front = {p.label for p in scatter.points if p.on_front}
+    assert front == {"cheap-good"}
+    assert scatter.left_out == ["unpriced"]
+    good = next(p for p in scatter.points if p.label == "cheap-good")
+    assert scatter.front == f"{good.x:.1f},{good.y:.1f}"
+    assert all(scatter.left <= p.x <= scatter.right and scatter.top <= p.y <= scatter.bottom for p in scatter.points)
+
+
+def test_the_latency_distribution_shows_each_arms_share_per_bucket(built_run):
+    run, _ = built_run([ArmPlan("fast", 1.0, latency_ms=80), ArmPlan("slow", 1.0, latency_ms=3000)])
+    distribution = latency_distribution(boards_of(run))
+
+    rows = {row.label: row for row in distribution.rows}
+    assert len(distribution.buckets) == len(rows["fast"].counts) == 11
+    assert sum(rows["slow"].counts) == rows["slow"].total == 12
+    assert abs(sum(bar.share for bar in rows["fast"].bars) - 1) < 1e-9
+    assert rows["fast"].counts.index(max(rows["fast"].counts)) < rows["slow"].counts.index(max(rows["slow"].counts))
+
+
+def test_bucket_names_read_as_ranges():
+    assert bucket_names([100, 1000, 2500]) == ["0ms–100ms", "100ms–1s", "1s–2.5s", "≥2.5s"]
+
+
+def test_charts_with_nothing_to_draw_are_absent(built_run):
+    run, _ = built_run([ArmPlan("solo", 0.5, latency_ms=100)], inference_only=True)
+    boards = boards_of(run)
+    assert cost_quality(boards) is None  # no quality in an inference-only run
+    assert win_rate_heatmap(run_pairwise(run)) is None  # one arm: nothing to compare
+    empty, _ = built_run([ArmPlan("down", 0.5, latency_ms=100, infrastructure_failure_rate=1.0)], seed=8)
+    assert latency_distribution(boards_of(empty)) is None
+
+
+def test_equal_arms_share_the_front_and_a_dearer_equal_one_does_not():
+    from leaderboards.charts import _pareto_front
+
+    points = [(1.0, 0.5, "a"), (1.0, 0.5, "b"), (2.0, 0.5, "dearer"), (2.0, 0.9, "better"), (0.5, 0.1, "cheapest")]
+    assert _pareto_front(points) == ["a", "b", "better", "cheapest"]

@@ -1,0 +1,206 @@
+"""Per-run summaries: equal to a direct aggregation over the attempts, rebuilt idempotently,
+refreshed on a throttle and at a run's end."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.forms.models import model_to_dict
+
+from experiments.models import Attempt
+from leaderboards import jobs
+from leaderboards.aggregation import LATENCY_BUCKETS_MS
+from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
+from leaderboards.summaries import refresh_run_summaries
+from prbench.queues import get_queue
+from tests.conftest import ZERO_LATENCY_ARMS, work_queue
+from tests.leaderboards.conftest import ArmPlan
+
+PLANS = [
+    ArmPlan("strong", quality=0.8, latency_ms=900, model_failure_rate=0.05, cached_rate=0.1),
+    ArmPlan("weak", quality=0.3, latency_ms=300, infrastructure_failure_rate=0.2, model_failure_rate=0.1),
+    ArmPlan("unpriced", quality=0.5, latency_ms=4000, price=None),
+]
+
+
+def _expected(attempts: list[dict]) -> dict:
+    """The arm's figures computed here, from its attempt rows, without any SQL aggregate."""
+    scored = [a for a in attempts if a["outcome"] in ("model_success", "model_failure")]
+    answers = [a for a in attempts if a["outcome"] == "model_success"]
+    called = [a for a in attempts if not a["response_cached"] and a["status"] == "completed"]
+    latencies = [a["latency_ms"] for a in called]
+    edges = [0, *LATENCY_BUCKETS_MS, np.inf]
+    return {
+        "scored": len(scored),
+        "scored_tasks": len({a["task_id"] for a in scored}),
+        "model_successes": len(answers),
+        "model_failures": len(scored) - len(answers),
+        "infrastructure_failures": len(attempts) - len(scored),
+        "infrastructure_causes": dict(
+            Counter(a["error_category"] for a in attempts if a["outcome"] == "infrastructure_failure")
+        ),
+        "resolved": sum(bool(a["resolved"]) for a in answers),
+        "cached": sum(a["response_cached"] for a in scored),
+        "regressions": sum(a["pass_to_pass_regressions"] for a in answers),
+        "lines_changed_sum": sum(a["lines_changed"] for a in answers),
+        "latency_measured": len(latencies),
+        "latency_quantiles": pytest.approx(list(np.percentile(latencies, range(101)))),
+        "latency_histogram": [sum(low <= x < high for x in latencies) for low, high in itertools.pairwise(edges)],
+        "first_token_p50_ms": pytest.approx(np.median([a["first_token_ms"] for a in called])),
+        "tokens_per_s_median": pytest.approx(np.median([a["output_tokens_per_s"] for a in called])),
+        "answered_called": len(called),
+        "unpriced": sum(a["cost_usd"] is None for a in called),
+        "resolved_called": sum(bool(a["resolved"]) for a in called),
+    }
+
+
+def test_summaries_equal_a_direct_aggregation_over_the_attempts(built_run, django_assert_max_num_queries):
+    run, arms = built_run(PLANS, repetitions=3, verdicts=True)
+
+    with django_assert_max_num_queries(15):  # whatever the number of attempts
+        assert refresh_run_summaries(run.pk)
+
+    rows = list(Attempt.objects.filter(run=run).values())
+    for label, arm in arms.items():
+        attempts = [a for a in rows if a["arm_id"] == arm.pk]
+        summary = ArmSummary.objects.get(arm=arm)
+        expected = _expected(attempts)
+        assert {field: getattr(summary, field) for field in expected} == expected, label
+        called = [a for a in attempts if not a["response_cached"] and a["status"] == "completed"]
+        if label == "unpriced":
+            assert summary.unpriced == len(called) and summary.cost_usd is None
+        else:
+            assert summary.cost_usd == sum(a["cost_usd"] for a in called)
+            assert summary.cost_squares == pytest.approx(sum(float(a["cost_usd"]) ** 2 for a in called))
+        per_task = Counter((a["task_id"]) for a in attempts if a["outcome"] in ("model_success", "model_failure"))
+        wins = Counter(a["task_id"] for a in attempts if a["resolved"] and a["outcome"] == "model_success")
+        stored = {t.task_id: (t.scored, t.successes) for t in TaskSummary.objects.filter(arm=arm)}
+        assert stored == {task: (count, wins[task]) for task, count in per_task.items()}, label
+
+
+def test_evaluator_summaries_keep_what_the_bootstrap_resamples(built_run):
+    run, _ = built_run(PLANS[:1], repetitions=2, verdicts=True)
+    refresh_run_summaries(run.pk)
+
+    (summary,) = ArmEvaluatorSummary.objects.filter(run=run)
+    scores = list(run.attempts.filter(verdicts__status="judged").values_list("verdicts__overall", flat=True))
+    assert summary.judged == len(scores) == sum(summary.overall_counts)
+    assert summary.overall_sum == sum(scores)
+    assert Counter(scores) == {score: n for score, n in enumerate(summary.overall_counts) if n}
+    assert summary.cost_usd == Decimal("0.0002") * len(scores) and summary.unpriced == 0
+
+
+def test_an_arm_without_attempts_still_has_a_summary(built_run):
+    run, _ = built_run(PLANS[:1])
+    run.arms.create(label="idle", provider="mock", model_name="m", position=9)
+    refresh_run_summaries(run.pk)
+
+    idle = ArmSummary.objects.get(run=run, arm__label="idle")
+    assert (idle.scored, idle.resolved, idle.latency_quantiles, idle.cost_usd) == (0, 0, None, None)
+
+
+def _snapshot(run) -> list[dict]:
+    skip = {"id", "refreshed_at"}
+    return [
+        {k: v for k, v in model_to_dict(row).items() if k not in skip}
+        for model in (ArmSummary, ArmEvaluatorSummary, TaskSummary)
+        for row in model.objects.filter(run=run).order_by("arm_id", "pk")
+    ]
+
+
+def test_a_refresh_is_idempotent(built_run):
+    run, _ = built_run(PLANS, verdicts=True)
+    refresh_run_summaries(run.pk)
+    first = _snapshot(run)
+
+    refresh_run_summaries(run.pk)
+    jobs.refresh_summaries(run.pk)
+
+    assert _snapshot(run) == first
+    assert ArmSummary.objects.filter(run=run).count() == len(PLANS)
+
+
+def test_a_refresh_of_a_deleted_run_does_nothing(built_run):
+    run, _ = built_run(PLANS[:1])
+    run_id = run.pk
+    run.delete()
+    assert refresh_run_summaries(run_id) is False
+
+
+def _summary_jobs() -> list:
+    return [job for job in get_queue().get_jobs() if job.id.startswith("summaries-")]
+
+
+def test_refreshes_are_throttled_and_none_is_lost(built_run, clean_redis, monkeypatch):
+    run, _ = built_run(PLANS[:1])
+
+    assert jobs.request_summary_refresh([run.pk]) == [run.pk]
+    assert jobs.request_summary_refresh([run.pk, run.pk]) == []  # within the window: no second job
+    assert len(_summary_jobs()) == 1
+    assert clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)
+
+    work_queue()
+    assert ArmSummary.objects.filter(run=run).exists()
+    assert not clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)
+
+    # Recorded into again inside the window: marked, not queued; the sweep queues it once the
+    # window is over.
+    assert jobs.request_summary_refresh([run.pk]) == []
+    assert jobs.refresh_out_of_date() == []
+    clean_redis.delete(jobs._throttle_key(run.pk))  # the window ends
+    assert jobs.refresh_out_of_date() == [run.pk]
+    assert len(_summary_jobs()) == 1
+
+
+def test_the_throttle_window_is_short(built_run, monkeypatch):
+    import time
+
+    run, _ = built_run(PLANS[:1])
+    monkeypatch.setattr(jobs, "REFRESH_EVERY_MS", 100)
+    assert jobs.request_summary_refresh([run.pk]) == [run.pk]
+    time.sleep(0.2)
+    assert jobs.request_summary_refresh([run.pk]) == [run.pk]
+
+
+def test_a_run_that_finishes_is_refreshed_and_recording_asks_only_after_commit(
+    experiment, start, django_capture_on_commit_callbacks
+):
+    run = start(experiment)
+    with django_capture_on_commit_callbacks() as callbacks:
+        work_queue()  # records the attempts, finishes the run, then runs the refresh that queued
+
+    run.refresh_from_db()
+    assert run.status == "completed"
+    labels = {arm.label for arm in ZERO_LATENCY_ARMS}
+    assert {s.arm.label: s.scored for s in ArmSummary.objects.filter(run=run)} == dict.fromkeys(labels, 4)
+    asked = [cb for cb in callbacks if getattr(cb, "func", None) is jobs.request_summary_refresh]
+    assert asked and all(cb.args == ({run.pk},) for cb in asked)
+
+
+def test_a_refresh_never_fails_its_caller_when_redis_is_down(built_run, monkeypatch):
+    from redis.exceptions import ConnectionError
+
+    def down():
+        raise ConnectionError("no Redis")
+
+    monkeypatch.setattr(jobs, "get_connection", down)
+    run, _ = built_run(PLANS[:1])
+    assert jobs.request_summary_refresh([run.pk]) == []
+    assert jobs.queue_summary_refresh(run.pk) is False
+
+
+def test_recompute_leaderboards_rebuilds_every_run_or_one(built_run, experiment, dataset, capsys):
+    first, _ = built_run(PLANS[:1])
+    second, _ = built_run(PLANS[:1], seed=6)
+
+    call_command("recompute_leaderboards", "--run", str(second.code))
+    assert not ArmSummary.objects.filter(run=first).exists() and ArmSummary.objects.filter(run=second).exists()
+
+    call_command("recompute_leaderboards")
+    assert ArmSummary.objects.filter(run=first).exists()
+    assert "rebuilt the summaries of 2 run(s)" in capsys.readouterr().out

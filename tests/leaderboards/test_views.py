@@ -1,0 +1,220 @@
+"""The leaderboards app's pages: one board, the pairwise verdicts, and the boards and charts
+the run page includes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from evaluation.models import Verdict
+from experiments.models import Attempt, AttemptStatus, RunArm, TaskInstance
+from leaderboards.pairwise import run_pairwise
+from leaderboards.stats import paired_verdict
+from leaderboards.summaries import refresh_run_summaries
+from providers.outcomes import OutcomeClass
+from tests.conftest import client_for
+from tests.leaderboards.conftest import ArmPlan
+
+PLANS = [
+    ArmPlan("strong", quality=0.9, latency_ms=3000, price="0.004"),
+    ArmPlan("weak", quality=0.2, latency_ms=400, price="0.001", infrastructure_failure_rate=0.1),
+]
+BOARDS = ["quality", "speed", "cost", "evaluator"]
+
+
+@pytest.fixture
+def judged_run(built_run):
+    run, _ = built_run(PLANS, repetitions=3, verdicts=True)
+    refresh_run_summaries(run.pk)
+    return run
+
+
+def page_urls(run) -> list[str]:
+    return [
+        reverse("experiments:run", args=[run.code]),
+        reverse("leaderboards:pairwise", args=[run.code]),
+        *(reverse("leaderboards:board", args=[run.code, name]) for name in BOARDS),
+    ]
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_a_board_page_works(bob, judged_run, board):
+    response = client_for(bob).get(reverse("leaderboards:board", args=[judged_run.code, board]))
+
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "<html" in content and f'id="board-{board}"' in content
+    assert f'class="board {board}"' in content
+    assert [e.arm.label for e in response.context["board"].entries]  # every arm has a line
+
+
+def test_a_board_page_sorts_and_answers_htmx_with_the_board_alone(bob, judged_run):
+    url = reverse("leaderboards:board", args=[judged_run.code, "quality"])
+    client = client_for(bob)
+
+    ascending = client.get(url, {"sort": "rate"})
+    partial = client.get(url, {"sort": "-rate"}, HTTP_HX_REQUEST="true")
+
+    assert [e.arm.label for e in ascending.context["board"].entries] == ["weak", "strong"]
+    assert partial.status_code == 200
+    content = partial.content.decode()
+    assert "<html" not in content and content.lstrip().startswith('<div class="board-wrap" id="board-quality">')
+    assert [e.arm.label for e in partial.context["board"].entries] == ["strong", "weak"]
+    # The heading it is sorted on links to the other direction, with an href and an hx-get.
+    assert 'href="?sort=rate#board-quality" hx-get="?sort=rate" hx-target="#board-quality"' in content
+
+
+def test_an_unknown_board_is_404(bob, judged_run):
+    response = client_for(bob).get(reverse("leaderboards:board", args=[judged_run.code, "vibes"]))
+    assert response.status_code == 404
+
+
+def test_the_run_page_sorts_a_board_and_keeps_polling_with_that_sort(bob, built_run):
+    run, _ = built_run(PLANS, repetitions=3)
+    run.status = "running"
+    run.save(update_fields=["status"])
+    refresh_run_summaries(run.pk)
+    url = reverse("experiments:run", args=[run.code])
+
+    response = client_for(bob).get(url, {"quality_sort": "rate"}, HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.lstrip().startswith('<section id="live"')
+    assert f'hx-get="{url}?quality_sort=rate"' in content  # the poll keeps the sort
+    assert [e.arm.label for e in response.context["boards"].quality.entries] == ["weak", "strong"]
+    assert f'hx-get="{url}?quality_sort=-rate" hx-target="#live"' in content
+
+
+def test_it_checks_ownership(charlie, judged_run):
+    client = client_for(charlie)
+    for url in page_urls(judged_run):
+        assert client.get(url).status_code == 404, url
+        assert client.get(url, HTTP_HX_REQUEST="true").status_code == 404, url
+
+
+def test_anonymous_is_sent_to_log_in(client, judged_run):
+    for url in page_urls(judged_run):
+        response = client.get(url)
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"], url
+
+
+def test_a_viewer_can_read_every_page(vera, judged_run):
+    client = client_for(vera)
+    for url in page_urls(judged_run):
+        assert client.get(url).status_code == 200, url
+
+
+def test_no_evaluator_rationale_on_any_page(bob, judged_run):
+    assert Verdict.objects.filter(attempt__run=judged_run, rationale__startswith="SECRET-RATIONALE").exists()
+    client = client_for(bob)
+    for url in page_urls(judged_run):
+        for extra in ({}, {"HTTP_HX_REQUEST": "true"}):
+            content = client.get(url, **extra).content.decode()
+            assert "SECRET-RATIONALE" not in content and "rationale" not in content.lower(), url
+
+
+def test_charts_render_with_their_tables(bob, judged_run):
+    content = client_for(bob).get(reverse("experiments:run", args=[judged_run.code])).content.decode()
+
+    scatter = re.search(r'<figure class="chart scatter">.*?</figure>', content, re.S)
+    assert scatter and "<svg" in scatter.group() and '<polyline class="front"' in scatter.group()
+    assert scatter.group().count("<circle") == 2
+    assert "<caption>The chart's figures</caption>" in content
+    distribution = re.search(r'<figure class="chart distribution">.*?</figure>', content, re.S)
+    assert distribution and distribution.group().count('<g class="row">') == 2
+    assert "<caption>Calls per latency bucket</caption>" in content
+    assert "style=" not in content.split("<main>")[1]  # the CSP allows no inline style
+
+
+def make_tasks(dataset, count: int) -> list[TaskInstance]:
+    return [
+        TaskInstance.objects.create(dataset=dataset, external_id=f"extra-{i}", position=100 + i, problem_statement="x")
+        for i in range(count)
+    ]
+
+
+def record(run, arm, tasks, resolved: set[int]) -> None:
+    Attempt.objects.bulk_create(
+        Attempt(
+            run=run,
+            arm=arm,
+            task=task,
+            sequence=index,
+            status=AttemptStatus.COMPLETED,
+            outcome=OutcomeClass.SUCCESS,
+            resolved=index in resolved,
+            patch_present=True,
+            queued_at=run.created_at,
+        )
+        for index, task in enumerate(tasks)
+    )
+
+
+def test_the_pairwise_page_says_which_arm_is_better_in_words(bob, built_run, dataset):
+    """40 shared tasks: A resolves the first 30, B the first 20. A wins 10, ties 30, loses
+    none: 25 points more, McNemar p = 2 / 2**10."""
+    run, _ = built_run([])
+    tasks = make_tasks(dataset, 40)
+    a = RunArm.objects.create(run=run, label="A", provider="mock", model_name="a", position=0)
+    b = RunArm.objects.create(run=run, label="B", provider="mock", model_name="b", position=1)
+    record(run, a, tasks, set(range(30)))
+    record(run, b, tasks, set(range(20)))
+    refresh_run_summaries(run.pk)
+
+    response = client_for(bob).get(reverse("leaderboards:pairwise", args=[run.code]))
+
+    assert response.status_code == 200
+    (pair,) = response.context["pairwise"].pairs
+    assert (pair.verdict.shared_tasks, pair.verdict.wins, pair.verdict.ties, pair.verdict.losses) == (40, 10, 30, 0)
+    assert pair.verdict.p_value == pytest.approx(2 / 2**10)
+    expected = paired_verdict(
+        {t.pk: float(i < 30) for i, t in enumerate(tasks)},
+        {t.pk: float(i < 20) for i, t in enumerate(tasks)},
+        seed=run.seed,
+    )
+    assert pair.sentence == expected.sentence("A", "B") and pair.sentence.startswith(
+        "A resolves 25.0 points more than B"
+    )
+    assert "p = 0.002, on 40 shared tasks" in pair.sentence
+    content = response.content.decode()
+    assert pair.sentence in content
+    ratings = response.context["pairwise"].ratings
+    assert [r.label for r in ratings] == ["A", "B"] and ratings[0].rating.rating > ratings[1].rating.rating
+    heatmap = re.search(r'<figure class="chart heatmap">.*?</figure>', content, re.S)
+    assert heatmap and heatmap.group().count('<rect class="cell') == 4
+    assert "<caption>Win rate of the row arm against the column arm</caption>" in content
+    assert "62.5%" in content  # A's win rate on the shared tasks: (10 + 30 / 2) / 40
+
+
+def test_an_inference_only_run_has_no_pairwise_verdicts(bob, built_run):
+    run, _ = built_run(PLANS, inference_only=True)
+    refresh_run_summaries(run.pk)
+    response = client_for(bob).get(reverse("leaderboards:pairwise", args=[run.code]))
+    assert response.status_code == 200
+    assert response.context["pairwise"] is None and "was inference-only" in response.content.decode()
+
+
+def test_the_pairwise_verdicts_are_computed_once_per_refresh(bob, judged_run, monkeypatch):
+    from leaderboards import pages
+
+    computed = []
+
+    def counted(run):
+        computed.append(run.pk)
+        return run_pairwise(run)
+
+    monkeypatch.setattr(pages, "run_pairwise", counted)
+    client, url = client_for(bob), reverse("leaderboards:pairwise", args=[judged_run.code])
+
+    first, second = client.get(url), client.get(url)
+    refresh_run_summaries(judged_run.pk)
+    third = client.get(url)
+
+    assert first.status_code == second.status_code == third.status_code == 200
+    assert computed == [judged_run.pk, judged_run.pk]  # the first view, then the first after the refresh
+    assert [p.sentence for p in second.context["pairwise"].pairs] == [
+        p.sentence for p in first.context["pairwise"].pairs
+    ]
