@@ -99,6 +99,7 @@ class AttemptAdmin(admin.ModelAdmin):
         "arm",
         "repetition",
         "status",
+        "outcome",
         "resolved",
         "error_category",
         "latency_ms",
@@ -107,11 +108,12 @@ class AttemptAdmin(admin.ModelAdmin):
         "claims",
         "response_cached",
     ]
-    list_filter = ["status", "resolved", "error_category", "arm__provider", "response_cached"]
+    list_filter = ["status", "outcome", "resolved", "error_category", "arm__provider", "response_cached"]
     search_fields = ["code", "task__external_id", "arm__label", "run__code"]
     list_select_related = ["run__experiment", "task", "arm"]
     readonly_fields = [
         "code",
+        "outcome",  # decided by the recorder; every board and report counts it
         "claim_token",
         "claimed_by",
         "queued_at",

@@ -91,7 +91,6 @@ SortLinks = Callable[[str, str], str]  # (board name, sort value) -> URL
 
 @dataclass
 class RunBoards:
-    run: Run
     metric: str  # "Resolved", "Accuracy"
     quality: Board | None  # None for an inference-only run: nothing was validated
     speed: Board
@@ -116,7 +115,6 @@ def run_boards(run: Run, sorts: dict[str, str], links: SortLinks) -> RunBoards:
     metric, _ = quality_metric(run)
     board = _Builder(sorts, links)
     return RunBoards(
-        run=run,
         metric=metric,
         quality=None if run.inference_only else board.quality(summaries, rows, metric),
         speed=board.speed(summaries, rows),

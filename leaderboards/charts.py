@@ -142,7 +142,6 @@ class Distribution:
     height: int
     left: float
     bar_width: float
-    row_height: float
     buckets: list[str]  # each bucket's range, for the table
     ticks: list[Tick]  # each bucket's lower edge, for the axis
     rows: list[DistributionRow]
@@ -180,7 +179,6 @@ def latency_distribution(boards: RunBoards) -> Distribution | None:
         height=int(axis_y + 40),
         left=left,
         bar_width=bar_width,
-        row_height=row_height,
         buckets=buckets,
         ticks=[Tick(left + i * bar_width, _short_ms(low)) for i, low in enumerate((0, *boards.latency_buckets))],
         rows=rows,
@@ -214,7 +212,6 @@ class HeatCell:
 class Heatmap:
     width: int
     height: int
-    size: float
     left: float
     top: float
     labels: list[tuple[str, float]]  # each arm and the centre of its row (and column)
@@ -245,9 +242,8 @@ def win_rate_heatmap(pairwise: RunPairwise) -> Heatmap | None:
                 )
             )
     return Heatmap(
-        width=int(left + count * size + 10),
+        width=int(left + count * size + 110),  # room for the last column's slanted label
         height=int(top + count * size + 10),
-        size=size,
         left=left,
         top=top,
         labels=[(label, index * size + size / 2) for index, label in enumerate(pairwise.labels)],
