@@ -337,7 +337,13 @@ class Attempt(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "task", "arm", "repetition"], name="one_attempt_per_cell")
         ]
-        indexes = [models.Index(fields=["run", "status"]), models.Index(fields=["status", "started_at"])]
+        indexes = [
+            models.Index(fields=["run", "status"]),
+            models.Index(fields=["status", "started_at"]),
+            # The attempts list and every export read a run in execution order: without this
+            # a page of 500 rows sorts all of a large run's attempts first.
+            models.Index(fields=["run", "sequence"]),
+        ]
         ordering = ["run", "sequence"]
 
     def __str__(self) -> str:
