@@ -69,6 +69,35 @@ MODEL_FAILED = Q(status="failed", error_category__in=sorted(MODEL_FAILURES))
 INFRASTRUCTURE_FAILED = Q(status="failed") & ~Q(error_category__in=sorted(MODEL_FAILURES))
 
 
+OUTCOME_LABELS = {
+    OutcomeClass.SUCCESS: "model success",
+    OutcomeClass.MODEL_FAILURE: "model failure",
+    OutcomeClass.INFRASTRUCTURE_FAILURE: "infrastructure failure",
+}
+
+
+def outcome_q(outcome: str) -> Q:
+    """The attempts of one outcome class, as a filter: the same split as ``outcome_class``.
+    Lists filter through this alone, so storing the class on the attempt changes only here."""
+    filters = {
+        OutcomeClass.SUCCESS: Q(status="completed"),
+        OutcomeClass.MODEL_FAILURE: MODEL_FAILED,
+        OutcomeClass.INFRASTRUCTURE_FAILURE: INFRASTRUCTURE_FAILED,
+    }
+    if outcome not in filters:
+        raise ValueError(f"no outcome class {outcome!r}")
+    return filters[outcome]
+
+
+# The attempt statuses each class can have: a list reads one status at a time, so it must
+# know where a class's attempts are. Keep it beside outcome_q, which it must cover.
+OUTCOME_STATUSES = {
+    OutcomeClass.SUCCESS: ("completed",),
+    OutcomeClass.MODEL_FAILURE: ("failed",),
+    OutcomeClass.INFRASTRUCTURE_FAILURE: ("failed",),
+}
+
+
 def outcome_class_sql() -> Case:
     """``outcome_class`` in SQL, usable in annotate(): the same split, decided in one place."""
     return Case(
