@@ -213,21 +213,24 @@ def run_attempts(request: HtmxHttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
     page_url = reverse("experiments:run", args=[run.code])
     if not request.htmx:  # the run page shows the same list, and is the address to keep
-        return redirect(f"{page_url}?{request.GET.urlencode()}#attempts")
+        return redirect(f"{page_url}{_query_string(request.GET)}#attempts")
     context = {"run": run, **_attempt_list(run, request.GET)}
     if request.htmx.target == "attempt-rows":
         return render(request, "experiments/run_detail.html#attempt-rows", context)
     response = render(request, "experiments/run_detail.html#attempts", context)
     # The address bar shows the run page with this list, so a reload, a shared link and the
     # back button all come back to it.
-    shown = context["links"]["current"] if context["page"] is not None else f"?{request.GET.urlencode()}"
+    shown = context["links"]["current"] if context["page"] is not None else _query_string(request.GET)
     return push_url(response, f"{page_url}{shown}#attempts")
 
 
 def _attempt_list(run: Run, params: QueryDict) -> dict[str, Any]:
     form = AttemptListForm(params, run)
-    query = form.query() if form.is_valid() else AttemptQuery()
-    page = attempt_page(run, query, form.arm_id()) if form.is_valid() else None
+    if form.is_valid():
+        query = form.query()
+        page = attempt_page(run, query, form.arm_id())
+    else:
+        query, page = AttemptQuery(), None
     return {
         "attempt_form": form,
         "query": query,
@@ -236,6 +239,10 @@ def _attempt_list(run: Run, params: QueryDict) -> dict[str, Any]:
         # Attempts change until the run ends (its verdicts are not in the list).
         "refreshing": not run.is_finished,
     }
+
+
+def _query_string(params: QueryDict) -> str:
+    return f"?{params.urlencode()}" if params else ""
 
 
 @login_required
