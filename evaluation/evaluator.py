@@ -79,9 +79,10 @@ def claim_verdicts(profile_id: int, attempt_ids: list[int]) -> tuple[uuid.UUID, 
     job) in one UPDATE. Only completed attempts (ones with an answer) are judged."""
     from experiments.models import Attempt, AttemptStatus  # the experiments app depends on this one
 
-    answered = Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.COMPLETED).values_list("pk", flat=True)
+    answered = Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.COMPLETED).values_list("pk", "run_id")
     Verdict.objects.bulk_create(
-        [Verdict(attempt_id=pk, profile_id=profile_id) for pk in answered], ignore_conflicts=True
+        [Verdict(attempt_id=pk, run_id=run_id, profile_id=profile_id) for pk, run_id in answered],
+        ignore_conflicts=True,
     )
     token, now = uuid.uuid4(), timezone.now()
     Verdict.objects.filter(profile_id=profile_id, attempt_id__in=attempt_ids, status=VerdictStatus.PENDING).filter(

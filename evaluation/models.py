@@ -153,6 +153,9 @@ class Verdict(models.Model):
     responses are for staff (the admin); customers see the scores only."""
 
     attempt = models.ForeignKey("experiments.Attempt", models.CASCADE, related_name="verdicts")
+    # The attempt's run, copied: a live run page counts its judged attempts from an index on
+    # this table instead of joining every verdict to its attempt (1.2 s at a million).
+    run = models.ForeignKey("experiments.Run", models.CASCADE, related_name="+", editable=False)
     profile = models.ForeignKey(EvaluatorProfile, models.PROTECT, related_name="verdicts")
     status = models.CharField(max_length=16, choices=VerdictStatus.choices, default=VerdictStatus.PENDING)
     # Set when a job claims the row; only its holder records the judgement, so a job run
@@ -174,11 +177,17 @@ class Verdict(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["attempt", "profile"], name="one_verdict_per_profile")]
+        indexes = [models.Index(fields=["run", "profile", "status"])]
         ordering = ["attempt", "profile"]
 
     def __str__(self) -> str:
         score = self.overall if self.overall is not None else self.status
         return f"{self.profile} on attempt {self.attempt_id}: {score}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.run_id is None:
+            self.run_id = self.attempt.run_id
+        super().save(*args, **kwargs)
 
     @property
     def repaired(self) -> bool:

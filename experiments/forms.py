@@ -8,7 +8,8 @@ from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
 
 from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, parse_budget_usd, prompt_template_errors
-from experiments.models import ContextMode, Dataset, Experiment
+from experiments.attempt_list import AttemptQuery
+from experiments.models import AttemptStatus, ContextMode, Dataset, Experiment, Run
 from orgs.models import Organization
 from prbench.inputs import (
     ARM_CONFIG_MAX_BYTES,
@@ -23,6 +24,7 @@ from prbench.inputs import (
 )
 from providers.catalog import ALL_SUGGESTIONS_ID, suggestion_list_id
 from providers.models import ProviderCredential
+from providers.outcomes import OUTCOME_LABELS
 from providers.policy import arm_credential_problems, arm_problems
 from providers.registry import provider_names
 
@@ -105,6 +107,61 @@ class StartRunForm(forms.Form):
 
     def clean_budget_usd(self) -> Decimal | None:
         return _budget_field(self.cleaned_data["budget_usd"])
+
+
+SORT_CHOICES = [
+    ("sequence", "execution order"),
+    ("-sequence", "execution order, last first"),
+    ("latency", "latency, fastest first"),
+    ("-latency", "latency, slowest first"),
+    ("cost", "cost, cheapest first"),
+    ("-cost", "cost, dearest first"),
+    ("status", "status"),
+    ("-status", "status, reversed"),
+]
+SEQUENCE_MAX = 2**31 - 1  # the column's range: a larger cursor names no attempt
+
+
+class AttemptListForm(forms.Form):
+    """The attempts list's filters, sort and page, from the URL; only the run's own arms and
+    the known statuses, outcome classes and sort keys pass."""
+
+    arm = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *AttemptStatus.choices])
+    outcome = forms.ChoiceField(required=False, choices=[("", "any outcome"), *OUTCOME_LABELS.items()])
+    sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
+    after = forms.IntegerField(required=False, min_value=0, max_value=SEQUENCE_MAX)
+    before = forms.IntegerField(required=False, min_value=0, max_value=SEQUENCE_MAX)
+
+    def __init__(self, data, run: Run) -> None:
+        super().__init__(data)
+        self.run = run
+        self.arm_ids = dict(run.arms.values_list("label", "pk"))
+        cast(forms.ChoiceField, self.fields["arm"]).choices = [("", "any arm"), *((a, a) for a in self.arm_ids)]
+
+    def clean_after(self) -> int | None:
+        return self._cursor("after")
+
+    def clean_before(self) -> int | None:
+        return self._cursor("before")
+
+    def _cursor(self, name: str) -> int | None:
+        sequence = self.cleaned_data[name]
+        if sequence is not None and not self.run.attempts.filter(sequence=sequence).exists():
+            raise forms.ValidationError(f"This run has no attempt #{sequence} to start the page from.")
+        return sequence
+
+    def clean(self) -> None:
+        if self.cleaned_data.get("after") is not None and self.cleaned_data.get("before") is not None:
+            raise forms.ValidationError("A page starts after one attempt or ends before one, not both.")
+
+    def query(self) -> AttemptQuery:
+        """What the valid form asks for."""
+        return AttemptQuery(**{name: value for name, value in self.cleaned_data.items() if value not in ("", None)})
+
+    def arm_id(self) -> int | None:
+        """The run's arm the valid form names, if any."""
+        return self.arm_ids.get(self.cleaned_data["arm"])
 
 
 def _budget_field(value: str) -> Decimal | None:

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
-
 from evaluation.models import Verdict
 from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm, TaskInstance
 from leaderboards.aggregation import (
@@ -20,24 +18,7 @@ from leaderboards.aggregation import (
     arm_patch_quality,
 )
 
-ATTEMPT_ROWS = 500
 VERDICT_SCORES = ("status", "overall", "technical_quality", "correctness_confidence", "change_risk")
-# The attempts table shows a few short columns: leave the bulky ones in the database.
-ATTEMPT_ROW_BULK = (
-    "request",
-    "raw_response",
-    "output",
-    "error_message",
-    "task__repo_files",
-    "task__gold_patch",
-    "task__problem_statement",
-    "task__metadata",
-    "task__test_patch",
-    "task__hints_text",
-    "task__fail_to_pass",
-    "task__pass_to_pass",
-    "arm__config",
-)
 
 
 def run_leaderboard(run: Run) -> list[ArmRow]:
@@ -123,15 +104,6 @@ def task_comparison(run: Run, task_code: Any) -> TaskComparison | None:
         attempt.patch_text = patches.get(attempt.pk, "")  # type: ignore[attr-defined]
         by_arm.setdefault(attempt.arm_id, []).append(attempt)
     return TaskComparison(attempts[0].task, [(group[0].arm, group) for group in by_arm.values()])
-
-
-def attempt_rows(run: Run, arm_label: str) -> QuerySet[Attempt]:
-    """The run's attempts in execution order, one arm's only when asked (an unknown label
-    matches nothing, like any other filter)."""
-    attempts = run.attempts.select_related("task", "arm").defer(*ATTEMPT_ROW_BULK)
-    if arm_label:
-        attempts = attempts.filter(arm__label=arm_label)
-    return attempts.order_by("sequence")[:ATTEMPT_ROWS]
 
 
 def cache_source(attempt: Attempt) -> Attempt | None:

@@ -12,6 +12,7 @@ urlpatterns = [
     path("experiments/<uuid:code>/runs/", views.run_start, name="run_start"),
     path("experiments/<uuid:code>/runs/new/", views.run_confirm, name="run_confirm"),
     path("runs/<uuid:code>/", views.run_detail, name="run"),
+    path("runs/<uuid:code>/attempts/", views.run_attempts, name="run_attempts"),
     path("runs/<uuid:code>/tasks/<uuid:task_code>/", views.run_task, name="run_task"),
     path("runs/<uuid:code>/export.<str:format>", views.run_export, name="run_export"),
     path("runs/<uuid:code>/<str:action>/", views.run_action, name="run_action"),

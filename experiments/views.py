@@ -6,23 +6,32 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseStopPolling
+from django_htmx.http import HttpResponseStopPolling, push_url
 from django_htmx.middleware import HtmxDetails
 
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
+from experiments.attempt_list import AttemptQuery, attempt_page, page_links
 from experiments.budgets import budget_status, experiment_spend
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, export_chunks
-from experiments.forms import ArmFormSet, BaseArmFormSet, ExperimentForm, StartRunForm, arm_initial, spec_from_forms
-from experiments.models import AttemptStatus, Dataset, Experiment
-from experiments.progress import run_progress
+from experiments.forms import (
+    ArmFormSet,
+    AttemptListForm,
+    BaseArmFormSet,
+    ExperimentForm,
+    StartRunForm,
+    arm_initial,
+    spec_from_forms,
+)
+from experiments.models import AttemptStatus, Dataset, Experiment, Run
+from experiments.progress import is_live, judging_progress, run_progress
 from experiments.reporting import (
-    attempt_rows,
     cache_source,
     task_comparison,
     tests_with_roles,
@@ -175,25 +184,65 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
-    arm_filter = request.GET.get("arm", "")
+    progress = run_progress(run)
+    judging = judging_progress(run, progress)
+    live = is_live(run, progress, judging)
     context = {
         "run": run,
         "can_write": membership_for(request, run.org).can_write,
-        "progress": run_progress(run),
+        "progress": progress,
+        "judging": judging,
+        "live": live,
         "waiting": Waiting()
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
         **run_page_boards(run, request.path, request.GET),
-        "attempts": attempt_rows(run, arm_filter),
-        "arm_labels": list(run.arms.values_list("label", flat=True)),
-        "arm_filter": arm_filter,
         "budget": budget_status(run),
     }
     if request.htmx:
         response = render(request, "experiments/run_detail.html#live", context)
-        # The finished state is rendered once more, then htmx stops asking.
-        return HttpResponseStopPolling(response.content) if run.is_finished else response
-    return render(request, "experiments/run_detail.html", context)
+        # The last state is rendered once more, then htmx stops asking.
+        return response if live else HttpResponseStopPolling(response.content)
+    return render(request, "experiments/run_detail.html", {**context, **_attempt_list(run, request.GET)})
+
+
+@login_required
+def run_attempts(request: HtmxHttpRequest, code: str) -> HttpResponse:
+    """The run page's attempts list alone, for htmx: its rows when it refreshes itself, the
+    whole list (filters included) when a link or the filter form asks for another page."""
+    run = access_run(request, code)
+    page_url = reverse("experiments:run", args=[run.code])
+    if not request.htmx:  # the run page shows the same list, and is the address to keep
+        return redirect(f"{page_url}{_query_string(request.GET)}#attempts")
+    context = {"run": run, **_attempt_list(run, request.GET)}
+    if request.htmx.target == "attempt-rows":
+        return render(request, "experiments/run_detail.html#attempt-rows", context)
+    response = render(request, "experiments/run_detail.html#attempts", context)
+    # The address bar shows the run page with this list, so a reload, a shared link and the
+    # back button all come back to it.
+    shown = context["links"]["current"] if context["page"] is not None else _query_string(request.GET)
+    return push_url(response, f"{page_url}{shown}#attempts")
+
+
+def _attempt_list(run: Run, params: QueryDict) -> dict[str, Any]:
+    form = AttemptListForm(params, run)
+    if form.is_valid():
+        query = form.query()
+        page = attempt_page(run, query, form.arm_id())
+    else:
+        query, page = AttemptQuery(), None
+    return {
+        "attempt_form": form,
+        "query": query,
+        "page": page,
+        "links": page_links(query, page),
+        # Attempts change until the run ends (its verdicts are not in the list).
+        "refreshing": not run.is_finished,
+    }
+
+
+def _query_string(params: QueryDict) -> str:
+    return f"?{params.urlencode()}" if params else ""
 
 
 @login_required

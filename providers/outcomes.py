@@ -9,6 +9,7 @@ every rate that scores the model. The recorder stores each attempt's class on it
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 
 from providers.errors import ErrorCategory
 
@@ -69,3 +70,23 @@ def outcome_class(status: str, error_category: str = "", harness_failed: bool = 
     if error_category in MODEL_FAILURES:
         return OutcomeClass.MODEL_FAILURE
     return OutcomeClass.INFRASTRUCTURE_FAILURE
+
+
+OUTCOME_LABELS = dict(OutcomeClass.choices)
+
+
+def outcome_q(outcome: str) -> Q:
+    """The attempts of one outcome class, as a filter on the class stored on each attempt."""
+    if outcome not in OUTCOME_LABELS:
+        raise ValueError(f"no outcome class {outcome!r}")
+    return Q(outcome=outcome)
+
+
+# The attempt statuses each class can have: a list reads one status at a time, so it must
+# know where a class's attempts are. An answer the harness gave no verdict on is completed
+# and yet the infrastructure's failure.
+OUTCOME_STATUSES: dict[str, tuple[str, ...]] = {
+    OutcomeClass.SUCCESS: ("completed",),
+    OutcomeClass.MODEL_FAILURE: ("failed",),
+    OutcomeClass.INFRASTRUCTURE_FAILURE: ("completed", "failed"),
+}

