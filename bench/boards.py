@@ -209,9 +209,9 @@ ATTEMPT_VALUES = {
     "validated_at": "CASE WHEN r1 < 0.90 THEN now() - interval '20 minutes' END",
 }
 VERDICTS = """
-INSERT INTO evaluation_verdict (attempt_id, profile_id, status, overall, change_risk, rationale, prompt,
+INSERT INTO evaluation_verdict (attempt_id, run_id, profile_id, status, overall, change_risk, rationale, prompt,
                                 raw_responses, error, cost_usd, created_at)
-SELECT a.id, r.evaluator_profile_id, 'judged',
+SELECT a.id, a.run_id, r.evaluator_profile_id, 'judged',
        least(100, floor(random() * 60 + CASE WHEN a.resolved THEN 40 ELSE 0 END)), 'low', 'bench', '',
        '[]', '', 0.0002, now()
 FROM experiments_attempt a JOIN experiments_run r ON r.id = a.run_id

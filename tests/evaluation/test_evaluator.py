@@ -223,7 +223,7 @@ def test_customers_see_no_rationale_anywhere(judged_run, alice):
 
 def test_the_run_page_shows_evaluator_scores_labelled_mock(judged_run, alice):
     page = client_for(alice).get(reverse("experiments:run", args=[judged_run.code])).content.decode()
-    assert "<h3>Evaluator score</h3>" in page
+    assert "<h2>Evaluator</h2>" in page
     assert "mock-reviewer:v1 (mock)" in page
     assert "insufficient data" in page  # 4 tasks: fewer than 10 judged attempts per arm
 

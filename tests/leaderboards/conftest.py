@@ -103,6 +103,7 @@ def _judge(rng, run):
     Verdict.objects.bulk_create(
         Verdict(
             attempt=attempt,
+            run_id=attempt.run_id,  # bulk_create skips the save() that fills it in
             profile=profile,
             status="judged",
             overall=min(100, max(0, round(rng.gauss(80 if attempt.resolved else 45, 10)))),
