@@ -4,7 +4,8 @@ REFRESH_EVERY_MS while attempts are being recorded, and one whenever a run finis
 Recording marks the run out of date (a Redis set) and queues a refresh only if it can take
 the run's throttle key (SET NX with an expiry): attempts recorded in the next two seconds
 wait for a later refresh. The last of those is never lost: the run's end queues one
-unthrottled, and the recovery sweep (``requeue_stale``) queues one for every run still marked.
+unthrottled, a page showing the run's boards asks again while the run is marked, and the
+recovery sweep (``requeue_stale``) queues one for every run still marked.
 Summaries are derived data, so a refresh that cannot be queued (Redis down) is logged and
 left to the sweep or to ``manage.py recompute_leaderboards``; it never fails the caller.
 """
@@ -69,6 +70,18 @@ def queue_summary_refresh(run_id: int) -> bool:
         logger.warning("summaries of run %s not refreshed: Redis is unavailable", run_id, exc_info=True)
         return False
     return True
+
+
+def refresh_if_out_of_date(run_id: int) -> bool:
+    """A page showing the run's boards asks for this: the run recorded into since its last
+    refresh gets one (throttled), so whoever watches it sees the last attempts and verdicts
+    within seconds, not at the next sweep."""
+    try:
+        marked = bool(get_connection().sismember(OUT_OF_DATE, str(run_id)))
+    except RedisError:
+        logger.warning("summaries of run %s not checked: Redis is unavailable", run_id, exc_info=True)
+        return False
+    return marked and bool(request_summary_refresh([run_id]))
 
 
 def refresh_out_of_date() -> list[int]:

@@ -12,18 +12,21 @@ from django.http import QueryDict
 from experiments.models import Run
 from leaderboards.boards import run_boards, run_page_links, run_page_sorts
 from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
+from leaderboards.jobs import refresh_if_out_of_date
 from leaderboards.models import ArmSummary
 from leaderboards.pairwise import run_pairwise
 
 
 def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
     """The boards and charts of the run page at ``path``, sorted as its ``query`` asks."""
+    refresh_if_out_of_date(run.pk)
     boards = run_boards(run, run_page_sorts(query), run_page_links(path, query))
     return {"boards": boards, "cost_quality": cost_quality(boards), "latency": latency_distribution(boards)}
 
 
 def one_board(run: Run, name: str, sort: str) -> dict[str, Any]:
     """The run's boards with the one named sorted as asked, its links sorting it alone."""
+    refresh_if_out_of_date(run.pk)
     boards = run_boards(run, {name: sort}, lambda _, value: "?" + QueryDict.fromkeys(["sort"], value).urlencode())
     return {"boards": boards, "board": next((b for b in boards.boards if b.name == name), None)}
 
@@ -36,6 +39,7 @@ def pairwise_page(run: Run) -> dict[str, Any]:
     bootstraps take up to a second on a large run) and kept in the cache under that refresh."""
     if run.inference_only:
         return {"pairwise": None, "heatmap": None}
+    refresh_if_out_of_date(run.pk)
     refreshed = ArmSummary.objects.filter(run=run).aggregate(at=Max("refreshed_at"))["at"]
     key = f"prbench:pairwise:{run.pk}:{refreshed.isoformat() if refreshed else 'never'}"
     pairwise = cache.get(key)

@@ -12,6 +12,8 @@ from evaluation.evaluator import judge_attempts, platform_org
 from evaluation.judging import NEUTRALISED, REDACTED
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.models import Artifact, AttemptStatus
+from leaderboards import jobs
+from prbench.queues import get_connection
 from providers.models import ProviderCredential
 from providers.pricing import catalog_cost
 from providers.types import Usage
@@ -222,7 +224,13 @@ def test_customers_see_no_rationale_anywhere(judged_run, alice):
 
 
 def test_the_run_page_shows_evaluator_scores_labelled_mock(judged_run, alice):
-    page = client_for(alice).get(reverse("experiments:run", args=[judged_run.code])).content.decode()
+    client, url = client_for(alice), reverse("experiments:run", args=[judged_run.code])
+    # The verdicts came within the throttle window of the run's last refresh. Once the window
+    # is over, the page (or the sweep) asks for a refresh, and the next view shows them.
+    get_connection().delete(jobs._throttle_key(judged_run.pk))
+    client.get(url)
+    work_queue()
+    page = client.get(url).content.decode()
     assert "<h2>Evaluator</h2>" in page
     assert "mock-reviewer:v1 (mock)" in page
     assert "insufficient data" in page  # 4 tasks: fewer than 10 judged attempts per arm

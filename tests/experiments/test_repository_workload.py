@@ -155,7 +155,7 @@ def test_oracle_resolves_every_task_empty_none_noisy_some(org, alice, textkit, s
     empty_row = quality["empty"]
     assert (empty_row.well_formed_rate, empty_row.applied_rate, empty_row.fail_to_pass_mean) == (None, 0.0, 0.0)
     page = client_for(alice).get(reverse("experiments:run", args=[run.code])).content.decode()
-    assert "<h3>Patch quality</h3>" in page
+    assert "<summary>Patch details</summary>" in page and "FAIL_TO_PASS fixed" in page
 
     report = swebench_report(run)
     oracle_ids = {task.external_id for task in dataset.tasks.filter(quarantined=False)}

@@ -204,3 +204,15 @@ def test_recompute_leaderboards_rebuilds_every_run_or_one(built_run, experiment,
     call_command("recompute_leaderboards")
     assert ArmSummary.objects.filter(run=first).exists()
     assert "rebuilt the summaries of 2 run(s)" in capsys.readouterr().out
+
+
+def test_a_page_asks_for_a_refresh_only_while_its_run_is_out_of_date(built_run, clean_redis):
+    run, _ = built_run(PLANS[:1])
+    assert jobs.refresh_if_out_of_date(run.pk) is False  # never recorded into: nothing to do
+
+    jobs.request_summary_refresh([run.pk])  # recorded into: queued, and marked
+    assert jobs.refresh_if_out_of_date(run.pk) is False  # within the window
+    clean_redis.delete(jobs._throttle_key(run.pk))
+    assert jobs.refresh_if_out_of_date(run.pk) is True
+    work_queue()
+    assert jobs.refresh_if_out_of_date(run.pk) is False  # refreshed: no longer marked
