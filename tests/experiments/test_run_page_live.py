@@ -270,17 +270,6 @@ def test_every_sort_pages_through_every_attempt_once_in_order(bob, wide_run, sor
     assert shown(previous) == pages[1]
 
 
-def test_sorting_by_latency_puts_unanswered_attempts_last_both_ways(bob, wide_run):
-    client = client_for(bob)
-
-    for sort in ("latency", "-latency"):
-        everything = [sequence for page in pages_forward(client, wide_run, {"sort": sort}) for sequence in page]
-        latencies = dict(wide_run.attempts.values_list("sequence", "latency_ms"))
-        answered = [latencies[s] for s in everything if latencies[s] is not None]
-        assert answered == sorted(answered, reverse=sort.startswith("-"))
-        assert all(latencies[s] is None for s in everything[len(answered) :])
-
-
 def test_a_column_heading_sorts_by_it_then_reverses_it(bob, wide_run):
     client = client_for(bob)
     page = client.get(live_url(wide_run)).content.decode()
