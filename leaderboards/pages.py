@@ -12,8 +12,10 @@ from django.http import QueryDict
 from experiments.models import Run
 from leaderboards.boards import run_boards, run_page_links, run_page_sorts
 from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
+from leaderboards.crossrun import arm_trends, cross_run_board, run_versus
 from leaderboards.models import ArmSummary
 from leaderboards.pairwise import run_pairwise
+from leaderboards.trend_chart import trend_chart
 
 
 def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
@@ -43,3 +45,18 @@ def pairwise_page(run: Run) -> dict[str, Any]:
         pairwise = run_pairwise(run)
         cache.set(key, pairwise, PAIRWISE_KEPT_S)
     return {"pairwise": pairwise, "heatmap": win_rate_heatmap(pairwise)}
+
+
+def cross_run_page(runs: list[Run]) -> dict[str, Any]:
+    """The organisation board over ``runs`` (validated: one dataset, finished) and the trends."""
+    trends = arm_trends(runs)
+    return {"board": cross_run_board(runs), "trends": trends, "trend_chart": trend_chart(trends, runs)}
+
+
+def versus_page(a: Run, b: Run) -> dict[str, Any]:
+    """Run A against run B, or why they do not compare."""
+    if a.experiment.dataset_id != b.experiment.dataset_id:
+        return {"versus": None, "refusal": "These runs are on different datasets: their tasks do not compare."}
+    if a.inference_only or b.inference_only:
+        return {"versus": None, "refusal": "An inference-only run resolved nothing: there is nothing to compare."}
+    return {"versus": run_versus(a, b), "refusal": ""}
