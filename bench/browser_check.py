@@ -86,6 +86,7 @@ def main() -> None:
         expect(page.locator(".messages")).to_contain_text("Saved")
         print("edit form saves unchanged, as a browser submits it")
 
+        check_boards(page, args.base, out)
         check_repository_pages(page, args.base, out)
         check_evaluator_admin(page, args.base, out)
         check_providers_page(page, out)
@@ -93,6 +94,35 @@ def main() -> None:
         assert not refused, f"the CSP refused: {refused}"
         print("no page broke the Content-Security-Policy")
         browser.close()
+
+
+def check_boards(page, base: str, out: Path) -> None:
+    """The demo run's boards: a column sorts through htmx (the URL follows), the charts are
+    drawn, and the pairwise page states its verdicts in words beside its heatmap."""
+    page.goto(f"{base}/experiments/")
+    page.click("text=Demo: three mock arms")
+    page.locator("table tbody tr td a").last.click()  # its first run (the demo's)
+    expect(page.locator("#live .status")).to_have_text("completed")
+    quality = page.locator("#board-quality table.quality tbody tr td:nth-child(2)")
+    before = [text.split()[0] for text in quality.all_inner_texts()]
+    page.locator("#board-quality th a.sort", has_text="Arm").click()
+    expect(page).to_have_url(re.compile(r"quality_sort=arm"))
+    after = [text.split()[0] for text in quality.all_inner_texts()]
+    assert after == sorted(after), after
+    print("quality board by rank:", before, "| sorted by arm through htmx:", after)
+    charts = page.locator("figure.chart svg").count()
+    print("run page charts drawn:", charts, "| tables beside them:", page.locator("table.chart-table").count())
+    page.screenshot(path=out / "4c-run-boards.png", full_page=True)
+    page.click("text=Pairwise verdicts")
+    expect(page.locator("h1")).to_have_text("Pairwise verdicts")
+    print("pairwise:", page.locator("ul.verdicts li").first.inner_text())
+    print(
+        "heatmap cells:",
+        page.locator("figure.heatmap rect.cell").count(),
+        "| ratings:",
+        page.locator("table.ratings tbody tr").count(),
+    )
+    page.screenshot(path=out / "4d-pairwise.png", full_page=True)
 
 
 def check_evaluator_admin(page, base: str, out: Path) -> None:

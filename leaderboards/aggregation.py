@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
-from django.db.models.functions import Cast, JSONArray
+from django.db.models.functions import Cast, JSONArray, JSONObject
 
 from leaderboards.sql import Percentile, Quantiles
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
-from providers.outcomes import SCORED, OutcomeClass
+from providers.outcomes import INFRASTRUCTURE_FAILURES, SCORED, OutcomeClass
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
 COMPLETED = "completed"
@@ -42,6 +42,8 @@ def arm_totals() -> dict[str, Any]:
         "model_successes": Count("id", filter=SUCCESS),
         "model_failures": Count("id", filter=MODEL_FAILED),
         "infrastructure_failures": Count("id", filter=INFRASTRUCTURE_FAILED),
+        # In the same scan: a query of its own would read every attempt once more.
+        "infrastructure_causes": _infrastructure_causes(),
         "resolved": Count("id", filter=SUCCESS & Q(resolved=True)),
         "cached": Count("id", filter=MODEL_SCORED & ~CALLED),
         "fail_to_pass_sum": Sum("fail_to_pass_fraction", filter=SUCCESS, default=0.0),
@@ -82,6 +84,17 @@ def totals_by(attempts: QuerySet, *group: str) -> list[dict[str, Any]]:
     """arm_totals() of each group of these attempts, in one query, named as the fields."""
     rows = attempts.values(*group).annotate(**{TOTAL + name: total for name, total in arm_totals().items()})
     return [{key.removeprefix(TOTAL): value for key, value in row.items()} for row in rows.order_by(*group)]
+
+
+HARNESS = "harness"  # the cause of an infrastructure failure that came with an answer (error_category "")
+
+
+def _infrastructure_causes() -> JSONObject:
+    """Infrastructure failures per cause: each error category, and the harness's (none)."""
+    causes = [(HARNESS, ""), *((str(category), str(category)) for category in sorted(INFRASTRUCTURE_FAILURES))]
+    return JSONObject(
+        **{cause: Count("id", filter=INFRASTRUCTURE_FAILED & Q(error_category=category)) for cause, category in causes}
+    )
 
 
 def _called(field: str) -> Case:
@@ -289,27 +302,6 @@ def evaluator_row(
     )
 
 
-def score_counts(verdicts: QuerySet) -> dict[tuple[int, int], list[int]]:
-    """Per (arm, profile) of these verdicts, how many judged ones gave each overall score."""
-    counts: dict[tuple[int, int], list[int]] = {}
-    judged = verdicts.filter(status=JUDGED, overall__isnull=False)
-    by_score = judged.values_list("attempt__arm_id", "profile_id", "overall").annotate(Count("id"))
-    for arm_id, profile_id, overall, count in by_score.order_by():
-        counts.setdefault((arm_id, profile_id), [0] * SCORES)[overall] = count
-    return counts
-
-
-def evaluator_counts() -> dict[str, Any]:
-    """Per (arm, profile) aggregates of verdicts."""
-    return {
-        "judged": Count("id", filter=Q(status=JUDGED)),
-        "errors": Count("id", filter=Q(status=EVALUATOR_ERROR)),
-        "overall_sum": Sum("overall", filter=Q(status=JUDGED), default=0),
-        "cost": Sum("cost_usd"),
-        "unpriced": Count("id", filter=Q(cost_usd__isnull=True) & ~Q(status="pending")),
-    }
-
-
 EVALUATOR_GROUP = (
     "attempt__arm_id",
     "attempt__arm__label",
@@ -321,23 +313,45 @@ EVALUATOR_GROUP = (
 )
 
 
+def evaluator_totals(verdicts: QuerySet) -> list[dict[str, Any]]:
+    """Per (arm, profile) of these verdicts: EVALUATOR_GROUP's fields, judged, errors,
+    overall_sum, cost, unpriced, and ``scores``, how many judged verdicts gave each overall
+    score 0..100. One GROUP BY down to the score; Python only adds up its few hundred rows."""
+    rows = verdicts.values(*EVALUATOR_GROUP, "status", "overall").annotate(
+        verdicts=Count("id"),
+        cost=Sum("cost_usd"),
+        unpriced=Count("id", filter=Q(cost_usd__isnull=True) & ~Q(status="pending")),
+    )
+    groups: dict[tuple[int, int], dict[str, Any]] = {}
+    for row in rows.order_by():
+        group = groups.setdefault(
+            (row["attempt__arm_id"], row["profile_id"]),
+            {**{field: row[field] for field in EVALUATOR_GROUP}, "judged": 0, "errors": 0, "overall_sum": 0}
+            | {"cost": None, "unpriced": 0, "scores": [0] * SCORES},
+        )
+        count = row["verdicts"]
+        if row["status"] == JUDGED:
+            group["judged"] += count
+            if row["overall"] is not None:
+                group["scores"][row["overall"]] += count
+                group["overall_sum"] += row["overall"] * count
+        elif row["status"] == EVALUATOR_ERROR:
+            group["errors"] += count
+        if row["cost"] is not None:
+            group["cost"] = (group["cost"] or 0) + row["cost"]
+        group["unpriced"] += row["unpriced"]
+    return sorted(groups.values(), key=lambda g: (g["profile_id"], g["attempt__arm__position"], g["attempt__arm_id"]))
+
+
 def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
     """``verdicts``: a run's verdicts. Counts, sums and the scores' distribution in SQL."""
-    groups = (
-        verdicts.values(*EVALUATOR_GROUP)
-        .annotate(**evaluator_counts())
-        .order_by("profile_id", "attempt__arm__position", "attempt__arm_id")
-    )
-    scores = score_counts(verdicts)
     return [
         evaluator_row(
             group["attempt__arm_id"],
             group["attempt__arm__label"],
             profile_label(group["profile__name"], group["profile__version"], group["profile__provider"]),
             group,
-            evaluator_interval(
-                group["attempt__arm_id"], scores.get((group["attempt__arm_id"], group["profile_id"]), [])
-            ),
+            evaluator_interval(group["attempt__arm_id"], group["scores"]),
         )
-        for group in groups
+        for group in evaluator_totals(verdicts)
     ]

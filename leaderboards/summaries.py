@@ -1,8 +1,8 @@
 """Rebuild a run's summaries (leaderboards/models.py) from its attempts and verdicts, in SQL.
 
 A handful of statements whatever the run's size: one aggregate over the attempts per arm,
-one per (arm, task) written with INSERT ... SELECT, one over the infrastructure failures'
-causes, two over the verdicts. Python only loops over the arms and profiles they return.
+one per (arm, task) written with INSERT ... SELECT, one over the verdicts. Python only loops
+over the arms, profiles and scores they return.
 """
 
 from __future__ import annotations
@@ -13,19 +13,9 @@ from django.utils import timezone
 
 from evaluation.models import Verdict
 from experiments.models import Attempt, Run
-from leaderboards.aggregation import (
-    EVALUATOR_GROUP,
-    INFRASTRUCTURE_FAILED,
-    MODEL_SCORED,
-    SCORES,
-    evaluator_counts,
-    evaluator_interval,
-    score_counts,
-    totals_by,
-)
+from leaderboards.aggregation import MODEL_SCORED, evaluator_interval, evaluator_totals, totals_by
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
 
-HARNESS = "harness"  # the cause of an infrastructure failure that came with an answer
 TASK_SUMMARY_COLUMNS = ("run_id", "arm_id", "task_id", "scored", "successes")
 
 
@@ -63,35 +53,31 @@ def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
 
 def _create_arm_summaries(run: Run, attempts: QuerySet[Attempt]) -> None:
     totals = {row.pop("arm_id"): row for row in totals_by(attempts, "arm_id")}
-    causes: dict[int, dict[str, int]] = {}
-    failures = attempts.filter(INFRASTRUCTURE_FAILED).values_list("arm_id", "error_category").annotate(Count("id"))
-    for arm_id, category, count in failures.order_by():
-        causes.setdefault(arm_id, {})[category or HARNESS] = count
     scored_tasks = dict(TaskSummary.objects.filter(run=run).values_list("arm_id").annotate(Count("task_id")).order_by())
     now = timezone.now()
-    ArmSummary.objects.bulk_create(
-        ArmSummary(
-            run=run,
-            arm_id=arm_id,
-            refreshed_at=now,
-            scored_tasks=scored_tasks.get(arm_id, 0),
-            infrastructure_causes=causes.get(arm_id, {}),
-            **totals.get(arm_id, {}),
+    summaries = []
+    for arm_id in run.arms.values_list("pk", flat=True):
+        arm_totals = totals.get(arm_id, {})
+        causes = arm_totals.pop("infrastructure_causes", {})
+        summaries.append(
+            ArmSummary(
+                run=run,
+                arm_id=arm_id,
+                refreshed_at=now,
+                scored_tasks=scored_tasks.get(arm_id, 0),
+                infrastructure_causes={cause: count for cause, count in causes.items() if count},
+                **arm_totals,
+            )
         )
-        for arm_id in run.arms.values_list("pk", flat=True)
-    )
+    ArmSummary.objects.bulk_create(summaries)
 
 
 def _create_evaluator_summaries(run_id: int) -> None:
-    verdicts = Verdict.objects.filter(attempt__run_id=run_id)
-    scores = score_counts(verdicts)
-    groups = verdicts.values(*EVALUATOR_GROUP).annotate(**evaluator_counts()).order_by()
     summaries = []
-    for group in groups:
+    for group in evaluator_totals(Verdict.objects.filter(attempt__run_id=run_id)):
         arm_id = group["attempt__arm_id"]
-        counts = scores.get((arm_id, group["profile_id"]), [0] * SCORES)
         # Stored, not drawn at each page view: two thousand resamples per arm and profile.
-        interval = evaluator_interval(arm_id, counts)
+        interval = evaluator_interval(arm_id, group["scores"])
         summaries.append(
             ArmEvaluatorSummary(
                 run_id=run_id,
@@ -100,7 +86,7 @@ def _create_evaluator_summaries(run_id: int) -> None:
                 judged=group["judged"],
                 errors=group["errors"],
                 overall_sum=group["overall_sum"],
-                overall_counts=counts,
+                overall_counts=group["scores"],
                 ci_low=interval[0] if interval else None,
                 ci_high=interval[1] if interval else None,
                 cost_usd=group["cost"],
