@@ -12,9 +12,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from django.db.models import Case, Count, IntegerField, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, IntegerField, Sum, Value, When
 
 from experiments.models import Run, RunArm, TaskInstance
 from leaderboards.boards import low_sample_min, quality_metric
@@ -88,17 +87,21 @@ def _matched(arms: Sequence[MatchedArm]) -> Case:
     )
 
 
-def shared_tasks(runs: Sequence[Run], arms: Sequence[MatchedArm]) -> QuerySet[TaskSummary, Any]:
-    """The ids of the tasks every matched arm was scored on in at least one of its runs, as a
-    subquery (task summaries exist only for scored tasks)."""
-    return (
+def shared_tasks(runs: Sequence[Run], arms: Sequence[MatchedArm]) -> list[int]:
+    """The ids of the tasks every matched arm was scored on in at least one of its runs (task
+    summaries exist only for scored tasks). Read once: a dataset's tasks are a few thousand
+    ids at most, and every later query filters on them."""
+    if not arms:
+        return []
+    tasks = (
         TaskSummary.objects.filter(run__in=runs)
         .annotate(matched=_matched(arms))
         .values("task_id")
         .annotate(arms=Count("matched", distinct=True))
         .filter(arms=len(arms))
-        .values("task_id")
+        .values_list("task_id", flat=True)
     )
+    return list(tasks)
 
 
 @dataclass
@@ -123,22 +126,22 @@ class CrossRunBoard:
 
 def cross_run_board(runs: Sequence[Run]) -> CrossRunBoard:
     """The quality board over the runs' matched arms, pooled over the shared tasks: rate with
-    its Wilson interval and a CI-aware rank. Three queries, whatever the runs' sizes."""
+        its Wilson interval and a CI-aware rank. Three queries, whatever the runs' sizes (the
+    pooled totals are summed per run arm in SQL, then per matched arm over a few rows)."""
     arms = match_arms(runs)
     shared = shared_tasks(runs, arms)
     totals = (
         TaskSummary.objects.filter(run__in=runs, task_id__in=shared)
-        .annotate(matched=_matched(arms))
-        .values("matched")
+        .values("arm_id")
         .annotate(scored=Sum("scored"), successes=Sum("successes"))
         .order_by()
     )
-    by_arm = {row["matched"]: (row["scored"], row["successes"]) for row in totals}
-    shared_count = shared.count() if arms else 0
-    minimum = low_sample_min()
+    by_run_arm = {row["arm_id"]: (row["scored"], row["successes"]) for row in totals}
+    shared_count, minimum = len(shared), low_sample_min()
     entries = []
-    for index, arm in enumerate(arms):
-        scored, successes = by_arm.get(index, (0, 0))
+    for arm in arms:
+        pooled = [by_run_arm.get(arm_id, (0, 0)) for arm_id in arm.arm_ids]
+        scored, successes = sum(n for n, _ in pooled), sum(s for _, s in pooled)
         entries.append(
             CrossRunEntry(
                 arm=arm,
@@ -161,7 +164,7 @@ def cross_run_board(runs: Sequence[Run]) -> CrossRunBoard:
 TaskScores = dict[int, tuple[int, int]]  # task id -> (successes, scored)
 
 
-def _task_scores(runs: Sequence[Run], arms: Sequence[MatchedArm], tasks: QuerySet | None) -> dict:
+def _task_scores(runs: Sequence[Run], arms: Sequence[MatchedArm], tasks: list[int] | None) -> dict:
     """(matched arm index, run id) -> TaskScores, from one query over the task summaries (two
     arms of one run that match are one arm: their attempts add up)."""
     summaries = TaskSummary.objects.filter(run__in=runs).annotate(matched=_matched(arms))
