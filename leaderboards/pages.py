@@ -48,8 +48,17 @@ def pairwise_page(run: Run) -> dict[str, Any]:
 
 
 def cross_run_page(runs: list[Run]) -> dict[str, Any]:
-    """The organisation board over ``runs`` (validated: one dataset, finished) and the trends."""
-    trends = arm_trends(runs)
+    """The organisation board over ``runs`` (validated: one dataset, finished) and the trends.
+    The trends' paired verdicts take seconds over 20 large runs (a bootstrap per arm and
+    run), so they are kept in the cache under the runs' latest refresh, as the pairwise
+    page's are; the board is read fresh each time."""
+    refreshed = ArmSummary.objects.filter(run__in=runs).aggregate(at=Max("refreshed_at"))["at"]
+    ids = ",".join(str(pk) for pk in sorted(run.pk for run in runs))
+    key = f"prbench:trends:{ids}:{refreshed.isoformat() if refreshed else 'never'}"
+    trends = cache.get(key)
+    if trends is None:
+        trends = arm_trends(runs)
+        cache.set(key, trends, PAIRWISE_KEPT_S)
     return {"board": cross_run_board(runs), "trends": trends, "trend_chart": trend_chart(trends, runs)}
 
 
