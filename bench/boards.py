@@ -15,6 +15,11 @@ and evaluator verdicts for one answer in ten. Then it runs each section asked fo
                Target: < 0.2 s for the boards, < 0.3 s for the poll.
     pairwise   every paired verdict and Bradley-Terry with 1,000 bootstrap rounds from the task
                summaries, and the pairwise page. Target: < 0.5 s.
+    crossrun   19 more finished runs of the same 8 arms (their task summaries drawn from the
+               first run's, a tenth of the tasks flipped, one arm worse from run 15 on), then
+               the organisation board over all 20 runs, the trends with their paired verdicts,
+               the whole page, and run A against run B, beside the raw GROUP BY over the task
+               summaries. Target: < 1 s for the board.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/boards.py [--attempts 1000000] [--only summaries,boards]
@@ -343,6 +348,80 @@ def pairwise(bench: Bench) -> None:
     print(f"  pairwise page                 {page:6.3f} s (kept in the cache after its first view)")
 
 
+CROSSRUN_RUNS = 20
+# Another run's task summaries: the first run's, with a tenth of the tasks flipped (arm-0 loses
+# half of what it resolved from run 15 on, a regression the trend must flag).
+COPY_TASK_SUMMARIES = """
+INSERT INTO leaderboards_tasksummary (run_id, arm_id, task_id, scored, successes)
+SELECT %(run)s, copy.id, t.task_id, t.scored,
+       CASE WHEN %(worse)s AND copy.label = 'arm-0' AND random() < 0.5 THEN 0
+            WHEN random() < 0.1 THEN t.scored - t.successes ELSE t.successes END
+FROM leaderboards_tasksummary t JOIN experiments_runarm source ON source.id = t.arm_id
+JOIN experiments_runarm copy ON copy.run_id = %(run)s AND copy.label = source.label
+WHERE t.run_id = %(source)s
+"""
+RAW_CROSSRUN = """
+SELECT arm_id, sum(scored), sum(successes) FROM leaderboards_tasksummary WHERE run_id = ANY(%s) GROUP BY arm_id
+"""
+
+
+def crossrun(bench: Bench) -> None:
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.urls import reverse
+
+    from experiments.models import Run, RunArm
+    from leaderboards.crossrun import arm_trends, cross_run_board
+    from leaderboards.summaries import refresh_run_summaries
+
+    refresh_run_summaries(bench.run_id)
+    first = Run.objects.get(pk=bench.run_id)
+    arms = list(first.arms.order_by("position"))
+    for index in range(1, CROSSRUN_RUNS):
+        when = first.created_at + timedelta(days=index)
+        run = Run.objects.create(
+            org=first.org, experiment=first.experiment, seed=index, status=first.status, finished_at=when
+        )
+        Run.objects.filter(pk=run.pk).update(created_at=when)
+        RunArm.objects.bulk_create(
+            RunArm(run=run, label=a.label, provider=a.provider, model_name=a.model_name, config=a.config, position=n)
+            for n, a in enumerate(arms)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(COPY_TASK_SUMMARIES, {"run": run.pk, "source": first.pk, "worse": index >= 15})
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE leaderboards_tasksummary")
+    runs = list(Run.objects.filter(org=first.org).select_related("experiment__dataset"))
+    codes = [str(run.code) for run in runs]
+    rows = len(runs) * ARMS * TASKS
+    print(f"\norganisation board over {len(runs)} runs of {ARMS} arms on {TASKS:,} tasks ({rows:,} task summaries)")
+    board = timed(lambda: cross_run_board(runs))
+    reference = timed(lambda: _raw_crossrun([run.pk for run in runs]))
+    print(f"  quality board                 {board:6.3f} s | raw GROUP BY {reference:.3f} s | {verdict(board, 1.0)}")
+    trends = timed(lambda: arm_trends(runs))
+    flagged = sum(trend.regressions for trend in arm_trends(runs))
+    print(f"  trends + {ARMS * (len(runs) - 1)} paired verdicts   {trends:6.3f} s ({flagged} regression flagged)")
+    client = _client()
+    url = reverse("leaderboards:org_board") + "?" + "&".join(f"runs={code}" for code in codes)
+    started = time.perf_counter()
+    _ok(client.get(url, secure=True))
+    first_view = time.perf_counter() - started
+    page = timed(lambda: _ok(client.get(url, secure=True)))
+    print(f"  whole page (board + trend)    {page:6.3f} s (first view {first_view:.3f} s: the trends are then cached)")
+    versus_url = reverse("leaderboards:versus", args=[codes[0], codes[-1]])
+    versus = timed(lambda: _ok(client.get(versus_url, secure=True)))
+    print(f"  run A against run B page      {versus:6.3f} s")
+
+
+def _raw_crossrun(run_ids: list[int]) -> object:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(RAW_CROSSRUN, [run_ids])
+        return cursor.fetchall()
+
+
 def _client():
     from django.contrib.auth import get_user_model
     from django.test import Client
@@ -357,7 +436,12 @@ def _ok(response) -> None:
         raise SystemExit(f"{response.status_code} from {response.request['PATH_INFO']}")
 
 
-SECTIONS: dict[str, Callable[[Bench], None]] = {"summaries": summaries, "boards": boards, "pairwise": pairwise}
+SECTIONS: dict[str, Callable[[Bench], None]] = {
+    "summaries": summaries,
+    "boards": boards,
+    "pairwise": pairwise,
+    "crossrun": crossrun,
+}
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ from django.http import QueryDict
 from experiments.models import Run
 from leaderboards.boards import run_boards, run_page_links, run_page_sorts
 from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
+from leaderboards.crossrun import arm_trends, cross_run_board, run_versus
 from leaderboards.jobs import refresh_if_out_of_date
 from leaderboards.models import ArmSummary
 from leaderboards.pairwise import run_pairwise
+from leaderboards.trend_chart import trend_chart
 
 
 def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
@@ -47,3 +49,27 @@ def pairwise_page(run: Run) -> dict[str, Any]:
         pairwise = run_pairwise(run)
         cache.set(key, pairwise, PAIRWISE_KEPT_S)
     return {"pairwise": pairwise, "heatmap": win_rate_heatmap(pairwise)}
+
+
+def cross_run_page(runs: list[Run]) -> dict[str, Any]:
+    """The organisation board over ``runs`` (validated: one dataset, finished) and the trends.
+    The trends' paired verdicts take seconds over 20 large runs (a bootstrap per arm and
+    run), so they are kept in the cache under the runs' latest refresh, as the pairwise
+    page's are; the board is read fresh each time."""
+    refreshed = ArmSummary.objects.filter(run__in=runs).aggregate(at=Max("refreshed_at"))["at"]
+    ids = ",".join(str(pk) for pk in sorted(run.pk for run in runs))
+    key = f"prbench:trends:{ids}:{refreshed.isoformat() if refreshed else 'never'}"
+    trends = cache.get(key)
+    if trends is None:
+        trends = arm_trends(runs)
+        cache.set(key, trends, PAIRWISE_KEPT_S)
+    return {"board": cross_run_board(runs), "trends": trends, "trend_chart": trend_chart(trends, runs)}
+
+
+def versus_page(a: Run, b: Run) -> dict[str, Any]:
+    """Run A against run B, or why they do not compare."""
+    if a.experiment.dataset_id != b.experiment.dataset_id:
+        return {"versus": None, "refusal": "These runs are on different datasets: their tasks do not compare."}
+    if a.inference_only or b.inference_only:
+        return {"versus": None, "refusal": "An inference-only run resolved nothing: there is nothing to compare."}
+    return {"versus": run_versus(a, b), "refusal": ""}

@@ -8,6 +8,8 @@ change things (viewers get 403), ``manage=True`` an admin or owner.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from allauth.core.exceptions import ImmediateHttpResponse
@@ -147,3 +149,20 @@ def access_attempt(request: HttpRequest, code: Any) -> Attempt:
     attempt = _get_or_404(Attempt.objects.select_related("run__org", "run__experiment", "task", "arm"), code=code)
     _scoped(request, attempt.run.org, write=False)
     return attempt
+
+
+def access_runs(request: HttpRequest, codes: Iterable[str]) -> dict[str, Run]:
+    """The runs of the user's current organisation these public ids name, keyed by the id as
+    given. A malformed id, an unknown one and another organisation's run are all simply
+    absent, so a caller can only ever say "not found" about them."""
+    from experiments.models import Run
+
+    membership = access_current_org(request)
+    wanted = {}
+    for code in codes:
+        try:
+            wanted[uuid.UUID(str(code))] = code
+        except ValueError:
+            continue
+    runs = Run.objects.filter(org=membership.org, code__in=wanted).select_related("experiment__dataset")
+    return {wanted[run.code]: run for run in runs}

@@ -45,8 +45,13 @@ def response_cache_key(org_id: int, arm: ArmSpec, request: CompletionRequest) ->
         "response_schema": request.response_schema,
         "response_schema_name": request.response_schema_name if request.response_schema is not None else None,
     }
-    canonical = json.dumps(_numbers_as_floats(normalised), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical_json(normalised).encode()).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling of a JSON value: keys sorted, no spaces, every number a float. What two
+    arms of two runs are compared by (leaderboards' cross-run matching) as well as requests."""
+    return json.dumps(_numbers_as_floats(value), sort_keys=True, separators=(",", ":"))
 
 
 def _numbers_as_floats(value: Any) -> Any:

@@ -1,0 +1,320 @@
+"""Runs compared with each other: an organisation's quality board over several runs of one
+dataset, each arm's trend from run to run, and run A against run B task by task.
+
+Arms are matched across runs by what they are, not what they are called (``arm_key``).
+Everything reads the runs' task summaries (leaderboards/models.py), never their attempts,
+and only the tasks every compared arm was scored on count, so a pooled rate never mixes an
+easy sample with a hard one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db.models import Case, Count, IntegerField, Sum, Value, When
+
+from experiments.models import Run, RunArm, TaskInstance
+from leaderboards.boards import low_sample_min, quality_metric
+from leaderboards.models import TaskSummary
+from leaderboards.stats import PairedVerdict, ci_aware_ranks, paired_verdict, wilson_interval
+from providers.adapters.config import answer_config
+from providers.response_cache import canonical_json
+
+ARM_KEY_LENGTH = 12  # hex digits: 48 bits, far more than an organisation has arms
+
+
+def arm_key(provider: str, model_name: str, config: dict) -> str:
+    """Which arm this is in any run: a hash of the provider, the model name and the settings
+    that shape its answers. Retries, timeouts and concurrency (answer_config leaves them out)
+    change how an arm is called, not what it answers; its label and credential are names a
+    team may change between runs and are left out too. A different temperature or output
+    limit makes another arm."""
+    identity = {"provider": provider, "model": model_name, "config": answer_config(config)}
+    return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:ARM_KEY_LENGTH]
+
+
+@dataclass(frozen=True)
+class MatchedArm:
+    """One arm as it appears in one or more runs: ``arm_ids`` are its RunArm rows, in the
+    runs' time order (the template's arm cell reads label, provider and model_name)."""
+
+    key: str
+    label: str  # its label in the latest run it appears in
+    provider: str
+    model_name: str
+    config: dict
+    arm_ids: tuple[int, ...]
+    run_ids: tuple[int, ...]
+
+    @property
+    def config_text(self) -> str:
+        return ", ".join(f"{name}={value}" for name, value in sorted(self.config.items())) or "default settings"
+
+
+def in_time_order(runs: Sequence[Run]) -> list[Run]:
+    return sorted(runs, key=lambda run: (run.created_at, run.pk))
+
+
+def match_arms(runs: Sequence[Run]) -> list[MatchedArm]:
+    """The runs' arms grouped by arm_key, in the order they first appear (runs in time order,
+    then each run's arm order). One query."""
+    order = {run.pk: index for index, run in enumerate(in_time_order(runs))}
+    arms = sorted(RunArm.objects.filter(run__in=runs), key=lambda arm: (order[arm.run_id], arm.position, arm.pk))
+    grouped: dict[str, list[RunArm]] = {}
+    for arm in arms:
+        grouped.setdefault(arm_key(arm.provider, arm.model_name, arm.config), []).append(arm)
+    return [
+        MatchedArm(
+            key=key,
+            label=members[-1].label,
+            provider=members[0].provider,
+            model_name=members[0].model_name,
+            config=answer_config(members[0].config),
+            arm_ids=tuple(arm.pk for arm in members),
+            run_ids=tuple(dict.fromkeys(arm.run_id for arm in members)),
+        )
+        for key, members in grouped.items()
+    ]
+
+
+def _matched(arms: Sequence[MatchedArm]) -> Case:
+    """Each task summary's matched arm (its index in ``arms``), computed in the query."""
+    return Case(
+        *(When(arm_id__in=arm.arm_ids, then=Value(index)) for index, arm in enumerate(arms)),
+        output_field=IntegerField(),
+    )
+
+
+def shared_tasks(runs: Sequence[Run], arms: Sequence[MatchedArm]) -> list[int]:
+    """The ids of the tasks every matched arm was scored on in at least one of its runs (task
+    summaries exist only for scored tasks). Read once: a dataset's tasks are a few thousand
+    ids at most, and every later query filters on them."""
+    if not arms:
+        return []
+    tasks = (
+        TaskSummary.objects.filter(run__in=runs)
+        .annotate(matched=_matched(arms))
+        .values("task_id")
+        .annotate(arms=Count("matched", distinct=True))
+        .filter(arms=len(arms))
+        .values_list("task_id", flat=True)
+    )
+    return list(tasks)
+
+
+@dataclass
+class CrossRunEntry:
+    arm: MatchedArm
+    scored: int  # attempts on the shared tasks, over every run the arm appears in
+    successes: int
+    rate: float | None
+    interval: tuple[float, float] | None
+    low_sample: bool
+    rank: int | None = None
+
+
+@dataclass
+class CrossRunBoard:
+    runs: list[Run]  # in time order
+    metric: str
+    shared_tasks: int
+    entries: list[CrossRunEntry]  # best first
+    low_sample_min: int = field(default_factory=low_sample_min)
+
+
+def cross_run_board(runs: Sequence[Run]) -> CrossRunBoard:
+    """The quality board over the runs' matched arms, pooled over the shared tasks: rate with
+        its Wilson interval and a CI-aware rank. Three queries, whatever the runs' sizes (the
+    pooled totals are summed per run arm in SQL, then per matched arm over a few rows)."""
+    arms = match_arms(runs)
+    shared = shared_tasks(runs, arms)
+    totals = (
+        TaskSummary.objects.filter(run__in=runs, task_id__in=shared)
+        .values("arm_id")
+        .annotate(scored=Sum("scored"), successes=Sum("successes"))
+        .order_by()
+    )
+    by_run_arm = {row["arm_id"]: (row["scored"], row["successes"]) for row in totals}
+    shared_count, minimum = len(shared), low_sample_min()
+    entries = []
+    for arm in arms:
+        pooled = [by_run_arm.get(arm_id, (0, 0)) for arm_id in arm.arm_ids]
+        scored, successes = sum(n for n, _ in pooled), sum(s for _, s in pooled)
+        entries.append(
+            CrossRunEntry(
+                arm=arm,
+                scored=scored,
+                successes=successes,
+                rate=successes / scored if scored else None,
+                interval=wilson_interval(successes, scored),
+                low_sample=shared_count < minimum,
+            )
+        )
+    ranks = ci_aware_ranks(
+        {i: (*e.interval, e.rate) if e.interval and e.rate is not None else None for i, e in enumerate(entries)}
+    )
+    for index, rank in ranks.items():
+        entries[index].rank = rank
+    metric, _ = quality_metric(runs[0])
+    return CrossRunBoard(in_time_order(runs), metric, shared_count, [entries[i] for i in ranks], minimum)
+
+
+TaskScores = dict[int, tuple[int, int]]  # task id -> (successes, scored)
+
+
+def _task_scores(runs: Sequence[Run], arms: Sequence[MatchedArm], tasks: list[int] | None) -> dict:
+    """(matched arm index, run id) -> TaskScores, from one query over the task summaries (two
+    arms of one run that match are one arm: their attempts add up)."""
+    summaries = TaskSummary.objects.filter(run__in=runs).annotate(matched=_matched(arms))
+    if tasks is not None:
+        summaries = summaries.filter(task_id__in=tasks)
+    scores: dict[tuple[int, int], TaskScores] = {}
+    rows = summaries.values_list("matched", "run_id", "task_id", "successes", "scored").order_by()
+    for matched, run_id, task_id, successes, scored in rows.iterator(chunk_size=10_000):
+        per_task = scores.setdefault((matched, run_id), {})
+        before = per_task.get(task_id, (0, 0))
+        per_task[task_id] = (before[0] + successes, before[1] + scored)
+    return scores
+
+
+def _shares(scores: TaskScores) -> dict[int, float]:
+    return {task: successes / scored for task, (successes, scored) in scores.items()}
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    run: Run
+    scored: int
+    successes: int
+    rate: float
+    interval: tuple[float, float] | None
+    previous_run: Run | None  # the arm's previous run, if any
+    against_previous: PairedVerdict | None  # this run against the previous one
+    sentence: str = ""
+
+    @property
+    def regressed(self) -> bool:
+        """Significantly worse than the arm's previous run on the tasks both scored."""
+        verdict = self.against_previous
+        if verdict is None or verdict.mean_difference is None:
+            return False
+        return verdict.significant and verdict.mean_difference < 0
+
+
+@dataclass(frozen=True)
+class ArmTrend:
+    arm: MatchedArm
+    points: list[TrendPoint]  # in time order, one per run the arm was scored in
+
+    @property
+    def regressions(self) -> int:
+        return sum(point.regressed for point in self.points)
+
+
+def arm_trends(runs: Sequence[Run]) -> list[ArmTrend]:
+    """Each matched arm's rate run by run on the shared tasks, and a paired verdict of each
+    run against the arm's previous one (so a model version that got worse is flagged)."""
+    ordered = in_time_order(runs)
+    arms = match_arms(ordered)
+    scores = _task_scores(ordered, arms, shared_tasks(ordered, arms))
+    _, verb = quality_metric(ordered[0])
+    trends = []
+    for index, arm in enumerate(arms):
+        points: list[TrendPoint] = []
+        previous: tuple[Run, TaskScores] | None = None
+        for run in ordered:
+            per_task = scores.get((index, run.pk))
+            if not per_task:
+                continue
+            successes = sum(s for s, _ in per_task.values())
+            scored = sum(n for _, n in per_task.values())
+            verdict, sentence = None, ""
+            if previous is not None:
+                verdict = paired_verdict(_shares(per_task), _shares(previous[1]), seed=run.seed)
+                sentence = verdict.sentence(_in_run(arm, run), _in_run(arm, previous[0]), verb)
+            points.append(
+                TrendPoint(
+                    run=run,
+                    scored=scored,
+                    successes=successes,
+                    rate=successes / scored,
+                    interval=wilson_interval(successes, scored),
+                    previous_run=previous[0] if previous else None,
+                    against_previous=verdict,
+                    sentence=sentence,
+                )
+            )
+            previous = (run, per_task)
+        trends.append(ArmTrend(arm, points))
+    return trends
+
+
+def _in_run(arm: MatchedArm, run: Run) -> str:
+    return f"{arm.label} in run {str(run.code)[:8]}"
+
+
+@dataclass(frozen=True)
+class FlippedTask:
+    task: TaskInstance
+    score_a: float  # share of the arm's scored attempts at the task that succeeded, in run A
+    score_b: float
+
+
+@dataclass(frozen=True)
+class VersusArm:
+    arm: MatchedArm
+    verdict: PairedVerdict  # A against B
+    sentence: str
+    better_in_a: list[FlippedTask]  # resolved in A and not in B (or more often, with repetitions)
+    better_in_b: list[FlippedTask]
+
+
+@dataclass(frozen=True)
+class RunVersus:
+    a: Run
+    b: Run
+    metric: str
+    arms: list[VersusArm]  # the arms both runs have
+    only_in_a: list[MatchedArm]
+    only_in_b: list[MatchedArm]
+
+
+def run_versus(a: Run, b: Run) -> RunVersus:
+    """Run A against run B (one dataset), arm by matched arm: the paired verdict on the tasks
+    both scored, and which of those tasks flipped either way. Three queries."""
+    arms = match_arms([a, b])
+    scores = _task_scores([a, b], arms, None)
+    metric, verb = quality_metric(a)
+    both = [
+        (arm, _shares(scores.get((index, a.pk), {})), _shares(scores.get((index, b.pk), {})))
+        for index, arm in enumerate(arms)
+        if a.pk in arm.run_ids and b.pk in arm.run_ids
+    ]
+    changed = {task for _, in_a, in_b in both for task in in_a.keys() & in_b.keys() if in_a[task] != in_b[task]}
+    tasks = TaskInstance.objects.only("code", "external_id", "title", "position").in_bulk(changed)
+    compared = []
+    for arm, in_a, in_b in both:
+        verdict = paired_verdict(in_a, in_b, seed=b.seed)
+        flips = sorted(
+            (FlippedTask(tasks[task], in_a[task], in_b[task]) for task in in_a.keys() & in_b.keys() if task in changed),
+            key=lambda flip: (flip.task.position, flip.task.external_id),
+        )
+        compared.append(
+            VersusArm(
+                arm,
+                verdict,
+                verdict.sentence(_in_run(arm, a), _in_run(arm, b), verb),
+                better_in_a=[flip for flip in flips if flip.score_a > flip.score_b],
+                better_in_b=[flip for flip in flips if flip.score_b > flip.score_a],
+            )
+        )
+    return RunVersus(
+        a=a,
+        b=b,
+        metric=metric,
+        arms=compared,
+        only_in_a=[arm for arm in arms if b.pk not in arm.run_ids],
+        only_in_b=[arm for arm in arms if a.pk not in arm.run_ids],
+    )
