@@ -332,7 +332,14 @@ def test_no_evaluator_rationale_on_the_cross_run_pages(alice, forty):
     b = make_run(forty, {"gpt": ("gpt-4o", {}, {1, 2}, EVERY)})
     profile = EvaluatorProfile.objects.create(name="judge", version=1, provider="mock", model_name="m")
     Verdict.objects.bulk_create(
-        Verdict(attempt=attempt, profile=profile, status="judged", overall=70, rationale="SECRET-RATIONALE")
+        Verdict(
+            attempt=attempt,
+            run_id=attempt.run_id,  # bulk_create skips the save() that fills it in
+            profile=profile,
+            status="judged",
+            overall=70,
+            rationale="SECRET-RATIONALE",
+        )
         for attempt in Attempt.objects.filter(run__in=[a, b], status=AttemptStatus.COMPLETED)
     )
     for run in (a, b):
