@@ -20,7 +20,6 @@ It always exits 0 and marks a missed target with `!`.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._seeding import attempt_insert  # noqa: E402
 from bench._settings import production_environment  # noqa: E402
 
 DATABASE = "prbench_aggbench"
@@ -106,7 +106,7 @@ def seed(attempts: int, env: dict[str, str]) -> Bench:
     run = create_run(attempts)
     task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
     arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
-    insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts)
+    insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts, ATTEMPT_VALUES)
     started = time.perf_counter()
     with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
         cursor.execute("SELECT setseed(0.13)")
@@ -188,43 +188,6 @@ ATTEMPT_VALUES = {
     "responded_at": "CASE WHEN r1 < 0.91 THEN now() - interval '30 minutes' END",
     "validated_at": "CASE WHEN r1 < 0.91 THEN now() - interval '20 minutes' END",
 }
-
-
-def attempt_insert(run_id: int, task_ids: list[int], arm_ids: list[int], attempts: int) -> tuple[str, list]:
-    """One INSERT ... SELECT over generate_series(first, last) (its last two parameters).
-    Every other required column gets the model's default, so a column added later needs no
-    change here."""
-    from django.db import connection
-
-    from experiments.models import Attempt
-
-    context = {
-        "run": run_id,
-        "arms": "ARRAY" + str(arm_ids),
-        "tasks": "ARRAY" + str(task_ids),
-        "arm_count": len(arm_ids),
-        "task_count": len(task_ids),
-        "stride": next(p for p in (1_000_003, 999_983, 15_485_863) if math.gcd(p, attempts) == 1),
-        "attempts": attempts,
-    }
-    columns: list[str] = []
-    values: list[str] = []
-    params: list = []
-    for field in Attempt._meta.concrete_fields:
-        column = str(field.column)
-        if column in ATTEMPT_VALUES:
-            columns.append(column)
-            values.append(ATTEMPT_VALUES[column] % context)
-        elif not field.null and not field.primary_key:
-            columns.append(column)
-            values.append("%s")
-            params.append(field.get_db_prep_save(field.get_default(), connection))
-    draws = ", ".join(f"random() AS r{n}" for n in range(1, 7))
-    sql = (
-        f"INSERT INTO {Attempt._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(values)} "
-        f"FROM (SELECT g, {draws} FROM generate_series(%s::int, %s::int) AS g OFFSET 0) AS draws"
-    )
-    return sql, params
 
 
 # --- exports ---------------------------------------------------------------------------------

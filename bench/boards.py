@@ -30,7 +30,6 @@ It always exits 0 and marks a missed target with `!`.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -42,6 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._seeding import attempt_insert  # noqa: E402
 from bench._settings import production_environment  # noqa: E402
 
 DATABASE = "prbench_boardbench"
@@ -78,6 +78,9 @@ def main() -> int:
     finally:
         from django.db import connections
 
+        from prbench.queues import stop_embedded_redis
+
+        stop_embedded_redis()  # summaries refreshes and page views used it: no server outlives the bench
         connections.close_all()
         drop_database(server)
     return 0
@@ -128,7 +131,7 @@ def seed(attempts: int) -> Bench:
     run = create_run(attempts)
     task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
     arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
-    insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts)
+    insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts, ATTEMPT_VALUES)
     started = time.perf_counter()
     with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
         cursor.execute("SELECT setseed(0.17)")
@@ -222,42 +225,6 @@ SELECT a.id, a.run_id, r.evaluator_profile_id, 'judged',
 FROM experiments_attempt a JOIN experiments_run r ON r.id = a.run_id
 WHERE a.run_id = %s AND a.status = 'completed' AND mod(a.id, 10) = 0
 """
-
-
-def attempt_insert(run_id: int, task_ids: list[int], arm_ids: list[int], attempts: int) -> tuple[str, list]:
-    """One INSERT ... SELECT over generate_series(first, last) (its last two parameters); every
-    other required column gets the model's default."""
-    from django.db import connection
-
-    from experiments.models import Attempt
-
-    context = {
-        "run": run_id,
-        "arms": "ARRAY" + str(arm_ids),
-        "tasks": "ARRAY" + str(task_ids),
-        "arm_count": len(arm_ids),
-        "task_count": len(task_ids),
-        "stride": next(p for p in (1_000_003, 999_983, 15_485_863) if math.gcd(p, attempts) == 1),
-        "attempts": attempts,
-    }
-    columns: list[str] = []
-    values: list[str] = []
-    params: list = []
-    for field in Attempt._meta.concrete_fields:
-        column = str(field.column)
-        if column in ATTEMPT_VALUES:
-            columns.append(column)
-            values.append(ATTEMPT_VALUES[column] % context)
-        elif not field.null and not field.primary_key:
-            columns.append(column)
-            values.append("%s")
-            params.append(field.get_db_prep_save(field.get_default(), connection))
-    draws = ", ".join(f"random() AS r{n}" for n in range(1, 7))
-    sql = (
-        f"INSERT INTO {Attempt._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(values)} "
-        f"FROM (SELECT g, {draws} FROM generate_series(%s::int, %s::int) AS g OFFSET 0) AS draws"
-    )
-    return sql, params
 
 
 # --- sections --------------------------------------------------------------------------------
