@@ -14,7 +14,8 @@ attempts and holds the rest pending. Then, through Django's test Client logged i
 each the median of up to 5 after one warm-up, against the target (< 0.3 s whatever the run's
 size), with EXPLAIN ANALYZE execution times of its slowest queries on attempts and verdicts
 (and it stops if a page shows the evaluator's rationale); then the parts of a live poll one by
-one: the run bar's counts and each board.
+one: the run bar's counts, the boards and charts (from the run's summaries, refreshed once
+after seeding) and the budget line.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/run_page.py [--attempts 1000000]
@@ -124,6 +125,11 @@ def seed(attempts: int) -> Bench:
         cursor.execute("VACUUM ANALYZE experiments_attempt")
         cursor.execute("VACUUM ANALYZE evaluation_verdict")
     print(f"seeded {attempts:,} attempts and their verdicts in {time.perf_counter() - started:.1f} s")
+    from leaderboards.summaries import refresh_run_summaries
+
+    started = time.perf_counter()
+    refresh_run_summaries(run.pk)  # what the recording's refresh job keeps up to date
+    print(f"refreshed the run's summaries in {time.perf_counter() - started:.1f} s")
     return Bench(run.pk, str(run.code), attempts)
 
 
@@ -175,6 +181,11 @@ ATTEMPT_VALUES = {
     "error_category": f"CASE WHEN done < {FINISHED} AND r1 >= 0.92 THEN (ARRAY['rate_limited', 'timeout',"
     " 'server_error', 'overloaded', 'connection', 'context_length_exceeded'])[1 + floor(r2 * 6)::int] ELSE '' END",
     "error_message": f"CASE WHEN done < {FINISHED} AND r1 >= 0.92 THEN 'the provider gave up' ELSE '' END",
+    # As providers/outcomes.py classes them: timeouts and context lengths are the model's, and
+    # three answers in a thousand the validation harness gave no verdict on.
+    "outcome": f"CASE WHEN done >= {FINISHED} THEN '' WHEN r1 < 0.92 THEN CASE WHEN r4 < 0.003"
+    " THEN 'infrastructure_failure' ELSE 'model_success' END WHEN floor(r2 * 6)::int IN (1, 5)"
+    " THEN 'model_failure' ELSE 'infrastructure_failure' END",
     "retries": "floor(r3 * 1.2)::int",
     "resolved": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN r2 < 0.2 + mod(g, %(arm_count)s) * 0.07 END",
     "patch_present": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN r2 < 0.95 END",
@@ -323,20 +334,22 @@ def time_request(client, url: str, params: dict, headers: dict) -> tuple[float, 
 
 
 def time_parts(bench: Bench) -> None:
-    """Where a live poll's time goes: the run bar's counts, and each board (which reads the
-    run's attempts until the boards come from per-run summaries)."""
+    """Where a live poll's time goes: the run bar's counts, the boards and charts (from the
+    run's summaries), and the budget line."""
+    from django.http import QueryDict
+
+    from experiments.budgets import budget_status
     from experiments.models import Run
     from experiments.progress import judging_progress, run_progress
-    from experiments.reporting import run_evaluator_scores, run_leaderboard, run_patch_quality
+    from leaderboards.pages import run_page_boards
 
     run = Run.objects.get(pk=bench.run_id)
     progress = run_progress(run)
     parts = [
         ("run bar: attempts by status", lambda: run_progress(run)),
         ("run bar: judged verdicts", lambda: judging_progress(run, progress)),
-        ("board: leaderboard", lambda: run_leaderboard(run)),
-        ("board: patch quality", lambda: run_patch_quality(run)),
-        ("board: evaluator scores", lambda: run_evaluator_scores(run)),
+        ("boards and charts (summaries)", lambda: run_page_boards(run, "/runs/x/", QueryDict())),
+        ("budget line", lambda: budget_status(run)),
     ]
     print("\nthe parts of a live poll")
     for label, part in parts:

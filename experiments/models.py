@@ -347,11 +347,11 @@ class Attempt(models.Model):
             # The attempts list and every export read a run in execution order: without this
             # a page of 500 rows sorts all of a large run's attempts first.
             models.Index(fields=["run", "sequence"]),
-            # The run page's attempts list reads a page from one range per status, in the
-            # order it is sorted by (experiments/attempt_list.py).
-            models.Index(fields=["run", "status", "sequence"]),
-            models.Index(fields=["run", "status", "latency_ms", "sequence"]),
-            models.Index(fields=["run", "status", "cost_usd", "sequence"]),
+            # The run page's attempts list reads a page from one range per status and outcome
+            # class, in the order it is sorted by (experiments/attempt_list.py).
+            models.Index(fields=["run", "status", "outcome", "sequence"]),
+            models.Index(fields=["run", "status", "outcome", "latency_ms", "sequence"]),
+            models.Index(fields=["run", "status", "outcome", "cost_usd", "sequence"]),
         ]
         ordering = ["run", "sequence"]
 

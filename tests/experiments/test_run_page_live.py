@@ -57,7 +57,8 @@ def run_in_every_state(org, dataset, alice, repetitions: int):
     """A running run of 2 arms on the 12 tasks, each ``repetitions`` times, in every state
     by sequence: a tenth failed through the provider (an infrastructure failure), a tenth
     timed out (the model's failure), a tenth still queued, the rest answered, with latencies
-    and costs that tie so the order needs its tie-breaker."""
+    and costs that tie so the order needs its tie-breaker; a tenth of the answers the
+    validation harness gave no verdict on (answered, yet the infrastructure's failure)."""
     spec = ExperimentSpec(
         name=f"x{repetitions}", dataset=dataset, arms=list(ZERO_LATENCY_ARMS), repetitions=repetitions
     )
@@ -73,7 +74,9 @@ def run_in_every_state(org, dataset, alice, repetitions: int):
             attempt.status = AttemptStatus.COMPLETED
             attempt.latency_ms = 100 * (attempt.sequence % 7) + 100
             attempt.cost_usd = Decimal(attempt.sequence % 5) / 1000
-        attempt.outcome = outcome_class(attempt.status, attempt.error_category)  # as the recorder stores it
+        harness_failed = kind == 3
+        # As the recorder stores it.
+        attempt.outcome = outcome_class(attempt.status, attempt.error_category, harness_failed=harness_failed)
     run.attempts.bulk_update(attempts, ["status", "error_category", "outcome", "latency_ms", "cost_usd"])
     return run
 
@@ -290,13 +293,18 @@ def test_a_column_heading_sorts_by_it_then_reverses_it(bob, wide_run):
         ({"arm": "oracle"}, {"arm__label": "oracle"}),
         ({"status": "queued"}, {"status": "queued"}),
         ({"status": "failed", "sort": "-cost"}, {"status": "failed"}),
-        ({"outcome": "model_success"}, {"status": "completed"}),
+        ({"outcome": "model_success"}, {"status": "completed", "sequence__regex": "[^3]$"}),
         ({"outcome": "model_failure"}, {"status": "failed", "error_category": "timeout"}),
         (
+            # The rate-limited failures and the answers the harness gave no verdict on.
             {"outcome": "infrastructure_failure", "sort": "latency"},
-            {"status": "failed", "error_category": "rate_limited"},
+            {"sequence__regex": "[03]$"},
         ),
-        ({"arm": "noisy", "outcome": "model_success", "sort": "-cost"}, {"arm__label": "noisy", "status": "completed"}),
+        ({"status": "completed", "outcome": "infrastructure_failure", "sort": "-cost"}, {"sequence__regex": "3$"}),
+        (
+            {"arm": "noisy", "outcome": "model_success", "sort": "-cost"},
+            {"arm__label": "noisy", "status": "completed", "sequence__regex": "[^3]$"},
+        ),
         ({"status": "queued", "outcome": "model_failure"}, {"pk": None}),
     ],
 )
