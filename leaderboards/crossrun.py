@@ -10,6 +10,7 @@ easy sample with a hard one.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from django.db.models import Case, Count, IntegerField, Sum, Value, When
 from experiments.models import Run, RunArm, TaskInstance
 from leaderboards.boards import low_sample_min, quality_metric
 from leaderboards.models import TaskSummary
-from leaderboards.stats import PairedVerdict, ci_aware_ranks, paired_verdict, wilson_interval
+from leaderboards.stats import PairedVerdict, ci_aware_ranks, paired_verdict, paired_verdicts, wilson_interval
 from providers.adapters.config import answer_config
 from providers.response_cache import canonical_json
 
@@ -220,20 +221,22 @@ def arm_trends(runs: Sequence[Run]) -> list[ArmTrend]:
     arms = match_arms(ordered)
     scores = _task_scores(ordered, arms, shared_tasks(ordered, arms))
     _, verb = quality_metric(ordered[0])
+    # Each arm's runs with scores, in time order; every run but an arm's first is then
+    # compared with the one before it, all the verdicts in one batch.
+    series = [
+        [(run, scores[index, run.pk]) for run in ordered if scores.get((index, run.pk))] for index in range(len(arms))
+    ]
+    steps = [(later, earlier) for runs_of_arm in series for earlier, later in itertools.pairwise(runs_of_arm)]
+    verdicts = iter(paired_verdicts([(_shares(later[1]), _shares(earlier[1])) for later, earlier in steps]))
     trends = []
-    for index, arm in enumerate(arms):
+    for arm, runs_of_arm in zip(arms, series, strict=True):
         points: list[TrendPoint] = []
-        previous: tuple[Run, TaskScores] | None = None
-        for run in ordered:
-            per_task = scores.get((index, run.pk))
-            if not per_task:
-                continue
+        for position, (run, per_task) in enumerate(runs_of_arm):
             successes = sum(s for s, _ in per_task.values())
             scored = sum(n for _, n in per_task.values())
-            verdict, sentence = None, ""
-            if previous is not None:
-                verdict = paired_verdict(_shares(per_task), _shares(previous[1]), seed=run.seed)
-                sentence = verdict.sentence(_in_run(arm, run), _in_run(arm, previous[0]), verb)
+            previous = runs_of_arm[position - 1][0] if position else None
+            verdict = next(verdicts) if previous else None
+            sentence = verdict.sentence(_in_run(arm, run), _in_run(arm, previous), verb) if verdict and previous else ""
             points.append(
                 TrendPoint(
                     run=run,
@@ -241,12 +244,11 @@ def arm_trends(runs: Sequence[Run]) -> list[ArmTrend]:
                     successes=successes,
                     rate=successes / scored,
                     interval=wilson_interval(successes, scored),
-                    previous_run=previous[0] if previous else None,
+                    previous_run=previous,
                     against_previous=verdict,
                     sentence=sentence,
                 )
             )
-            previous = (run, per_task)
         trends.append(ArmTrend(arm, points))
     return trends
 

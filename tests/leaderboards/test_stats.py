@@ -25,6 +25,7 @@ from leaderboards.stats import (
     mcnemar_exact,
     paired_ranks,
     paired_verdict,
+    paired_verdicts,
     pairwise_verdicts,
     wilson_interval,
 )
@@ -139,6 +140,17 @@ def test_pairwise_verdicts_equal_each_pair_asked_alone():
     assert {verdict.shared_tasks for verdict in verdicts.values()} == {90, 81}
     for (a, b), verdict in verdicts.items():
         assert verdict == paired_verdict(scores[a], scores[b], seed=3)
+
+
+def test_a_batch_of_paired_verdicts_equals_each_pair_asked_alone():
+    scores = repeated_scores(arms=4, tasks=90, repetitions=2, seed=9)
+    scores["arm-2"] = {task: score for task, score in scores["arm-2"].items() if not task.endswith("3")}
+    pairs = [("arm-1", "arm-0"), ("arm-2", "arm-1"), ("arm-3", "arm-2"), ("arm-0", "arm-3")]
+
+    verdicts = paired_verdicts([(scores[a], scores[b]) for a, b in pairs], seed=4)
+
+    assert [verdict.shared_tasks for verdict in verdicts] == [90, 81, 81, 90]
+    assert verdicts == [paired_verdict(scores[a], scores[b], seed=4) for a, b in pairs]
 
 
 def test_b_against_a_reads_the_same_verdict_the_other_way_round():
