@@ -1,5 +1,6 @@
 """Keeping a run's summaries fresh: a refresh job on the queue, at most one per run every
-REFRESH_EVERY_MS while attempts are being recorded, and one whenever a run finishes.
+REFRESH_EVERY_MS while attempts are being recorded (longer after a refresh that took long:
+pause_after_refresh), and one whenever a run finishes.
 
 Recording marks the run out of date (a Redis set) and queues a refresh only if it can take
 the run's throttle key (SET NX with an expiry): attempts recorded in the next two seconds
@@ -13,11 +14,13 @@ left to the sweep or to ``manage.py recompute_leaderboards``; it never fails the
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 
 from redis.exceptions import RedisError
 
+from leaderboards.models import ArmSummary
 from leaderboards.summaries import refresh_run_summaries
 from prbench.queues import get_connection, get_queue
 
@@ -31,11 +34,26 @@ def _throttle_key(run_id: int) -> str:
     return f"prbench:summaries:throttle:{run_id}"
 
 
+# A refresh reads every attempt of its run: a million take seconds. While the run records, the
+# next refresh waits this many times as long as the last one took (and REFRESH_EVERY_MS at
+# least), so refreshing costs a worker at most a fifth of its time however large the run.
+REFRESH_PAUSE_FACTOR = 4
+
+
 def refresh_summaries(run_id: int) -> bool:
     """The job. Unmarks the run before rebuilding, so whatever is recorded meanwhile marks it
     again for the next refresh."""
-    get_connection().srem(OUT_OF_DATE, run_id)
-    return refresh_run_summaries(run_id)
+    redis = get_connection()
+    redis.srem(OUT_OF_DATE, run_id)
+    started = time.monotonic()
+    refreshed = refresh_run_summaries(run_id)
+    redis.set(_throttle_key(run_id), 1, px=pause_after_refresh(time.monotonic() - started))
+    return refreshed
+
+
+def pause_after_refresh(seconds: float) -> int:
+    """How long, in ms, recording waits before it may queue the run's next refresh."""
+    return max(REFRESH_EVERY_MS, round(REFRESH_PAUSE_FACTOR * seconds * 1000))
 
 
 def request_summary_refresh(run_ids: Iterable[int]) -> list[int]:
@@ -82,6 +100,19 @@ def refresh_if_out_of_date(run_id: int) -> bool:
         logger.warning("summaries of run %s not checked: Redis is unavailable", run_id, exc_info=True)
         return False
     return marked and bool(request_summary_refresh([run_id]))
+
+
+def ensure_fresh_summaries(run_id: int) -> None:
+    """For an export or a command's board, which must count every attempt recorded: the
+    run's summaries rebuilt here and now when it was recorded into since its last refresh,
+    has none yet, or Redis cannot say."""
+    try:
+        marked = bool(get_connection().srem(OUT_OF_DATE, run_id))
+    except RedisError:
+        logger.warning("summaries of run %s rebuilt: Redis cannot say whether they are fresh", run_id, exc_info=True)
+        marked = True
+    if marked or not ArmSummary.objects.filter(run_id=run_id).exists():
+        refresh_run_summaries(run_id)
 
 
 def refresh_out_of_date() -> list[int]:

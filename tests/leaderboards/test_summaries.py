@@ -167,6 +167,46 @@ def test_the_throttle_window_is_short(built_run, monkeypatch):
     assert jobs.request_summary_refresh([run.pk]) == [run.pk]
 
 
+def test_a_slow_refresh_keeps_the_next_one_away_for_longer(built_run, clean_redis, monkeypatch):
+    run, _ = built_run(PLANS[:1])
+    # A refresh of a few ms here stands for one of seconds on a run of a million attempts.
+    monkeypatch.setattr(jobs, "REFRESH_PAUSE_FACTOR", 10_000)
+
+    jobs.refresh_summaries(run.pk)
+
+    assert clean_redis.pttl(jobs._throttle_key(run.pk)) > jobs.REFRESH_EVERY_MS
+    assert jobs.request_summary_refresh([run.pk]) == []  # recorded into: marked, not queued
+    assert clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)
+
+
+def test_the_pause_after_a_refresh_is_four_times_its_length_or_the_window():
+    assert jobs.pause_after_refresh(0.05) == jobs.REFRESH_EVERY_MS
+    assert jobs.pause_after_refresh(4.7) == 18_800
+
+
+def test_an_export_rebuilds_summaries_only_when_out_of_date_or_redis_cannot_say(built_run, clean_redis, monkeypatch):
+    run, _ = built_run(PLANS[:1])
+    jobs.ensure_fresh_summaries(run.pk)  # none yet: built
+    built = ArmSummary.objects.get(run=run).refreshed_at
+
+    jobs.ensure_fresh_summaries(run.pk)  # fresh: kept
+    assert ArmSummary.objects.get(run=run).refreshed_at == built
+
+    clean_redis.sadd(jobs.OUT_OF_DATE, run.pk)
+    jobs.ensure_fresh_summaries(run.pk)
+    rebuilt = ArmSummary.objects.get(run=run).refreshed_at
+    assert rebuilt > built and not clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)
+
+    from redis.exceptions import ConnectionError
+
+    def down():
+        raise ConnectionError("no Redis")
+
+    monkeypatch.setattr(jobs, "get_connection", down)
+    jobs.ensure_fresh_summaries(run.pk)
+    assert ArmSummary.objects.get(run=run).refreshed_at > rebuilt
+
+
 def test_a_run_that_finishes_is_refreshed_and_recording_asks_only_after_commit(
     experiment, start, django_capture_on_commit_callbacks
 ):
