@@ -21,9 +21,10 @@ from django.db.models import FloatField, Value
 from django.db.models.functions import Cast, NullIf
 
 from experiments.models import Run
-from experiments.reporting import run_evaluator_scores, run_leaderboard, run_patch_quality
 from experiments.swebench_export import swebench_predictions, swebench_report
 from leaderboards.aggregation import PatchQualityRow
+from leaderboards.boards import Entry, run_boards
+from leaderboards.jobs import ensure_fresh_summaries
 from leaderboards.report import run_report
 
 # Rows per fetch from the cursor and per chunk written: large enough that a round trip and a
@@ -47,6 +48,7 @@ ATTEMPT_FIELDS: dict[str, Any] = {
     "arm_label": "arm__label",
     "repetition": "repetition",
     "status": "status",
+    "outcome": NullIf("outcome", Value("")),
     "resolved": "resolved",
     "patch_present": "patch_present",
     "patch_well_formed": "patch_well_formed",
@@ -121,53 +123,74 @@ def _json_attempt(row: tuple) -> str:
 
 
 def run_summary(run: Run) -> dict:
-    """The run and its arms' leaderboard rows: aggregates, small whatever the run's size."""
-    rows = run_leaderboard(run)
-    quality = {row.arm_id: row for row in run_patch_quality(run)}
-    evaluator = run_evaluator_scores(run)
+    """The run and each arm's figures on its boards, in the run's arm order: aggregates read
+    from the run's summaries (brought up to date first), small whatever the run's size."""
+    ensure_fresh_summaries(run.pk)
+    boards = run_boards(run, {}, lambda board, sort: "")
+    speed = {entry.arm.arm_id: entry for entry in boards.speed.entries}
+    cost = {entry.arm.arm_id: entry for entry in boards.cost.entries}
+    quality = {entry.arm.arm_id: entry for entry in boards.quality.entries} if boards.quality else {}
+    evaluator: dict[int, list[Entry]] = {}
+    for entry in boards.evaluator.entries:
+        evaluator.setdefault(entry.arm.arm_id, []).append(entry)
     return {
         "run": {
             "id": str(run.code),
             "experiment": run.experiment.name,
             "status": run.status,
             "seed": run.seed,
+            "inference_only": run.inference_only,
             "started_at": run.started_at.isoformat() if run.started_at else None,
             "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         },
         "arms": [
+            _arm_summary(speed[arm_id], quality.get(arm_id), cost[arm_id], evaluator.get(arm_id, []))
+            for arm_id in run.arms.order_by("position", "pk").values_list("pk", flat=True)
+        ],
+    }
+
+
+def _arm_summary(speed: Entry, quality: Entry | None, cost: Entry, evaluator: list[Entry]) -> dict:
+    """One arm's figures; ``quality`` is None when the run validated nothing (inference only),
+    and so are its quality figures then."""
+    r = speed.arm
+    scored = quality is not None
+    return {
+        "label": r.label,
+        "provider": r.provider,
+        "model_name": r.model_name,
+        "n": r.n,
+        "scored_tasks": quality.extra["scored_tasks"] if quality else None,
+        "quality_rank": quality.rank if quality else None,
+        "resolved_rate": r.resolved_rate if scored else None,
+        "ci_low": r.ci_low if scored else None,
+        "ci_high": r.ci_high if scored else None,
+        "speed_rank": speed.rank,
+        "latency_p50_ms": r.latency_p50_ms,
+        "latency_p95_ms": r.latency_p95_ms,
+        "first_token_p50_ms": r.first_token_p50_ms,
+        "output_tokens_per_s_median": r.output_tokens_per_s_median,
+        "cost_rank": cost.rank,
+        "cost_usd": _number(r.cost_usd),
+        "cost_per_task_usd": _number(cost.extra["per_task"]),
+        "cost_per_resolved_usd": _number(r.cost_per_resolved_usd) if scored else None,
+        "error_rate": r.error_rate,
+        "cached": r.cached,
+        "infrastructure_failed": r.infrastructure_failed,
+        "low_sample": quality.low_sample if quality else None,
+        **_quality_fields(quality.patch if quality else None),
+        "evaluator": [
             {
-                "label": r.label,
-                "provider": r.provider,
-                "model_name": r.model_name,
-                "n": r.n,
-                "resolved_rate": r.resolved_rate,
-                "ci_low": r.ci_low,
-                "ci_high": r.ci_high,
-                "latency_p50_ms": r.latency_p50_ms,
-                "latency_p95_ms": r.latency_p95_ms,
-                "first_token_p50_ms": r.first_token_p50_ms,
-                "output_tokens_per_s_median": r.output_tokens_per_s_median,
-                "cost_usd": _number(r.cost_usd),
-                "cost_per_resolved_usd": _number(r.cost_per_resolved_usd),
-                "error_rate": r.error_rate,
-                "cached": r.cached,
-                "infrastructure_failed": r.infrastructure_failed,
-                "low_sample": r.low_sample,
-                **_quality_fields(quality.get(r.arm_id)),
-                "evaluator": [
-                    {
-                        "profile": e.profile,
-                        "mean_overall": e.mean_overall,
-                        "ci_low": e.ci_low,
-                        "ci_high": e.ci_high,
-                        "judged": e.judged,
-                        "evaluator_errors": e.errors,
-                    }
-                    for e in evaluator
-                    if e.arm_id == r.arm_id
-                ],
+                "profile": e.evaluator.profile,
+                "rank": e.rank,
+                "mean_overall": e.evaluator.mean_overall,
+                "ci_low": e.evaluator.ci_low,
+                "ci_high": e.evaluator.ci_high,
+                "judged": e.evaluator.judged,
+                "evaluator_errors": e.evaluator.errors,
             }
-            for r in rows
+            for e in evaluator
+            if e.evaluator is not None
         ],
     }
 

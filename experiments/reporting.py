@@ -17,6 +17,8 @@ from leaderboards.aggregation import (
     arm_leaderboard,
     arm_patch_quality,
 )
+from leaderboards.boards import RunBoards, run_boards
+from leaderboards.jobs import ensure_fresh_summaries
 
 VERDICT_SCORES = ("status", "overall", "technical_quality", "correctness_confidence", "change_risk")
 
@@ -46,33 +48,56 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f}"
 
 
-COLUMNS = [  # (heading, width, cell)
-    ("#", 2, lambda rank, r: str(rank)),
-    ("arm", -16, lambda rank, r: r.label),
-    ("provider/model", -24, lambda rank, r: f"{r.provider}/{r.model_name}"),
-    ("n", 4, lambda rank, r: str(r.n)),
-    ("resolved", 9, lambda rank, r: _pct(r.resolved_rate)),
-    ("95% CI", 15, lambda rank, r: f"{_pct(r.ci_low)}–{_pct(r.ci_high)}" if r.ci_low is not None else "—"),
-    ("p50 ms", 7, lambda rank, r: _ms(r.latency_p50_ms)),
-    ("p95 ms", 7, lambda rank, r: _ms(r.latency_p95_ms)),
-    ("cost", 10, lambda rank, r: _money(r.cost_usd)),
-    ("$/resolved", 11, lambda rank, r: _money(r.cost_per_resolved_usd)),
-    ("errors", 7, lambda rank, r: _pct(r.error_rate)),
-    ("infra", 6, lambda rank, r: str(r.infrastructure_failed)),
+def _rank(rank: int | None) -> str:
+    return "—" if rank is None else str(rank)
+
+
+COLUMNS = [  # (heading, width, cell of an entry of the quality board, or of the speed board)
+    ("#", 2, lambda e: _rank(e.rank)),
+    ("arm", -16, lambda e: e.arm.label),
+    ("provider/model", -24, lambda e: f"{e.arm.provider}/{e.arm.model_name}"),
+    ("n", 4, lambda e: str(e.arm.n)),
+    ("resolved", 9, lambda e: _pct(e.arm.resolved_rate)),
+    ("95% CI", 15, lambda e: f"{_pct(e.arm.ci_low)}–{_pct(e.arm.ci_high)}" if e.arm.ci_low is not None else "—"),
+    ("p50 ms", 7, lambda e: _ms(e.arm.latency_p50_ms)),
+    ("p95 ms", 7, lambda e: _ms(e.arm.latency_p95_ms)),
+    ("cost", 10, lambda e: _money(e.arm.cost_usd)),
+    ("$/resolved", 11, lambda e: _money(e.arm.cost_per_resolved_usd)),
+    ("errors", 7, lambda e: _pct(e.arm.error_rate)),
+    ("infra", 6, lambda e: str(e.arm.infrastructure_failed)),
 ]
+# An inference-only run validated nothing: its arms are listed by speed, with no quality figures.
+INFERENCE_ONLY_HIDDEN = {"#", "resolved", "95% CI", "$/resolved"}
 
 
 def _cells(values: list[str]) -> str:
     return " ".join(f"{v:<{-w}}" if w < 0 else f"{v:>{w}}" for v, (_, w, _) in zip(values, COLUMNS, strict=True))
 
 
-def format_leaderboard(rows: list[ArmRow]) -> str:
+def run_board_text(run: Run) -> str:
+    """The run's quality board as the command line prints it, from its summaries (rebuilt
+    first if attempts were recorded since): best first, each arm with its CI-aware rank."""
+    ensure_fresh_summaries(run.pk)
+    return format_leaderboard(run_boards(run, {}, lambda board, sort: ""))
+
+
+def format_leaderboard(boards: RunBoards) -> str:
+    board = boards.quality or boards.speed
     header = _cells([heading for heading, _, _ in COLUMNS])
     lines = [header, "-" * len(header)]
-    for rank, row in enumerate(rows, 1):
-        flag = "  (low n)" if row.low_sample else ""
-        lines.append(_cells([cell(rank, row) for _, _, cell in COLUMNS]) + flag)
-    cached = sum(row.cached for row in rows)
+    for entry in board.entries:
+        hidden = INFERENCE_ONLY_HIDDEN if boards.quality is None else set()
+        cells = ["—" if heading in hidden else cell(entry) for heading, _, cell in COLUMNS]
+        flag = "  (low n)" if entry.low_sample and boards.quality else ""
+        lines.append(_cells(cells) + flag)
+    if boards.quality is None:
+        lines.append("Inference only: nothing was validated, so nothing is ranked on quality.")
+    else:
+        lines.append(
+            "# is 1 + the number of arms whose 95% interval lies wholly above the arm's: equal ranks are not "
+            "significantly different; — is not scored."
+        )
+    cached = sum(entry.arm.cached for entry in board.entries)
     if cached:
         lines.append(f"{cached} attempt(s) reused a cached answer: counted in n and resolved, not in latency or cost")
     return "\n".join(lines)

@@ -276,11 +276,16 @@ def profile_label(name: str, version: int, provider: str) -> str:
 SCORES = 101  # overall scores run 0..100
 
 
-def evaluator_interval(arm_id: int, scores: list[int]) -> tuple[float, float] | None:
-    """The bootstrap interval of the mean overall score, from how many judged verdicts gave
-    each score 0..100 (seeded by the arm, so a page shows the same interval twice); None
-    below MIN_JUDGED verdicts."""
-    return bootstrap_mean_interval_from_counts(scores, seed=arm_id) if sum(scores) >= MIN_JUDGED else None
+def evaluator_interval(group: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The bootstrap interval of the mean overall score of an evaluator_totals() group, from
+    how many judged verdicts gave each score 0..100; None below MIN_JUDGED verdicts. Seeded
+    by the run's seed and the arm's place in it, so a page shows the same interval twice and
+    a run repeated with the same seed the same interval."""
+    scores = group["scores"]
+    if sum(scores) < MIN_JUDGED:
+        return None
+    seed = [group["attempt__run__seed"] % 2**32, group["attempt__arm__position"]]
+    return bootstrap_mean_interval_from_counts(scores, seed=seed)
 
 
 def evaluator_row(
@@ -303,6 +308,7 @@ def evaluator_row(
 
 
 EVALUATOR_GROUP = (
+    "attempt__run__seed",
     "attempt__arm_id",
     "attempt__arm__label",
     "attempt__arm__position",
@@ -351,7 +357,7 @@ def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
             group["attempt__arm__label"],
             profile_label(group["profile__name"], group["profile__version"], group["profile__provider"]),
             group,
-            evaluator_interval(group["attempt__arm_id"], group["scores"]),
+            evaluator_interval(group),
         )
         for group in evaluator_totals(verdicts)
     ]

@@ -77,7 +77,7 @@ def _create_evaluator_summaries(run_id: int) -> None:
     for group in evaluator_totals(Verdict.objects.filter(attempt__run_id=run_id)):
         arm_id = group["attempt__arm_id"]
         # Stored, not drawn at each page view: two thousand resamples per arm and profile.
-        interval = evaluator_interval(arm_id, group["scores"])
+        interval = evaluator_interval(group)
         summaries.append(
             ArmEvaluatorSummary(
                 run_id=run_id,

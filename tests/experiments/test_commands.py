@@ -158,16 +158,21 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "cost_per_resolved_usd",
         "error_rate",
         "cached",
+        "quality_rank",
+        "speed_rank",
+        "cost_rank",
+        "scored_tasks",
     }
     assert all(arm_keys <= set(arm) for arm in data["arms"])
     oracle = next(arm for arm in data["arms"] if arm["label"] == "oracle")
-    assert oracle["n"] == 4 and oracle["resolved_rate"] == 1.0
+    assert oracle["n"] == 4 and oracle["resolved_rate"] == 1.0 and oracle["quality_rank"] == 1
     assert len(data["attempts"]) == 8
     assert set(data["attempts"][0]) == {
         "task_id",
         "arm_label",
         "repetition",
         "status",
+        "outcome",
         "resolved",
         "patch_present",
         "patch_well_formed",
@@ -194,7 +199,7 @@ def test_export_csv(experiment, django_capture_on_commit_callbacks):
     run = finished_run(experiment, django_capture_on_commit_callbacks)
     lines = run_command("export_run", str(run.code), "--format", "csv").splitlines()
     assert lines[0] == (
-        "task_id,arm_label,repetition,status,resolved,patch_present,patch_well_formed,patch_applied,"
+        "task_id,arm_label,repetition,status,outcome,resolved,patch_present,patch_well_formed,patch_applied,"
         "fail_to_pass_fraction,pass_to_pass_regressions,lines_changed,files_changed,"
         "lint_clean,build_ok,latency_ms,first_token_ms,output_tokens_per_s,wall_ms,cost_usd,cached,error_category"
     )

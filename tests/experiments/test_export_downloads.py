@@ -32,9 +32,11 @@ def run(experiment, alice):
     run = do_start_run(experiment, alice)
     first, second = run.attempts.order_by("sequence")[:2]
     Attempt.objects.filter(pk=first.pk).update(
-        status="completed", response_cached=False, cost_usd=Decimal("0.00123456"), **PINNED
+        status="completed", outcome="model_success", response_cached=False, cost_usd=Decimal("0.00123456"), **PINNED
     )
-    Attempt.objects.filter(pk=second.pk).update(status="failed", error_category="timeout", wall_ms=30000, retries=2)
+    Attempt.objects.filter(pk=second.pk).update(
+        status="failed", outcome="model_failure", error_category="timeout", wall_ms=30000, retries=2
+    )
     return run
 
 
@@ -43,6 +45,7 @@ COLUMNS = [
     "arm_label",
     "repetition",
     "status",
+    "outcome",
     "resolved",
     "patch_present",
     "patch_well_formed",
@@ -89,8 +92,8 @@ def expected_attempts(run) -> list[dict]:
         return {column: values.get(column) for column in COLUMNS}
 
     return [
-        row(first, "completed", **PINNED, cost_usd=0.00123456),
-        row(second, "failed", wall_ms=30000, error_category="timeout"),
+        row(first, "completed", **PINNED, outcome="model_success", cost_usd=0.00123456),
+        row(second, "failed", outcome="model_failure", wall_ms=30000, error_category="timeout"),
         *(row(attempt, "queued") for attempt in rest),
     ]
 
@@ -129,6 +132,7 @@ def test_the_json_export_is_the_documented_document(run):
         "experiment": "Mock duel",
         "status": "running",
         "seed": run.seed,
+        "inference_only": False,
         "started_at": run.started_at.isoformat(),
         "finished_at": None,
     }
@@ -145,10 +149,10 @@ def test_the_csv_export_has_one_row_per_attempt_in_execution_order(run):
     attempts = expected_attempts(run)
     first_attempt = attempts[0]
     assert first == (
-        f"{first_attempt['task_id']},{first_attempt['arm_label']},0,completed,True,True,True,True,1.0,0,7,2,"
+        f"{first_attempt['task_id']},{first_attempt['arm_label']},0,completed,model_success,True,True,True,True,1.0,0,7,2,"
         "True,False,1234,210,41.5,1300,0.00123456,False,"
     )
-    assert second.endswith(",0,failed,,,,,,,,,,,,,,30000,,False,timeout")
+    assert second.endswith(",0,failed,model_failure,,,,,,,,,,,,,,30000,,False,timeout")
     assert len(rest) == 6 and text.endswith("\n")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [(row["task_id"], row["arm_label"]) for row in rows] == [(a["task_id"], a["arm_label"]) for a in attempts]

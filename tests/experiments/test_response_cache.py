@@ -17,7 +17,7 @@ from experiments.actions import ArmSpec, ExperimentSpec, SpecError, check_experi
 from experiments.demo import load_demo_dataset
 from experiments.exports import csv_chunks
 from experiments.models import Attempt, CachedResponse, Experiment, Run
-from experiments.reporting import format_leaderboard, run_leaderboard
+from experiments.reporting import run_board_text, run_leaderboard
 from leaderboards.aggregation import arm_leaderboard
 from orgs.models import Organization
 from providers.models import ProviderCredential
@@ -152,7 +152,7 @@ def test_cached_attempts_count_for_quality_but_not_latency_or_cost(org, dataset,
     assert row.latency_p95_ms == pytest.approx(float(np.percentile(latencies, 95)))
     assert row.cost_usd == sum(costs)
     assert row.cost_per_resolved_usd == (sum(costs) / 2).quantize(Decimal("0.00000001"))  # per paid answer
-    assert "2 attempt(s) reused a cached answer" in format_leaderboard([row])
+    assert "2 attempt(s) reused a cached answer" in run_board_text(mixed)
 
 
 def test_a_board_of_cached_attempts_only_has_no_latency_and_no_cost(org, dataset, provider, run_now):

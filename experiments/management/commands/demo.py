@@ -21,7 +21,7 @@ from experiments.actions import do_start_run, runnable_tasks
 from experiments.demo import load_demo_evaluator, load_demo_experiment, load_repository_experiment
 from experiments.management.commands._helpers import sweep_forever, wait_for_run
 from experiments.models import AttemptStatus, Run, RunStatus
-from experiments.reporting import format_leaderboard, run_evaluator_scores, run_leaderboard
+from experiments.reporting import run_board_text, run_evaluator_scores
 from orgs.actions import do_create_org
 from orgs.models import Organization
 from prbench.queues import ensure_redis, get_connection, stop_embedded_redis
@@ -67,7 +67,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Running {experiment.name!r}: {tasks} tasks × {arms} arms × {experiment.repetitions}")
         run = wait_for_run(do_start_run(experiment, user))
         self.stdout.write(f"\nRun {run.code} {run.status}\n")
-        self.stdout.write(format_leaderboard(run_leaderboard(run)) + "\n")
+        self.stdout.write(run_board_text(run) + "\n")
         if run.status != RunStatus.COMPLETED:
             raise CommandError(f"the demo run ended {run.status}")
         self.stdout.write(evaluator_summary(wait_for_verdicts(run)))
