@@ -116,6 +116,11 @@ def seed(attempts: int, env: dict[str, str]) -> Bench:
             progress.update(last - first + 1)
         cursor.execute("VACUUM ANALYZE experiments_attempt")
     print(f"seeded {attempts:,} attempts in {time.perf_counter() - started:.1f} s")
+    from leaderboards.summaries import refresh_run_summaries
+
+    started = time.perf_counter()
+    refresh_run_summaries(run.pk)  # as the run's end does: the JSON export's head reads them
+    print(f"refreshed the run's summaries in {time.perf_counter() - started:.1f} s")
     return Bench(run.pk, str(run.code), attempts, env)
 
 
@@ -162,6 +167,9 @@ ATTEMPT_VALUES = {
     "error_category": "CASE WHEN r1 >= 0.91 AND r1 < 0.99 THEN (ARRAY['rate_limited', 'timeout', 'server_error',"
     " 'overloaded', 'connection', 'context_length_exceeded'])[1 + floor(r2 * 6)::int] ELSE '' END",
     "error_message": "CASE WHEN r1 >= 0.91 AND r1 < 0.99 THEN 'the provider gave up' ELSE '' END",
+    # As providers/outcomes.py classes them: timeouts and context lengths are the model's.
+    "outcome": "CASE WHEN r1 < 0.91 THEN 'model_success' WHEN r1 < 0.99 THEN CASE WHEN floor(r2 * 6)::int IN (1, 5)"
+    " THEN 'model_failure' ELSE 'infrastructure_failure' END ELSE '' END",
     "retries": "CASE WHEN r1 >= 0.91 AND r1 < 0.99 THEN 3 ELSE floor(r3 * 1.2)::int END",
     "resolved": "CASE WHEN r1 < 0.91 THEN r2 < 0.2 + mod(g, %(arm_count)s) * 0.07 END",
     "patch_present": "CASE WHEN r1 < 0.91 THEN r2 < 0.95 END",
@@ -194,7 +202,8 @@ ATTEMPT_VALUES = {
 
 # The rows the attempts part of an export holds, from the same join, straight out of Postgres.
 RAW_ROWS = """
-SELECT t.external_id AS task_id, a.label AS arm_label, x.repetition, x.status, x.resolved, x.patch_present,
+SELECT t.external_id AS task_id, a.label AS arm_label, x.repetition, x.status, NULLIF(x.outcome, '') AS outcome,
+       x.resolved, x.patch_present,
        x.patch_well_formed, x.patch_applied, x.fail_to_pass_fraction, x.pass_to_pass_regressions,
        x.lines_changed, x.files_changed, x.lint_clean, x.build_ok, x.latency_ms, x.first_token_ms,
        x.output_tokens_per_s, x.wall_ms, x.cost_usd::float8 AS cost_usd, x.response_cached AS cached,
