@@ -36,6 +36,19 @@ from evaluation.test_results import TestOutcome, parse_junit, parse_test_log
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
 
 APPLY_COMMAND = ["git", "apply", "--whitespace=nowarn", "-"]
+# SWE-bench's harness tries, in turn, `git apply`, `git apply --3way`, `git apply --reject` and
+# `patch --batch --forward --fuzz=5 -p1`, from a pristine tree each time
+# (run_evaluation.GIT_APPLY_CMDS). Here a checkout is a `git archive` with no repository, so
+# --3way has no blobs to merge with; --reject exits non-zero whenever a hunk is left out, so
+# it succeeds only where plain `git apply` already did. That leaves patch with fuzz: tried
+# with --dry-run first, so a patch it cannot take whole leaves the tree as it was, and with
+# no backup files (GNU patch writes .orig files for fuzzed hunks by default).
+FUZZ_COMMAND = ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "--no-backup-if-mismatch"]
+
+
+class ApplyMethod(models.TextChoices):
+    GIT_APPLY = "git_apply", "git apply"
+    PATCH_FUZZ = "patch_fuzz", "patch --fuzz=5"
 
 
 class ValidationStatus(models.TextChoices):
@@ -84,6 +97,7 @@ class ValidationResult:
     build: CheckResult = NOT_CHECKED
     tests: tuple[TestOutcome, ...] = ()  # per test, when the runner reported them
     tally: TestTally | None = None  # FAIL_TO_PASS / PASS_TO_PASS, for tasks that name them
+    apply_method: str = ""  # an ApplyMethod when the patch applied
 
     @property
     def applied(self) -> bool:
@@ -148,9 +162,9 @@ def validate_in(
     with workspace as root:
         box = box_for(root)
         findings_before = _lint_findings(changed_python_files(patch, root), box)
-        applied = box.run(APPLY_COMMAND, 30, stdin=patch)
-        if applied.returncode != 0:
-            return result(ValidationStatus.NOT_APPLIED, "git apply refused the patch:\n" + applied.output)
+        method, refusal = apply_like_the_harness(box, patch)
+        if not method:
+            return result(ValidationStatus.NOT_APPLIED, refusal)
         if links := _symbolic_links(root, check_patch(patch).paths):
             return result(ValidationStatus.REJECTED, f"the patch made a symbolic link: {', '.join(links)}")
         if plan.test_patch:
@@ -170,7 +184,25 @@ def validate_in(
     else:
         status, log = _judge(plan, tests, outcomes), tests.output
     duration_ms = round((time.monotonic() - started) * 1000)
-    return ValidationResult(status, truncate(log), duration_ms, lint, build, tuple(outcomes), _tally(plan, outcomes))
+    return ValidationResult(
+        status, truncate(log), duration_ms, lint, build, tuple(outcomes), _tally(plan, outcomes), method
+    )
+
+
+def apply_like_the_harness(box: Box, patch: str) -> tuple[str, str]:
+    """Apply the patch as SWE-bench's harness would (see FUZZ_COMMAND): the ApplyMethod that
+    took it, or "" and what each method said."""
+    applied = box.run(APPLY_COMMAND, 30, stdin=patch)
+    if applied.returncode == 0:
+        return ApplyMethod.GIT_APPLY, ""
+    refusal = "git apply refused the patch:\n" + applied.output
+    trial = box.run([*FUZZ_COMMAND, "--dry-run"], 30, stdin=patch)
+    if trial.returncode != 0:
+        return "", refusal + "\npatch --fuzz=5 could not apply it either:\n" + trial.output
+    fuzzed = box.run(FUZZ_COMMAND, 30, stdin=patch)
+    if fuzzed.returncode != 0:
+        return "", refusal + "\npatch --fuzz=5 failed after its dry run succeeded:\n" + fuzzed.output
+    return ApplyMethod.PATCH_FUZZ, ""
 
 
 def run_tests(command: list[str], box: Box, timeout_s: float) -> tuple[Finished, list[TestOutcome]]:

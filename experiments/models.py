@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from evaluation.patches import HarnessRule
-from evaluation.validation import ValidationStatus
+from evaluation.validation import ApplyMethod, ValidationStatus
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
 
@@ -333,6 +333,12 @@ class Attempt(models.Model):
 
     patch_present = models.BooleanField(null=True)
     patch_applied = models.BooleanField(null=True)
+    apply_method = models.CharField(
+        max_length=16,
+        choices=ApplyMethod.choices,
+        blank=True,
+        help_text="How the patch applied, trying what SWE-bench's harness tries in turn; empty if it did not",
+    )
     resolved = models.BooleanField(null=True)
     patch_well_formed = models.BooleanField(null=True, help_text="The patch parses, with safe paths, no binary parts")
     lines_changed = models.PositiveIntegerField(null=True, blank=True)

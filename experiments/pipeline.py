@@ -744,6 +744,7 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "patch_present": score.patch_present,
         "patch_well_formed": score.well_formed,
         "patch_applied": score.applied,
+        "apply_method": validation.apply_method if validation else "",
         "resolved": score.resolved,
         "lines_changed": score.lines_changed,
         "files_changed": score.files_changed,

@@ -31,6 +31,9 @@ MODEL_SCORED = Q(outcome__in=SCORED)
 SUCCESS = Q(outcome=OutcomeClass.SUCCESS)
 MODEL_FAILED = Q(outcome=OutcomeClass.MODEL_FAILURE)
 INFRASTRUCTURE_FAILED = Q(outcome=OutcomeClass.INFRASTRUCTURE_FAILURE)
+# A patch git apply refused and patch --fuzz=5 took, as SWE-bench's harness would (the
+# attempt's apply_method): a board can leave those out.
+FUZZED = Q(apply_method="patch_fuzz")
 # Upper edges of the latency histogram's buckets, in ms; the last bucket is open-ended.
 LATENCY_BUCKETS_MS = (100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 50_000, 100_000)
 
@@ -55,6 +58,8 @@ def arm_totals() -> dict[str, Any]:
         # Over validated attempts: an inference-only run applies nothing and says nothing.
         "validated": Count("validated_at", filter=SUCCESS),
         "applied": Count("validated_at", filter=SUCCESS & Q(patch_applied=True)),
+        "applied_fuzzed": Count("id", filter=SUCCESS & FUZZED),
+        "resolved_fuzzed": Count("id", filter=SUCCESS & FUZZED & Q(resolved=True)),
         "build_checked": Count("build_ok", filter=SUCCESS),
         "built": Count("id", filter=SUCCESS & Q(build_ok=True)),
         "lint_checked": Count("lint_clean", filter=SUCCESS),

@@ -8,6 +8,7 @@ arms whose intervals overlap share a rank. An arm with nothing to rank on has no
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,29 +101,48 @@ class RunBoards:
     latency_buckets: Sequence[int] = LATENCY_BUCKETS_MS
     refreshed_at: Any = None
     low_sample_min: int = field(default_factory=low_sample_min)
+    git_apply_only: bool = False
+
+    @property
+    def fuzzed(self) -> int:
+        """Patches only the harness's fallback (patch --fuzz=5) applied, on the quality board's arms."""
+        return sum(entry.extra.get("applied_fuzzed", 0) for entry in self.quality.entries) if self.quality else 0
 
     @property
     def boards(self) -> list[Board]:
         return [board for board in (self.quality, self.speed, self.cost, self.evaluator) if board]
 
 
-def run_boards(run: Run, sorts: dict[str, str], links: SortLinks) -> RunBoards:
+def run_boards(run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only: bool = False) -> RunBoards:
     """The run's boards, each sorted as ``sorts`` asks (board name -> sort value, e.g.
-    "-rate"; an unknown value sorts by rank). Two queries, whatever the run's size."""
+    "-rate"; an unknown value sorts by rank). Two queries, whatever the run's size.
+    ``git_apply_only``: the quality board counts a patch only git apply took as applied (and
+    resolved); by default, one the harness's fallback (patch --fuzz=5) took counts too."""
     arms = list(RunArm.objects.filter(run=run).select_related("summary").order_by("position", "pk"))
     summaries = [(arm, _summary_of(arm)) for arm in arms]
     rows = [ArmRow.from_totals(arm, summary) for arm, summary in summaries]
     metric, _ = quality_metric(run)
     board = _Builder(sorts, links)
+    quality_summaries = [(arm, without_fuzzed(summary)) for arm, summary in summaries] if git_apply_only else summaries
+    quality_rows = [ArmRow.from_totals(arm, summary) for arm, summary in quality_summaries]
     return RunBoards(
         metric=metric,
-        quality=None if run.inference_only else board.quality(summaries, rows, metric),
+        quality=None if run.inference_only else board.quality(quality_summaries, quality_rows, metric),
+        git_apply_only=git_apply_only,
         speed=board.speed(summaries, rows),
         cost=board.cost(summaries, rows),
         evaluator=board.evaluator(run, rows),
         reliability=reliability(summaries),
         refreshed_at=max((summary.refreshed_at for _, summary in summaries if summary.pk), default=None),
     )
+
+
+def without_fuzzed(summary: ArmSummary) -> ArmSummary:
+    """The summary as if patches only patch --fuzz=5 could apply had not applied."""
+    strict = copy.copy(summary)
+    strict.applied -= summary.applied_fuzzed
+    strict.resolved -= summary.resolved_fuzzed
+    return strict
 
 
 def _summary_of(arm: RunArm) -> ArmSummary:
@@ -222,7 +242,7 @@ class _Builder:
                     value=row.resolved_rate,
                     low_sample=0 < summary.scored_tasks < self.minimum,
                     patch=PatchQualityRow.from_totals(arm, summary),
-                    extra={"scored_tasks": summary.scored_tasks},
+                    extra={"scored_tasks": summary.scored_tasks, "applied_fuzzed": summary.applied_fuzzed},
                 )
             )
         _rank(entries, higher_is_better=True)

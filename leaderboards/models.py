@@ -35,6 +35,8 @@ class ArmSummary(models.Model):
     well_formed = models.PositiveIntegerField(default=0)
     validated = models.PositiveIntegerField(default=0)
     applied = models.PositiveIntegerField(default=0, help_text="Of the validated answers")
+    applied_fuzzed = models.PositiveIntegerField(default=0, help_text="Applied only by patch --fuzz=5, not git apply")
+    resolved_fuzzed = models.PositiveIntegerField(default=0, help_text="Resolved, applied only by patch --fuzz=5")
     build_checked = models.PositiveIntegerField(default=0)
     built = models.PositiveIntegerField(default=0)
     lint_checked = models.PositiveIntegerField(default=0)

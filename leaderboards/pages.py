@@ -22,8 +22,27 @@ from leaderboards.trend_chart import trend_chart
 def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
     """The boards and charts of the run page at ``path``, sorted as its ``query`` asks."""
     refresh_if_out_of_date(run.pk)
-    boards = run_boards(run, run_page_sorts(query), run_page_links(path, query))
-    return {"boards": boards, "cost_quality": cost_quality(boards), "latency": latency_distribution(boards)}
+    git_apply_only = query.get("apply") == GIT_APPLY_ONLY
+    boards = run_boards(run, run_page_sorts(query), run_page_links(path, query), git_apply_only)
+    return {
+        "boards": boards,
+        "cost_quality": cost_quality(boards),
+        "latency": latency_distribution(boards),
+        "apply_toggle": _apply_toggle(path, query, git_apply_only),
+    }
+
+
+GIT_APPLY_ONLY = "git"
+
+
+def _apply_toggle(path: str, query: QueryDict, git_apply_only: bool) -> str:
+    """The run page with the quality board's other way of counting fuzzed patches."""
+    changed = query.copy()
+    if git_apply_only:
+        changed.pop("apply", None)
+    else:
+        changed["apply"] = GIT_APPLY_ONLY
+    return f"{path}?{changed.urlencode()}" if changed else path
 
 
 def one_board(run: Run, name: str, sort: str) -> dict[str, Any]:

@@ -17,8 +17,16 @@ def test_the_gold_patch_passes():
     assert "passed" in result.log
 
 
+def unappliable(patch: str) -> str:
+    """The patch with the first line it removes changed: no method can find that line."""
+    lines = patch.splitlines(keepends=True)
+    removed = next(i for i, line in enumerate(lines) if line.startswith("-") and not line.startswith("---"))
+    lines[removed] = "-NOT IN THE FILE " + lines[removed][1:]
+    return "".join(lines)
+
+
 def test_a_patch_that_does_not_apply_is_recorded():
-    patch = TASK["gold_patch"].replace("\n-", "\n-NOT IN THE FILE ", 1)
+    patch = unappliable(TASK["gold_patch"])
     result = validate(patch)
     assert result.status == ValidationStatus.NOT_APPLIED
     assert "git apply refused" in result.log
@@ -154,3 +162,44 @@ def test_findings_the_file_had_before_the_patch_are_not_the_patchs():
     worse = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,3 @@\n import os\n+import sys\n \n"
     result = validate_patch(files, worse, PASSING, 30)
     assert result.lint.ok is False and result.lint.log.startswith("new findings: F401 in calc.py")
+
+
+# Fails unless the checkout holds no .orig or .rej file: patch with fuzz must leave none behind.
+NO_LEFTOVERS = [
+    "{python}",
+    "-c",
+    "import glob, sys; left = glob.glob('**/*.orig', recursive=True) + glob.glob('**/*.rej', recursive=True); "
+    "print(left); sys.exit(1 if left else 0)",
+]
+
+
+def drifted(patch: str) -> str:
+    """The patch with the first context line of its first hunk changed, as a model that
+    misremembers a comment writes it: git apply refuses it, patch --fuzz=5 takes it."""
+    lines = patch.splitlines(keepends=True)
+    first_hunk = next(i for i, line in enumerate(lines) if line.startswith("@@"))
+    context = next(i for i in range(first_hunk + 1, len(lines)) if lines[i].startswith(" "))
+    lines[context] = " # a line the file does not have\n"
+    return "".join(lines)
+
+
+def test_a_clean_patch_applies_with_git_apply():
+    result = validate(TASK["gold_patch"])
+    assert result.apply_method == "git_apply"
+
+
+def test_a_patch_git_apply_refuses_applies_with_fuzz_as_the_harness_would():
+    patch = drifted(TASK["gold_patch"])
+
+    fuzzed = validate(patch)
+    leftovers = validate(patch, NO_LEFTOVERS)
+
+    assert fuzzed.status == ValidationStatus.PASSED, fuzzed.log
+    assert fuzzed.apply_method == "patch_fuzz"
+    assert leftovers.status == ValidationStatus.PASSED, leftovers.log
+
+
+def test_a_patch_no_method_takes_says_what_each_said():
+    result = validate(unappliable(TASK["gold_patch"]))
+    assert result.status == ValidationStatus.NOT_APPLIED and result.apply_method == ""
+    assert "git apply refused" in result.log and "patch --fuzz=5 could not apply it either" in result.log

@@ -149,3 +149,24 @@ def test_boards_read_summaries_not_attempts(built_run):
     small, _ = built_run(PLANS[:1], verdicts=True)
     large, _ = built_run(PLANS, repetitions=3, verdicts=True, seed=9)
     assert queries_for(small) == queries_for(large) <= 4  # arms, evaluator summaries, experiment, dataset
+
+
+def test_the_quality_board_can_leave_out_patches_only_fuzz_applied(built_run, bob):
+    from django.urls import reverse
+
+    from tests.conftest import client_for
+
+    run, _ = built_run(PLANS[:1], repetitions=3)
+    resolved = list(run.attempts.filter(resolved=True).order_by("sequence")[:5])
+    run.attempts.filter(pk__in=[a.pk for a in resolved]).update(apply_method="patch_fuzz")
+    refresh_run_summaries(run.pk)
+
+    harness = run_boards(run, {}, links).quality.entries[0].arm
+    clean = run_boards(run, {}, links, git_apply_only=True).quality.entries[0].arm
+
+    assert clean.resolved == harness.resolved - 5 and clean.n == harness.n
+    page = client_for(bob).get(reverse("experiments:run", args=[run.code]), {"apply": "git"}).content.decode()
+    assert "Counting only patches <code>git apply</code> took cleanly: 5 that only" in page
+    assert f"{clean.resolved_rate * 100:.1f}%" in page
+    default = client_for(bob).get(reverse("experiments:run", args=[run.code])).content.decode()
+    assert "5 patches applied only with <code>patch --fuzz=5</code>" in default
