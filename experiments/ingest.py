@@ -249,8 +249,8 @@ def judge_candidate(candidate: Candidate, options: IngestOptions, check: Command
     if check:
         check.first_run(before, candidate, options.test_command)
     afters = [run([candidate.patch, candidate.test_patch]) for _ in range(options.gold_runs)]
-    verdict.rejected, deciding = _rejection(before, afters)
-    verdict.log_tail = log_tail(deciding.log if deciding else afters[-1].log)
+    verdict.rejected, log = _rejection(before, afters)
+    verdict.log_tail = log_tail(log)
     if verdict.rejected:
         return verdict
     always_passed = frozenset.intersection(*(after.passed for after in afters))
@@ -266,26 +266,26 @@ def judge_candidate(candidate: Candidate, options: IngestOptions, check: Command
     return verdict
 
 
-def _rejection(before: TestRun, afters: list[TestRun]) -> tuple[str, TestRun | None]:
-    """Why the runs cannot decide the candidate (empty when they can), and the run that
-    says so. A patch that does not apply has its ``git apply`` output as its log."""
+def _rejection(before: TestRun, afters: list[TestRun]) -> tuple[str, str]:
+    """Why the runs cannot decide the candidate (empty when they can), and the log that
+    says so: a test run's, or ``git apply``'s for a patch that does not apply."""
     if before.apply_error:
-        failed = TestRun("", False, (), before.apply_error)
-        return f"the test patch does not apply at the parent commit: {before.apply_error.strip()[:300]}", failed
+        why = f"the test patch does not apply at the parent commit: {before.apply_error.strip()[:300]}"
+        return why, before.apply_error
     # Without a trustworthy "before", every test would look newly fixed.
     if before.timed_out:
-        return "the tests timed out before the gold patch", before
+        return "the tests timed out before the gold patch", before.log
     if not before.outcomes:
-        return "the test command reported no per-test results before the gold patch", before
+        return "the test command reported no per-test results before the gold patch", before.log
     for after in afters:
         if after.apply_error:
-            failed = TestRun("", False, (), after.apply_error)
-            return f"the gold patch does not apply at the parent commit: {after.apply_error.strip()[:300]}", failed
+            why = f"the gold patch does not apply at the parent commit: {after.apply_error.strip()[:300]}"
+            return why, after.apply_error
         if after.timed_out:
-            return "the tests timed out with the gold patch", after
+            return "the tests timed out with the gold patch", after.log
         if not after.outcomes:
-            return "the test command reported no per-test results with the gold patch", after
-    return "", None
+            return "the test command reported no per-test results with the gold patch", after.log
+    return "", afters[-1].log
 
 
 def _named(tests: frozenset[str]) -> str:

@@ -2,14 +2,19 @@
 the work bounded, a broken test command stopped up front, merges described by their branch."""
 
 import os
+import signal
 import subprocess
+import sys
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.management import CommandError
+from django.db import connection
 
 from evaluation.testbed import build_testbed
 from experiments.ingest import IngestOptions, Verdict, ingest
 from experiments.models import MinedCandidate, TaskInstance
+from orgs.models import Organization
 from tests.experiments.test_commands import run_command
 
 # plain textkit, newest first: "Name the word splitter" (rejected: no test turns green),
@@ -74,6 +79,34 @@ def test_a_killed_run_keeps_its_decisions_and_a_rerun_skips_them(org, textkit):
     assert "      | " in output and " passed" in output  # the tail of its test log
     assert MinedCandidate.objects.filter(subject=SPLITTER).count() == 1
     assert titles() == [MINUTES, DASHES]  # "Count words" was never reached
+
+
+@pytest.mark.django_db(transaction=True)  # the command runs in a process of its own
+def test_an_interrupted_command_keeps_what_it_decided(tmp_path):
+    repo = build_testbed(tmp_path / "textkit")
+    Organization.objects.create(slug="acme", name="Acme")
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "PRBENCH_VAR_DIR": str(tmp_path / "var"),
+        "DEBUG": "True",
+        "PYTHONUNBUFFERED": "1",  # each decision reaches the pipe as it is printed
+    }
+    manage = str(django_settings.BASE_DIR / "manage.py")
+    args = ["ingest_prs", "--org", "acme", "--dataset", "textkit", "--repo", str(repo)]
+    command = subprocess.Popen(
+        [sys.executable, manage, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    first = command.stdout.readline()
+    command.send_signal(signal.SIGINT)  # while the next candidate's tests run
+    _, errors = command.communicate(timeout=120)
+
+    assert first.startswith("  rejected ") and SPLITTER in first
+    assert command.returncode == 1
+    assert "interrupted: the decisions above are saved; the same command goes on from there" in errors
+    assert list(MinedCandidate.objects.values_list("subject", "kept")) == [(SPLITTER, False)]
+    assert not TaskInstance.objects.exists()
 
 
 def test_tasks_of_one_run_are_listed_oldest_first(org, textkit):

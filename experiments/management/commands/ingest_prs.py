@@ -61,6 +61,11 @@ class Command(CheckedCommand):
         except TestCommandDoesNotStart as exc:
             self._summarise(found, dataset)
             raise CommandError(f"stopped: {exc}") from None
+        except KeyboardInterrupt:
+            self._summarise(found, dataset)
+            raise CommandError(
+                "interrupted: the decisions above are saved; the same command goes on from there"
+            ) from None
         self._summarise(found, dataset)
 
     def _options(self, dataset, *, repo, repo_name, branch, max, max_candidates, since, retry_rejected, **rest):
