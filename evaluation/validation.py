@@ -22,6 +22,7 @@ from pathlib import Path
 from django.db import models
 
 from evaluation.patches import (
+    HarnessRule,
     PatchRejected,
     check_leaves_tests_alone,
     check_patch,
@@ -112,6 +113,7 @@ class TestPlan:
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
     build_command: tuple[str, ...] = ()  # empty: byte-compile the changed Python files
+    harness_rule: str = HarnessRule.STRICT  # what counts as changing the tests (evaluation/patches.py)
 
     @property
     def judged_by_test_ids(self) -> bool:
@@ -140,7 +142,7 @@ def validate_in(
 
     try:
         check_patch(patch)
-        check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch))
+        check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch), rule=plan.harness_rule)
     except PatchRejected as exc:
         return result(ValidationStatus.REJECTED, str(exc))
     with workspace as root:
