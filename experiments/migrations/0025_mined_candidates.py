@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0023_attempt_list_indexes_by_outcome'),
+        ('experiments', '0024_dataset_harness_rule'),
     ]
 
     operations = [
