@@ -6,6 +6,7 @@ from experiments.models import (
     CachedResponse,
     Dataset,
     Experiment,
+    MinedCandidate,
     ModelArm,
     Run,
     RunArm,
@@ -20,6 +21,14 @@ class DatasetAdmin(admin.ModelAdmin):
     list_filter = ["kind", "org"]
     search_fields = ["name", "code", "org__slug"]
     readonly_fields = ["code", "created_at"]
+
+
+@admin.register(MinedCandidate)
+class MinedCandidateAdmin(admin.ModelAdmin):
+    list_display = ["commit", "subject", "dataset", "kept", "decided_at"]
+    list_filter = ["kept", "dataset"]
+    search_fields = ["commit", "subject", "reason", "repo"]
+    readonly_fields = ["decided_at"]
 
 
 @admin.register(TaskInstance)

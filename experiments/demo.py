@@ -13,7 +13,7 @@ from django.db import transaction
 from evaluation.models import EvaluatorProfile
 from evaluation.testbed import build_testbed
 from experiments.actions import check_experiment_spec, do_apply_experiment
-from experiments.ingest import IngestOptions, Verdict, do_save_ingested, ingest
+from experiments.ingest import IngestOptions, ingest
 from experiments.models import Dataset, DatasetKind, Experiment, TaskInstance
 from orgs.models import Organization
 
@@ -133,12 +133,12 @@ def load_repository_experiment(org: Organization, user=None) -> Experiment:
     repo = Path(settings.VAR_DIR) / "demo-repos" / "textkit"
     if not repo.exists():
         build_testbed(repo, flaky_counter=shared_scratch("flaky-runs"))
-    if not Dataset.objects.filter(org=org, name=DEMO_REPO_DATASET).exists():
-        options = IngestOptions("demo/textkit", str(repo))
-        verdicts = [found for found in ingest(options, set()) if isinstance(found, Verdict)]
-        dataset = do_save_ingested(org, options, DEMO_REPO_DATASET, verdicts)
-        dataset.description = "A small library's real bug-fix history, mined with ingest_prs."
-        dataset.save(update_fields=["description"])
+    # Every time: mining skips the commits already decided, so an interrupted demo resumes.
+    for _ in ingest(org, DEMO_REPO_DATASET, IngestOptions("demo/textkit", str(repo))):
+        pass
+    Dataset.objects.filter(org=org, name=DEMO_REPO_DATASET, description="").update(
+        description="A small library's real bug-fix history, mined with ingest_prs."
+    )
     spec = check_experiment_spec(
         org,
         {

@@ -131,6 +131,31 @@ class TaskInstance(models.Model):
         return self.external_id
 
 
+class MinedCandidate(models.Model):
+    """A commit ``ingest_prs`` has judged for a dataset, kept or rejected, saved as soon as it
+    is decided: a killed run loses at most the candidate in progress, and a re-run does not
+    test a decided commit again (unless asked to retry the rejected ones)."""
+
+    dataset = models.ForeignKey(Dataset, models.CASCADE, related_name="mined_candidates")
+    repo = models.CharField(max_length=200, help_text="owner/name the commit was mined from")
+    commit = models.CharField(max_length=64)
+    subject = models.CharField(max_length=300, blank=True)
+    kept = models.BooleanField()
+    reason = models.TextField(blank=True, help_text="Why it was rejected, or why its task is quarantined")
+    log_tail = models.TextField(blank=True, help_text="The last lines of the test log that decided it")
+    task = models.ForeignKey(TaskInstance, models.SET_NULL, null=True, blank=True, related_name="+")
+    decided_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "repo", "commit"], name="mined_candidate_per_dataset")
+        ]
+        ordering = ["dataset", "-decided_at"]
+
+    def __str__(self) -> str:
+        return f"{self.commit[:12]} ({'kept' if self.kept else 'rejected'})"
+
+
 class Experiment(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="experiments")

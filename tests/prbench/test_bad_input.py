@@ -414,6 +414,8 @@ ARGUMENT_CASES = [
     ("ingest_prs --org acme --dataset d --repo {git} --timeout nan", "--timeout must be a positive number"),
     ("ingest_prs --org acme --dataset d --repo {git} --timeout -1", "--timeout must be a positive number"),
     ("ingest_prs --org acme --dataset d --repo {git} --gold-runs 0", "--gold-runs and --max at least 1"),
+    ("ingest_prs --org acme --dataset d --repo {git} --max-candidates 0", "--max-candidates must be at least 1"),
+    ("ingest_prs --org acme --dataset d --repo {git} --since last-week", "--since 'last-week': not an ISO date"),
     ("ingest_prs --org acme --dataset d --repo /no" + NUL + "where", "--repo contains a NUL character"),
     ("create_org --slug new --name N" + NUL + " --owner-email n@example.com", "--name contains a NUL character"),
     ("create_org --slug new --name N" + SURROGATE + " --owner-email n@example.com", "--name is not valid UTF-8"),
