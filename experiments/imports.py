@@ -142,7 +142,8 @@ def locked_dataset(org: Organization, name: str) -> tuple[Dataset, bool]:
 
 def next_position(dataset: Dataset) -> int:
     """Where tasks added now go: after every task the dataset holds."""
-    return (dataset.tasks.aggregate(last=Max("position"))["last"] or -1) + 1
+    last = dataset.tasks.aggregate(last=Max("position"))["last"]
+    return 0 if last is None else last + 1  # not "or -1": a last position of 0 is a task
 
 
 def _task_row(dataset: Dataset, position: int, task: SwebenchTask) -> TaskInstance:

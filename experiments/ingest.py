@@ -25,12 +25,11 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max
 
 from evaluation.patches import PatchRejected, check_patch, touches_test_harness
 from evaluation.repositories import RepositoryUnavailable, ensure_commit, git
 from evaluation.validation import TestRun, run_tests_with
-from experiments.imports import locked_dataset
+from experiments.imports import locked_dataset, next_position
 from experiments.models import Dataset, MinedCandidate, TaskInstance
 from orgs.models import Organization
 
@@ -374,7 +373,7 @@ def do_save_verdict(
     candidate = verdict.candidate
     task = None
     if verdict.kept and not dataset.tasks.filter(external_id=task_id(options.repo_name, candidate.commit)).exists():
-        task = _task_row(dataset, options, _next_position(dataset), verdict)
+        task = _task_row(dataset, options, next_position(dataset), verdict)
         task.save()
     MinedCandidate.objects.update_or_create(
         dataset=dataset,
@@ -389,13 +388,6 @@ def do_save_verdict(
         },
     )
     return task
-
-
-def _next_position(dataset: Dataset) -> int:
-    # Not imports.next_position: it reads a last position of 0 as "no task" (``0 or -1``),
-    # harmless when a whole import is inserted at once, wrong for one task at a time.
-    last = dataset.tasks.aggregate(last=Max("position"))["last"]
-    return 0 if last is None else last + 1
 
 
 @transaction.atomic

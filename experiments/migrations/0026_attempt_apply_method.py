@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0024_dataset_harness_rule'),
+        ('experiments', '0025_mined_candidates'),
     ]
 
     operations = [
