@@ -28,8 +28,8 @@ from experiments.swebench_export import (
     ExportRefused,
     HarnessModel,
     check_report_available,
-    model_predictions,
-    model_report,
+    each_model_predictions,
+    each_model_report,
     run_models,
     select_models,
 )
@@ -266,15 +266,15 @@ def spreadsheet_safe(value: Any) -> Any:
 # --- SWE-bench -------------------------------------------------------------------------------
 
 
-def prediction_lines(run: Run, model: HarnessModel) -> Iterator[str]:
-    """One model's predictions file (JSONL), a chunk of lines at a time."""
-    for batch in _batches(model_predictions(run, model, chunk_size=CHUNK_ROWS)):
-        yield "".join(json.dumps(prediction) + "\n" for prediction in batch)
+def each_model_lines(run: Run, models: list[HarnessModel]) -> Iterator[tuple[HarnessModel, Iterator[str]]]:
+    """Each model's predictions file (JSONL), a chunk of lines at a time."""
+    for model, predictions in each_model_predictions(run, models, chunk_size=CHUNK_ROWS):
+        yield model, ("".join(json.dumps(p) + "\n" for p in batch) for batch in _batches(predictions))
 
 
 def swebench_predictions_zip(run: Run) -> Iterator[bytes]:
     """Every model's predictions file in one zip, ``<arm>[@rep<N>].jsonl`` each."""
-    files = ((f"{model.file_stem}.jsonl", prediction_lines(run, model)) for model in run_models(run))
+    files = ((f"{model.file_stem}.jsonl", lines) for model, lines in each_model_lines(run, run_models(run)))
     return zip_chunks(files, run.created_at)
 
 
@@ -320,13 +320,14 @@ class _Sink(io.RawIOBase):
 def swebench_report_chunks(run: Run, models: list[HarnessModel] | None = None) -> Iterator[str]:
     """Each model's harness report keyed by its name, the document ``json.dumps(indent=4)``
     gives (the harness writes its reports with indent 4), one model's report at a time."""
-    check_report_available(run)
-    models = run_models(run) if models is None else models
+    check_report_available(run)  # before the first chunk: refused, not half-written
     yield "{"
-    for index, model in enumerate(models):
-        report = json.dumps(model_report(run, model), indent=4).replace("\n", "\n    ")
-        yield ("," if index else "") + f"\n    {json.dumps(model.name)}: {report}"
-    yield "\n}\n" if models else "}\n"
+    written = False
+    for model, report in each_model_report(run, models):
+        indented = json.dumps(report, indent=4).replace("\n", "\n    ")
+        yield ("," if written else "") + f"\n    {json.dumps(model.name)}: {indented}"
+        written = True
+    yield "\n}\n" if written else "}\n"
 
 
 @dataclass(frozen=True)
@@ -352,11 +353,12 @@ def prepare_export(run: Run, format: str, label: str | None = None, repetition: 
     [model] = select_models(run, label, repetition)
     stem = f"prbench-run-{run.code}-{format}-{model.file_stem}"
     if format == "swebench-preds":
-        return Export("application/x-ndjson", f"{stem}.jsonl", prediction_lines(run, model))
-    check_report_available(run)
+        # next(), not unpacking: the lines are read from the query as they are written.
+        _, lines = next(each_model_lines(run, [model]))
+        return Export("application/x-ndjson", f"{stem}.jsonl", lines)
     # Exactly the harness's report of one model, as it writes one: indented by 4.
-    report = json.dumps(model_report(run, model), indent=4) + "\n"
-    return Export("application/json", f"{stem}.json", iter([report]))
+    [(_, report)] = each_model_report(run, [model])
+    return Export("application/json", f"{stem}.json", iter([json.dumps(report, indent=4) + "\n"]))
 
 
 # --- HTML report -----------------------------------------------------------------------------

@@ -28,11 +28,13 @@ knowing why, says error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter, itemgetter
 from urllib.parse import quote
 
-from django.db.models import FilteredRelation, Q, TextField, Value
+from django.db.models import FilteredRelation, Q, QuerySet, TextField, Value
 from django.db.models.functions import Coalesce
 
 from experiments.models import ArtifactKind, AttemptStatus, Run
@@ -117,34 +119,82 @@ def select_models(run: Run, label: str | None = None, repetition: int | None = N
     return [model for model in models if model.label == label and model.repetition == repetition]
 
 
+# --- Reading a run, model by model -------------------------------------------------------------
+
+
+def each_model(
+    attempts: QuerySet, models: list[HarnessModel], fields: tuple, chunk_size: int
+) -> Iterator[tuple[HarnessModel, Iterator[tuple]]]:
+    """Each model (in the order given, an arm's repetitions together) with the ``fields`` of
+    its ``attempts`` in execution order. One query per arm, its repetitions read one after
+    the other: a run of many repetitions costs as many queries as it has arms, and a model's
+    rows are read, ``chunk_size`` at a time, as they are used."""
+    for arm_id, arm_models in groupby(models, key=attrgetter("arm_id")):
+        wanted = list(arm_models)
+        rows = (
+            attempts.filter(arm_id=arm_id, repetition__in=[model.repetition for model in wanted])
+            .order_by("repetition", "sequence")
+            .values_list("repetition", *fields)
+            .iterator(chunk_size=chunk_size)
+        )
+        by_repetition = groupby(rows, key=itemgetter(0))
+        group = next(by_repetition, None)
+        for model in sorted(wanted, key=attrgetter("repetition")):
+            if group is not None and group[0] == model.repetition:
+                yield model, (row[1:] for row in group[1])
+                group = next(by_repetition, None)
+            else:
+                yield model, iter(())
+
+
 # --- Predictions -------------------------------------------------------------------------------
 
 
-def model_predictions(run: Run, model: HarnessModel, chunk_size: int) -> Iterator[dict]:
-    """The model's predictions file, a line each: ``instance_id``, ``model_name_or_path``,
+def each_model_predictions(
+    run: Run, models: list[HarnessModel], chunk_size: int
+) -> Iterator[tuple[HarnessModel, Iterator[dict]]]:
+    """Each model's predictions file, a line each: ``instance_id``, ``model_name_or_path``,
     ``model_patch`` (empty when there was no patch). One per finished attempt, so one per
-    instance; read ``chunk_size`` rows at a time with each patch joined in SQL, so a large run
-    never sits in memory."""
+    instance; each patch joined in SQL, so a large run never sits in memory."""
     patch = FilteredRelation("artifacts", condition=Q(artifacts__kind=ArtifactKind.PATCH))
-    patch_text = Coalesce("patch__content", Value(""), output_field=TextField())
-    rows = (
-        run.attempts.filter(arm_id=model.arm_id, repetition=model.repetition, status__in=SUBMITTED)
-        .annotate(patch=patch)
-        .order_by("sequence")
-        .values_list("task__external_id", patch_text)
-        .iterator(chunk_size=chunk_size)
+    attempts = run.attempts.filter(status__in=SUBMITTED).annotate(
+        patch=patch, patch_text=Coalesce("patch__content", Value(""), output_field=TextField())
     )
-    for instance_id, patch_content in rows:
-        yield {"instance_id": instance_id, "model_name_or_path": model.name, "model_patch": patch_content}
+    for model, rows in each_model(attempts, models, ("task__external_id", "patch_text"), chunk_size):
+        yield (
+            model,
+            (
+                {"instance_id": instance_id, "model_name_or_path": model.name, "model_patch": patch_text}
+                for instance_id, patch_text in rows
+            ),
+        )
 
 
 # --- Report ----------------------------------------------------------------------------------
 
+REPORT_FIELDS = (
+    "task__external_id",
+    "status",
+    "outcome",
+    "error_category",
+    "patch_present",
+    "patch_applied",
+    "resolved",
+)
+
+
+def each_model_report(run: Run, models: list[HarnessModel] | None = None) -> Iterator[tuple[HarnessModel, dict]]:
+    """Each model's harness report (see the module's docstring). Memory grows with the run's
+    tasks, not its attempts: one model's ids are held at a time."""
+    check_report_available(run)
+    models = run_models(run) if models is None else models
+    for model, rows in each_model(run.attempts.all(), models, REPORT_FIELDS, REPORT_CHUNK_ROWS):
+        yield model, harness_report(rows)
+
 
 def swebench_report(run: Run, models: list[HarnessModel] | None = None) -> dict[str, dict]:
     """Each model's harness report, keyed by its name (``model_name_or_path``)."""
-    check_report_available(run)
-    return {model.name: model_report(run, model) for model in (run_models(run) if models is None else models)}
+    return {model.name: report for model, report in each_model_report(run, models)}
 
 
 def check_report_available(run: Run) -> None:
@@ -152,19 +202,15 @@ def check_report_available(run: Run) -> None:
         raise ReportUnavailable(f"run {run.code} was inference-only: no patch was validated, so none is resolved")
 
 
-def model_report(run: Run, model: HarnessModel) -> dict:
-    """The harness's run report for one model: its counts and id lists with the harness's
-    names and meanings (see the module's docstring). Memory grows with the run's tasks, not
-    with its attempts: one model's attempts are read at a time."""
+REPORT_CHUNK_ROWS = 2000
+
+
+def harness_report(rows: Iterable[tuple]) -> dict:
+    """The harness's run report for one model from its attempts' ``REPORT_FIELDS``: its
+    counts and id lists with the harness's names and meanings."""
     ids: dict[str, set[str]] = {name: set() for name in ("resolved", "unresolved", "empty_patch", "error")}
     every: set[str] = set()
     infrastructure: dict[str, str] = {}
-    fields = ("task__external_id", "status", "outcome", "error_category", "patch_present", "patch_applied", "resolved")
-    rows = (
-        run.attempts.filter(arm_id=model.arm_id, repetition=model.repetition)
-        .values_list(*fields)
-        .iterator(chunk_size=2000)
-    )
     for instance_id, status, outcome, error_category, patch_present, patch_applied, resolved in rows:
         every.add(instance_id)
         harness_list = harness_list_of(outcome, patch_present, patch_applied, resolved)

@@ -244,14 +244,13 @@ def test_the_zip_is_written_as_the_attempts_are_read(pinned_run, monkeypatch):
     run, _ = pinned_run
     monkeypatch.setattr(exports, "CHUNK_ROWS", 1)
     read = []
-    real = exports.model_predictions
+    real = exports.each_model_predictions
 
     def counted(*args, **kwargs):
-        for prediction in real(*args, **kwargs):
-            read.append(prediction)
-            yield prediction
+        for model, predictions in real(*args, **kwargs):
+            yield model, (read.append(prediction) or prediction for prediction in predictions)
 
-    monkeypatch.setattr(exports, "model_predictions", counted)
+    monkeypatch.setattr(exports, "each_model_predictions", counted)
     chunks = exports.swebench_predictions_zip(run)
     first = next(chunks)
     assert first.startswith(b"PK\x03\x04") and len(read) <= 1  # the first header, before the rest is read
@@ -342,3 +341,14 @@ def test_an_inference_only_run_has_no_report(finished_run):
         with pytest.raises(CommandError) as caught:
             run_command("export_run", str(run.code), "--format", "swebench-report", *args)
         assert "was inference-only: no patch was validated" in str(caught.value)
+
+
+def test_a_run_is_read_once_per_arm_whatever_its_repetitions(pinned_run, django_assert_num_queries):
+    from experiments.exports import swebench_predictions_zip
+    from experiments.swebench_export import swebench_report
+
+    run, _ = pinned_run
+    with django_assert_num_queries(3):  # the arms, then each arm's attempts (two repetitions each)
+        swebench_report(run)
+    with django_assert_num_queries(3):
+        b"".join(swebench_predictions_zip(run))

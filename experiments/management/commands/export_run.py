@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import CommandError
 from tqdm import tqdm
 
-from experiments.exports import EXPORT_FORMATS, prediction_lines, prepare_export
+from experiments.exports import EXPORT_FORMATS, each_model_lines, prepare_export
 from experiments.management.commands._helpers import run_by_code
 from experiments.models import Run
 from experiments.swebench_export import ExportRefused, run_models
@@ -74,17 +74,19 @@ class Command(CheckedCommand):
             raise ExportRefused(f"--output-dir writes SWE-bench predictions files, not {format}")
         if arm is not None or rep is not None:
             raise ExportRefused("--output-dir writes every arm's file: leave out --arm and --rep")
-        paths = [(output_dir / f"{model.file_stem}.jsonl", model) for model in run_models(run)]
-        if taken := [str(path) for path, _ in paths if path.exists()]:
+        models = run_models(run)
+        paths = {model: output_dir / f"{model.file_stem}.jsonl" for model in models}
+        if taken := [str(path) for path in paths.values() if path.exists()]:
             raise ExportRefused("nothing written: already there: " + ", ".join(taken))
         try:
             output_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ExportRefused(f"nothing written: cannot make {output_dir}: {exc.strerror}") from None
-        for path, model in tqdm(paths, unit="file", file=sys.stderr, leave=False):
+        files = tqdm(each_model_lines(run, models), total=len(models), unit="file", file=sys.stderr, leave=False)
+        for model, chunks in files:
             lines = 0
-            with path.open("x", encoding="utf-8") as out:
-                for chunk in prediction_lines(run, model):
+            with paths[model].open("x", encoding="utf-8") as out:
+                for chunk in chunks:
                     out.write(chunk)
                     lines += chunk.count("\n")
-            self.stdout.write(f"{path}: {lines} prediction(s) of {model.name}")
+            self.stdout.write(f"{paths[model]}: {lines} prediction(s) of {model.name}")
