@@ -130,16 +130,18 @@ def each_model(
     the other: a run of many repetitions costs as many queries as it has arms, and a model's
     rows are read, ``chunk_size`` at a time, as they are used."""
     for arm_id, arm_models in groupby(models, key=attrgetter("arm_id")):
-        wanted = list(arm_models)
+        wanted = sorted(arm_models, key=attrgetter("repetition"))
         rows = (
-            attempts.filter(arm_id=arm_id, repetition__in=[model.repetition for model in wanted])
+            attempts.filter(arm_id=arm_id, repetition__range=(wanted[0].repetition, wanted[-1].repetition))
             .order_by("repetition", "sequence")
             .values_list("repetition", *fields)
             .iterator(chunk_size=chunk_size)
         )
         by_repetition = groupby(rows, key=itemgetter(0))
         group = next(by_repetition, None)
-        for model in sorted(wanted, key=attrgetter("repetition")):
+        for model in wanted:
+            while group is not None and group[0] < model.repetition:  # a repetition not asked for
+                group = next(by_repetition, None)
             if group is not None and group[0] == model.repetition:
                 yield model, (row[1:] for row in group[1])
                 group = next(by_repetition, None)
