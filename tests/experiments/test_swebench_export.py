@@ -352,3 +352,18 @@ def test_a_run_is_read_once_per_arm_whatever_its_repetitions(pinned_run, django_
         swebench_report(run)
     with django_assert_num_queries(3):
         b"".join(swebench_predictions_zip(run))
+
+
+def test_a_repetition_not_asked_for_is_skipped_not_misfiled(experiment):
+    from experiments.swebench_export import each_model
+
+    experiment.repetitions = 3
+    experiment.save()
+    run = do_start_run(experiment)
+    oracle = run.arms.get(label="oracle").pk
+    asked = [HarnessModel(oracle, "oracle", 0, "first"), HarnessModel(oracle, "oracle", 2, "third")]
+    fields = ("task__external_id", "repetition")
+    read = {model.name: list(rows) for model, rows in each_model(run.attempts.all(), asked, fields, 1)}
+    tasks = sorted(set(run.attempts.values_list("task__external_id", flat=True)))
+    assert sorted(read["first"]) == [(task, 0) for task in tasks]
+    assert sorted(read["third"]) == [(task, 2) for task in tasks]  # the second repetition's rows in between
