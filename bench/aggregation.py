@@ -9,7 +9,9 @@ Then it runs each section asked for:
 
     exports   `manage.py export_run --format json | csv | swebench-preds > /dev/null`, each in
               a child process (its wall time, and its peak RSS from wait4), beside a raw COPY
-              of the same rows from the same join. Targets: < 30 s and < 256 MB each.
+              of the same rows from the same join; then the SWE-bench report of every model
+              and one model's predictions and report (--arm --rep). Targets: < 30 s and
+              < 256 MB each.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports]
@@ -138,9 +140,12 @@ def create_run(attempts: int):
     spec = ExperimentSpec(name="Aggregation bench", dataset=dataset, arms=arms)
     experiment = do_save_experiment(org, spec)
     now = timezone.now()
+    # As a started run records it: the attempts cycle through arms, then tasks, then repetitions.
+    repetitions = -(-attempts // (ARMS * dataset.tasks.count()))
     run = Run.objects.create(
         org=org,
         experiment=experiment,
+        config_snapshot={"repetitions": repetitions},
         seed=13,
         status=RunStatus.COMPLETED,
         total_attempts=attempts,
@@ -233,6 +238,22 @@ def exports(bench: Bench) -> None:
             f"  {format:<15} {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB | raw COPY {raw:5.1f} s "
             f"({seconds / raw:4.1f}x) | target < {EXPORT_SECONDS} s, < {EXPORT_MB} MB {'met' if met else '! NOT met'}"
         )
+    # The SWE-bench files: every model (arm and repetition) in a zip or a report keyed by model,
+    # and one arm's repetition alone.
+    for title, extra in SWEBENCH_EXPORTS.items():
+        seconds, peak_mb = manage(bench, "export_run", bench.run_code, *extra)
+        met = seconds < EXPORT_SECONDS and peak_mb < EXPORT_MB
+        print(
+            f"  {title:<32} {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB | "
+            f"target < {EXPORT_SECONDS} s, < {EXPORT_MB} MB {'met' if met else '! NOT met'}"
+        )
+
+
+SWEBENCH_EXPORTS = {
+    "swebench-report (every model)": ("--format", "swebench-report"),
+    "swebench-preds --arm arm-3 --rep 7": ("--format", "swebench-preds", "--arm", "arm-3", "--rep", "7"),
+    "swebench-report --arm arm-3 --rep 7": ("--format", "swebench-report", "--arm", "arm-3", "--rep", "7"),
+}
 
 
 def manage(bench: Bench, *args: str) -> tuple[float, float]:

@@ -1,6 +1,7 @@
 """A whole run as a download: JSON (its leaderboard and every attempt), CSV (its attempts),
-SWE-bench predictions (JSONL), SWE-bench report and the HTML report (its boards, verdicts and
-charts), shared by the run page and `export_run`.
+SWE-bench predictions (a zip of one JSONL per arm and repetition, or one of them alone),
+SWE-bench reports (the harness's report per arm and repetition) and the HTML report (its
+boards, verdicts and charts), shared by the run page and `export_run`.
 
 A run can have a million attempts, so each export is a stream of text chunks: attempts are
 read a chunk at a time through a server-side cursor, joined to their task and arm in SQL, and
@@ -11,8 +12,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Iterator
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import chain, islice
 from typing import Any
@@ -21,7 +24,15 @@ from django.db.models import FloatField, Value
 from django.db.models.functions import Cast, NullIf
 
 from experiments.models import Run
-from experiments.swebench_export import swebench_predictions, swebench_report
+from experiments.swebench_export import (
+    ExportRefused,
+    HarnessModel,
+    check_report_available,
+    each_model_predictions,
+    each_model_report,
+    run_models,
+    select_models,
+)
 from leaderboards.aggregation import PatchQualityRow
 from leaderboards.boards import Entry, run_boards
 from leaderboards.jobs import ensure_fresh_summaries
@@ -74,18 +85,19 @@ ATTEMPT_COLUMNS = list(ATTEMPT_FIELDS)
 class ExportFormat:
     content_type: str
     suffix: str  # the download's file name after the run's code
-    chunks: Callable[[Run], Iterator[str]]
+    chunks: Callable[[Run], Iterator[str | bytes]]
 
     def filename(self, run: Run) -> str:
         return f"prbench-run-{run.code}{self.suffix}"
 
 
-def export_chunks(run: Run, format: str) -> Iterator[str]:
-    """The export as text chunks. Its first chunk is made here, so what the export cannot do
-    (ReportUnavailable) is raised before anything is written, not halfway through a download."""
+def export_chunks(run: Run, format: str) -> Iterator[str | bytes]:
+    """The export as chunks (text, or bytes for a zip). Its first chunk is made here, so what
+    the export cannot do (ReportUnavailable) is raised before anything is written, not halfway
+    through a download."""
     chunks = EXPORT_FORMATS[format].chunks(run)
-    first = next(chunks, "")
-    return chain([first], chunks)
+    first = list(islice(chunks, 1))  # made now, so a refusal comes before the download starts
+    return chain(first, chunks)
 
 
 def _attempt_batches(run: Run) -> Iterator[list[tuple]]:
@@ -254,14 +266,99 @@ def spreadsheet_safe(value: Any) -> Any:
 # --- SWE-bench -------------------------------------------------------------------------------
 
 
-def swebench_prediction_chunks(run: Run) -> Iterator[str]:
-    predictions = swebench_predictions(run, chunk_size=CHUNK_ROWS)
-    for batch in _batches(predictions):
-        yield "".join(json.dumps(prediction) + "\n" for prediction in batch)
+def each_model_lines(run: Run, models: list[HarnessModel]) -> Iterator[tuple[HarnessModel, Iterator[str]]]:
+    """Each model's predictions file (JSONL), a chunk of lines at a time."""
+    for model, predictions in each_model_predictions(run, models, chunk_size=CHUNK_ROWS):
+        yield model, ("".join(json.dumps(p) + "\n" for p in batch) for batch in _batches(predictions))
 
 
-def swebench_report_chunks(run: Run) -> Iterator[str]:
-    yield json.dumps(swebench_report(run), indent=2) + "\n"
+def swebench_predictions_zip(run: Run) -> Iterator[bytes]:
+    """Every model's predictions file in one zip, ``<arm>[@rep<N>].jsonl`` each."""
+    files = ((f"{model.file_stem}.jsonl", lines) for model, lines in each_model_lines(run, run_models(run)))
+    return zip_chunks(files, run.created_at)
+
+
+def zip_chunks(files: Iterable[tuple[str, Iterable[str]]], modified: datetime) -> Iterator[bytes]:
+    """A zip of text files, written as their chunks come: stdlib zipfile on a sink that cannot
+    seek, so each member gets a data descriptor instead of a rewritten header and nothing but
+    the compressor's window and one chunk is ever held. Zip64 always, since a file of a large
+    run can pass 4 GiB; every member dated ``modified`` so the same run zips to the same bytes."""
+    sink = _Sink()
+    stamp = modified.astimezone(UTC).timetuple()[:6]
+    with zipfile.ZipFile(sink, "w") as archive:
+        for name, chunks in files:
+            member = zipfile.ZipInfo(name, date_time=stamp)
+            member.compress_type = zipfile.ZIP_DEFLATED
+            with archive.open(member, "w", force_zip64=True) as out:
+                for chunk in chunks:
+                    out.write(chunk.encode())
+                    if written := sink.drain():
+                        yield written
+            yield sink.drain()
+    yield sink.drain()
+
+
+class _Sink(io.RawIOBase):
+    """Where zipfile writes: kept only until the next drain. Not seekable, so zipfile streams."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def drain(self) -> bytes:
+        written = b"".join(self.parts)
+        self.parts.clear()
+        return written
+
+
+def swebench_report_chunks(run: Run, models: list[HarnessModel] | None = None) -> Iterator[str]:
+    """Each model's harness report keyed by its name, the document ``json.dumps(indent=4)``
+    gives (the harness writes its reports with indent 4), one model's report at a time."""
+    check_report_available(run)  # before the first chunk: refused, not half-written
+    yield "{"
+    written = False
+    for model, report in each_model_report(run, models):
+        indented = json.dumps(report, indent=4).replace("\n", "\n    ")
+        yield ("," if written else "") + f"\n    {json.dumps(model.name)}: {indented}"
+        written = True
+    yield "\n}\n" if written else "}\n"
+
+
+@dataclass(frozen=True)
+class Export:
+    """A download as the run page and `export_run` hand it out."""
+
+    content_type: str
+    filename: str
+    chunks: Iterator[str | bytes]
+
+
+MODEL_FORMATS = ("swebench-preds", "swebench-report")
+
+
+def prepare_export(run: Run, format: str, label: str | None = None, repetition: int | None = None) -> Export:
+    """The whole run in ``format``, or the file of the one arm (and repetition) named.
+    ExportRefused, before anything is written, when it cannot be made as asked."""
+    if label is None and repetition is None:
+        whole = EXPORT_FORMATS[format]
+        return Export(whole.content_type, whole.filename(run), export_chunks(run, format))
+    if format not in MODEL_FORMATS:
+        raise ExportRefused(f"only {' and '.join(MODEL_FORMATS)} export one arm at a time, not {format}")
+    [model] = select_models(run, label, repetition)
+    stem = f"prbench-run-{run.code}-{format}-{model.file_stem}"
+    if format == "swebench-preds":
+        # next(), not unpacking: the lines are read from the query as they are written.
+        _, lines = next(each_model_lines(run, [model]))
+        return Export("application/x-ndjson", f"{stem}.jsonl", lines)
+    # Exactly the harness's report of one model, as it writes one: indented by 4.
+    [(_, report)] = each_model_report(run, [model])
+    return Export("application/json", f"{stem}.json", iter([json.dumps(report, indent=4) + "\n"]))
 
 
 # --- HTML report -----------------------------------------------------------------------------
@@ -275,7 +372,7 @@ def html_report_chunks(run: Run) -> Iterator[str]:
 EXPORT_FORMATS = {
     "json": ExportFormat("application/json", ".json", json_chunks),
     "csv": ExportFormat("text/csv; charset=utf-8", ".csv", csv_chunks),
-    "swebench-preds": ExportFormat("application/x-ndjson", "-swebench-preds.jsonl", swebench_prediction_chunks),
+    "swebench-preds": ExportFormat("application/zip", "-swebench-preds.zip", swebench_predictions_zip),
     "swebench-report": ExportFormat("application/json", "-swebench-report.json", swebench_report_chunks),
     "html": ExportFormat("text/html; charset=utf-8", ".html", html_report_chunks),
 }

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict, Streaming
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import content_disposition_header
+from django.utils.http import content_disposition_header, urlencode
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling, push_url
 from django_htmx.middleware import HtmxDetails
@@ -19,7 +19,7 @@ from experiments.actions import check_run_transition, check_start_run, do_run_ac
 from experiments.attempt_list import AttemptQuery, attempt_page, page_links
 from experiments.budgets import budget_status, experiment_spend
 from experiments.estimate import estimate_run
-from experiments.exports import EXPORT_FORMATS, export_chunks
+from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import (
     ArmFormSet,
     AttemptListForm,
@@ -37,7 +37,7 @@ from experiments.reporting import (
     tests_with_roles,
     verdict_scores,
 )
-from experiments.swebench_export import ReportUnavailable
+from experiments.swebench_export import ExportRefused, run_models
 from leaderboards.pages import run_page_boards
 from orgs.access import (
     access_attempt,
@@ -203,7 +203,25 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         response = render(request, "experiments/run_detail.html#live", context)
         # The last state is rendered once more, then htmx stops asking.
         return response if live else HttpResponseStopPolling(response.content)
-    return render(request, "experiments/run_detail.html", {**context, **_attempt_list(run, request.GET)})
+    downloads = {"swebench_downloads": _swebench_downloads(run)}
+    return render(request, "experiments/run_detail.html", {**context, **_attempt_list(run, request.GET), **downloads})
+
+
+SWEBENCH_DOWNLOADS = {
+    "swebench-preds": ("SWE-bench predictions", "every arm (zip, a JSONL file each)"),
+    "swebench-report": ("SWE-bench report", "every arm (one JSON, keyed by model)"),
+}
+
+
+def _swebench_downloads(run: Run) -> list[dict[str, Any]]:
+    """Each SWE-bench format's links: the whole run, then each arm's (and repetition's) file."""
+    models = run_models(run)
+    downloads = []
+    for format, (title, whole_title) in SWEBENCH_DOWNLOADS.items():
+        whole = reverse("experiments:run_export", args=[run.code, format])
+        per_model = [(m.name, f"{whole}?{urlencode({'arm': m.label, 'rep': str(m.repetition)})}") for m in models]
+        downloads.append({"title": title, "links": [(whole_title, whole), *per_model]})
+    return downloads
 
 
 @login_required
@@ -247,19 +265,28 @@ def _query_string(params: QueryDict) -> str:
 
 @login_required
 def run_export(request: HttpRequest, code: str, format: str) -> HttpResponseBase:
-    """The whole run as a download, streamed as it is read: any member may take it."""
+    """The whole run as a download, or one arm's SWE-bench file (``?arm=LABEL&rep=N``),
+    streamed as it is read: any member may take it."""
     run = access_run(request, code)
     if format not in EXPORT_FORMATS:
         raise Http404("no such export")
     try:
-        chunks = export_chunks(run, format)
-    except ReportUnavailable as exc:
+        export = prepare_export(run, format, request.GET.get("arm"), _repetition(request.GET.get("rep")))
+    except ExportRefused as exc:
         messages.error(request, str(exc))
         return redirect("experiments:run", code=run.code)
-    export = EXPORT_FORMATS[format]
-    response = StreamingHttpResponse(chunks, content_type=export.content_type)
-    response["Content-Disposition"] = content_disposition_header(True, export.filename(run))
+    response = StreamingHttpResponse(export.chunks, content_type=export.content_type)
+    response["Content-Disposition"] = content_disposition_header(True, export.filename)
     return response
+
+
+def _repetition(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ExportRefused(f"a repetition is a whole number, not {value[:40]!r}") from None
 
 
 @login_required

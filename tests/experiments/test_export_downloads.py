@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import zipfile
 from decimal import Decimal
 
 import pytest
@@ -21,7 +22,7 @@ from tests.conftest import client_for
 FORMATS = {  # format: (content type, file name after "prbench-run-<code>")
     "json": ("application/json", ".json"),
     "csv": ("text/csv; charset=utf-8", ".csv"),
-    "swebench-preds": ("application/x-ndjson", "-swebench-preds.jsonl"),
+    "swebench-preds": ("application/zip", "-swebench-preds.zip"),
     "swebench-report": ("application/json", "-swebench-report.json"),
 }
 
@@ -103,13 +104,25 @@ def download(client: Client, run, format: str):
 
 
 def body(response) -> str:
-    return b"".join(response.streaming_content).decode()
+    return raw_body(response).decode()
 
 
-def command_output(run, format: str) -> str:
+def raw_body(response) -> bytes:
+    return b"".join(response.streaming_content)
+
+
+def command_output(run, format: str, *args: str) -> str:
     out = io.StringIO()
-    call_command("export_run", str(run.code), format=format, stdout=out)
+    call_command("export_run", str(run.code), *args, format=format, stdout=out)
     return out.getvalue()
+
+
+def command_bytes(run, format: str) -> bytes:
+    """stdout as bytes, as a shell redirect takes it (a zip is not text)."""
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    call_command("export_run", str(run.code), format=format, stdout=out)
+    out.flush()
+    return out.buffer.getvalue()
 
 
 class Writes(io.StringIO):
@@ -166,13 +179,20 @@ def test_an_empty_run_exports_an_empty_attempts_list(run):
 
 
 def test_the_command_writes_the_attempts_a_chunk_at_a_time(run, monkeypatch):
-    whole = {format: command_output(run, format) for format in ("json", "csv", "swebench-preds")}
+    whole = {format: command_output(run, format) for format in ("json", "csv")}
     monkeypatch.setattr(exports, "CHUNK_ROWS", 3)
     for format, text in whole.items():
         out = Writes()
         call_command("export_run", str(run.code), format=format, stdout=out)
         assert out.getvalue() == text, format
         assert out.writes >= 3, format  # 8 attempts, 3 per chunk
+    Attempt.objects.filter(run=run).update(status="completed", outcome="model_success")
+    text = command_output(run, "swebench-preds", "--arm", "oracle")
+    monkeypatch.setattr(exports, "CHUNK_ROWS", 1)
+    out = Writes()
+    call_command("export_run", str(run.code), "--arm", "oracle", format="swebench-preds", stdout=out)
+    assert out.getvalue() == text and len(text.splitlines()) == 4
+    assert out.writes >= 4  # one chunk per prediction
 
 
 @pytest.mark.parametrize("format", list(FORMATS))
@@ -183,7 +203,7 @@ def test_a_member_downloads_each_format(bob, run, format):
     content_type, suffix = FORMATS[format]
     assert response["Content-Type"] == content_type
     assert response["Content-Disposition"] == f'attachment; filename="prbench-run-{run.code}{suffix}"'
-    assert body(response) == command_output(run, format)
+    assert raw_body(response) == command_bytes(run, format)
 
 
 def test_a_viewer_may_download(vera, run):
@@ -235,3 +255,56 @@ def test_the_run_page_offers_every_download(bob, run):
     for format in FORMATS:
         assert reverse("experiments:run_export", args=[run.code, format]) in page
     assert "export_run" not in page  # no command to run: the buttons are the way
+
+
+def test_the_run_page_offers_each_arms_swebench_files(bob, run):
+    page = client_for(bob).get(reverse("experiments:run", args=[run.code])).content.decode()
+    for format in ("swebench-preds", "swebench-report"):
+        whole = reverse("experiments:run_export", args=[run.code, format])
+        for label in ("oracle", "noisy"):
+            assert f'href="{whole}?arm={label}&amp;rep=0"' in page
+    assert "every arm (zip, a JSONL file each)" in page
+
+
+@pytest.mark.parametrize(
+    ("format", "content_type", "suffix"),
+    [
+        ("swebench-preds", "application/x-ndjson", "swebench-preds-oracle.jsonl"),
+        ("swebench-report", "application/json", "swebench-report-oracle.json"),
+    ],
+)
+def test_a_member_downloads_one_arms_file(bob, run, format, content_type, suffix):
+    response = client_for(bob).get(reverse("experiments:run_export", args=[run.code, format]), {"arm": "oracle"})
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == content_type
+    assert response["Content-Disposition"] == f'attachment; filename="prbench-run-{run.code}-{suffix}"'
+    assert body(response) == command_output(run, format, "--arm", "oracle")
+
+
+def test_the_zip_holds_each_arms_file(bob, run):
+    Attempt.objects.filter(run=run).update(status="completed", outcome="model_success")
+    archive = zipfile.ZipFile(io.BytesIO(raw_body(download(client_for(bob), run, "swebench-preds"))))
+    assert archive.namelist() == ["oracle.jsonl", "noisy.jsonl"]
+    for label in ("oracle", "noisy"):
+        text = archive.read(f"{label}.jsonl").decode()
+        assert text == command_output(run, "swebench-preds", "--arm", label) and len(text.splitlines()) == 4
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"arm": "nope"}, "has no arm &#x27;nope&#x27;; its arms are &#x27;oracle&#x27;, &#x27;noisy&#x27;"),
+        ({"arm": "oracle", "rep": "3"}, "arm &#x27;oracle&#x27; has no repetition 3 in run"),
+        ({"arm": "oracle", "rep": "x"}, "a repetition is a whole number, not &#x27;x&#x27;"),
+    ],
+)
+def test_an_unknown_arm_is_refused_by_name(bob, run, params, message):
+    client = client_for(bob)
+    response = client.get(reverse("experiments:run_export", args=[run.code, "swebench-preds"]), params)
+    assert response.status_code == 302 and response["Location"] == reverse("experiments:run", args=[run.code])
+    assert message in client.get(response["Location"]).content.decode()
+
+
+def test_one_arms_file_checks_ownership(charlie, run):
+    url = reverse("experiments:run_export", args=[run.code, "swebench-preds"])
+    assert client_for(charlie).get(url, {"arm": "oracle"}).status_code == 404

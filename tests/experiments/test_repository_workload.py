@@ -159,8 +159,8 @@ def test_oracle_resolves_every_task_empty_none_noisy_some(org, alice, textkit, s
 
     report = swebench_report(run)
     oracle_ids = {task.external_id for task in dataset.tasks.filter(quarantined=False)}
-    assert set(report["models"]["oracle@rep0"]["resolved_ids"]) == oracle_ids
-    assert set(report["models"]["empty@rep0"]["empty_patch_ids"]) == oracle_ids
+    assert set(report["oracle@rep0"]["resolved_ids"]) == oracle_ids
+    assert set(report["empty@rep0"]["empty_patch_ids"]) == oracle_ids
 
 
 def test_a_wrong_patch_scores_its_fail_to_pass_share(org, alice, plain_textkit, start):
