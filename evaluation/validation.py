@@ -21,6 +21,7 @@ from pathlib import Path
 
 from django.db import models
 
+from evaluation.log_parsers import parse_log
 from evaluation.patches import (
     PatchRejected,
     check_leaves_tests_alone,
@@ -30,7 +31,7 @@ from evaluation.patches import (
 )
 from evaluation.repositories import checkout
 from evaluation.sandbox import LOG_LIMIT, Box, Finished, box_for, hand_over, truncate
-from evaluation.test_results import TestOutcome, parse_junit, parse_test_log
+from evaluation.test_results import TestOutcome, parse_junit, parse_test_log, passing_ids
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
 
@@ -112,6 +113,9 @@ class TestPlan:
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
     build_command: tuple[str, ...] = ()  # empty: byte-compile the changed Python files
+    # How to read per-test results from the log (evaluation/log_parsers.py), for tasks whose
+    # ids follow a runner's log (SWE-bench's); empty: the JUnit report, else whatever the log holds.
+    log_parser: str = ""
 
     @property
     def judged_by_test_ids(self) -> bool:
@@ -162,7 +166,7 @@ def validate_in(
         python_files = changed_python_files(patch, root)
         build = _build(plan, python_files, box)
         lint = _lint(python_files, box, findings_before)
-        tests, outcomes = run_tests(plan.command, box, timeout_s)
+        tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
@@ -171,14 +175,16 @@ def validate_in(
     return ValidationResult(status, truncate(log), duration_ms, lint, build, tuple(outcomes), _tally(plan, outcomes))
 
 
-def run_tests(command: list[str], box: Box, timeout_s: float) -> tuple[Finished, list[TestOutcome]]:
+def run_tests(
+    command: list[str], box: Box, timeout_s: float, log_parser: str = ""
+) -> tuple[Finished, list[TestOutcome]]:
     """Run the test command in the box; its outcome and the per-test results."""
     with tempfile.TemporaryDirectory(prefix="prbench-report-") as report_dir:
         # Outside the work directory: the patch cannot plant a report there in advance.
         hand_over(Path(report_dir), box.uid)
         report = Path(report_dir) / "junit.xml"
         finished = box.run(_test_command(command, report), timeout_s)
-        return finished, _outcomes(report, finished)
+        return finished, _outcomes(report, finished, log_parser)
 
 
 @dataclass(frozen=True)
@@ -235,7 +241,7 @@ class TestTally:
 def _tally(plan: TestPlan, outcomes: list[TestOutcome]) -> TestTally | None:
     if not plan.judged_by_test_ids:
         return None
-    passed = {outcome.id for outcome in outcomes if outcome.outcome == "passed"}
+    passed = passing_ids(plan.fail_to_pass + plan.pass_to_pass, outcomes)
     return TestTally(
         fail_to_pass_passed=sum(test in passed for test in plan.fail_to_pass),
         fail_to_pass_total=len(plan.fail_to_pass),
@@ -268,7 +274,11 @@ def _test_command(test_command: list[str], report: Path) -> list[str]:
     return [sys.executable if part == "{python}" else part.replace("{junit}", str(report)) for part in test_command]
 
 
-def _outcomes(report: Path, finished: Finished) -> list[TestOutcome]:
+def _outcomes(report: Path, finished: Finished, log_parser: str = "") -> list[TestOutcome]:
+    """The task's log parser when it names one and it finds tests (the harness reads only
+    the log); else the JUnit report, when believable; else whichever runner's lines the log holds."""
+    if log_parser and (from_log := parse_log(log_parser, finished.output)):
+        return from_log
     try:
         xml = report.read_bytes()[:REPORT_LIMIT].decode(errors="replace") if report.is_file() else ""
     except OSError:
