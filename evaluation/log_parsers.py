@@ -30,7 +30,10 @@ _STATUS = "|".join(PYTEST_STATUSES)
 # "PASSED tests/test_a.py::test_x[a b]" or "FAILED tests/test_a.py::test_y - assert 1 == 2"
 PYTEST_SUMMARY = re.compile(rf"^(?P<status>{_STATUS}) (?P<id>\S.*)$")
 # -v: "tests/test_a.py::test_x PASSED   [ 50%]", "tests/test_a.py::test_z SKIPPED (reason)  [ 75%]"
-PYTEST_VERBOSE = re.compile(rf"^(?P<id>\S+::\S.*?) (?P<status>{_STATUS})(?: \(.*\))?\s*(?:\[\s*\d+%\])?$")
+# (found with a plain search, then checked: one regex for the whole line backtracks badly
+# on a long line of output that merely looks like one)
+PYTEST_VERBOSE_STATUS = re.compile(rf" (?P<status>{_STATUS})(?= |$)")
+PYTEST_PROGRESS = re.compile(r"\[ *\d+%\]$")
 # "SKIPPED [2] tests/test_a.py:17: reason" counts skips at one place; it names no test.
 PYTEST_SKIP_COUNT = re.compile(r"^\[\d+\]$")
 # A parameter that is an absolute path differs from machine to machine: requests, pydicom
@@ -69,12 +72,23 @@ def parse_pytest(log: str) -> list[TestOutcome]:
                 continue
             if status != "PASSED":
                 test = test.split(" - ", 1)[0]
-        elif verbose := PYTEST_VERBOSE.match(line):
-            status, test = verbose["status"], verbose["id"]
+        elif verbose := _verbose_line(line):
+            test, status = verbose
         else:
             continue
         outcomes[test.rstrip()] = PYTEST_STATUSES[status]  # the summary comes last, and wins
     return _listed(outcomes.items())
+
+
+def _verbose_line(line: str) -> tuple[str, str] | None:
+    """``path::id STATUS``, then nothing but a reason in parentheses and the progress."""
+    found = PYTEST_VERBOSE_STATUS.search(line)
+    if not found or "::" not in line[: found.start()] or line[:1].isspace():
+        return None
+    rest = PYTEST_PROGRESS.sub("", line[found.end() :]).strip()
+    if rest and not (rest.startswith("(") and rest.endswith(")")):
+        return None
+    return line[: found.start()], found["status"]
 
 
 def parse_pytest_options(log: str) -> list[TestOutcome]:

@@ -71,6 +71,10 @@ NOT_CHECKED = CheckResult(CheckStatus.SKIPPED)
 LINT_COMMAND = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--quiet", "--output-format=concise"]
 CHECK_TIMEOUT_S = 60
 REPORT_LIMIT = 10 * 1024**2
+# The test log is where per-test results come from when a task's ids follow its runner's log
+# (evaluation/log_parsers.py): a suite of a few thousand tests writes a few hundred kB, far
+# more than the LOG_LIMIT kept for display, so the parsers read up to this much (head and tail).
+TEST_OUTPUT_LIMIT = 4 * 1024**2
 # "calc.py:2:15: F401 ..." or, for a syntax error, "calc.py:2:15: invalid-syntax: ..."
 LINT_FINDING = re.compile(r"^(?P<path>[^:\n]+):\d+:\d+: (?P<rule>[A-Za-z][A-Za-z0-9-]*)", re.MULTILINE)
 
@@ -183,7 +187,7 @@ def run_tests(
         # Outside the work directory: the patch cannot plant a report there in advance.
         hand_over(Path(report_dir), box.uid)
         report = Path(report_dir) / "junit.xml"
-        finished = box.run(_test_command(command, report), timeout_s)
+        finished = box.run(_test_command(command, report), timeout_s, output_limit=TEST_OUTPUT_LIMIT)
         return finished, _outcomes(report, finished, log_parser)
 
 

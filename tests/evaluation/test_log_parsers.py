@@ -2,6 +2,7 @@
 whose README says how each file was made): the ids must be the ones SWE-bench's harness
 reads from the same output, since those are the ids in a task's FAIL_TO_PASS / PASS_TO_PASS."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from evaluation.log_parsers import (
     parse_sympy,
 )
 from evaluation.test_results import parse_junit, passing_ids
-from evaluation.validation import TestPlan, validate_in
+from evaluation.validation import LOG_LIMIT, TestPlan, validate_in
 from evaluation.validation import _written as written_files
 from experiments import pipeline
 from experiments.models import Dataset, TaskInstance
@@ -202,3 +203,29 @@ def test_a_tasks_plan_names_its_parser(org):
         dataset=dataset, external_id="s-1", repo="acme/app", metadata={"log_parser": "parse_log_sympy"}
     )
     assert [pipeline.test_plan(task).log_parser for task in (django_task, mined, named)] == ["django", "", "sympy"]
+
+
+def test_the_parser_reads_every_test_of_a_suite_whose_log_is_longer_than_the_stored_log():
+    """A thousand tests print far more than the log kept for display (LOG_LIMIT, and the
+    sandbox keeps only the head and tail of four times that): the parser still reads the
+    whole -rA summary, so no pass-to-pass test in its middle goes missing."""
+    name = "test_" + "a_long_name_so_that_the_summary_grows_well_beyond_the_displayed_log_" * 2
+    files = {
+        "test_many.py": f"import pytest\n\n\n@pytest.mark.parametrize('n', range(1000))\ndef {name}(n):\n    pass\n",
+        "shelf.py": DOCSTRING_TASK["shelf.py"],
+    }
+    ids = tuple(f"test_many.py::{name}[{n}]" for n in range(1000))
+    command = ["{python}", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_many.py"]
+    result = validate_in(
+        written_files(files), SORTING_FIX, TestPlan(command, pass_to_pass=ids, log_parser="pytest"), 60
+    )
+    assert len(result.log) <= LOG_LIMIT + 100 and len(result.tests) == 1000
+    assert result.status == "passed" and result.tally is not None and result.tally.pass_to_pass_failed == 0
+
+
+def test_a_long_line_that_merely_looks_like_a_result_is_read_in_linear_time():
+    """Code under test writes the log: a megabyte of "x PASSED (" on one line took a whole-line
+    regex minutes of backtracking; a validation's log may now hold 4 MB."""
+    started = time.monotonic()
+    assert parse_pytest("a::b " + "x PASSED (" * 100_000) == []
+    assert time.monotonic() - started < 2
