@@ -143,16 +143,69 @@ def touches_test_harness(path: str) -> bool:
     )
 
 
-def check_leaves_tests_alone(patch: str, protected: frozenset[str] = frozenset()) -> None:
-    """Refuse changes to test files, the test harness, or ``protected`` (the task's own test
-    files, from its test patch)."""
+# Files that run inside the test process wherever they sit: a patch may not add or change them
+# under either rule.
+RUNNER_HOOKS = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.py"})
+
+
+class HarnessRule:
+    """Which changes count as "changing the tests". STRICT: any test file, test directory or
+    test configuration (mined tasks: their tests are whatever the project's look like).
+    TASK: the task's own test files and the directories they sit in, test files by name and
+    runner hooks, as SWE-bench's harness has it: a project whose source is a test framework
+    (pytest's ``_pytest/``) or whose fix touches its packaging (``setup.cfg``,
+    ``pyproject.toml``, ``tox.ini``) can be fixed."""
+
+    STRICT = "strict"
+    TASK = "task"
+
+
+def check_leaves_tests_alone(
+    patch: str, protected: frozenset[str] = frozenset(), rule: str = HarnessRule.STRICT
+) -> None:
+    """Refuse changes to ``protected`` (the task's own test files, from its test patch) and,
+    under ``rule``, to the tests or their harness."""
+    test_dirs = _test_directories(protected)
     for patched_file in PatchSet(patch):
         for raw in (patched_file.source_file, patched_file.target_file):
             path = _strip_prefix(raw)
             if path in protected:
                 raise PatchRejected(f"the patch changes the task's test file {path}")
-            if path and touches_test_harness(path):
+            if not path:
+                continue
+            if rule == HarnessRule.TASK:
+                if _in_directories(path, test_dirs) or _is_test_file_or_hook(path):
+                    raise PatchRejected(f"the patch changes the task's tests or their runner ({path})")
+            elif touches_test_harness(path):
                 raise PatchRejected(f"the patch changes the tests or their harness ({path})")
+
+
+def _test_directories(test_files: frozenset[str]) -> frozenset[PurePosixPath]:
+    """The directories the task's test files sit in (not the repository's root)."""
+    return frozenset(PurePosixPath(path).parent for path in test_files if PurePosixPath(path).parent.parts)
+
+
+def _in_directories(path: str, directories: frozenset[PurePosixPath]) -> bool:
+    return any(PurePosixPath(path).is_relative_to(directory) for directory in directories)
+
+
+def _is_test_file_or_hook(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name in RUNNER_HOOKS or name.startswith("test_") or name.endswith(("_test.py", ".pth"))
+
+
+def gold_patch_refusal(gold_patch: str, test_patch: str, rule: str) -> str:
+    """Why validation would refuse the task's own gold patch under ``rule`` ("" when it
+    would not): such a task could never be resolved, so an import flags it."""
+    if not gold_patch.strip():
+        return ""
+    try:
+        check_leaves_tests_alone(gold_patch, protected=patch_paths(test_patch), rule=rule)
+    except PatchRejected as exc:
+        return str(exc)
+    except UnidiffParseError as exc:
+        return f"malformed patch: {exc}"
+    return ""
 
 
 def patch_paths(patch: str) -> frozenset[str]:

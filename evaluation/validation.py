@@ -23,6 +23,7 @@ from django.db import models
 
 from evaluation.log_parsers import parse_log
 from evaluation.patches import (
+    HarnessRule,
     PatchRejected,
     check_leaves_tests_alone,
     check_patch,
@@ -117,6 +118,7 @@ class TestPlan:
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
     build_command: tuple[str, ...] = ()  # empty: byte-compile the changed Python files
+    harness_rule: str = HarnessRule.STRICT  # what counts as changing the tests (evaluation/patches.py)
     # How to read per-test results from the log (evaluation/log_parsers.py), for tasks whose
     # ids follow a runner's log (SWE-bench's); empty: the JUnit report, else whatever the log holds.
     log_parser: str = ""
@@ -148,7 +150,7 @@ def validate_in(
 
     try:
         check_patch(patch)
-        check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch))
+        check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch), rule=plan.harness_rule)
     except PatchRejected as exc:
         return result(ValidationStatus.REJECTED, str(exc))
     with workspace as root:

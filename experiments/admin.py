@@ -16,7 +16,7 @@ from experiments.models import (
 
 @admin.register(Dataset)
 class DatasetAdmin(admin.ModelAdmin):
-    list_display = ["name", "org", "kind", "created_at"]
+    list_display = ["name", "org", "kind", "harness_rule", "created_at"]
     list_filter = ["kind", "org"]
     search_fields = ["name", "code", "org__slug"]
     readonly_fields = ["code", "created_at"]

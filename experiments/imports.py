@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
+from evaluation.patches import HarnessRule, gold_patch_refusal
 from experiments.models import Dataset, DatasetKind, TaskInstance
 from experiments.swebench import REPO, SwebenchTask
 from orgs.models import Organization
@@ -23,6 +24,9 @@ class ImportReport:
     imported: int
     repos: list[str]
     repos_without_source: list[str]
+    # Tasks whose gold patch validation would refuse under the dataset's rule, and why: they
+    # are imported quarantined, since nothing could resolve them.
+    refused_gold: list[tuple[str, str]] = field(default_factory=list)
 
 
 def check_repo_sources(pairs: list[str]) -> dict[str, str]:
@@ -98,11 +102,15 @@ def do_import_tasks(
     dataset, created = locked_dataset(org, dataset_name)
     check_import_tasks(org, dataset_name, tasks, file_name)  # again, under the dataset's lock
     dataset.repo_sources = {**dataset.repo_sources, **repo_sources}
-    for field, command in (commands or {}).items():
-        setattr(dataset, field, command)
-    dataset.save(update_fields=["repo_sources", "test_command", "build_command"])
+    for name, command in (commands or {}).items():
+        setattr(dataset, name, command)
+    if created:  # SWE-bench's tasks are judged by the harness's rule; a dataset made otherwise keeps its own
+        dataset.harness_rule = HarnessRule.TASK
+    dataset.save(update_fields=["repo_sources", "test_command", "build_command", "harness_rule"])
     start = next_position(dataset)
-    TaskInstance.objects.bulk_create(_task_row(dataset, start + i, task) for i, task in enumerate(tasks))
+    rows = [_task_row(dataset, start + i, task) for i, task in enumerate(tasks)]
+    refused = _quarantine_refused_gold(rows, dataset.harness_rule)
+    TaskInstance.objects.bulk_create(rows)
     repos = sorted({task.repo for task in tasks})
     return ImportReport(
         dataset=dataset,
@@ -110,7 +118,18 @@ def do_import_tasks(
         imported=len(tasks),
         repos=repos,
         repos_without_source=[repo for repo in repos if repo not in dataset.repo_sources],
+        refused_gold=refused,
     )
+
+
+def _quarantine_refused_gold(rows: list[TaskInstance], rule: str) -> list[tuple[str, str]]:
+    refused = []
+    for row in rows:
+        if reason := gold_patch_refusal(row.gold_patch, row.test_patch, rule):
+            row.quarantined = True
+            row.quarantine_reason = f"validation would refuse its gold patch: {reason}"
+            refused.append((row.external_id, reason))
+    return refused
 
 
 def locked_dataset(org: Organization, name: str) -> tuple[Dataset, bool]:

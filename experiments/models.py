@@ -4,9 +4,15 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import models
 
+from evaluation.patches import HarnessRule
 from evaluation.validation import ValidationStatus
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
+
+HARNESS_RULES = [
+    (HarnessRule.STRICT, "Strict: no test file, test directory or test configuration"),
+    (HarnessRule.TASK, "The task's own tests: its test files and their directories, and runner hooks"),
+]
 
 
 class DatasetKind(models.TextChoices):
@@ -58,6 +64,13 @@ class Dataset(models.Model):
         default=list,
         blank=True,
         help_text="Build command (argument list); empty: byte-compile the changed Python files",
+    )
+    harness_rule = models.CharField(
+        max_length=16,
+        choices=HARNESS_RULES,
+        default=HarnessRule.STRICT,
+        help_text="What counts as a patch changing the tests: any test or test configuration file (mined "
+        "tasks), or the task's own test files and directories (imported SWE-bench tasks, as the harness has it)",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

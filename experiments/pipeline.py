@@ -306,6 +306,7 @@ def test_plan(task: TaskInstance) -> TestPlan:
         fail_to_pass=tuple(task.fail_to_pass),
         pass_to_pass=tuple(task.pass_to_pass),
         build_command=tuple(dataset.build_command),
+        harness_rule=dataset.harness_rule,
         log_parser=log_parser_for(task.repo, task.metadata),
     )
 

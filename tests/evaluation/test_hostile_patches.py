@@ -329,3 +329,19 @@ def test_a_symbolic_link_in_any_spelling_is_refused(clone, mode):
     result = validate(clone, patch)
     assert result.status == ValidationStatus.REJECTED
     assert "symbolic link" in result.log
+
+
+def test_an_imported_tasks_rule_lets_a_fix_touch_packaging_but_not_its_tests(clone):
+    """End to end under the harness's rule: a patch to setup.cfg runs; one to a file beside
+    the task's test file is refused before anything is written."""
+    test_patch = "--- /dev/null\n+++ b/checks/verify.py\n@@ -0,0 +1 @@\n+CHECK = True\n"
+    packaging = "--- /dev/null\n+++ b/setup.cfg\n@@ -0,0 +1 @@\n+[metadata]\n"
+    beside = "--- /dev/null\n+++ b/checks/helper.py\n@@ -0,0 +1 @@\n+HELP = True\n"
+
+    allowed = validate(clone, packaging, test_patch=test_patch, harness_rule="task")
+    refused = validate(clone, beside, test_patch=test_patch, harness_rule="task")
+    strict = validate(clone, packaging, test_patch=test_patch)
+
+    assert allowed.status != ValidationStatus.REJECTED, allowed.log
+    assert refused.status == ValidationStatus.REJECTED and "checks/helper.py" in refused.log
+    assert strict.status == ValidationStatus.REJECTED and "setup.cfg" in strict.log

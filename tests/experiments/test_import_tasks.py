@@ -7,6 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError
 
+from evaluation.patches import patch_paths
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.models import Dataset, TaskInstance
 from tests.experiments.test_commands import run_command
@@ -179,3 +180,22 @@ def test_the_dataset_page_shows_each_task_repository(org, alice):
     assert "<code>sqlfluff/sqlfluff</code> from a copy on the server" in content
     assert "/srv/repos" not in content
     assert "<code>14e1a23a31</code>" in content and "sqlfluff__sqlfluff-1625" in content
+
+
+def test_an_imported_dataset_judges_by_the_tasks_own_tests_and_flags_a_gold_patch_it_would_refuse(org, tmp_path):
+    # The first task's gold patch rewritten to touch a file beside its own test file, as a fix
+    # that could never be validated would.
+    first = json.loads(LINES[0])
+    test_file = next(iter(patch_paths(first["test_patch"])))
+    beside = test_file.rsplit("/", 1)[0] + "/helpers.py"
+    refused_patch = f"--- a/{beside}\n+++ b/{beside}\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+    path = write_lines(tmp_path, [edited(1, patch=refused_patch), *LINES[1:]])
+
+    out = run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", path)
+
+    dataset = Dataset.objects.get(org=org, name="lite")
+    assert dataset.harness_rule == "task"
+    flagged = dataset.tasks.get(external_id=first["instance_id"])
+    assert flagged.quarantined and beside in flagged.quarantine_reason
+    assert dataset.tasks.filter(quarantined=True).count() == 1  # the real gold patches all pass the rule
+    assert "Warning: 1 task(s) imported quarantined" in out and f"{first['instance_id']}: " in out

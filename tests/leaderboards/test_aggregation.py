@@ -153,7 +153,7 @@ def test_evaluator_scores_need_ten_judged_attempts(run, dataset):
     assert rows["many"].mean_overall == pytest.approx(np.mean(scores))
     assert (rows["many"].judged, rows["many"].errors) == (11, 1)
     counts = [scores.count(score) for score in range(101)]
-    low, high = bootstrap_mean_interval_from_counts(counts, seed=many.pk)
+    low, high = bootstrap_mean_interval_from_counts(counts, seed=[run.seed % 2**32, many.position])
     assert (rows["many"].ci_low, rows["many"].ci_high) == (low, high)
     assert min(scores) < low < np.mean(scores) < high < max(scores)
     # About as wide as the normal approximation's 2 * 1.96 standard errors (bootstrap

@@ -55,6 +55,13 @@ class Command(CheckedCommand):
                 "No source configured yet for: " + ", ".join(report.repos_without_source) + ". Set one with "
                 "--repo-source OWNER/NAME=PATH_OR_URL (or in the admin) before validating these tasks."
             )
+        if report.refused_gold:
+            self.stdout.write(
+                f"Warning: {len(report.refused_gold)} task(s) imported quarantined: validation would refuse their "
+                f"gold patch under the dataset's {report.dataset.harness_rule!r} rule, so nothing could resolve them:"
+            )
+            for instance_id, reason in report.refused_gold:
+                self.stdout.write(f"  {instance_id}: {reason}")
 
 
 def _lines(path: Path):
