@@ -30,6 +30,7 @@ import functools
 import logging
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -357,8 +358,16 @@ class BoundedOutput:
         return f"{text[:half]}\n… [{self.dropped} bytes of output dropped] …\n{text[half:]}"
 
 
+# BoundedOutput's note, which truncate() must not cut away unsaid: a test log is kept far
+# longer than LOG_LIMIT for the parsers, then truncated for display.
+DROPPED_NOTE = re.compile(r"\n… \[(\d+) bytes of output dropped\] …\n")
+
+
 def truncate(log: str) -> str:
     if len(log) <= LOG_LIMIT:
         return log
     half = LOG_LIMIT // 2
-    return f"{log[:half]}\n… [{len(log) - LOG_LIMIT} characters truncated] …\n{log[-half:]}"
+    note = f"{len(log) - LOG_LIMIT} characters truncated"
+    if dropped := sum(int(count) for count in DROPPED_NOTE.findall(log, half, len(log) - half)):
+        note += f", and before that {dropped} bytes of output dropped"
+    return f"{log[:half]}\n… [{note}] …\n{log[-half:]}"
