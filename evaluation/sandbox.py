@@ -30,6 +30,7 @@ import functools
 import logging
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -175,8 +176,10 @@ class Box:
     workdir: str
     uid: int | None = None
 
-    def run(self, command: list[str], timeout_s: float, stdin: str | None = None) -> Finished:
-        finished = run_limited(command, self.workdir, timeout_s, stdin, self.uid)
+    def run(
+        self, command: list[str], timeout_s: float, stdin: str | None = None, output_limit: int = LOG_LIMIT
+    ) -> Finished:
+        finished = run_limited(command, self.workdir, timeout_s, stdin, self.uid, output_limit)
         root = self.workdir.rstrip("/")
         if len(root) < 2:
             return finished
@@ -192,10 +195,16 @@ def box_for(root: Path) -> Box:
 
 
 def run_limited(
-    command: list[str], cwd: str, timeout_s: float, stdin: str | None = None, uid: int | None = None
+    command: list[str],
+    cwd: str,
+    timeout_s: float,
+    stdin: str | None = None,
+    uid: int | None = None,
+    output_limit: int = LOG_LIMIT,
 ) -> Finished:
     """Run ``command`` in ``cwd`` inside the sandbox, as ``uid`` when given (see
-    ``sandbox_user``; ``cwd`` must be handed over to it); its output is kept bounded."""
+    ``sandbox_user``; ``cwd`` must be handed over to it); its output is kept to about
+    ``output_limit`` characters, head and tail."""
     _check_program(command[0], cwd)
     found = isolation()
     # Only a command that changes user needs somewhere to set kept directories aside.
@@ -213,7 +222,7 @@ def run_limited(
             start_new_session=True,  # so a timeout kills the tests' children too
             preexec_fn=functools.partial(_enter_limits, cpu, cgroup, uid),
         )
-        output = BoundedOutput()
+        output = BoundedOutput(output_limit)
         reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
         reader.start()
         if stdin is not None and process.stdin:
@@ -322,21 +331,22 @@ class BoundedOutput:
     """Keeps the head and the tail of a process's output in bounded memory: a test that
     floods stdout must not take the worker down with it."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = LOG_LIMIT) -> None:
         self.buffer = bytearray()
         self.dropped = 0
+        self.limit = limit
 
     def drain(self, pipe: Any) -> None:
         while chunk := pipe.read1(65536):
             self.buffer += chunk
-            if len(self.buffer) > 4 * LOG_LIMIT:
+            if len(self.buffer) > 4 * self.limit:
                 self._trim()
         if self.dropped:
             self._trim()
         pipe.close()
 
     def _trim(self) -> None:
-        half = LOG_LIMIT // 2 - 200  # room for the marker, so truncate() leaves it alone
+        half = self.limit // 2 - 200  # room for the marker, so truncate() leaves it alone
         self.dropped += len(self.buffer) - 2 * half
         self.buffer = self.buffer[:half] + self.buffer[-half:]
 
@@ -348,8 +358,16 @@ class BoundedOutput:
         return f"{text[:half]}\n… [{self.dropped} bytes of output dropped] …\n{text[half:]}"
 
 
+# BoundedOutput's note, which truncate() must not cut away unsaid: a test log is kept far
+# longer than LOG_LIMIT for the parsers, then truncated for display.
+DROPPED_NOTE = re.compile(r"\n… \[(\d+) bytes of output dropped\] …\n")
+
+
 def truncate(log: str) -> str:
     if len(log) <= LOG_LIMIT:
         return log
     half = LOG_LIMIT // 2
-    return f"{log[:half]}\n… [{len(log) - LOG_LIMIT} characters truncated] …\n{log[-half:]}"
+    note = f"{len(log) - LOG_LIMIT} characters truncated"
+    if dropped := sum(int(count) for count in DROPPED_NOTE.findall(log, half, len(log) - half)):
+        note += f", and before that {dropped} bytes of output dropped"
+    return f"{log[:half]}\n… [{note}] …\n{log[-half:]}"

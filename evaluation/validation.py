@@ -21,6 +21,7 @@ from pathlib import Path
 
 from django.db import models
 
+from evaluation.log_parsers import parse_log
 from evaluation.patches import (
     HarnessRule,
     PatchRejected,
@@ -31,7 +32,7 @@ from evaluation.patches import (
 )
 from evaluation.repositories import checkout
 from evaluation.sandbox import LOG_LIMIT, Box, Finished, box_for, hand_over, truncate
-from evaluation.test_results import TestOutcome, parse_junit, parse_test_log
+from evaluation.test_results import TestOutcome, parse_junit, parse_test_log, passing_ids
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
 
@@ -84,6 +85,10 @@ NOT_CHECKED = CheckResult(CheckStatus.SKIPPED)
 LINT_COMMAND = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--quiet", "--output-format=concise"]
 CHECK_TIMEOUT_S = 60
 REPORT_LIMIT = 10 * 1024**2
+# The test log is where per-test results come from when a task's ids follow its runner's log
+# (evaluation/log_parsers.py): a suite of a few thousand tests writes a few hundred kB, far
+# more than the LOG_LIMIT kept for display, so the parsers read up to this much (head and tail).
+TEST_OUTPUT_LIMIT = 4 * 1024**2
 # "calc.py:2:15: F401 ..." or, for a syntax error, "calc.py:2:15: invalid-syntax: ..."
 LINT_FINDING = re.compile(r"^(?P<path>[^:\n]+):\d+:\d+: (?P<rule>[A-Za-z][A-Za-z0-9-]*)", re.MULTILINE)
 
@@ -128,6 +133,9 @@ class TestPlan:
     pass_to_pass: tuple[str, ...] = ()
     build_command: tuple[str, ...] = ()  # empty: byte-compile the changed Python files
     harness_rule: str = HarnessRule.STRICT  # what counts as changing the tests (evaluation/patches.py)
+    # How to read per-test results from the log (evaluation/log_parsers.py), for tasks whose
+    # ids follow a runner's log (SWE-bench's); empty: the JUnit report, else whatever the log holds.
+    log_parser: str = ""
 
     @property
     def judged_by_test_ids(self) -> bool:
@@ -178,7 +186,7 @@ def validate_in(
         python_files = changed_python_files(patch, root)
         build = _build(plan, python_files, box)
         lint = _lint(python_files, box, findings_before)
-        tests, outcomes = run_tests(plan.command, box, timeout_s)
+        tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
@@ -205,14 +213,16 @@ def apply_like_the_harness(box: Box, patch: str) -> tuple[str, str]:
     return ApplyMethod.PATCH_FUZZ, ""
 
 
-def run_tests(command: list[str], box: Box, timeout_s: float) -> tuple[Finished, list[TestOutcome]]:
+def run_tests(
+    command: list[str], box: Box, timeout_s: float, log_parser: str = ""
+) -> tuple[Finished, list[TestOutcome]]:
     """Run the test command in the box; its outcome and the per-test results."""
     with tempfile.TemporaryDirectory(prefix="prbench-report-") as report_dir:
         # Outside the work directory: the patch cannot plant a report there in advance.
         hand_over(Path(report_dir), box.uid)
         report = Path(report_dir) / "junit.xml"
-        finished = box.run(_test_command(command, report), timeout_s)
-        return finished, _outcomes(report, finished)
+        finished = box.run(_test_command(command, report), timeout_s, output_limit=TEST_OUTPUT_LIMIT)
+        return finished, _outcomes(report, finished, log_parser)
 
 
 @dataclass(frozen=True)
@@ -269,7 +279,7 @@ class TestTally:
 def _tally(plan: TestPlan, outcomes: list[TestOutcome]) -> TestTally | None:
     if not plan.judged_by_test_ids:
         return None
-    passed = {outcome.id for outcome in outcomes if outcome.outcome == "passed"}
+    passed = passing_ids(plan.fail_to_pass + plan.pass_to_pass, outcomes)
     return TestTally(
         fail_to_pass_passed=sum(test in passed for test in plan.fail_to_pass),
         fail_to_pass_total=len(plan.fail_to_pass),
@@ -302,7 +312,11 @@ def _test_command(test_command: list[str], report: Path) -> list[str]:
     return [sys.executable if part == "{python}" else part.replace("{junit}", str(report)) for part in test_command]
 
 
-def _outcomes(report: Path, finished: Finished) -> list[TestOutcome]:
+def _outcomes(report: Path, finished: Finished, log_parser: str = "") -> list[TestOutcome]:
+    """The task's log parser when it names one and it finds tests (the harness reads only
+    the log); else the JUnit report, when believable; else whichever runner's lines the log holds."""
+    if log_parser and (from_log := parse_log(log_parser, finished.output)):
+        return from_log
     try:
         xml = report.read_bytes()[:REPORT_LIMIT].decode(errors="replace") if report.is_file() else ""
     except OSError:

@@ -36,6 +36,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from evaluation.evaluator import enqueue_judging
+from evaluation.log_parsers import log_parser_for
 from evaluation.patches import extract_patch
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.scoring import PatchScore, score_pr_attempt
@@ -306,6 +307,7 @@ def test_plan(task: TaskInstance) -> TestPlan:
         pass_to_pass=tuple(task.pass_to_pass),
         build_command=tuple(dataset.build_command),
         harness_rule=dataset.harness_rule,
+        log_parser=log_parser_for(task.repo, task.metadata),
     )
 
 
