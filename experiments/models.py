@@ -96,6 +96,14 @@ def _origin(source: str) -> str:
     return "a copy on the server"
 
 
+class GoldStatus(models.TextChoices):
+    RESOLVED = "resolved", "gold resolves it"
+    UNRESOLVED = "unresolved", "gold does not resolve it"
+    FLAKY = "flaky", "gold flips between runs"
+    TRIVIAL = "trivial", "the empty patch resolves it too"
+    ERROR = "error", "could not be checked"
+
+
 class TaskInstance(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     dataset = models.ForeignKey(Dataset, models.CASCADE, related_name="tasks")
@@ -122,6 +130,11 @@ class TaskInstance(models.Model):
     # runs unless an experiment asks for it, since it would score arms at random.
     quarantined = models.BooleanField(default=False)
     quarantine_reason = models.TextField(blank=True)
+    gold_status = models.CharField(
+        max_length=16, choices=GoldStatus.choices, blank=True, help_text="What validate_gold found; empty: not checked"
+    )
+    gold_detail = models.TextField(blank=True, help_text="How each gold run went, and the empty patch's run if asked")
+    gold_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "external_id"], name="task_id_per_dataset")]

@@ -234,7 +234,7 @@ def execute(
         if not attempt.run.inference_only:
             if held_slot:  # the call is over: validating must not keep the arm's slot
                 gateway.release_slots(prepared, [held_slot])
-            validation = _validate(attempt.task, patch)
+            validation = validate_task(attempt.task, patch)
         score = score_pr_attempt(patch, validation)
         return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at, cache)
     except INFRASTRUCTURE_ERRORS as exc:
@@ -288,7 +288,8 @@ def _platform_error(exc: Exception) -> ProviderError:
 _validation_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
 
 
-def _validate(task: TaskInstance, patch: str) -> ValidationResult:
+def validate_task(task: TaskInstance, patch: str) -> ValidationResult:
+    """The patch validated against the task, at most one validation per core at a time."""
     timeout = settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS
     with _validation_slots:
         if not task.repo:

@@ -340,6 +340,6 @@ def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
     dataset = access_dataset(request, code)
     tasks = dataset.tasks.only(
         "code", "external_id", "title", "position", "repo", "base_commit", "fail_to_pass", "quarantined",
-        "quarantine_reason",
+        "quarantine_reason", "gold_status", "gold_detail",
     )  # fmt: skip
     return render(request, "experiments/dataset_detail.html", {"dataset": dataset, "tasks": tasks})

@@ -165,13 +165,13 @@ def test_a_held_slot_is_given_back_before_the_patch_is_validated(experiment, sta
     from providers import limits
 
     do_replace_arms(experiment, [ArmSpec("one-at-a-time", "mock", "m", {"mode": "oracle", "max_concurrency": 1})])
-    validate, slot_keys, slots_during_validation = pipeline._validate, [], []
+    validate, slot_keys, slots_during_validation = pipeline.validate_task, [], []
 
     def watching(task, patch):  # on a pool thread: Redis only, no database
         slots_during_validation.append(limits.get_connection().zcard(slot_keys[0]))
         return validate(task, patch)
 
-    monkeypatch.setattr(pipeline, "_validate", watching)
+    monkeypatch.setattr(pipeline, "validate_task", watching)
     experiment.sample_size = 1  # one attempt: no other call can take the slot meanwhile
     experiment.save()
     run = start(experiment)
