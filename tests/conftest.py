@@ -5,10 +5,13 @@ alice owns the org, bob is a member, vera a viewer, charlie an outsider with his
 
 from __future__ import annotations
 
+import io
 import uuid
+import zipfile
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
@@ -149,3 +152,24 @@ def start(django_capture_on_commit_callbacks):
             return do_start_run(experiment, **kwargs)
 
     return start_run
+
+
+def readable_export(data: bytes | str) -> str:
+    """An export as text to search for what must not be in it: a zip's members read out,
+    since inside the zip their text is compressed and a search would find nothing."""
+    if isinstance(data, str):
+        return data
+    if data[:4] == b"PK\x03\x04":
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return "\n".join(archive.read(name).decode() for name in archive.namelist())
+    return data.decode()
+
+
+def command_export(run, format: str) -> str:
+    """``export_run`` of the run in that format, as a shell redirect would take it (bytes,
+    for the zip of every arm's predictions), read out as text."""
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+    call_command("export_run", str(run.code), format=format, stdout=out)
+    out.flush()
+    return readable_export(raw.getvalue())

@@ -17,7 +17,7 @@ from prbench.queues import get_connection
 from providers.models import ProviderCredential
 from providers.pricing import catalog_cost
 from providers.types import Usage
-from tests.conftest import client_for, work_queue
+from tests.conftest import client_for, command_export, readable_export, work_queue
 from tests.providers.fake_server import FakeProvider, Reply
 
 MOCK_RATIONALE = "Mock evaluator (not a model)"
@@ -215,12 +215,11 @@ def test_customers_see_no_rationale_anywhere(judged_run, alice):
     attempt_page = client.get(reverse("experiments:attempt", args=[attempt.code])).content.decode()
     assert "/100 · quality" in attempt_page and "mock-reviewer:v1 (mock)" in attempt_page
     for export in ("json", "csv", "swebench-preds", "swebench-report", "html"):
-        from tests.experiments.test_commands import run_command
-
-        assert MOCK_RATIONALE not in run_command("export_run", str(judged_run.code), "--format", export), export
+        exported = command_export(judged_run, export)
+        assert exported and MOCK_RATIONALE not in exported, export
         download = client.get(reverse("experiments:run_export", args=[judged_run.code, export]))
         assert download.status_code == 200, export
-        assert MOCK_RATIONALE not in b"".join(download.streaming_content).decode(), export
+        assert MOCK_RATIONALE not in readable_export(b"".join(download.streaming_content)), export
 
 
 def test_the_run_page_shows_evaluator_scores_labelled_mock(judged_run, alice):

@@ -13,13 +13,11 @@ import json
 import logging
 import secrets
 import string
-from io import StringIO
 
 import pytest
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.messages.storage.cookie import CookieStorage
-from django.core.management import call_command
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest
 from django.test import Client
@@ -30,7 +28,7 @@ from evaluation.models import EvaluatorProfile, Verdict
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.models import Attempt, AttemptStatus
 from providers.models import ProviderCredential
-from tests.conftest import client_for, work_queue
+from tests.conftest import client_for, command_export, work_queue
 from tests.providers.echo_provider import LOOKALIKE, EchoProvider
 
 ALPHABET = string.ascii_letters + string.digits
@@ -225,10 +223,7 @@ def test_echoed_keys_leave_no_trace(
     alice.is_staff = alice.is_superuser = True
     alice.save()
     texts += admin_pages(client_for(alice), run)
-    for export in ("json", "csv", "swebench-preds", "html"):
-        out = StringIO()
-        call_command("export_run", str(run.code), format=export, stdout=out)
-        texts.append(out.getvalue())
+    texts += [command_export(run, export) for export in ("json", "csv", "swebench-preds", "html")]
     texts.append("\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records))
     texts.append(caplog.text)
 
