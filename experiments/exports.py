@@ -365,7 +365,9 @@ def prepare_export(run: Run, format: str, label: str | None = None, repetition: 
 
 
 def html_report_chunks(run: Run) -> Iterator[str]:
-    # One chunk: the report holds aggregates from the run's summaries, small whatever its size.
+    # One chunk: the report holds aggregates from the run's summaries, small whatever its size,
+    # brought up to date first as the JSON export's are, so the two never disagree.
+    ensure_fresh_summaries(run.pk)
     yield run_report(run)
 
 
