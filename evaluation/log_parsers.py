@@ -25,7 +25,7 @@ from evaluation.test_results import MAX_TESTS, TestOutcome
 # Colour codes some runners write even into a pipe (the harness strips them the same way).
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 PYTEST_STATUSES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
-                   "XFAIL": "skipped", "XPASS": "passed"}  # fmt: skip
+                   "XFAIL": "xfailed", "XPASS": "xpassed"}  # fmt: skip
 _STATUS = "|".join(PYTEST_STATUSES)
 # "PASSED tests/test_a.py::test_x[a b]" or "FAILED tests/test_a.py::test_y - assert 1 == 2"
 PYTEST_SUMMARY = re.compile(rf"^(?P<status>{_STATUS}) (?P<id>\S.*)$")
@@ -50,14 +50,14 @@ DJANGO_RESULT = re.compile(rf"^(?P<test>.+?) \.\.\. {{1,2}}{_DJANGO_OUTCOME}$")
 DJANGO_STARTED = re.compile(r"^(?P<test>.+?) \.\.\. ")
 DJANGO_LATE_RESULT = re.compile(rf"^{_DJANGO_OUTCOME}$")
 DJANGO_OUTCOMES = {"ok": "passed", "OK": "passed", "FAIL": "failed", "ERROR": "error", "skipped": "skipped",
-                   "expected failure": "passed", "unexpected success": "failed"}  # fmt: skip
+                   "expected failure": "xfailed", "unexpected success": "xpassed"}  # fmt: skip
 # Python 3.11+ repeats the method's name: "test_x (module.Class.test_x)"; SWE-bench's ids do not.
 UNITTEST_NAME = re.compile(r"^(?P<name>\w+) \((?P<path>[\w.]+)\)$")
 
 # "test_expand ok", "test_root F", "test_skipped reason s", the file's last one with "[OK]".
 SYMPY_RESULT = re.compile(r"^(?P<name>test_\w+)(?: .*)? (?P<mark>ok|F|E|f|s|w|X|T)(?:\s+\[(?:OK|FAIL)\])?$")
-SYMPY_OUTCOMES = {"ok": "passed", "F": "failed", "E": "error", "f": "skipped", "s": "skipped", "w": "skipped",
-                  "X": "passed", "T": "failed"}  # fmt: skip
+SYMPY_OUTCOMES = {"ok": "passed", "F": "failed", "E": "error", "f": "xfailed", "s": "skipped", "w": "skipped",
+                  "X": "xpassed", "T": "failed"}  # fmt: skip
 
 
 def parse_pytest(log: str) -> list[TestOutcome]:

@@ -16,7 +16,7 @@ MESSAGE_LIMIT = 300
 # Not "FAILED (failures=1)": that is unittest's last line.
 SUMMARY_LINE = re.compile(r"^(?P<outcome>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (?P<id>[^\s(]\S*)", re.MULTILINE)
 LOG_OUTCOMES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
-                "XFAIL": "skipped", "XPASS": "passed"}  # fmt: skip
+                "XFAIL": "xfailed", "XPASS": "xpassed"}  # fmt: skip
 
 
 # "test_add (tests.test_calc.TestCalc) ... ok", or, from Python 3.11, with the method's
@@ -27,7 +27,13 @@ UNITTEST_LINE = re.compile(
     re.MULTILINE,
 )
 UNITTEST_OUTCOMES = {"ok": "passed", "FAIL": "failed", "ERROR": "error", "skipped": "skipped",
-                     "expected failure": "passed", "unexpected success": "failed"}  # fmt: skip
+                     "expected failure": "xfailed", "unexpected success": "xpassed"}  # fmt: skip
+# How SWE-bench grades a named test (swebench/harness/grading.py): a FAIL_TO_PASS test is
+# fixed when it passed or failed as expected (XFAIL); a PASS_TO_PASS test is kept when it
+# also did that or was skipped. Anything else (failed, error, an unexpected pass, or not run
+# at all) is a failure of the patch.
+PASSING = frozenset({"passed", "xfailed"})
+MAINTAINED = PASSING | {"skipped"}
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,7 @@ class TestOutcome:
     __test__ = False  # not a pytest test class, whatever its name
 
     id: str  # pytest's node id, e.g. tests/test_calc.py::test_add
-    outcome: str  # passed, failed, error or skipped
+    outcome: str  # passed, failed, error, skipped, xfailed (failed as expected) or xpassed (passed unexpectedly)
     seconds: float | None = None
     message: str = ""
 
@@ -61,6 +67,8 @@ def _case(case) -> TestOutcome:
         found = case.find(tag)
         if found is not None:
             outcome, message = kind, (found.get("message") or "")[:MESSAGE_LIMIT]
+            if found.get("type") == "pytest.xfail":  # pytest reports an expected failure as a skip
+                outcome = "xfailed"
             break
     try:
         seconds = round(float(case.get("time", "")), 3)
@@ -114,10 +122,22 @@ def parse_test_log(log: str) -> list[TestOutcome]:
 
 
 def passing_ids(expected: Iterable[str], outcomes: Iterable[TestOutcome]) -> set[str]:
-    """Which of the ``expected`` ids passed. SWE-bench cut some ids at a space inside their
-    parameters (``test_x[a``, its issue 290); as its grading does, such an id stands for the
-    tests whose id it begins when they all passed or all did not, never for an exact id."""
-    passed = {outcome.id: outcome.outcome == "passed" for outcome in outcomes}
+    """Which of the ``expected`` ids passed, as the harness grades a FAIL_TO_PASS test."""
+    return ids_graded(expected, outcomes, PASSING)
+
+
+def maintained_ids(expected: Iterable[str], outcomes: Iterable[TestOutcome]) -> set[str]:
+    """Which of the ``expected`` ids still pass (or were skipped), as the harness grades a
+    PASS_TO_PASS test."""
+    return ids_graded(expected, outcomes, MAINTAINED)
+
+
+def ids_graded(expected: Iterable[str], outcomes: Iterable[TestOutcome], accepted: frozenset[str]) -> set[str]:
+    """Which of the ``expected`` ids had an ``accepted`` outcome. SWE-bench cut some ids at a
+    space inside their parameters (``test_x[a``, its issue 290); as its grading does, such an
+    id stands for the tests whose id it begins when they all were accepted or all were not,
+    never for an exact id."""
+    passed = {outcome.id: outcome.outcome in accepted for outcome in outcomes}
     found = set()
     for test in expected:
         if test in passed:

@@ -32,7 +32,7 @@ from evaluation.patches import (
 )
 from evaluation.repositories import checkout
 from evaluation.sandbox import LOG_LIMIT, Box, Finished, box_for, hand_over, truncate
-from evaluation.test_results import TestOutcome, parse_junit, parse_test_log, passing_ids
+from evaluation.test_results import TestOutcome, maintained_ids, parse_junit, parse_test_log, passing_ids
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
 
@@ -263,7 +263,8 @@ def _judge(plan: TestPlan, tests: Finished, outcomes: list[TestOutcome]) -> Vali
 
 @dataclass(frozen=True)
 class TestTally:
-    """How the task's named tests fared; a named test that did not run counts as failed."""
+    """How the task's named tests fared, graded as SWE-bench grades them (evaluation/test_results.py):
+    a named test that did not run counts as failed."""
 
     __test__ = False
 
@@ -279,11 +280,11 @@ class TestTally:
 def _tally(plan: TestPlan, outcomes: list[TestOutcome]) -> TestTally | None:
     if not plan.judged_by_test_ids:
         return None
-    passed = passing_ids(plan.fail_to_pass + plan.pass_to_pass, outcomes)
+    fixed, kept = passing_ids(plan.fail_to_pass, outcomes), maintained_ids(plan.pass_to_pass, outcomes)
     return TestTally(
-        fail_to_pass_passed=sum(test in passed for test in plan.fail_to_pass),
+        fail_to_pass_passed=sum(test in fixed for test in plan.fail_to_pass),
         fail_to_pass_total=len(plan.fail_to_pass),
-        pass_to_pass_failed=sum(test not in passed for test in plan.pass_to_pass),
+        pass_to_pass_failed=sum(test not in kept for test in plan.pass_to_pass),
     )
 
 

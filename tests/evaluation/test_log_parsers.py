@@ -16,8 +16,8 @@ from evaluation.log_parsers import (
     parse_pytest_options,
     parse_sympy,
 )
-from evaluation.test_results import parse_junit, passing_ids
-from evaluation.validation import LOG_LIMIT, TestPlan, validate_in
+from evaluation.test_results import TestOutcome, maintained_ids, parse_junit, passing_ids
+from evaluation.validation import LOG_LIMIT, TestPlan, _tally, validate_in
 from evaluation.validation import _written as written_files
 from experiments import pipeline
 from experiments.models import Dataset, TaskInstance
@@ -41,7 +41,7 @@ PYTEST_OUTCOMES = {
     f"{SAMPLE}::test_parametrised[with space]": "passed",
     f"{SAMPLE}::test_parametrised[a[1]]": "passed",
     f"{SAMPLE}::test_parametrised[/usr/lib/x.so]": "passed",
-    f"{SAMPLE}::test_expected_failure": "skipped",
+    f"{SAMPLE}::test_expected_failure": "xfailed",
     f"{SAMPLE}::TestGroup::test_in_class": "passed",
     f"{SAMPLE}::TestGroup::test_error_in_class": "error",
     f"{SAMPLE}::test_mouse_button[MouseButton.LEFT]": "passed",
@@ -85,7 +85,7 @@ def test_django_ids_are_names_or_a_docstrings_first_line():
     assert outcomes_of(parse_django(log("django_verbosity2.log"))) == {
         "test_error (shelf.tests.ShelfTests)": "error",
         "A failing test with a docstring ... still reports its first line.": "failed",
-        "test_known_bug (shelf.tests.ShelfTests)": "passed",
+        "test_known_bug (shelf.tests.ShelfTests)": "xfailed",
         "test_plain (shelf.tests.ShelfTests)": "passed",
         "test_prints_before_its_result (shelf.tests.ShelfTests)": "passed",
         "test_skipped (shelf.tests.ShelfTests)": "skipped",
@@ -101,7 +101,7 @@ def test_sympy_ids_are_bare_names_from_its_runner():
         "test_wrong_root": "failed",
         "test_raises_error": "error",
         "test_raises_as_expected": "passed",
-        "test_known_failure": "skipped",
+        "test_known_failure": "xfailed",
         "test_skipped_here": "skipped",
         "test_diff_power": "passed",
         "test_diff_constant": "passed",
@@ -115,6 +115,8 @@ def test_junit_ids_are_right_for_files_not_named_test(report):
     parsed = outcomes_of(parse_junit(log(report)))
     assert parsed["tests/checks_sample.py::test_in_a_file_not_named_test"] == "passed"
     assert parsed[f"{SAMPLE}::TestGroup::test_in_class"] == "passed"
+    # pytest writes an expected failure as a skip of type pytest.xfail: graded apart from one.
+    assert (parsed[f"{SAMPLE}::test_expected_failure"], parsed[f"{SAMPLE}::test_skipped"]) == ("xfailed", "skipped")
 
 
 def test_the_reports_file_attribute_names_the_module():
@@ -132,6 +134,26 @@ def test_an_id_swebench_cut_at_a_space_stands_for_the_tests_it_begins():
     expected = [f"{SAMPLE}::test_parametrised[with", f"{SAMPLE}::test_adds", f"{SAMPLE}::test_add"]
     assert passing_ids(expected, outcomes) == {f"{SAMPLE}::test_parametrised[with", f"{SAMPLE}::test_adds"}
     assert passing_ids([f"{SAMPLE}::test_"], outcomes) == set()  # not cut inside brackets: exact only
+
+
+def test_named_tests_are_graded_as_the_harness_grades_them():
+    """swebench/harness/grading.py: a FAIL_TO_PASS test is fixed when it passed or failed as
+    expected (XFAIL), never when skipped; a PASS_TO_PASS test is kept when it passed, failed
+    as expected or was skipped; failed, error and not run at all are failures of both."""
+    outcomes = parse_pytest(log("pytest_rA_verbose.log"))
+    names = ["test_adds", "test_expected_failure", "test_skipped", "test_fails_with_a_message", "not_run"]
+    tests = tuple(f"{SAMPLE}::{name}" for name in names)
+    fixed = {f"{SAMPLE}::{name}" for name in ("test_adds", "test_expected_failure")}
+    assert passing_ids(tests, outcomes) == fixed
+    assert maintained_ids(tests, outcomes) == fixed | {f"{SAMPLE}::test_skipped"}
+    tally = _tally(TestPlan(["pytest"], fail_to_pass=tests[:3], pass_to_pass=tests[1:]), outcomes)
+    assert (tally.fail_to_pass_passed, tally.pass_to_pass_failed) == (2, 2)
+
+
+def test_an_unexpected_pass_is_a_failure_as_in_the_harness():
+    """The harness's parsers do not record pytest's XPASS, so the test counts as not run."""
+    outcomes = [TestOutcome("t::x", "xpassed")]
+    assert passing_ids(["t::x"], outcomes) == maintained_ids(["t::x"], outcomes) == set()
 
 
 @pytest.mark.parametrize(
