@@ -38,6 +38,7 @@ from experiments.models import (
 from experiments.pipeline import finish_run_if_done
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import PLACEHOLDERS, prompt_version
+from experiments.replay import experiment_arm_problems
 from leaderboards.jobs import queue_summary_refresh, refresh_out_of_date
 from orgs.models import Organization
 from prbench.inputs import (
@@ -51,7 +52,7 @@ from prbench.inputs import (
     text_problem,
 )
 from providers import gateway
-from providers.policy import arm_credential_problems, arm_problems
+from providers.policy import arm_credential_problems
 
 # --- experiments -------------------------------------------------------------------------
 
@@ -257,7 +258,7 @@ def _check_arms(org: Organization, raw_arms: Any) -> tuple[list[ArmSpec], list[s
             errors.append(f"{where}.model_name: must be a string of at most {MODEL_MAX} characters")
         config = raw.get("config", {})
         provider = str(raw.get("provider", ""))
-        errors += [f"{where}.{e}" for e in arm_problems(org.pk, provider, str(model_name), config)]
+        errors += [f"{where}.{e}" for e in experiment_arm_problems(org.pk, provider, str(model_name), config)]
         credential, problems = arm_credential_problems(org.pk, provider, raw.get("credential", ""))
         errors += [f"{where}.{e} (arm {label!r})" for e in problems]
         arms.append(ArmSpec(str(label), str(raw.get("provider")), str(raw.get("model_name")), config, credential))
@@ -353,7 +354,7 @@ def check_start_run(experiment: Experiment, inference_only: bool = False, budget
     if not arms:
         errors.append("the experiment has no arms")
     for arm in arms:
-        problems = arm_problems(experiment.org_id, arm.provider, arm.model_name, arm.config)
+        problems = experiment_arm_problems(experiment.org_id, arm.provider, arm.model_name, arm.config)
         problems += arm_credential_problems(experiment.org_id, arm.provider, arm.credential_name)[1]
         errors += [f"arm {arm.label!r}: {e}" for e in problems]
     if not errors:

@@ -8,6 +8,8 @@ from experiments.models import (
     Experiment,
     MinedCandidate,
     ModelArm,
+    Prediction,
+    PredictionSet,
     Run,
     RunArm,
     TaskInstance,
@@ -169,3 +171,21 @@ class WorkerLeaseAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(PredictionSet)
+class PredictionSetAdmin(admin.ModelAdmin):
+    """Imported predictions (import_predictions): read-only, since a run that replayed a set
+    must keep replaying what it did."""
+
+    list_display = ["model_name", "source_name", "experiment", "label", "count", "ignored", "imported_at"]
+    list_filter = ["org"]
+    search_fields = ["model_name", "source_name", "label", "sha256"]
+    readonly_fields = [field.name for field in PredictionSet._meta.fields]
+
+
+@admin.register(Prediction)
+class PredictionAdmin(admin.ModelAdmin):
+    list_display = ["instance_id", "prediction_set", "line"]
+    search_fields = ["instance_id", "prediction_set__model_name"]
+    readonly_fields = [field.name for field in Prediction._meta.fields]

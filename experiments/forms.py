@@ -10,6 +10,7 @@ from django.forms.fields import InvalidJSONInput
 from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, parse_budget_usd, prompt_template_errors
 from experiments.attempt_list import AttemptQuery
 from experiments.models import AttemptStatus, ContextMode, Dataset, Experiment, Run
+from experiments.replay import experiment_arm_problems
 from orgs.models import Organization
 from prbench.inputs import (
     ARM_CONFIG_MAX_BYTES,
@@ -25,7 +26,7 @@ from prbench.inputs import (
 from providers.catalog import ALL_SUGGESTIONS_ID, suggestion_list_id
 from providers.models import ProviderCredential
 from providers.outcomes import OUTCOME_LABELS
-from providers.policy import arm_credential_problems, arm_problems
+from providers.policy import arm_credential_problems
 from providers.registry import provider_names
 
 
@@ -231,7 +232,7 @@ class ArmForm(forms.Form):
         if self.errors:
             return data
         data["config"] = data.get("config") or {}
-        problems = arm_problems(self.org.pk, data["provider"], data["model_name"], data["config"])
+        problems = experiment_arm_problems(self.org.pk, data["provider"], data["model_name"], data["config"])
         data["credential"], credential_problems = arm_credential_problems(
             self.org.pk, data["provider"], data.get("credential") or ""
         )

@@ -227,6 +227,44 @@ class ModelArm(models.Model):
         return f"{self.label} ({self.provider}/{self.model_name})"
 
 
+class PredictionSet(models.Model):
+    """Another system's answers to an experiment's tasks, imported from a SWE-bench
+    predictions file (``import_predictions``) for a replay arm to give. Never changed once
+    imported: importing again makes a new set, so a run keeps what it replayed."""
+
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="prediction_sets")
+    experiment = models.ForeignKey(Experiment, models.CASCADE, related_name="prediction_sets")
+    label = models.CharField(max_length=100, help_text="The arm it was imported for")
+    model_name = models.CharField(max_length=200, help_text="The file's model_name_or_path")
+    source_name = models.CharField(max_length=300, help_text="The file it was read from")
+    sha256 = models.CharField(max_length=64, help_text="Of the file's bytes")
+    count = models.PositiveIntegerField(help_text="Predictions kept: one per task of the experiment's dataset")
+    ignored = models.PositiveIntegerField(default=0, help_text="Lines for instances not in the dataset")
+    imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    imported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-imported_at"]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} ({self.source_name})"
+
+
+class Prediction(models.Model):
+    prediction_set = models.ForeignKey(PredictionSet, models.CASCADE, related_name="predictions")
+    instance_id = models.CharField(max_length=200)
+    answer = models.TextField(blank=True, help_text="The file's model_patch, as it was")
+    line = models.PositiveIntegerField(help_text="Where it was in the file")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["prediction_set", "instance_id"], name="one_prediction_per_instance")
+        ]
+
+    def __str__(self) -> str:
+        return self.instance_id
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"

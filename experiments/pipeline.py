@@ -62,6 +62,7 @@ from experiments.models import (
     TaskInstance,
 )
 from experiments.prompts import build_request
+from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
 from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
 from providers import gateway, redaction
@@ -180,6 +181,8 @@ class RelatedCache:
             attempt.run = self.runs[attempt.run_id]
             attempt.arm = self.arms[attempt.arm_id]
             attempt.task = self.tasks[attempt.task_id]
+        arms = {attempt.arm_id: attempt.arm for attempt in attempts}.values()
+        load_recorded_answers(arms, {run_id: run.org_id for run_id, run in self.runs.items()})
 
     def load_runs(self, ids: set[int]) -> None:
         # The experiment's budget comes along: one query per job, not one per claimed chunk.
@@ -706,7 +709,11 @@ def request_record(request: CompletionRequest | None) -> dict:
         return {}
     record = asdict(request)
     record.pop("reference_output")  # the gold answer is never part of what a model was sent
+    record.pop("recorded_answer")  # a replayed answer is the attempt's output, not its request
     return record
+
+
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
 def _completed_row(outcome: Outcome, now: datetime) -> dict:
@@ -714,6 +721,7 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
     assert completion is not None and score is not None
     tally = validation.tally if validation else None
     hit = outcome.cache.hit if outcome.cache else None
+    untimed = hit is not None or completion.replayed
     harness_failed = bool(validation and validation.harness_failed)
     return {
         "status": AttemptStatus.COMPLETED,
@@ -726,16 +734,14 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "model_served": completion.model_served[:200],
         "provider_request_id": completion.request_id[:200],
         "finish_reason": completion.finish_reason[:64],
-        "input_tokens": completion.usage.input_tokens,
-        "output_tokens": completion.usage.output_tokens,
-        "cached_tokens": completion.usage.cached_tokens,
-        "cache_write_tokens": completion.usage.cache_write_tokens,
-        "reasoning_tokens": completion.usage.reasoning_tokens,
-        # A reused answer took no time of its own: no timings, rather than ones a board could count.
-        "latency_ms": None if hit else completion.latency_ms,
-        "first_token_ms": None if hit else completion.first_token_ms,
-        "output_tokens_per_s": None if hit else completion.output_tokens_per_s,
-        "wall_ms": None if hit else completion.wall_ms,
+        # No counts sent (a replay, a stream that ignored include_usage): unknown, not zero.
+        **{name: getattr(completion.usage, name) if completion.usage_reported else None for name in TOKEN_FIELDS},
+        # A reused or replayed answer took no time of its own: no timings, rather than ones a
+        # board could count.
+        "latency_ms": None if untimed else completion.latency_ms,
+        "first_token_ms": None if untimed else completion.first_token_ms,
+        "output_tokens_per_s": None if untimed else completion.output_tokens_per_s,
+        "wall_ms": None if untimed else completion.wall_ms,
         "response_cached": hit is not None,
         "cached_from_id": hit.source_attempt_id if hit else None,
         "cost_usd": completion.cost_usd,

@@ -13,6 +13,7 @@ import hashlib
 from evaluation.repositories import ensure_commit
 from experiments.context import bm25_context, oracle_context, render_files
 from experiments.models import Attempt, ContextMode, TaskInstance
+from experiments.replay import REPLAY, REPLAYED_MESSAGE, recorded_answer
 from providers.types import CompletionRequest, Message
 
 PLACEHOLDERS = ("{{problem_statement}}", "{{repository}}")
@@ -42,6 +43,12 @@ def render_prompt(template: str, task: TaskInstance, context_mode: str = Context
 
 def build_request(attempt: Attempt) -> CompletionRequest:
     run, arm, task = attempt.run, attempt.arm, attempt.task
+    if arm.provider == REPLAY:
+        return CompletionRequest(
+            messages=(REPLAYED_MESSAGE,),
+            seed_key=f"{run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}",
+            recorded_answer=recorded_answer(arm, run.org_id, task.external_id),
+        )
     snapshot = run.config_snapshot
     prompt = render_prompt(snapshot["prompt_template"], task, snapshot.get("context_mode", ContextMode.ORACLE))
     return prompt_request(

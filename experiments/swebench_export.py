@@ -9,7 +9,8 @@ repetition.
 What the report says of each attempt comes from the outcome class the recorder stored on it
 (providers/outcomes.py), the one the boards count, mapped to the harness's lists:
 
-- not finished (queued, running, cancelled): not submitted, so ``incomplete_ids``;
+- not finished (queued, running, cancelled), or a replay arm's task its predictions file had
+  no line for: not submitted, so ``incomplete_ids``;
 - the model failed (a timeout of its own, a refusal) or answered without a patch:
   ``empty_patch_ids``, as the harness files an empty ``model_patch``;
 - a patch that was not applied (git apply refused it, or PRBench's patch rule refused it before
@@ -38,6 +39,7 @@ from django.db.models import FilteredRelation, Q, QuerySet, TextField, Value
 from django.db.models.functions import Coalesce
 
 from experiments.models import ArtifactKind, AttemptStatus, Run
+from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
 
 # The harness's report schema this report follows: schema 2, with the advisory
@@ -159,8 +161,11 @@ def each_model_predictions(
     ``model_patch`` (empty when there was no patch). One per finished attempt, so one per
     instance; each patch joined in SQL, so a large run never sits in memory."""
     patch = FilteredRelation("artifacts", condition=Q(artifacts__kind=ArtifactKind.PATCH))
-    attempts = run.attempts.filter(status__in=SUBMITTED).annotate(
-        patch=patch, patch_text=Coalesce("patch__content", Value(""), output_field=TextField())
+    # A replayed file's missing instance stays missing: written, it would become an empty patch.
+    attempts = (
+        run.attempts.filter(status__in=SUBMITTED)
+        .exclude(error_category=ErrorCategory.NO_ANSWER)
+        .annotate(patch=patch, patch_text=Coalesce("patch__content", Value(""), output_field=TextField()))
     )
     for model, rows in each_model(attempts, models, ("task__external_id", "patch_text"), chunk_size):
         yield (
@@ -215,7 +220,7 @@ def harness_report(rows: Iterable[tuple]) -> dict:
     infrastructure: dict[str, str] = {}
     for instance_id, status, outcome, error_category, patch_present, patch_applied, resolved in rows:
         every.add(instance_id)
-        harness_list = harness_list_of(outcome, patch_present, patch_applied, resolved)
+        harness_list = harness_list_of(outcome, patch_present, patch_applied, resolved, error_category)
         if harness_list is not None:
             ids[harness_list].add(instance_id)
         if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE:
@@ -247,10 +252,16 @@ def harness_report(rows: Iterable[tuple]) -> dict:
 
 
 def harness_list_of(
-    outcome: str, patch_present: bool | None, patch_applied: bool | None, resolved: bool | None
+    outcome: str,
+    patch_present: bool | None,
+    patch_applied: bool | None,
+    resolved: bool | None,
+    error_category: str = "",
 ) -> str | None:
-    """Which of the harness's lists a finished attempt is in; None when it is not finished
-    (not submitted: the harness's incomplete)."""
+    """Which of the harness's lists a finished attempt is in; None when it is not finished or
+    a replayed predictions file had nothing for it (not submitted: the harness's incomplete)."""
+    if error_category == ErrorCategory.NO_ANSWER:
+        return None
     if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE:
         return "error"
     if outcome == OutcomeClass.MODEL_FAILURE or (outcome == OutcomeClass.SUCCESS and not patch_present):

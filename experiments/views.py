@@ -31,6 +31,7 @@ from experiments.forms import (
 )
 from experiments.models import AttemptStatus, Dataset, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
+from experiments.replay import arms_with_sources
 from experiments.reporting import (
     cache_source,
     task_comparison,
@@ -116,7 +117,7 @@ def experiment_detail(request: HttpRequest, code: str) -> HttpResponse:
     )
     context = {
         "experiment": experiment,
-        "arms": experiment.arms.all(),
+        "arms": arms_with_sources(experiment),
         "runs": runs,
         "can_write": membership_for(request, experiment.org).can_write,
         "quarantined": experiment.dataset.tasks.filter(quarantined=True).count(),

@@ -39,7 +39,7 @@ from providers.policy import (
     CredentialChoiceError,
     ResolvedCredential,
     governance_version,
-    not_allowed_reason,
+    governed_reason,
     resolve_credential,
 )
 from providers.pricing import catalog_price, ceiling_cost, price_cost
@@ -303,7 +303,7 @@ def _governance(
     provider and model until an admin changes the allowlist or a credential, not per call.
     Never older than a minute either, in case a change could not reach Redis. A refusal is
     not cached (``lru_cache`` keeps no exceptions), so it is re-checked."""
-    reason = not_allowed_reason(org_id, provider, model_name)
+    reason = governed_reason(org_id, provider, model_name)
     if reason:
         raise ProviderError(ErrorCategory.NOT_ALLOWED, reason)
     cls = adapter_class(provider)

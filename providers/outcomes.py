@@ -20,6 +20,7 @@ MODEL_FAILURES = frozenset(
         ErrorCategory.CONTENT_FILTERED,  # the provider's filter refused the model's output or the task
         ErrorCategory.CONTEXT_LENGTH_EXCEEDED,  # the task does not fit the model's context window
         ErrorCategory.BAD_REQUEST,  # the model refused the request as sent (its parameters, its tools)
+        ErrorCategory.NO_ANSWER,  # a replayed system's predictions have nothing for the task
     }
 )
 

@@ -40,6 +40,14 @@ def not_allowed_reason(org_id: int, provider: str, model_name: str) -> str | Non
     return None
 
 
+def governed_reason(org_id: int, provider: str, model_name: str) -> str | None:
+    """``not_allowed_reason`` for an arm whose requests leave the platform; None for one
+    whose do not (a replay), which the allowlist has nothing to say about."""
+    if not adapter_class(provider).sends_requests:
+        return None
+    return not_allowed_reason(org_id, provider, model_name)
+
+
 class CredentialChoiceError(LookupError):
     """An arm's credential name matches none of the org's, or names none among several."""
 
@@ -106,7 +114,7 @@ def arm_problems(org_id: int, provider: str, model_name: str, config: object) ->
     problems = arm_errors(provider, model_name, config)
     if problems:
         return problems
-    reason = not_allowed_reason(org_id, provider, model_name)
+    reason = governed_reason(org_id, provider, model_name)
     return [f"not_allowed: {reason}"] if reason else []
 
 

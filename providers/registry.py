@@ -16,6 +16,7 @@ ADAPTERS = {
     "openrouter": "providers.adapters.openai_chat.OpenRouterAdapter",
     "openai_compatible": "providers.adapters.openai_chat.OpenAICompatibleAdapter",
     "anthropic": "providers.adapters.anthropic_messages.AnthropicAdapter",
+    "replay": "providers.adapters.replay.ReplayAdapter",
 }
 
 

@@ -45,6 +45,9 @@ class CompletionRequest:
     # response_format or as a forced Anthropic tool call; the answer's text is the JSON.
     response_schema: dict[str, Any] | None = None
     response_schema_name: str = "answer"
+    # A replay arm's answer, read from the predictions file imported for it (None: the file
+    # has no line for the task). Only the replay adapter reads it; no request carries it out.
+    recorded_answer: str | None = None
 
     def prompt_text(self) -> str:
         return "\n".join([self.system, *(m.content for m in self.messages)])
@@ -96,3 +99,6 @@ class Completion:
     # ``stream_options.include_usage``): the zeros in ``usage`` are then not a count, and
     # the gateway prices nothing from them.
     usage_reported: bool = True
+    # Read from another system's recorded predictions rather than generated now (a replay
+    # arm): it took none of our time, so the attempt stores no timings a board could count.
+    replayed: bool = False

@@ -22,6 +22,9 @@ class Adapter:
     name: ClassVar[str]
     needs_credential: ClassVar[bool] = False
     uses_credential: ClassVar[bool] = True  # the mock never looks one up
+    # False for an arm whose answers never leave the platform (a replay): the allowlist says
+    # where an organisation's prompts may be sent, so it has nothing to say about such an arm.
+    sends_requests: ClassVar[bool] = True
     # Every arm setting this adapter, the gateway or the request builder reads, with its check.
     config_keys: ClassVar[dict[str, Check]] = COMMON_KEYS
     # What "Test connection" asks when the user names no model: a cheap one still served.

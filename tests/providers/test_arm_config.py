@@ -15,17 +15,19 @@ from tests.experiments.test_views import form_data
 
 HTTP_PROVIDERS = ["anthropic", "azure_openai", "openai", "openai_compatible", "openrouter"]
 OPENAI_FAMILY = ["azure_openai", "openai", "openai_compatible", "openrouter"]
+# The providers a request is made to: a replay arm takes no sampling settings at all.
+CALLING_PROVIDERS = [provider for provider in provider_names() if provider != "replay"]
 
 # (providers, config, the error naming the key)
 BAD_SETTINGS = [
     (provider_names(), {"qualty": 0.5}, "config.qualty is not a {provider} setting"),
-    (provider_names(), {"temperature": "hot"}, "config.temperature must be a number between 0 and 2"),
-    (provider_names(), {"temperature": 7}, "config.temperature must be a number between 0 and 2"),
-    (provider_names(), {"max_tokens": 0}, "config.max_tokens must be a whole number between 1 and"),
-    (provider_names(), {"max_tokens": 1.5}, "config.max_tokens must be a whole number between 1 and"),
-    (provider_names(), {"top_p": True}, "config.top_p must be a number between 0 and 1"),
-    (provider_names(), {"max_retries": 99}, "config.max_retries must be a whole number between 0 and 20"),
-    (provider_names(), {"max_concurrency": 0}, "config.max_concurrency must be a whole number between 1 and 1024"),
+    (CALLING_PROVIDERS, {"temperature": "hot"}, "config.temperature must be a number between 0 and 2"),
+    (CALLING_PROVIDERS, {"temperature": 7}, "config.temperature must be a number between 0 and 2"),
+    (CALLING_PROVIDERS, {"max_tokens": 0}, "config.max_tokens must be a whole number between 1 and"),
+    (CALLING_PROVIDERS, {"max_tokens": 1.5}, "config.max_tokens must be a whole number between 1 and"),
+    (CALLING_PROVIDERS, {"top_p": True}, "config.top_p must be a number between 0 and 1"),
+    (CALLING_PROVIDERS, {"max_retries": 99}, "config.max_retries must be a whole number between 0 and 20"),
+    (CALLING_PROVIDERS, {"max_concurrency": 0}, "config.max_concurrency must be a whole number between 1 and 1024"),
     (HTTP_PROVIDERS, {"timeout_read_s": -1}, "config.timeout_read_s must be a positive number of seconds"),
     (HTTP_PROVIDERS, {"timeout_connect_s": "5"}, "config.timeout_connect_s must be a positive number of seconds"),
     (HTTP_PROVIDERS, {"extra_body": [1]}, "config.extra_body must be an object"),
@@ -43,6 +45,9 @@ BAD_SETTINGS = [
     (["mock"], {"mode": "turbo"}, "config.mode must be one of oracle, noisy"),
     (["mock"], {"quality": 2}, "config.quality must be a number between 0.0 and 1.0"),
     (["mock"], {"failure_category": "meltdown"}, "config.failure_category must be one of"),
+    (["replay"], {"temperature": 0}, "config.temperature is not a replay setting (known: predictions)"),
+    (["replay"], {}, "config.predictions is required (import_predictions sets it)"),
+    (["replay"], {"predictions": "7"}, "config.predictions must be a whole number between 1 and"),
 ]
 CASES = [(provider, config, error.format(provider=provider)) for ps, config, error in BAD_SETTINGS for provider in ps]
 

@@ -51,6 +51,7 @@ SAMPLES = {
     "failure_category": "server_error",
     "reasoning_effort": "low",
     "thinking_budget_tokens": 1024,
+    "predictions": 1,
 }
 # Valid only with a reasoning model, or without temperature and with more max_tokens:
 # exercised in test_request_params.py instead of in every arm here.

@@ -15,7 +15,7 @@ def test_every_category_is_in_exactly_one_class(category):
 
 
 def test_only_what_the_model_did_is_a_model_failure():
-    assert {"timeout", "content_filtered", "context_length_exceeded", "bad_request"} == MODEL_FAILURES
+    assert {"timeout", "content_filtered", "context_length_exceeded", "bad_request", "no_answer"} == MODEL_FAILURES
     assert {"rate_limited", "server_error", "platform_error", "capacity_timeout", "unknown"} <= INFRASTRUCTURE_FAILURES
 
 

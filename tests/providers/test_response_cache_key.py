@@ -100,6 +100,7 @@ def test_a_key_survives_text_no_codec_could_encode():
 # Each adapter's settings that go into the key. A new setting must be placed: in
 # OPERATIONAL_KEYS (how a call is made) or here (what it answers).
 ANSWER_KEYS = {
+    "replay": {"predictions"},  # which imported predictions: the answers themselves
     "anthropic": {"max_tokens", "temperature", "top_p", "extra_body", "thinking_budget_tokens"},
     "openai": {
         "max_tokens",
