@@ -18,6 +18,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
+from evaluation.workloads import workload_for
 from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
@@ -294,6 +295,8 @@ def do_save_experiment(
     experiment.response_cache = spec.response_cache
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
+    elif experiment.pk is None:
+        experiment.prompt_template = workload_for(spec.dataset.kind).default_prompt
     experiment.save()
     do_replace_arms(experiment, spec.arms)
     return experiment
@@ -407,7 +410,8 @@ def do_start_run(
         inference_only=inference_only,
         budget_usd=budget_usd,
         config_snapshot=_snapshot(experiment),
-        evaluator_profile=active_profile(),
+        # Only kinds the evaluator reviews (a PR patch) are judged by the active profile.
+        evaluator_profile=active_profile() if workload_for(experiment.dataset.kind).judged_by_evaluator else None,
         created_by=user,
         started_at=now,
     )

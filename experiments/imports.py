@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlparse
 
 from django.core.exceptions import ValidationError
@@ -11,8 +12,10 @@ from django.db import transaction
 from django.db.models import Max
 
 from evaluation.patches import HarnessRule, gold_patch_refusal
+from evaluation.workloads import workload_for
 from experiments.models import Dataset, DatasetKind, TaskInstance
 from experiments.swebench import REPO, SwebenchTask
+from experiments.task_formats import ParsedTask
 from orgs.models import Organization
 from prbench.inputs import NAME_MAX, check_text
 
@@ -63,6 +66,22 @@ def check_commands(**commands: str | None) -> dict[str, list[str]]:
     if errors:
         raise ValidationError(errors)
     return parsed
+
+
+def parse_field_map(text: str) -> dict[str, str]:
+    """``question=prompt,answer=target`` as {kind's field: file's field}; empty for none."""
+    mapping, errors = {}, []
+    for pair in filter(None, (part.strip() for part in text.split(","))):
+        ours, _, theirs = pair.partition("=")
+        if not ours.strip() or not theirs.strip():
+            errors.append(f"--map: {pair!r} is not FIELD=COLUMN")
+        elif ours.strip() in mapping:
+            errors.append(f"--map: {ours.strip()!r} is mapped twice")
+        else:
+            mapping[ours.strip()] = theirs.strip()
+    if errors:
+        raise ValidationError(errors)
+    return mapping
 
 
 def check_dataset_name(name: str) -> None:
@@ -132,12 +151,10 @@ def _quarantine_refused_gold(rows: list[TaskInstance], rule: str) -> list[tuple[
     return refused
 
 
-def locked_dataset(org: Organization, name: str) -> tuple[Dataset, bool]:
+def locked_dataset(org: Organization, name: str, kind: str = DatasetKind.PR_PATCH) -> tuple[Dataset, bool]:
     """The dataset (created if new), locked until the transaction ends: two imports into
     it cannot interleave their positions or their duplicate checks."""
-    return Dataset.objects.select_for_update().get_or_create(
-        org=org, name=name, defaults={"kind": DatasetKind.PR_PATCH}
-    )
+    return Dataset.objects.select_for_update().get_or_create(org=org, name=name, defaults={"kind": kind})
 
 
 def next_position(dataset: Dataset) -> int:
@@ -163,3 +180,57 @@ def _task_row(dataset: Dataset, position: int, task: SwebenchTask) -> TaskInstan
         pass_to_pass=task.pass_to_pass,
         metadata=task.metadata,
     )
+
+
+@transaction.atomic
+def do_import_questions(org: Organization, dataset_name: str, tasks: list[ParsedTask], file_name: str) -> ImportReport:
+    """Question-answer tasks into a dataset of their kind (created if new), all or nothing:
+    a dataset of another kind, an id it already holds, or a task its kind refuses changes
+    nothing. Each task's ``payload`` is checked by its kind's module (the one rule for every
+    way in: command line, upload, API)."""
+    kinds = {task.kind for task in tasks}
+    if len(kinds) != 1:
+        raise ValidationError(f"{file_name}: tasks of several kinds in one file ({', '.join(sorted(kinds))})")
+    kind = kinds.pop()
+    dataset, created = locked_dataset(org, dataset_name, kind)
+    if dataset.kind != kind:
+        raise ValidationError(
+            f"dataset {dataset_name!r} holds {dataset.get_kind_display()} tasks; this file's are {kind}: "
+            "import it into a dataset of its own"
+        )
+    problems = [
+        f"{file_name}:{task.line}: field {problem}"
+        for task in tasks
+        for problem in workload_for(kind).payload_errors(task.payload)
+    ]
+    if problems:
+        raise ValidationError(problems[:20])
+    check_import_tasks(org, dataset_name, [_as_identified(task) for task in tasks], file_name)
+    start = next_position(dataset)
+    TaskInstance.objects.bulk_create(
+        TaskInstance(
+            dataset=dataset,
+            external_id=task.external_id,
+            position=start + i,
+            title=task.title[:300],
+            problem_statement=task.question,
+            payload=task.payload,
+            category=task.category[:200],
+            difficulty=task.difficulty[:50],
+            metadata=task.metadata,
+        )
+        for i, task in enumerate(tasks)
+    )
+    return ImportReport(dataset=dataset, created=created, imported=len(tasks), repos=[], repos_without_source=[])
+
+
+@dataclass(frozen=True)
+class _Identified:
+    """What ``check_import_tasks`` reads of a task: where it was and its id."""
+
+    line: int
+    instance_id: str
+
+
+def _as_identified(task: ParsedTask) -> Any:
+    return _Identified(task.line, task.external_id)

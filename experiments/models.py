@@ -6,6 +6,7 @@ from django.db import models
 
 from evaluation.patches import HarnessRule
 from evaluation.validation import ApplyMethod, ValidationStatus
+from evaluation.workloads.pr_patch import DEFAULT_PROMPT
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
 
@@ -16,7 +17,13 @@ HARNESS_RULES = [
 
 
 class DatasetKind(models.TextChoices):
+    """What a dataset's tasks ask; each kind is one module of evaluation/workloads/."""
+
     PR_PATCH = "pr_patch", "PR patch"
+    QA_EXACT = "qa_exact", "Question and answer (Jeopardy style)"
+    MULTIPLE_CHOICE = "multiple_choice", "Multiple choice"
+    CODE_EXEC = "code_exec", "Code execution"
+    FREE_TEXT = "free_text", "Free text, judged"
 
 
 class ContextMode(models.TextChoices):
@@ -29,18 +36,6 @@ class ContextMode(models.TextChoices):
 class SampleStrategy(models.TextChoices):
     RANDOM = "random", "Random (seeded)"
     FIRST = "first", "First N in dataset order"
-
-
-DEFAULT_PROMPT = """You are fixing a bug in a small repository.
-
-Problem statement:
-{{problem_statement}}
-
-Repository files:
-{{repository}}
-
-Reply with a unified diff (paths prefixed a/ and b/) in a ```diff fenced block that fixes
-the problem. Do not change the tests."""
 
 
 class Dataset(models.Model):
@@ -126,6 +121,11 @@ class TaskInstance(models.Model):
     fail_to_pass = models.JSONField(default=list, blank=True, help_text="Tests the fix must turn green")
     pass_to_pass = models.JSONField(default=list, blank=True, help_text="Tests that must stay green")
     metadata = models.JSONField(default=dict, blank=True)
+    # Question-answer kinds: what the kind's module needs of a task beyond its question (the
+    # problem statement): choices, the answer and its aliases, an entry point and tests, ...
+    payload = models.JSONField(default=dict, blank=True, help_text="The fields the dataset's kind reads")
+    category = models.CharField(max_length=200, blank=True, help_text="e.g. a Jeopardy category or MMLU subject")
+    difficulty = models.CharField(max_length=50, blank=True, help_text="e.g. a Jeopardy clue's value")
     # A task whose gold patch gave different results on repeated runs: kept, but left out of
     # runs unless an experiment asks for it, since it would score arms at random.
     quarantined = models.BooleanField(default=False)
@@ -422,6 +422,9 @@ class Attempt(models.Model):
     lint_clean = models.BooleanField(null=True, help_text="ruff finds nothing in the changed Python files")
     build_ok = models.BooleanField(null=True, help_text="the changed Python files byte-compile")
     fail_to_pass_fraction = models.FloatField(null=True, blank=True, help_text="Share of FAIL_TO_PASS tests that pass")
+    score = models.FloatField(
+        null=True, blank=True, help_text="The workload's score of the answer, 0 to 1 (a PR patch: 1 when resolved)"
+    )
     pass_to_pass_regressions = models.PositiveIntegerField(
         null=True, blank=True, help_text="PASS_TO_PASS tests the patch broke"
     )
@@ -460,6 +463,7 @@ class ArtifactKind(models.TextChoices):
     TESTS = "tests"  # per-test outcomes, JSON: [{id, outcome, seconds, message}]
     LINT = "lint"  # ruff on the Python files the patch changed
     BUILD = "build"  # byte-compiling them
+    ANSWER = "answer"  # question-answer kinds: the extracted answer and how it was graded, JSON
 
 
 class Artifact(models.Model):

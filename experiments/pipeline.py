@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import json
 import logging
 import os
 import queue
@@ -37,23 +36,21 @@ from redis.exceptions import RedisError
 
 from evaluation.evaluator import enqueue_judging
 from evaluation.log_parsers import log_parser_for
-from evaluation.patches import extract_patch
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
-from evaluation.scoring import PatchScore, score_pr_attempt
 from evaluation.validation import (
     TestPlan,
     ValidationResult,
-    ValidationStatus,
     validate_in_repository,
     validate_patch,
 )
+from evaluation.workloads import workload_for
+from evaluation.workloads.base import Context, Evaluation
 from experiments import answer_journal, liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.models import (
     ATTEMPT_TERMINAL,
     Artifact,
-    ArtifactKind,
     Attempt,
     AttemptStatus,
     Run,
@@ -95,9 +92,7 @@ class Outcome:
     request: CompletionRequest | None
     completion: Completion | None = None
     error: ProviderError | None = None
-    patch: str = ""
-    validation: ValidationResult | None = None
-    score: PatchScore | None = None
+    evaluation: Evaluation | None = None  # what the task's kind made of the answer
     responded_at: datetime | None = None
     cache: CacheSlot | None = None
     # The platform (Redis, the database) failed before the provider was called: nothing to
@@ -218,9 +213,9 @@ def execute(
     built: CompletionRequest | None = None,
     cache: CacheSlot | None = None,
 ) -> Outcome:
-    """Call the model (or reuse the cached answer ``cache`` holds) and validate its patch.
-    ``built`` is the request when the job already built it (to look it up in the cache).
-    No database access: runs on pool threads."""
+    """Call the model (or reuse the cached answer ``cache`` holds) and have the task's kind
+    evaluate its answer (a patch is validated). ``built`` is the request when the job already
+    built it (to look it up in the cache). No database access: runs on pool threads."""
     request = None
     try:
         if attempt.task.repo and not attempt.run.inference_only:
@@ -232,14 +227,10 @@ def execute(
             completion, responded_at = _answer(attempt, prepared, request, held_slot, cache)
         except ProviderError as error:
             return Outcome(attempt.pk, request, error=error)
-        patch = extract_patch(completion.text)
-        validation = None
-        if not attempt.run.inference_only:
-            if held_slot:  # the call is over: validating must not keep the arm's slot
-                gateway.release_slots(prepared, [held_slot])
-            validation = validate_task(attempt.task, patch)
-        score = score_pr_attempt(patch, validation)
-        return Outcome(attempt.pk, request, completion, None, patch, validation, score, responded_at, cache)
+        if held_slot and not attempt.run.inference_only:  # the call is over: validating must not keep the arm's slot
+            gateway.release_slots(prepared, [held_slot])
+        evaluation = evaluate_answer(attempt, completion.text)
+        return Outcome(attempt.pk, request, completion, None, evaluation, responded_at, cache)
     except INFRASTRUCTURE_ERRORS as exc:
         # Only before the provider answered: after it, releasing a slot is the one Redis
         # call left, and that never raises (a slot not given back expires with its lease).
@@ -276,6 +267,18 @@ def _answer(
     responded_at = timezone.now()
     answer_journal.keep(attempt.pk, completion, responded_at)
     return completion, responded_at
+
+
+def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
+    """The task's kind's verdict on an answer, with what it may need from the pipeline."""
+    run = attempt.run
+    context = Context(
+        inference_only=run.inference_only,
+        grading=run.config_snapshot.get("grading", {}),
+        # Looked up when called, not bound here: tests watch validations by replacing it.
+        validate=lambda task, patch: validate_task(task, patch),
+    )
+    return workload_for(attempt.task.dataset.kind).evaluate(attempt.task, output, context)
 
 
 # What an attempt's own platform can fail with: the attempt is not at fault, and is tried again.
@@ -710,6 +713,7 @@ def request_record(request: CompletionRequest | None) -> dict:
     record = asdict(request)
     record.pop("reference_output")  # the gold answer is never part of what a model was sent
     record.pop("recorded_answer")  # a replayed answer is the attempt's output, not its request
+    record.pop("distractors")  # the mock's wrong answers, never part of a request either
     return record
 
 
@@ -717,15 +721,13 @@ TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_t
 
 
 def _completed_row(outcome: Outcome, now: datetime) -> dict:
-    completion, validation, score = outcome.completion, outcome.validation, outcome.score
-    assert completion is not None and score is not None
-    tally = validation.tally if validation else None
+    completion, evaluation = outcome.completion, outcome.evaluation
+    assert completion is not None and evaluation is not None
     hit = outcome.cache.hit if outcome.cache else None
     untimed = hit is not None or completion.replayed
-    harness_failed = bool(validation and validation.harness_failed)
     return {
         "status": AttemptStatus.COMPLETED,
-        "outcome": outcome_class(AttemptStatus.COMPLETED, harness_failed=harness_failed),
+        "outcome": outcome_class(AttemptStatus.COMPLETED, harness_failed=evaluation.harness_failed),
         "request": request_record(outcome.request),
         "raw_response": completion.raw_response,
         "output": completion.text,
@@ -750,19 +752,11 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "retries": completion.retries,
         "retry_log": list(completion.retry_log),
         "warnings": list(completion.warnings),
-        "patch_present": score.patch_present,
-        "patch_well_formed": score.well_formed,
-        "patch_applied": score.applied,
-        "apply_method": validation.apply_method if validation else "",
-        "resolved": score.resolved,
-        "lines_changed": score.lines_changed,
-        "files_changed": score.files_changed,
         "responded_at": outcome.responded_at,
-        "lint_clean": validation.lint.ok if validation else None,
-        "build_ok": validation.build.ok if validation else None,
-        "fail_to_pass_fraction": tally.fail_to_pass_fraction if tally else None,
-        "pass_to_pass_regressions": tally.pass_to_pass_failed if tally else None,
-        "validated_at": now if validation else None,
+        **evaluation.columns,
+        "resolved": evaluation.correct,
+        "score": evaluation.score,
+        "validated_at": now if evaluation.validated else None,
         "scored_at": now,
     }
 
@@ -784,32 +778,18 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
 
 
 def _artifacts(outcome: Outcome, now: datetime) -> list[dict]:
-    """The attempt's patch, and its validation (or that validation was skipped)."""
-    artifacts: list[dict] = [{"kind": ArtifactKind.PATCH, "status": "", "content": outcome.patch, "duration_ms": None}]
-    validation = outcome.validation
-    if validation:
-        artifacts.append(
-            {
-                "kind": ArtifactKind.VALIDATION,
-                "status": validation.status,
-                "content": validation.log,
-                "duration_ms": validation.duration_ms,
-            }
-        )
-        if validation.tests:
-            tests = json.dumps([test.as_dict() for test in validation.tests])
-            artifacts.append({"kind": ArtifactKind.TESTS, "status": "", "content": tests, "duration_ms": None})
-        for kind, check in ((ArtifactKind.LINT, validation.lint), (ArtifactKind.BUILD, validation.build)):
-            artifacts.append({"kind": kind, "status": check.status, "content": check.log, "duration_ms": None})
-    elif outcome.patch:
-        skipped = {
-            "kind": ArtifactKind.VALIDATION,
-            "status": ValidationStatus.SKIPPED,
-            "content": "",
-            "duration_ms": None,
+    assert outcome.evaluation is not None
+    return [
+        {
+            "attempt_id": outcome.attempt_id,
+            "kind": row.kind,
+            "status": row.status,
+            "content": row.content,
+            "duration_ms": row.duration_ms,
+            "created_at": now,
         }
-        artifacts.append(skipped)
-    return [{"attempt_id": outcome.attempt_id, **artifact, "created_at": now} for artifact in artifacts]
+        for row in outcome.evaluation.artifacts
+    ]
 
 
 @transaction.atomic

@@ -9,8 +9,10 @@ files BM25 retrieves for the problem statement ("bm25"), read at the base commit
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 from evaluation.repositories import ensure_commit
+from evaluation.workloads import workload_for
 from experiments.context import bm25_context, oracle_context, render_files
 from experiments.models import Attempt, ContextMode, TaskInstance
 from experiments.replay import REPLAY, REPLAYED_MESSAGE, recorded_answer
@@ -36,9 +38,9 @@ def render_repository(task: TaskInstance, context_mode: str = ContextMode.ORACLE
 
 
 def render_prompt(template: str, task: TaskInstance, context_mode: str = ContextMode.ORACLE) -> str:
-    # Reading a repository is not free: only when the template asks for it.
-    files = render_repository(task, context_mode) if "{{repository}}" in template else ""
-    return template.replace("{{problem_statement}}", task.problem_statement).replace("{{repository}}", files)
+    """The task's prompt, as its dataset's kind renders it."""
+    workload = workload_for(task.dataset.kind)
+    return workload.render_prompt(template, task, lambda: render_repository(task, context_mode))
 
 
 def build_request(attempt: Attempt) -> CompletionRequest:
@@ -51,12 +53,14 @@ def build_request(attempt: Attempt) -> CompletionRequest:
         )
     snapshot = run.config_snapshot
     prompt = render_prompt(snapshot["prompt_template"], task, snapshot.get("context_mode", ContextMode.ORACLE))
-    return prompt_request(
+    workload = workload_for(task.dataset.kind)
+    request = prompt_request(
         prompt,
         arm.config,
         seed_key=f"{run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}",
-        reference_output=task.gold_patch,
+        reference_output=workload.reference_output(task),
     )
+    return replace(request, distractors=workload.distractors(task))
 
 
 def prompt_request(prompt: str, config: dict, seed_key: str = "", reference_output: str = "") -> CompletionRequest:

@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.http import QueryDict
 
+from evaluation.workloads import workload_for
 from experiments.models import Run, RunArm
 from leaderboards.aggregation import (
     LATENCY_BUCKETS_MS,
@@ -33,14 +34,13 @@ from leaderboards.models import ArmEvaluatorSummary, ArmSummary
 from leaderboards.stats import ci_aware_ranks
 
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
 # What the quality board calls success, per workload kind: the heading, and the verb of the
 # pairwise page's sentences.
-QUALITY_METRICS = {"pr_patch": ("Resolved", "resolves")}
-OTHER_METRIC = ("Accuracy", "answers correctly")
-
-
 def quality_metric(run: Run) -> tuple[str, str]:
-    return QUALITY_METRICS.get(run.experiment.dataset.kind, OTHER_METRIC)
+    """The quality board's heading and what a success does, as the dataset's kind names them."""
+    return workload_for(run.experiment.dataset.kind).quality_metric
 
 
 def low_sample_min() -> int:

@@ -41,6 +41,9 @@ class CompletionRequest:
     # The task's known-good answer. Only the mock reads it (to play an oracle); real
     # adapters never send it anywhere.
     reference_output: str = ""
+    # Answers that score 0 for a question-answer task, for the mock to give when it answers
+    # wrongly (a PR patch has none: the mock spoils the gold patch instead). Never sent.
+    distractors: tuple[str, ...] = ()
     # Structured output: the JSON schema the answer must follow, named. Sent as OpenAI's
     # response_format or as a forced Anthropic tool call; the answer's text is the JSON.
     response_schema: dict[str, Any] | None = None

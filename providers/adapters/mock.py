@@ -26,7 +26,7 @@ from providers.models import Price
 from providers.pricing import price_cost
 from providers.types import Completion, CompletionRequest, Usage
 
-MODES = ("oracle", "noisy", "empty", "error", "evaluator")
+MODES = ("oracle", "noisy", "wrong", "empty", "error", "evaluator")
 INVALID_ANSWERS = ("never", "first", "always")  # the mock evaluator's broken answers, for tests
 NUMBER_FIELDS = {
     "quality": (0.0, 1.0),
@@ -122,6 +122,11 @@ def _answer(mode: str, quality: float, request: CompletionRequest, rng: random.R
     gold = request.reference_output
     if mode == "empty":
         return ""
+    if request.distractors:  # a question: the right answer, or one of the task's wrong ones
+        right = mode == "oracle" or (mode == "noisy" and rng.random() < quality)
+        return gold if right else rng.choice(request.distractors)
+    if mode == "wrong":
+        return _fenced("This should fix it.", no_op_rewrite(gold)) if no_op_rewrite(gold) else "I cannot fix this."
     if mode == "oracle" or rng.random() < quality:
         return _fenced("Here is a patch that fixes the issue.", gold)
     flaw = rng.choice(("wrong", "malformed", "prose"))

@@ -89,3 +89,28 @@ def test_cost_uses_the_arm_prices_and_is_unknown_without_them():
 def test_bad_config_names_the_field(config, field):
     errors = MockAdapter.config_errors("m", config)
     assert len(errors) == 1 and errors[0].startswith(field)
+
+
+def question(seed_key: str) -> CompletionRequest:
+    return CompletionRequest(
+        messages=(Message("user", "2 + 2?"),), seed_key=seed_key, reference_output="Answer: B", distractors=("A", "C")
+    )
+
+
+def answer_of(config, seed_key="7:q1:arm:0") -> str:
+    return MockAdapter(ArmSpec("mock", "m", config)).generate(question(seed_key)).text
+
+
+def test_a_question_gets_the_reference_or_one_of_its_wrong_answers():
+    """oracle: the reference as it is (no diff fence); wrong: one of the task's wrong answers;
+    noisy: the reference at its quality, the same answers for the same seed keys."""
+    assert answer_of({"mode": "oracle"}) == "Answer: B"
+    assert {answer_of({"mode": "wrong"}, f"7:q{i}:a:0") for i in range(20)} == {"A", "C"}
+    noisy = [answer_of({"mode": "noisy", "quality": 0.7}, f"7:q{i}:a:0") for i in range(200)]
+    assert 0.6 < noisy.count("Answer: B") / 200 < 0.8
+    assert noisy == [answer_of({"mode": "noisy", "quality": 0.7}, f"7:q{i}:a:0") for i in range(200)]
+
+
+def test_wrong_gives_a_plausible_patch_that_changes_nothing():
+    text = generate({"mode": "wrong"}).text
+    assert extract_patch(text) == no_op_rewrite(TASK["gold_patch"]) != ""

@@ -5,9 +5,18 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from tqdm import tqdm
 
-from experiments.imports import check_commands, check_import_tasks, check_repo_sources, do_import_tasks
+from experiments.imports import (
+    check_commands,
+    check_dataset_name,
+    check_import_tasks,
+    check_repo_sources,
+    do_import_questions,
+    do_import_tasks,
+    parse_field_map,
+)
 from experiments.management.commands._helpers import org_by_slug
 from experiments.swebench import TaskFileRejected, parse_swebench
+from experiments.task_formats import FormatOptions, format_names, parser_for
 from prbench.inputs import JSONL_LINE_MAX_BYTES, CheckedCommand
 
 
@@ -17,7 +26,14 @@ class Command(CheckedCommand):
     def add_arguments(self, parser):
         parser.add_argument("--org", required=True, help="organisation slug")
         parser.add_argument("--dataset", required=True, help="dataset name (created if it does not exist)")
-        parser.add_argument("--format", required=True, choices=["swebench"], help="the file's format")
+        parser.add_argument("--format", required=True, choices=format_names(), help="the file's format")
+        parser.add_argument(
+            "--map",
+            default="",
+            metavar="FIELD=COLUMN,...",
+            help="jsonl/csv: which of the file's fields holds each of the kind's (e.g. question=prompt,answer=target)",
+        )
+        parser.add_argument("--kind", default="", help="jsonl/csv: the kind of task the mapped fields make")
         parser.add_argument(
             "--repo-source",
             action="append",
@@ -31,11 +47,13 @@ class Command(CheckedCommand):
             "{junit} where the JUnit report goes (e.g. '{python} -m pytest --junitxml={junit}')",
         )
         parser.add_argument("--build-command", help="the dataset's build command (default: byte-compile)")
-        parser.add_argument("file", help="SWE-bench JSONL: one task instance per line")
+        parser.add_argument("file", help="the task file (SWE-bench JSONL: one task instance per line)")
 
     def handle(self, *args, org, dataset, format, repo_source, test_command, build_command, file, **options):
         organisation = org_by_slug(org)
         path = Path(file)
+        if format != "swebench":
+            return self._import_questions(organisation, dataset, format, path, options)
         try:
             sources = check_repo_sources(repo_source)
             commands = check_commands(test_command=test_command, build_command=build_command)
@@ -62,6 +80,24 @@ class Command(CheckedCommand):
             )
             for instance_id, reason in report.refused_gold:
                 self.stdout.write(f"  {instance_id}: {reason}")
+
+    def _import_questions(self, organisation, dataset: str, format: str, path: Path, options: dict) -> None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
+        try:
+            check_dataset_name(dataset)
+            field_map = parse_field_map(options["map"])
+            tasks = parser_for(format)(path.name, data, FormatOptions(field_map, options["kind"]))
+            report = do_import_questions(organisation, dataset, tasks, path.name)
+        except TaskFileRejected as exc:
+            raise CommandError(f"nothing imported: {path} has problems:\n  " + "\n  ".join(exc.problems)) from None
+        except ValidationError as exc:
+            raise CommandError("nothing imported:\n  " + "\n  ".join(exc.messages)) from None
+        verb = "Created dataset" if report.created else "Added to dataset"
+        kind = report.dataset.get_kind_display()
+        self.stdout.write(f"{verb} {report.dataset.name!r} ({kind}): {report.imported} task(s)")
 
 
 def _lines(path: Path):

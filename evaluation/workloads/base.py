@@ -1,0 +1,100 @@
+"""One workload interface: what a dataset's kind does with a task and a model's answer.
+
+A kind says how a task becomes a prompt, what the right answer is (for the mock oracle) and
+which wrong ones a mock may give, and how an answer is extracted, validated and scored. The
+pipeline asks the kind of the task's dataset and knows nothing else about it: adding a kind
+is a module here, a line in ``WORKLOADS`` (evaluation/workloads/__init__.py), its importer
+and its templates. Every kind ends an answered attempt the same way, a correct-or-not
+verdict (the boards' quality), a score in [0, 1] and the artifacts that show why, so boards,
+statistics and exports work for all of them.
+
+``evaluate`` runs on a job's pool threads: it must not touch the database. Whatever it needs
+beyond the task (the pipeline's validator, say) comes in its ``Context``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from evaluation.validation import ValidationResult
+
+# The placeholder every kind's prompt has for the task's question or problem statement.
+QUESTION = "{{problem_statement}}"
+
+
+@dataclass(frozen=True)
+class ArtifactRow:
+    """An artifact to store with the attempt (``ArtifactKind``), one per kind and attempt."""
+
+    kind: str
+    content: str = ""
+    status: str = ""
+    duration_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What a kind made of one answer."""
+
+    answer: str  # what was extracted from the output: a patch, a letter, a function
+    # Right or not (``Attempt.resolved``, what every quality board counts); None when the
+    # answer was not judged (an inference-only run).
+    correct: bool | None
+    score: float | None  # in [0, 1]; None when not judged
+    # Further columns of the attempt the kind sets (a PR patch's validation figures).
+    columns: dict[str, Any] = field(default_factory=dict)
+    artifacts: tuple[ArtifactRow, ...] = ()
+    validated: bool = False  # something was run on the answer (``Attempt.validated_at``)
+    # The answer came but the harness gave no verdict (tests out of time): not the model's fault.
+    harness_failed: bool = False
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the pipeline gives a kind to evaluate with (plain values and callables)."""
+
+    inference_only: bool = False
+    # The run's grading settings from its experiment (qa_exact's ``grading`` mode, ...).
+    grading: dict[str, Any] = field(default_factory=dict)
+    # PR patches: the pipeline's validator (repository checkout, one validation per core).
+    validate: Callable[[Any, str], ValidationResult] | None = None
+
+
+class Workload:
+    """One kind. ``task`` arguments are ``TaskInstance`` rows (with their dataset loaded):
+    ``problem_statement`` is the question, ``payload`` the kind's own fields."""
+
+    kind: ClassVar[str]
+    # The quality board's heading and what a success "does", e.g. ("Accuracy", "answers correctly").
+    quality_metric: ClassVar[tuple[str, str]] = ("Accuracy", "answers correctly")
+    # Whether the evaluator agent judges its answers (a PR patch's review, free text's truth).
+    judged_by_evaluator: ClassVar[bool] = False
+    # The prompt an experiment on this kind starts from.
+    default_prompt: ClassVar[str] = QUESTION
+
+    def payload_errors(self, payload: dict) -> list[str]:
+        """What is missing or wrong in a task's ``payload``, each naming its field."""
+        return []
+
+    def template_errors(self, template: str) -> list[str]:
+        return [] if QUESTION in template else [f"must contain {QUESTION}"]
+
+    def render_prompt(self, template: str, task: Any, repository: Callable[[], str]) -> str:
+        """The prompt for ``task``. ``repository`` renders a PR task's files, read only when
+        the template shows them."""
+        return template.replace(QUESTION, task.problem_statement)
+
+    def reference_output(self, task: Any) -> str:
+        """A model's output that scores 1: what the mock oracle answers."""
+        raise NotImplementedError
+
+    def distractors(self, task: Any) -> tuple[str, ...]:
+        """Outputs that score 0, for the mock to give when it answers wrongly; empty for a
+        PR patch, whose wrong answers the mock makes from the gold patch itself."""
+        return ()
+
+    def evaluate(self, task: Any, output: str, context: Context) -> Evaluation:
+        raise NotImplementedError

@@ -1,0 +1,89 @@
+"""PR patches: a repository (or a task's own files) and a problem statement in, a unified
+diff out, validated by applying it and running the task's tests, lint and build."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from evaluation.patches import extract_patch
+from evaluation.scoring import score_pr_attempt
+from evaluation.validation import ValidationResult, ValidationStatus
+from evaluation.workloads.base import QUESTION, ArtifactRow, Context, Evaluation, Workload
+
+REPOSITORY = "{{repository}}"
+DEFAULT_PROMPT = """You are fixing a bug in a small repository.
+
+Problem statement:
+{{problem_statement}}
+
+Repository files:
+{{repository}}
+
+Reply with a unified diff (paths prefixed a/ and b/) in a ```diff fenced block that fixes
+the problem. Do not change the tests."""
+
+
+class PrPatch(Workload):
+    kind = "pr_patch"
+    quality_metric = ("Resolved", "resolves")
+    judged_by_evaluator = True
+    default_prompt = DEFAULT_PROMPT
+    placeholders: ClassVar[tuple[str, ...]] = (QUESTION, REPOSITORY)
+
+    def render_prompt(self, template: str, task: Any, repository: Callable[[], str]) -> str:
+        # Reading a repository is not free: only when the template asks for it.
+        files = repository() if REPOSITORY in template else ""
+        return template.replace(QUESTION, task.problem_statement).replace(REPOSITORY, files)
+
+    def reference_output(self, task: Any) -> str:
+        return task.gold_patch
+
+    def evaluate(self, task: Any, output: str, context: Context) -> Evaluation:
+        patch = extract_patch(output)
+        validation = None
+        if not context.inference_only:
+            assert context.validate is not None, "a PR patch is validated by the pipeline's validator"
+            validation = context.validate(task, patch)
+        score = score_pr_attempt(patch, validation)
+        resolved = score.resolved if validation else None
+        return Evaluation(
+            answer=patch,
+            correct=score.resolved,
+            score=None if resolved is None else float(resolved),
+            columns=_columns(score, validation),
+            artifacts=_artifacts(patch, validation),
+            validated=validation is not None,
+            harness_failed=bool(validation and validation.harness_failed),
+        )
+
+
+def _columns(score: Any, validation: ValidationResult | None) -> dict[str, Any]:
+    tally = validation.tally if validation else None
+    return {
+        "patch_present": score.patch_present,
+        "patch_well_formed": score.well_formed,
+        "patch_applied": score.applied,
+        "apply_method": validation.apply_method if validation else "",
+        "lines_changed": score.lines_changed,
+        "files_changed": score.files_changed,
+        "lint_clean": validation.lint.ok if validation else None,
+        "build_ok": validation.build.ok if validation else None,
+        "fail_to_pass_fraction": tally.fail_to_pass_fraction if tally else None,
+        "pass_to_pass_regressions": tally.pass_to_pass_failed if tally else None,
+    }
+
+
+def _artifacts(patch: str, validation: ValidationResult | None) -> tuple[ArtifactRow, ...]:
+    """The patch, and its validation (or that validation was skipped)."""
+    rows = [ArtifactRow("patch", patch)]
+    if validation:
+        rows.append(ArtifactRow("validation", validation.log, validation.status, validation.duration_ms))
+        if validation.tests:
+            rows.append(ArtifactRow("tests", json.dumps([test.as_dict() for test in validation.tests])))
+        for kind, check in (("lint", validation.lint), ("build", validation.build)):
+            rows.append(ArtifactRow(kind, check.log, check.status))
+    elif patch:
+        rows.append(ArtifactRow("validation", "", ValidationStatus.SKIPPED))
+    return tuple(rows)
