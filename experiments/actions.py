@@ -401,6 +401,9 @@ def do_start_run(
     # someone saves the experiment at the same moment.
     experiment = Experiment.objects.select_for_update().select_related("dataset", "org").get(pk=experiment.pk)
     seed = experiment.sample_seed if seed is None else seed
+    # The version read now bounds the tasks read below: an import committing in between
+    # adds tasks of a later version, which this run neither samples nor claims to have used.
+    version = experiment.dataset.version
     now = timezone.now()
     run = Run.objects.create(
         org=experiment.org,
@@ -409,6 +412,7 @@ def do_start_run(
         status=RunStatus.RUNNING,
         inference_only=inference_only,
         budget_usd=budget_usd,
+        dataset_version=version,
         config_snapshot=_snapshot(experiment),
         # Only kinds the evaluator reviews (a PR patch) are judged by the active profile.
         evaluator_profile=active_profile() if workload_for(experiment.dataset.kind).judged_by_evaluator else None,
@@ -427,7 +431,8 @@ def do_start_run(
         )
         for a in experiment.arms.all()
     )
-    tasks = sample_tasks(list(runnable_tasks(experiment)), experiment.sample_size, experiment.sample_strategy, seed)
+    runnable = runnable_tasks(experiment).filter(dataset_version__lte=version)
+    tasks = sample_tasks(list(runnable), experiment.sample_size, experiment.sample_strategy, seed)
     cells = [(task, arm, rep) for task in tasks for arm in run_arms for rep in range(experiment.repetitions)]
     # insert_rows, not bulk_create: preparing every field of thousands of model instances
     # in Python took most of the time between "start" and the first provider call.

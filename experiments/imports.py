@@ -1,10 +1,18 @@
-"""Importing task files into a dataset: all or nothing."""
+"""Importing task files into a dataset: all or nothing.
+
+One chokepoint for every way a file comes in (``import_tasks`` on the command line, an
+upload on the datasets page): ``parse_task_file`` reads and checks each line, ``check_task_file``
+adds what the dataset has to say and makes the preview an upload shows before anything is
+saved, ``do_import_task_file`` saves it, checking again under the dataset's lock.
+"""
 
 from __future__ import annotations
 
+import json
 import shlex
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from django.core.exceptions import ValidationError
@@ -12,12 +20,12 @@ from django.db import transaction
 from django.db.models import Max
 
 from evaluation.patches import HarnessRule, gold_patch_refusal
-from evaluation.workloads import workload_for
+from evaluation.workloads import workload_for, workload_kinds
 from experiments.models import Dataset, DatasetKind, TaskInstance
-from experiments.swebench import REPO, SwebenchTask
-from experiments.task_formats import ParsedTask
+from experiments.swebench import MAX_REPORTED, REPO, SwebenchTask, TaskFileRejected, parse_swebench
+from experiments.task_formats import FORMATS, FormatOptions, ParsedTask, parser_for
 from orgs.models import Organization
-from prbench.inputs import NAME_MAX, check_text
+from prbench.inputs import JSONL_LINE_MAX_BYTES, NAME_MAX, check_text
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,7 @@ class ImportReport:
     # Tasks whose gold patch validation would refuse under the dataset's rule, and why: they
     # are imported quarantined, since nothing could resolve them.
     refused_gold: list[tuple[str, str]] = field(default_factory=list)
+    version: int = 1  # the dataset version the imported tasks belong to
 
 
 def check_repo_sources(pairs: list[str]) -> dict[str, str]:
@@ -94,18 +103,23 @@ def check_import_tasks(org: Organization, dataset_name: str, tasks: list[Swebenc
     """Refuse what the file alone cannot show: a name that is no dataset name, or tasks the
     dataset already holds (re-importing a task would silently change past results)."""
     check_dataset_name(dataset_name)
+    clashes = duplicate_problems(org, dataset_name, tasks, file_name)
+    if clashes:
+        raise ValidationError(clashes[:MAX_REPORTED])
+
+
+def duplicate_problems(org: Organization, dataset_name: str, tasks: list[Any], file_name: str) -> list[str]:
+    """The file's tasks the dataset already holds (``tasks`` have ``line`` and ``instance_id``)."""
     existing = set(
         TaskInstance.objects.filter(
             dataset__org=org, dataset__name=dataset_name, external_id__in=[t.instance_id for t in tasks]
         ).values_list("external_id", flat=True)
     )
-    clashes = [
+    return [
         f"{file_name}:{task.line}: field instance_id: {task.instance_id!r} is already in dataset {dataset_name!r}"
         for task in tasks
         if task.instance_id in existing
     ]
-    if clashes:
-        raise ValidationError(clashes[:20])
 
 
 @transaction.atomic
@@ -119,6 +133,8 @@ def do_import_tasks(
 ) -> ImportReport:
     """``commands``: the dataset's ``test_command`` / ``build_command``, replaced if given."""
     dataset, created = locked_dataset(org, dataset_name)
+    if problem := kind_problem(dataset, DatasetKind.PR_PATCH):
+        raise ValidationError(problem)
     check_import_tasks(org, dataset_name, tasks, file_name)  # again, under the dataset's lock
     dataset.repo_sources = {**dataset.repo_sources, **repo_sources}
     for name, command in (commands or {}).items():
@@ -126,8 +142,9 @@ def do_import_tasks(
     if created:  # SWE-bench's tasks are judged by the harness's rule; a dataset made otherwise keeps its own
         dataset.harness_rule = HarnessRule.TASK
     dataset.save(update_fields=["repo_sources", "test_command", "build_command", "harness_rule"])
+    version = open_version(dataset)
     start = next_position(dataset)
-    rows = [_task_row(dataset, start + i, task) for i, task in enumerate(tasks)]
+    rows = [_task_row(dataset, start + i, task, version) for i, task in enumerate(tasks)]
     refused = _quarantine_refused_gold(rows, dataset.harness_rule)
     TaskInstance.objects.bulk_create(rows)
     repos = sorted({task.repo for task in tasks})
@@ -138,6 +155,7 @@ def do_import_tasks(
         repos=repos,
         repos_without_source=[repo for repo in repos if repo not in dataset.repo_sources],
         refused_gold=refused,
+        version=version,
     )
 
 
@@ -157,15 +175,42 @@ def locked_dataset(org: Organization, name: str, kind: str = DatasetKind.PR_PATC
     return Dataset.objects.select_for_update().get_or_create(org=org, name=name, defaults={"kind": kind})
 
 
+def open_version(dataset: Dataset) -> int:
+    """The version tasks added now belong to, with the dataset locked: the next one when the
+    dataset already holds tasks; a dataset's first tasks are its version 1."""
+    if dataset.tasks.exists():
+        dataset.version += 1
+        dataset.save(update_fields=["version"])
+    return dataset.version
+
+
+def version_to_come(dataset: Dataset | None) -> int:
+    """The version an import into ``dataset`` (None: a new one) would make now."""
+    if dataset is None:
+        return 1
+    return dataset.version + 1 if dataset.tasks.exists() else dataset.version
+
+
+def kind_problem(dataset: Dataset, kind: str) -> str:
+    """Why tasks of ``kind`` cannot go into ``dataset`` (empty when they can)."""
+    if dataset.kind == kind:
+        return ""
+    return (
+        f"dataset {dataset.name!r} holds {dataset.get_kind_display()} tasks; this file's are {kind}: "
+        "import it into a dataset of its own"
+    )
+
+
 def next_position(dataset: Dataset) -> int:
     """Where tasks added now go: after every task the dataset holds."""
     last = dataset.tasks.aggregate(last=Max("position"))["last"]
     return 0 if last is None else last + 1  # not "or -1": a last position of 0 is a task
 
 
-def _task_row(dataset: Dataset, position: int, task: SwebenchTask) -> TaskInstance:
+def _task_row(dataset: Dataset, position: int, task: SwebenchTask, version: int) -> TaskInstance:
     return TaskInstance(
         dataset=dataset,
+        dataset_version=version,
         external_id=task.instance_id,
         position=position,
         title=task.problem_statement.strip().splitlines()[0][:300],
@@ -188,28 +233,20 @@ def do_import_questions(org: Organization, dataset_name: str, tasks: list[Parsed
     a dataset of another kind, an id it already holds, or a task its kind refuses changes
     nothing. Each task's ``payload`` is checked by its kind's module (the one rule for every
     way in: command line, upload, API)."""
-    kinds = {task.kind for task in tasks}
-    if len(kinds) != 1:
-        raise ValidationError(f"{file_name}: tasks of several kinds in one file ({', '.join(sorted(kinds))})")
-    kind = kinds.pop()
+    kind = single_kind(tasks, file_name)
     dataset, created = locked_dataset(org, dataset_name, kind)
-    if dataset.kind != kind:
-        raise ValidationError(
-            f"dataset {dataset_name!r} holds {dataset.get_kind_display()} tasks; this file's are {kind}: "
-            "import it into a dataset of its own"
-        )
-    problems = [
-        f"{file_name}:{task.line}: field {problem}"
-        for task in tasks
-        for problem in workload_for(kind).payload_errors(task.payload)
-    ]
+    if problem := kind_problem(dataset, kind):
+        raise ValidationError(problem)
+    problems = payload_problems(kind, tasks, file_name)
     if problems:
-        raise ValidationError(problems[:20])
+        raise ValidationError(problems[:MAX_REPORTED])
     check_import_tasks(org, dataset_name, [_as_identified(task) for task in tasks], file_name)
+    version = open_version(dataset)
     start = next_position(dataset)
     TaskInstance.objects.bulk_create(
         TaskInstance(
             dataset=dataset,
+            dataset_version=version,
             external_id=task.external_id,
             position=start + i,
             title=task.title[:300],
@@ -221,7 +258,25 @@ def do_import_questions(org: Organization, dataset_name: str, tasks: list[Parsed
         )
         for i, task in enumerate(tasks)
     )
-    return ImportReport(dataset=dataset, created=created, imported=len(tasks), repos=[], repos_without_source=[])
+    return ImportReport(
+        dataset=dataset, created=created, imported=len(tasks), repos=[], repos_without_source=[], version=version
+    )
+
+
+def single_kind(tasks: list[ParsedTask], file_name: str) -> str:
+    kinds = {task.kind for task in tasks}
+    if len(kinds) != 1:
+        raise ValidationError(f"{file_name}: tasks of several kinds in one file ({', '.join(sorted(kinds))})")
+    return kinds.pop()
+
+
+def payload_problems(kind: str, tasks: list[ParsedTask], file_name: str) -> list[str]:
+    if kind not in workload_kinds():
+        return [f"{file_name}: its tasks are of kind {kind!r}, which no workload module runs"]
+    workload = workload_for(kind)
+    return [
+        f"{file_name}:{task.line}: field {error}" for task in tasks for error in workload.payload_errors(task.payload)
+    ]
 
 
 @dataclass(frozen=True)
@@ -234,3 +289,182 @@ class _Identified:
 
 def _as_identified(task: ParsedTask) -> Any:
     return _Identified(task.line, task.external_id)
+
+
+# --- one chokepoint for the command line and the upload ------------------------------------
+
+Tasks = list[SwebenchTask] | list[ParsedTask]
+Progress = Callable[[int, int], None]  # (lines read, bytes read)
+PREVIEW_ROWS = 10  # how many of a file's tasks its preview shows
+CELL_MAX = 160  # characters of one value a preview shows
+
+
+def _no_progress(lines: int, read: int) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """A task file as the command line or the upload form describes it: its format, its
+    name (as problems cite it), the dataset it goes into and the format's options."""
+
+    format: str
+    name: str
+    dataset_name: str
+    options: FormatOptions = field(default_factory=FormatOptions)
+    repo_sources: dict[str, str] = field(default_factory=dict)  # SWE-bench only
+    commands: dict[str, list[str]] = field(default_factory=dict)  # SWE-bench only: test/build command
+
+
+def parse_task_file(spec: TaskFile, source: BinaryIO, progress: Progress = _no_progress) -> Tasks:
+    """Every task in the file, each line checked; TaskFileRejected (file, line and field
+    for each problem) otherwise. SWE-bench files are read a line at a time, so ``progress``
+    follows them; a question format's parser takes the whole file and reports at its end."""
+    if spec.format == "swebench":
+        return parse_swebench(spec.name, file_lines(source, progress))
+    if spec.format not in FORMATS:
+        raise TaskFileRejected([f"{spec.name}: unknown format {spec.format!r}"])
+    data = source.read()
+    tasks = parser_for(spec.format)(spec.name, data, spec.options)
+    progress(count_lines(data), len(data))
+    return tasks
+
+
+def count_lines(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def file_lines(handle: BinaryIO, progress: Progress = _no_progress) -> Iterator[bytes]:
+    """The file's lines as bytes (parse_swebench decodes each, naming a line that is not
+    UTF-8). A line over the limit is cut one byte past it (so it is refused); the rest of it
+    is read in chunks and dropped, so one line never takes more memory than the limit."""
+    lines = read = 0
+    while line := handle.readline(JSONL_LINE_MAX_BYTES + 1):
+        read += len(line)
+        rest = line
+        while not rest.endswith(b"\n") and (rest := handle.readline(1 << 20)):
+            read += len(rest)
+        lines += 1
+        progress(lines, read)
+        yield line
+
+
+def import_problems(org: Organization, spec: TaskFile, tasks: Tasks, dataset: Dataset | None) -> list[str]:
+    """What the dataset (None: there is none by that name yet) says about a parsed file,
+    before anything is saved: its name, its kind, each task's payload by the kind's rules,
+    the tasks it already holds. ``do_import_task_file`` makes the same checks again under
+    the dataset's lock."""
+    try:
+        check_dataset_name(spec.dataset_name)
+        kind = DatasetKind.PR_PATCH.value if spec.format == "swebench" else single_kind(tasks, spec.name)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        return exc.messages
+    if dataset is not None and (problem := kind_problem(dataset, kind)):
+        return [problem]
+    if spec.format == "swebench":
+        identified: list[Any] = tasks
+    else:
+        if problems := payload_problems(kind, tasks, spec.name):  # type: ignore[arg-type]
+            return problems[:MAX_REPORTED]
+        identified = [_as_identified(task) for task in tasks]  # type: ignore[arg-type]
+    return duplicate_problems(org, spec.dataset_name, identified, spec.name)[:MAX_REPORTED]
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What importing a file would do, shown before anything is saved."""
+
+    kind: str  # "" when the file could not be read far enough to say
+    tasks: int
+    columns: list[str]
+    rows: list[list[str]]  # the first PREVIEW_ROWS tasks
+    field_map: dict[str, str]
+    problems: list[str]  # each "file:line N: field F: ..." where the parser can say
+    dataset_exists: bool
+    version: int  # the dataset version the import would make
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_task_file(
+    org: Organization, spec: TaskFile, source: BinaryIO, progress: Progress = _no_progress
+) -> tuple[Preview, Tasks]:
+    """The preview of importing the file (its problems included) and its tasks; saves nothing."""
+    dataset = Dataset.objects.filter(org=org, name=spec.dataset_name).first()
+    try:
+        tasks = parse_task_file(spec, source, progress)
+    except TaskFileRejected as exc:
+        tasks, problems = [], exc.problems
+    else:
+        problems = import_problems(org, spec, tasks, dataset)
+    columns, rows = preview_rows(tasks[:PREVIEW_ROWS])
+    preview = Preview(
+        kind=_detected_kind(spec, tasks),
+        tasks=len(tasks),
+        columns=columns,
+        rows=rows,
+        field_map=dict(spec.options.field_map),
+        problems=problems,
+        dataset_exists=dataset is not None,
+        version=version_to_come(dataset),
+    )
+    return preview, tasks
+
+
+def _detected_kind(spec: TaskFile, tasks: Tasks) -> str:
+    if spec.format == "swebench":
+        return DatasetKind.PR_PATCH.value
+    kinds = sorted({task.kind for task in tasks if isinstance(task, ParsedTask)})
+    return ", ".join(kinds) if kinds else spec.options.kind
+
+
+def preview_rows(tasks: Tasks) -> tuple[list[str], list[list[str]]]:
+    """A table of tasks as their importer read them: the fields each column of the file became."""
+    if swebench := [task for task in tasks if isinstance(task, SwebenchTask)]:
+        columns = ["line", "instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS"]
+        return columns, [_swebench_row(task) for task in swebench]
+    questions = [task for task in tasks if isinstance(task, ParsedTask)]
+    if not questions:
+        return [], []
+    payload_keys = list(dict.fromkeys(key for task in questions for key in task.payload))
+    columns = ["line", "id", "question", "category", "difficulty", *payload_keys]
+    return columns, [_question_row(task, payload_keys) for task in questions]
+
+
+def _swebench_row(task: SwebenchTask) -> list[str]:
+    statement = task.problem_statement.strip().splitlines()
+    return [
+        str(task.line),
+        task.instance_id,
+        task.repo,
+        task.base_commit[:12],
+        _cell(statement[0] if statement else ""),
+        f"{len(task.fail_to_pass)} tests",
+        f"{len(task.pass_to_pass)} tests",
+    ]
+
+
+def _question_row(task: ParsedTask, payload_keys: list[str]) -> list[str]:
+    payload = [_cell(task.payload.get(key, "")) for key in payload_keys]
+    return [str(task.line), task.external_id, _cell(task.question), task.category, task.difficulty, *payload]
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= CELL_MAX else text[: CELL_MAX - 1] + "…"
+
+
+def do_import_task_file(org: Organization, spec: TaskFile, tasks: Tasks) -> ImportReport:
+    """Save a parsed file's tasks, all or nothing; every check is made again under the
+    dataset's lock (ValidationError), since the dataset may have changed since the preview."""
+    if spec.format == "swebench":
+        return do_import_tasks(
+            org,
+            spec.dataset_name,
+            tasks,  # type: ignore[arg-type]
+            spec.repo_sources,
+            spec.name,
+            spec.commands,
+        )
+    return do_import_questions(org, spec.dataset_name, tasks, spec.name)  # type: ignore[arg-type]

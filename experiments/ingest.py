@@ -29,7 +29,7 @@ from django.db import transaction
 from evaluation.patches import PatchRejected, check_patch, touches_test_harness
 from evaluation.repositories import RepositoryUnavailable, ensure_commit, git
 from evaluation.validation import TestRun, run_tests_with
-from experiments.imports import locked_dataset, next_position
+from experiments.imports import locked_dataset, next_position, open_version
 from experiments.models import Dataset, MinedCandidate, TaskInstance
 from orgs.models import Organization
 
@@ -305,6 +305,7 @@ def ingest(
     check = CommandCheck()
     judged = kept = 0
     saved: list[TaskInstance] = []
+    version = None  # one mining run's tasks make one dataset version
     try:
         for found in find_candidates(options.source, options.branch, options.since):
             if _enough(options, judged, kept):
@@ -317,8 +318,9 @@ def ingest(
                 continue
             progress(found.subject)
             verdict = judge_candidate(found, options, check)
-            if task := do_save_verdict(org, options, dataset_name, verdict):
+            if task := do_save_verdict(org, options, dataset_name, verdict, version):
                 saved.append(task)
+                version = task.dataset_version
             judged += 1
             kept += verdict.kept
             yield verdict
@@ -362,10 +364,13 @@ def decided_commits(org: Organization, dataset_name: str, repo_name: str) -> dic
 
 @transaction.atomic
 def do_save_verdict(
-    org: Organization, options: IngestOptions, dataset_name: str, verdict: Verdict
+    org: Organization, options: IngestOptions, dataset_name: str, verdict: Verdict, version: int | None = None
 ) -> TaskInstance | None:
     """Record one decision (and its task when kept) in its own transaction; the repository
-    source and test command go on the dataset. Returns the task when one was added."""
+    source and test command go on the dataset. Returns the task when one was added.
+
+    ``version``: the dataset version this mining run's earlier tasks went into; its next
+    task joins it unless an import has opened another since (a new version then)."""
     dataset, _ = locked_dataset(org, dataset_name)
     dataset.repo_sources = {**dataset.repo_sources, options.repo_name: options.source}
     dataset.test_command = dataset.test_command or options.test_command
@@ -374,6 +379,7 @@ def do_save_verdict(
     task = None
     if verdict.kept and not dataset.tasks.filter(external_id=task_id(options.repo_name, candidate.commit)).exists():
         task = _task_row(dataset, options, next_position(dataset), verdict)
+        task.dataset_version = version if version == dataset.version else open_version(dataset)
         task.save()
     MinedCandidate.objects.update_or_create(
         dataset=dataset,

@@ -67,6 +67,11 @@ class Dataset(models.Model):
         help_text="What counts as a patch changing the tests: any test or test configuration file (mined "
         "tasks), or the task's own test files and directories (imported SWE-bench tasks, as the harness has it)",
     )
+    # A version is the dataset as of one import: the tasks that import added and every earlier
+    # version's. Importing into a dataset that holds tasks opens the next one (experiments/imports.py).
+    version = models.PositiveIntegerField(
+        default=1, help_text="The latest version: each import into a dataset that holds tasks makes a new one"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -135,6 +140,7 @@ class TaskInstance(models.Model):
     )
     gold_detail = models.TextField(blank=True, help_text="How each gold run went, and the empty patch's run if asked")
     gold_checked_at = models.DateTimeField(null=True, blank=True)
+    dataset_version = models.PositiveIntegerField(default=1, help_text="The dataset version that added it")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "external_id"], name="task_id_per_dataset")]
@@ -294,6 +300,9 @@ class Run(models.Model):
         help_text="The profile the run's attempts are judged with (the one active when it started)",
     )
     total_attempts = models.PositiveIntegerField(default=0)
+    dataset_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The dataset version it ran on (empty: started before datasets had versions)"
+    )
     budget_usd = models.DecimalField(
         max_digits=12, decimal_places=2, null=True, blank=True, help_text="Hard limit on its spend (USD); empty: none"
     )
@@ -532,3 +541,4 @@ class WorkerLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hostname}:{self.pid})"
+

@@ -6,18 +6,19 @@ from django.core.management.base import CommandError
 from tqdm import tqdm
 
 from experiments.imports import (
+    TaskFile,
+    Tasks,
     check_commands,
     check_dataset_name,
-    check_import_tasks,
     check_repo_sources,
-    do_import_questions,
-    do_import_tasks,
+    do_import_task_file,
     parse_field_map,
+    parse_task_file,
 )
 from experiments.management.commands._helpers import org_by_slug
-from experiments.swebench import TaskFileRejected, parse_swebench
-from experiments.task_formats import FormatOptions, format_names, parser_for
-from prbench.inputs import JSONL_LINE_MAX_BYTES, CheckedCommand
+from experiments.swebench import TaskFileRejected
+from experiments.task_formats import FormatOptions, format_names
+from prbench.inputs import CheckedCommand
 
 
 class Command(CheckedCommand):
@@ -52,22 +53,30 @@ class Command(CheckedCommand):
     def handle(self, *args, org, dataset, format, repo_source, test_command, build_command, file, **options):
         organisation = org_by_slug(org)
         path = Path(file)
-        if format != "swebench":
-            return self._import_questions(organisation, dataset, format, path, options)
         try:
-            sources = check_repo_sources(repo_source)
-            commands = check_commands(test_command=test_command, build_command=build_command)
-            tasks = parse_swebench(path.name, _lines(path))
-            check_import_tasks(organisation, dataset, tasks, path.name)
-            report = do_import_tasks(organisation, dataset, tasks, sources, path.name, commands)
+            check_dataset_name(dataset)
+            spec = TaskFile(
+                format=format,
+                name=path.name,
+                dataset_name=dataset,
+                options=FormatOptions(parse_field_map(options["map"]), options["kind"]),
+                repo_sources=check_repo_sources(repo_source),
+                commands=check_commands(test_command=test_command, build_command=build_command),
+            )
+            tasks = self._parse(spec, path)
+            report = do_import_task_file(organisation, spec, tasks)
         except TaskFileRejected as exc:
             raise CommandError(f"nothing imported: {path} has problems:\n  " + "\n  ".join(exc.problems)) from None
         except ValidationError as exc:
             raise CommandError("nothing imported:\n  " + "\n  ".join(exc.messages)) from None
         verb = "Created dataset" if report.created else "Added to dataset"
-        self.stdout.write(
-            f"{verb} {report.dataset.name!r}: {report.imported} task(s) from {len(report.repos)} repositories"
-        )
+        version = f"as version {report.version}"
+        if format != "swebench":
+            kind = report.dataset.get_kind_display()
+            self.stdout.write(f"{verb} {report.dataset.name!r} ({kind}): {report.imported} task(s) {version}")
+            return
+        repos = f"from {len(report.repos)} repositories"
+        self.stdout.write(f"{verb} {report.dataset.name!r}: {report.imported} task(s) {repos} {version}")
         if report.repos_without_source:
             self.stdout.write(
                 "No source configured yet for: " + ", ".join(report.repos_without_source) + ". Set one with "
@@ -81,38 +90,12 @@ class Command(CheckedCommand):
             for instance_id, reason in report.refused_gold:
                 self.stdout.write(f"  {instance_id}: {reason}")
 
-    def _import_questions(self, organisation, dataset: str, format: str, path: Path, options: dict) -> None:
+    def _parse(self, spec: TaskFile, path: Path) -> Tasks:
+        """The file's tasks, with a progress bar: SWE-bench files run to tens of megabytes."""
         try:
-            data = path.read_bytes()
+            size = path.stat().st_size
+            handle = path.open("rb")
         except OSError as exc:
             raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
-        try:
-            check_dataset_name(dataset)
-            field_map = parse_field_map(options["map"])
-            tasks = parser_for(format)(path.name, data, FormatOptions(field_map, options["kind"]))
-            report = do_import_questions(organisation, dataset, tasks, path.name)
-        except TaskFileRejected as exc:
-            raise CommandError(f"nothing imported: {path} has problems:\n  " + "\n  ".join(exc.problems)) from None
-        except ValidationError as exc:
-            raise CommandError("nothing imported:\n  " + "\n  ".join(exc.messages)) from None
-        verb = "Created dataset" if report.created else "Added to dataset"
-        kind = report.dataset.get_kind_display()
-        self.stdout.write(f"{verb} {report.dataset.name!r} ({kind}): {report.imported} task(s)")
-
-
-def _lines(path: Path):
-    """The file's lines as bytes (parse_swebench decodes each, naming a line that is not
-    UTF-8), with a progress bar: SWE-bench files run to tens of megabytes. A line over the
-    limit is cut one byte past it (so it is refused); the rest is read in chunks and dropped."""
-    try:
-        size = path.stat().st_size
-        handle = path.open("rb")
-    except OSError as exc:
-        raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
-    with handle, tqdm(total=size, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
-        while line := handle.readline(JSONL_LINE_MAX_BYTES + 1):
-            bar.update(len(line))
-            rest = line
-            while not rest.endswith(b"\n") and (rest := handle.readline(1 << 20)):
-                bar.update(len(rest))
-            yield line
+        with handle, tqdm(total=size, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
+            return parse_task_file(spec, handle, lambda lines, read: bar.update(read - bar.n))
