@@ -542,3 +542,132 @@ class WorkerLease(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.hostname}:{self.pid})"
 
+
+class UploadStatus(models.TextChoices):
+    CHECKING = "checking", "checking"  # the file is being read and checked (queued or under way)
+    READY = "ready", "ready to import"  # checked, no problem: waiting for the owner's confirmation
+    REJECTED = "rejected", "rejected"  # checked, with problems: nothing can be imported from it
+    IMPORTING = "importing", "importing"  # confirmed: being imported (queued or under way)
+    IMPORTED = "imported", "imported"
+    FAILED = "failed", "failed"  # the import itself found a problem (or stopped): nothing saved
+
+
+UPLOAD_BUSY = (UploadStatus.CHECKING, UploadStatus.IMPORTING)
+
+
+class TaskUpload(models.Model):
+    """A task file uploaded in the browser, through its check (the preview) and its import.
+
+    The bytes are kept in this row until the import ends: a worker on another machine reads
+    them from the database it already uses, no shared disk is needed, and the upload goes
+    with its row. They are cleared once nothing more can be done with them."""
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="task_uploads")
+    dataset_name = models.CharField(max_length=200, help_text="The dataset it goes into (created if new)")
+    dataset = models.ForeignKey(Dataset, models.SET_NULL, null=True, blank=True, related_name="uploads")
+    format = models.CharField(max_length=32)
+    field_map = models.JSONField(default=dict, blank=True, help_text="jsonl/csv: the kind's field -> the file's")
+    kind = models.CharField(max_length=32, blank=True, help_text="jsonl/csv: the kind the mapped fields make")
+    file_name = models.CharField(max_length=300)
+    data = models.BinaryField(blank=True, help_text="The file's bytes, until the import ends")
+    size = models.PositiveBigIntegerField(help_text="Bytes uploaded")
+    sha256 = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=UploadStatus.choices, default=UploadStatus.CHECKING)
+    preview = models.JSONField(default=dict, blank=True, help_text="The check's findings: kind, first rows, problems")
+    lines_total = models.PositiveIntegerField(default=0)
+    lines_read = models.PositiveIntegerField(default=0, help_text="How far the job has read the file")
+    saving = models.BooleanField(default=False, help_text="Read and checked: its tasks are being saved")
+    imported = models.PositiveIntegerField(default=0)
+    version = models.PositiveIntegerField(null=True, blank=True, help_text="The dataset version the import made")
+    problems = models.JSONField(default=list, blank=True, help_text="Why the import failed")
+    # The RQ job last queued for it (empty: run in the request); a worker claims the row by
+    # setting claim_token, and only the holder of the token may record the outcome.
+    job_id = models.CharField(max_length=100, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.file_name} -> {self.dataset_name} ({self.status})"
+
+    @property
+    def is_busy(self) -> bool:
+        return self.status in UPLOAD_BUSY
+
+
+class MiningSource(models.Model):
+    """A repository the platform allows organisations to mine from the datasets page: staff
+    add one in the admin (a git clone on this server), and only these are offered."""
+
+    name = models.CharField(max_length=200, help_text="owner/name the mined tasks point at")
+    path = models.CharField(max_length=500, help_text="Absolute path of a git clone on the server")
+    branch = models.CharField(max_length=200, default="HEAD", help_text="Branch or commit whose history is mined")
+    test_command = models.JSONField(
+        default=list, blank=True, help_text="Argument list ({python}, {junit}); empty: ingest_prs's default pytest"
+    )
+    org = models.ForeignKey(
+        "orgs.Organization",
+        models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="mining_sources",
+        help_text="Only this organisation may mine it; empty: every organisation",
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "path"], name="one_mining_source_per_path")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MiningStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+MINING_BUSY = (MiningStatus.QUEUED, MiningStatus.RUNNING)
+
+
+class MiningJob(models.Model):
+    """One ``ingest_prs`` run started from the page, with its progress."""
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="mining_jobs")
+    source = models.ForeignKey(MiningSource, models.PROTECT, related_name="jobs")
+    dataset_name = models.CharField(max_length=200)
+    dataset = models.ForeignKey(Dataset, models.SET_NULL, null=True, blank=True, related_name="mining_jobs")
+    max_tasks = models.PositiveIntegerField()
+    max_candidates = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=MiningStatus.choices, default=MiningStatus.QUEUED)
+    kept = models.PositiveIntegerField(default=0)
+    rejected = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0, help_text="Commits that are no candidate, or decided before")
+    judging = models.CharField(max_length=300, blank=True, help_text="The candidate being judged")
+    message = models.TextField(blank=True, help_text="How it ended, or why it stopped")
+    job_id = models.CharField(max_length=100, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.dataset_name} ({self.status})"
+
+    @property
+    def is_busy(self) -> bool:
+        return self.status in MINING_BUSY

@@ -237,6 +237,13 @@ PRBENCH_LOW_SAMPLE_MIN = envint("PRBENCH_LOW_SAMPLE_MIN", "30")
 PRBENCH_COMMIT = env("PRBENCH_COMMIT", "")
 # The platform's own organisation, whose credentials pay for evaluator calls.
 PRBENCH_PLATFORM_ORG = env("PRBENCH_PLATFORM_ORG", "prbench-platform")
+# Task files uploaded on the datasets page: at most this many bytes. 64 MiB: SWE-bench Lite's
+# dev split averages 13 KB a task, so this holds about 5,000 such tasks. The bytes are kept in
+# Postgres until the import ends and parsed in memory; larger files go through import_tasks.
+PRBENCH_UPLOAD_MAX_BYTES = envint("PRBENCH_UPLOAD_MAX_BYTES", str(64 * 1024 * 1024))
+# Up to this size an upload is checked and imported in the request; larger ones are RQ jobs
+# whose progress the page follows.
+PRBENCH_UPLOAD_INLINE_MAX_BYTES = envint("PRBENCH_UPLOAD_INLINE_MAX_BYTES", str(1024 * 1024))
 # One bare clone per task repository (see evaluation/repositories.py).
 PRBENCH_REPO_CACHE_DIR = Path(env("PRBENCH_REPO_CACHE_DIR", str(VAR_DIR / "repos")))
 
