@@ -18,6 +18,7 @@ from django_htmx.middleware import HtmxDetails
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
 from experiments.attempt_list import AttemptQuery, attempt_page, page_links
 from experiments.budgets import budget_status, experiment_spend
+from experiments.dataset_history import dataset_versions, recent_imports
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import (
@@ -333,7 +334,10 @@ def run_task(request: HttpRequest, code: str, task_code: str) -> HttpResponse:
 def dataset_list(request: HttpRequest) -> HttpResponse:
     membership = access_current_org(request)
     datasets = Dataset.objects.filter(org=membership.org).annotate(task_count=Count("tasks"))
-    return render(request, "experiments/dataset_list.html", {"datasets": datasets})
+    context: dict[str, Any] = {"datasets": datasets, "can_manage": membership.can_manage}
+    if membership.can_manage:
+        context.update(recent_imports(membership.org_id))
+    return render(request, "experiments/dataset_list.html", context)
 
 
 @login_required
@@ -341,6 +345,15 @@ def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
     dataset = access_dataset(request, code)
     tasks = dataset.tasks.only(
         "code", "external_id", "title", "position", "repo", "base_commit", "fail_to_pass", "quarantined",
-        "quarantine_reason", "gold_status", "gold_detail",
+        "quarantine_reason", "gold_status", "gold_detail", "dataset_version",
     )  # fmt: skip
-    return render(request, "experiments/dataset_detail.html", {"dataset": dataset, "tasks": tasks})
+    can_manage = membership_for(request, dataset.org).can_manage
+    context: dict[str, Any] = {
+        "dataset": dataset,
+        "tasks": tasks,
+        "versions": dataset_versions(dataset),
+        "can_manage": can_manage,
+    }
+    if can_manage:
+        context.update(recent_imports(dataset.org_id, dataset))
+    return render(request, "experiments/dataset_detail.html", context)

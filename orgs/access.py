@@ -21,7 +21,7 @@ from django.shortcuts import redirect
 from orgs.models import Invitation, Membership, Organization
 
 if TYPE_CHECKING:
-    from experiments.models import Attempt, Dataset, Experiment, Run
+    from experiments.models import Attempt, Dataset, Experiment, MiningJob, Run, TaskUpload
 
 SESSION_KEY = "current_org"
 M = TypeVar("M", bound=Model)
@@ -70,13 +70,13 @@ class NeedsOnboarding(ImmediateHttpResponse):
         super().__init__(redirect("orgs:onboarding"))
 
 
-def access_current_org(request: HttpRequest, *, write: bool = False) -> Membership:
+def access_current_org(request: HttpRequest, *, write: bool = False, manage: bool = False) -> Membership:
     membership = current_membership(request)
     if membership is None:
         if request.user.is_authenticated:
             raise NeedsOnboarding()
         raise Http404("You do not belong to any organisation yet")
-    check_role(membership, write=write)
+    check_role(membership, write=write, manage=manage)
     return membership
 
 
@@ -115,16 +115,35 @@ def _get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
         raise Http404(f"No such {queryset.model._meta.verbose_name}") from None
 
 
-def _scoped(request: HttpRequest, org: Organization, write: bool) -> None:
-    check_role(membership_for(request, org), write=write)
+def _scoped(request: HttpRequest, org: Organization, write: bool, manage: bool = False) -> None:
+    check_role(membership_for(request, org), write=write, manage=manage)
 
 
-def access_dataset(request: HttpRequest, code: Any, *, write: bool = False) -> Dataset:
+def access_dataset(request: HttpRequest, code: Any, *, write: bool = False, manage: bool = False) -> Dataset:
+    """``manage``: bringing tasks into it (an upload, mining) is for admins and owners."""
     from experiments.models import Dataset
 
     dataset = _get_or_404(Dataset.objects.select_related("org"), code=code)
-    _scoped(request, dataset.org, write)
+    _scoped(request, dataset.org, write, manage)
     return dataset
+
+
+def access_task_upload(request: HttpRequest, code: Any) -> TaskUpload:
+    """An uploaded task file (its preview, its import): admins and owners only. Its bytes
+    are left unread."""
+    from experiments.models import TaskUpload
+
+    upload = _get_or_404(TaskUpload.objects.select_related("org", "dataset").defer("data"), code=code)
+    _scoped(request, upload.org, write=True, manage=True)
+    return upload
+
+
+def access_mining_job(request: HttpRequest, code: Any) -> MiningJob:
+    from experiments.models import MiningJob
+
+    job = _get_or_404(MiningJob.objects.select_related("org", "source", "dataset"), code=code)
+    _scoped(request, job.org, write=True, manage=True)
+    return job
 
 
 def access_experiment(request: HttpRequest, code: Any, *, write: bool = False) -> Experiment:
@@ -138,7 +157,7 @@ def access_experiment(request: HttpRequest, code: Any, *, write: bool = False) -
 def access_run(request: HttpRequest, code: Any, *, write: bool = False) -> Run:
     from experiments.models import Run
 
-    run = _get_or_404(Run.objects.select_related("org", "experiment"), code=code)
+    run = _get_or_404(Run.objects.select_related("org", "experiment__dataset"), code=code)
     _scoped(request, run.org, write)
     return run
 

@@ -1,0 +1,268 @@
+"""Uploading a task file on the datasets page: the preview (rows, kind, mapping, every error
+with its line and field) saves nothing; confirming imports all or nothing; owners and admins
+only; another organisation's dataset is a 404."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from experiments.models import Dataset, TaskInstance, TaskUpload, UploadStatus
+from orgs.models import Membership, Role
+from tests.conftest import client_for, make_user
+from tests.experiments.test_commands import run_command
+from tests.experiments.test_import_tasks import LINES, SAMPLE, edited
+from tests.experiments.tiny_format import tiny_format  # noqa: F401 (a fixture)
+
+UPLOAD = reverse("experiments:upload_new")
+
+
+@pytest.fixture
+def adam(django_user_model, org):
+    """An admin of alice's organisation."""
+    user = make_user(django_user_model, "adam@example.com")
+    Membership.objects.create(user=user, org=org, role=Role.ADMIN)
+    return user
+
+
+def upload(client, lines: list[str] | bytes, name="tasks.jsonl", format="swebench", dataset="lite", **fields):
+    data = lines if isinstance(lines, bytes) else ("\n".join(lines) + "\n").encode()
+    post = {"format": format, "dataset_name": dataset, **fields, "file": SimpleUploadedFile(name, data)}
+    return client.post(UPLOAD, post)
+
+
+def the_upload() -> TaskUpload:
+    return TaskUpload.objects.get()
+
+
+def nothing_saved() -> bool:
+    return not Dataset.objects.exists() and not TaskInstance.objects.exists()
+
+
+@pytest.mark.usefixtures("tiny_format")
+def test_the_form_offers_every_format(alice):
+    response = client_for(alice).get(UPLOAD)
+
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert '<option value="swebench">SWE-bench JSONL (PR tasks)</option>' in content
+    assert '<option value="tiny">tiny</option>' in content
+    assert 'enctype="multipart/form-data"' in content and "Files up to 64.0\xa0MB" in content
+
+
+def test_the_preview_shows_the_first_rows_and_the_kind_and_saves_nothing(alice):
+    response = upload(client_for(alice), LINES[:12])
+
+    upload_row = the_upload()
+    assert response.status_code == 302 and response["Location"] == reverse("experiments:upload", args=[upload_row.code])
+    assert upload_row.status == UploadStatus.READY and upload_row.preview["tasks"] == 12
+    assert nothing_saved()
+    content = client_for(alice).get(response["Location"]).content.decode()
+    assert "PR patch <code>pr_patch</code>" in content
+    assert "a new dataset, version 1" in content
+    assert "First 10 of 12 tasks" in content
+    assert content.count("<td>sqlfluff/sqlfluff</td>") == sum("sqlfluff/sqlfluff" in line for line in LINES[:10])
+    assert "<th>instance_id</th>" in content and "<td>sqlfluff__sqlfluff-1625</td>" in content
+    assert "Import 12 tasks into lite" in content
+    assert nothing_saved()
+
+
+def test_the_preview_shows_every_error_with_its_line_and_field_and_saves_nothing(alice):
+    lines = [LINES[0], edited(2, base_commit="not-a-commit"), edited(3, patch=None), LINES[3]]
+
+    response = upload(client_for(alice), lines)
+
+    assert response.status_code == 302
+    upload_row = the_upload()
+    assert upload_row.status == UploadStatus.REJECTED
+    assert bytes(upload_row.data) == b""  # nothing more can come of it: its bytes are not kept
+    content = client_for(alice).get(response["Location"]).content.decode()
+    assert "2 problems: nothing can be imported from this file" in content
+    bad_commit = "&#x27;not-a-commit&#x27; is not a hex commit id"
+    assert f'<tr><td class="num">2</td><td><code>base_commit</code></td><td>{bad_commit}</td></tr>' in content
+    assert '<tr><td class="num">3</td><td><code>patch</code></td><td>missing or empty</td></tr>' in content
+    assert "upload_confirm" not in content and "/confirm/" not in content
+    assert nothing_saved()
+
+
+def test_the_preview_names_the_tasks_the_dataset_already_holds(alice, org):
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+
+    upload(client_for(alice), [LINES[5], LINES[6]])
+
+    upload_row = the_upload()
+    assert upload_row.status == UploadStatus.REJECTED
+    assert upload_row.preview["problems"] == [
+        f"tasks.jsonl:1: field instance_id: {json.loads(LINES[5])['instance_id']!r} is already in dataset 'lite'",
+        f"tasks.jsonl:2: field instance_id: {json.loads(LINES[6])['instance_id']!r} is already in dataset 'lite'",
+    ]
+    assert TaskInstance.objects.count() == 23
+
+
+@pytest.mark.usefixtures("tiny_format")
+def test_a_question_format_shows_its_mapping_and_its_kinds_checks(alice):
+    data = b"q1\tWho wrote Hamlet?\tShakespeare\tliterature\nq2\tWhat is 2 + 2?\t \tmaths\n"
+
+    upload(client_for(alice), data, name="quiz.tsv", format="tiny", dataset="quiz", field_map="question=prompt")
+
+    upload_row = the_upload()
+    assert upload_row.status == UploadStatus.REJECTED
+    content = client_for(alice).get(reverse("experiments:upload", args=[upload_row.code])).content.decode()
+    assert "Question and answer (Jeopardy style) <code>qa_exact</code>" in content
+    assert "<code>question</code> ← <code>prompt</code>" in content
+    # The kind's own payload check, as do_import_questions makes it, with line and field.
+    assert '<tr><td class="num">2</td><td><code>answer</code></td><td>missing or empty</td></tr>' in content
+    assert "<td>Who wrote Hamlet?</td><td>literature</td>" in content
+    assert nothing_saved()
+
+
+@pytest.mark.usefixtures("tiny_format")
+def test_a_question_file_cannot_go_into_a_dataset_of_another_kind(alice, org):
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+
+    upload(client_for(alice), b"q1\tWho?\tMe\n", name="quiz.tsv", format="tiny", dataset="lite")
+
+    assert the_upload().preview["problems"] == [
+        "dataset 'lite' holds PR patch tasks; this file's are qa_exact: import it into a dataset of its own"
+    ]
+
+
+def test_confirming_imports_the_whole_file(alice, org):
+    client = client_for(alice)
+    upload(client, LINES)
+    upload_row = the_upload()
+
+    response = client.post(reverse("experiments:upload_confirm", args=[upload_row.code]))
+
+    assert response.status_code == 302
+    upload_row.refresh_from_db()
+    assert upload_row.status == UploadStatus.IMPORTED and upload_row.imported == 23 and upload_row.version == 1
+    assert bytes(upload_row.data) == b""  # kept only until the import ends
+    dataset = Dataset.objects.get(org=org, name="lite")
+    assert upload_row.dataset == dataset and dataset.tasks.count() == 23 and dataset.version == 1
+    assert list(dataset.tasks.values_list("position", flat=True)) == list(range(23))
+    content = client.get(response["Location"]).content.decode()
+    assert "Imported 23 tasks into" in content and "as version 1" in content
+
+
+def test_confirming_twice_imports_once(alice):
+    client = client_for(alice)
+    upload(client, LINES[:4])
+    confirm = reverse("experiments:upload_confirm", args=[the_upload().code])
+
+    client.post(confirm)
+    response = client.post(confirm)
+
+    assert response.status_code == 302
+    assert TaskInstance.objects.count() == 4
+    assert "only a checked file with no problem can be imported" in client.get(response["Location"]).content.decode()
+
+
+def test_a_dataset_changed_since_the_preview_imports_nothing(alice, org):
+    client = client_for(alice)
+    upload(client, LINES[:6])
+    upload_row = the_upload()
+    assert upload_row.status == UploadStatus.READY
+    # Meanwhile the same tasks come in from the command line.
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    before = TaskInstance.objects.count()
+
+    client.post(reverse("experiments:upload_confirm", args=[upload_row.code]))
+
+    upload_row.refresh_from_db()
+    assert upload_row.status == UploadStatus.FAILED
+    assert upload_row.problems[0].startswith("tasks.jsonl:1: field instance_id:")
+    assert TaskInstance.objects.count() == before and Dataset.objects.get(name="lite").version == 1
+    content = client.get(reverse("experiments:upload", args=[upload_row.code])).content.decode()
+    assert "The import did not go through, and saved nothing" in content
+    assert '<td class="num">1</td><td><code>instance_id</code></td>' in content
+
+
+def test_a_file_over_the_limit_is_refused_with_a_clear_error(alice, settings):
+    settings.PRBENCH_UPLOAD_MAX_BYTES = 100_000
+
+    response = upload(client_for(alice), LINES)  # 295 KB
+
+    assert response.status_code == 200
+    assert response.context["form"].too_large  # stopped as it came in, not read whole first
+    assert "The file is larger than the upload limit of 97.7\xa0KB (100,000 bytes)" in response.content.decode()
+    assert not TaskUpload.objects.exists() and nothing_saved()
+
+
+def test_a_field_mapping_is_refused_for_swebench(alice):
+    response = upload(client_for(alice), LINES[:2], field_map="question=prompt")
+
+    assert response.status_code == 200
+    assert "A field mapping and a kind are for generic JSONL/CSV files, not SWE-bench" in response.content.decode()
+    assert not TaskUpload.objects.exists()
+
+
+def test_an_admin_may_upload(adam):
+    response = upload(client_for(adam), LINES[:2])
+
+    assert response.status_code == 302 and the_upload().status == UploadStatus.READY
+
+
+@pytest.mark.parametrize("who", ["bob", "vera"])
+def test_members_and_viewers_cannot_upload(who, request, alice):
+    client = client_for(request.getfixturevalue(who))
+
+    assert client.get(UPLOAD).status_code == 403
+    assert upload(client, LINES[:2]).status_code == 403
+    assert not TaskUpload.objects.exists() and nothing_saved()
+
+
+@pytest.mark.parametrize("who", ["bob", "vera"])
+def test_members_and_viewers_cannot_see_or_confirm_an_upload(who, request, alice):
+    upload(client_for(alice), LINES[:2])
+    code = the_upload().code
+    client = client_for(request.getfixturevalue(who))
+
+    assert client.get(reverse("experiments:upload", args=[code])).status_code == 403
+    for action in ("upload_confirm", "upload_discard", "upload_retry"):
+        assert client.post(reverse(f"experiments:{action}", args=[code])).status_code == 403
+    assert the_upload().status == UploadStatus.READY and nothing_saved()
+
+
+def test_it_checks_ownership(alice, charlie, org):
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    dataset = Dataset.objects.get()
+    upload(client_for(alice), LINES[:2], dataset="other")
+    code = the_upload().code
+    client = client_for(charlie)
+
+    assert client.get(f"{UPLOAD}?dataset={dataset.code}").status_code == 404
+    assert client.get(f"{reverse('experiments:mining_new')}?dataset={dataset.code}").status_code == 404
+    assert client.get(reverse("experiments:upload", args=[code])).status_code == 404
+    for action in ("upload_confirm", "upload_discard", "upload_retry"):
+        assert client.post(reverse(f"experiments:{action}", args=[code])).status_code == 404
+    assert the_upload().status == UploadStatus.READY and TaskInstance.objects.count() == 23
+
+
+def test_the_datasets_pages_offer_the_upload_to_owners_only(alice, bob, org):
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    dataset = Dataset.objects.get()
+    into = f"{UPLOAD}?dataset={dataset.code}"
+
+    owner_list = client_for(alice).get(reverse("experiments:datasets")).content.decode()
+    owner_page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    member_list = client_for(bob).get(reverse("experiments:datasets")).content.decode()
+    member_page = client_for(bob).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+
+    assert UPLOAD in owner_list and into in owner_page
+    assert UPLOAD not in member_list and UPLOAD not in member_page
+    assert "manage.py" not in owner_list
+    assert client_for(alice).get(into).content.decode().count('value="lite"') >= 1
+
+
+def test_discarding_an_upload(alice):
+    client = client_for(alice)
+    upload(client, LINES[:2])
+
+    response = client.post(reverse("experiments:upload_discard", args=[the_upload().code]))
+
+    assert response.status_code == 302 and response["Location"] == reverse("experiments:datasets")
+    assert not TaskUpload.objects.exists() and nothing_saved()
