@@ -23,6 +23,7 @@ from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
     RUN_FINISHED,
+    Allocation,
     Attempt,
     AttemptStatus,
     ContextMode,
@@ -33,6 +34,7 @@ from experiments.models import (
     RunArm,
     RunStatus,
     SampleStrategy,
+    Strata,
     TaskInstance,
     WorkerLease,
 )
@@ -75,6 +77,8 @@ class ExperimentSpec:
     description: str = ""
     sample_size: int | None = None
     sample_strategy: str = SampleStrategy.RANDOM
+    stratify_by: str = ""
+    allocation: str = Allocation.PROPORTIONAL
     seed: int = 0
     repetitions: int = 1
     prompt_template: str | None = None
@@ -96,6 +100,8 @@ SPEC_FIELDS = {
     "dataset",
     "sample_size",
     "sample_strategy",
+    "stratify_by",
+    "allocation",
     "seed",
     "repetitions",
     "prompt_template",
@@ -135,6 +141,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     strategy = raw.get("sample_strategy", SampleStrategy.RANDOM)
     if strategy not in SampleStrategy.values:
         errors.append(f"sample_strategy: must be one of {', '.join(SampleStrategy.values)}")
+    stratify_by, allocation, sampling_errors = check_strata(raw, strategy)
+    errors += sampling_errors
     errors += text_errors(raw.get("description", ""), "description", DESCRIPTION_MAX, multiline=True)
     context_mode = raw.get("context_mode", ContextMode.ORACLE)
     if context_mode not in ContextMode.values:
@@ -164,6 +172,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         description=str(raw.get("description", "")),
         sample_size=raw.get("sample_size"),
         sample_strategy=strategy,
+        stratify_by=stratify_by,
+        allocation=allocation,
         seed=raw.get("seed", 0),
         repetitions=raw.get("repetitions", 1),
         prompt_template=template,
@@ -172,6 +182,31 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         budget_usd=budget_usd,
         response_cache=raw.get("response_cache", False),
     )
+
+
+def check_strata(raw: dict, strategy: str) -> tuple[str, str, list[str]]:
+    """``stratify_by`` (``category``, ``difficulty``, or both as a list or "a,b") and
+    ``allocation``: required and allowed only with ``sample_strategy: stratified``."""
+    errors = []
+    given = raw.get("stratify_by", "")
+    parts = given if isinstance(given, list) else str(given).split(",") if isinstance(given, str) else None
+    stratify_by = ""
+    if parts is None or not all(isinstance(part, str) for part in parts):
+        errors.append("stratify_by: must be category, difficulty, or both (a list or 'category,difficulty')")
+    else:
+        chosen = {part.strip() for part in parts if part.strip()}
+        if not chosen <= {Strata.CATEGORY, Strata.DIFFICULTY}:
+            errors.append(f"stratify_by: {', '.join(sorted(chosen))!r} is not category, difficulty, or both")
+        else:
+            stratify_by = ",".join(name for name in ("category", "difficulty") if name in chosen)
+    allocation = raw.get("allocation", Allocation.PROPORTIONAL)
+    if allocation not in Allocation.values:
+        errors.append(f"allocation: must be one of {', '.join(Allocation.values)}")
+    if strategy == SampleStrategy.STRATIFIED and not stratify_by and not errors:
+        errors.append("stratify_by: a stratified sample needs its strata (category, difficulty, or both)")
+    if strategy != SampleStrategy.STRATIFIED and stratify_by:
+        errors.append("stratify_by: only a stratified sample (sample_strategy: stratified) has strata")
+    return stratify_by, str(allocation), errors
 
 
 # A budget is a deliberate limit in dollars and cents: under a cent it could not pay for one
@@ -287,6 +322,8 @@ def do_save_experiment(
     experiment.dataset = spec.dataset
     experiment.sample_size = spec.sample_size
     experiment.sample_strategy = spec.sample_strategy
+    experiment.stratify_by = spec.stratify_by
+    experiment.allocation = spec.allocation
     experiment.sample_seed = spec.seed
     experiment.repetitions = spec.repetitions
     experiment.context_mode = spec.context_mode
@@ -326,6 +363,22 @@ def runnable_tasks(experiment: Experiment) -> QuerySet[TaskInstance]:
     """The dataset's tasks a run may use: flaky (quarantined) ones only when asked for."""
     tasks = experiment.dataset.tasks.all()
     return tasks if experiment.include_quarantined else tasks.filter(quarantined=False)
+
+
+def sampled_task_ids(experiment: Experiment, seed: int) -> list[int]:
+    """The tasks a run of the experiment with this seed uses, in dataset order: what
+    ``do_start_run`` runs and the estimate prices. One query, of ids and strata only."""
+    rows = list(runnable_tasks(experiment).values_list("pk", "category", "difficulty"))
+    fields = experiment.stratify_by.split(",") if experiment.stratify_by else []
+    index = {"category": 1, "difficulty": 2}
+
+    def stratum(row: tuple) -> tuple:
+        return tuple(row[index[name]] for name in fields)
+
+    sample = sample_tasks(
+        rows, experiment.sample_size, experiment.sample_strategy, seed, stratum, experiment.allocation
+    )
+    return [row[0] for row in sample]
 
 
 def repository_problems(experiment: Experiment, validating: bool) -> list[str]:
@@ -427,15 +480,15 @@ def do_start_run(
         )
         for a in experiment.arms.all()
     )
-    tasks = sample_tasks(list(runnable_tasks(experiment)), experiment.sample_size, experiment.sample_strategy, seed)
-    cells = [(task, arm, rep) for task in tasks for arm in run_arms for rep in range(experiment.repetitions)]
+    task_ids = sampled_task_ids(experiment, seed)
+    cells = [(task_id, arm, rep) for task_id in task_ids for arm in run_arms for rep in range(experiment.repetitions)]
     # insert_rows, not bulk_create: preparing every field of thousands of model instances
     # in Python took most of the time between "start" and the first provider call.
     insert_rows(
         Attempt,
         [
-            {"run_id": run.pk, "task_id": task.pk, "arm_id": arm.pk, "repetition": rep, "sequence": i, "queued_at": now}
-            for i, (task, arm, rep) in enumerate(attempt_order(cells, seed))
+            {"run_id": run.pk, "task_id": task_id, "arm_id": arm.pk, "repetition": rep, "sequence": i, "queued_at": now}
+            for i, (task_id, arm, rep) in enumerate(attempt_order(cells, seed))
         ],
     )
     attempt_ids = list(run.attempts.order_by("sequence").values_list("pk", flat=True))
@@ -451,6 +504,9 @@ def _snapshot(experiment: Experiment) -> dict:
         "dataset": experiment.dataset.name,
         "sample_size": experiment.sample_size,
         "sample_strategy": experiment.sample_strategy,
+        "stratify_by": experiment.stratify_by,
+        "allocation": experiment.allocation,
+        "sample_seed": experiment.sample_seed,
         "repetitions": experiment.repetitions,
         "prompt_template": experiment.prompt_template,
         "prompt_version": prompt_version(experiment.prompt_template),

@@ -15,10 +15,9 @@ from decimal import Decimal
 
 from django.db.models import Avg, Count, Q
 
-from experiments.actions import runnable_tasks
+from experiments.actions import sampled_task_ids
 from experiments.context import DEFAULT_BUDGET_CHARS
 from experiments.models import Attempt, AttemptStatus, ContextMode, Experiment, ModelArm, TaskInstance
-from experiments.planner import sample_tasks
 from experiments.prompts import DEFAULT_MAX_OUTPUT_TOKENS, prompt_request, render_prompt
 from providers.gateway import arm_price, estimated_prompt_tokens
 from providers.pricing import ceiling_cost
@@ -81,8 +80,7 @@ def estimate_run(experiment: Experiment, seed: int | None = None) -> RunEstimate
     """The estimate for a run with this seed (default: the experiment's), sampling the same
     tasks ``do_start_run`` would."""
     seed = experiment.sample_seed if seed is None else seed
-    task_ids = list(runnable_tasks(experiment).values_list("pk", flat=True))
-    sampled = sample_tasks(task_ids, experiment.sample_size, experiment.sample_strategy, seed)
+    sampled = sampled_task_ids(experiment, seed)
     prompt_tokens = _prompt_tokens(experiment, sampled) * experiment.repetitions
     attempts = len(sampled) * experiment.repetitions
     arms = list(experiment.arms.all())

@@ -7,9 +7,16 @@ from django import forms
 from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
 
-from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, parse_budget_usd, prompt_template_errors
+from experiments.actions import (
+    SEED_LIMIT,
+    ArmSpec,
+    ExperimentSpec,
+    check_strata,
+    parse_budget_usd,
+    prompt_template_errors,
+)
 from experiments.attempt_list import AttemptQuery
-from experiments.models import AttemptStatus, ContextMode, Dataset, Experiment, Run
+from experiments.models import Allocation, AttemptStatus, ContextMode, Dataset, Experiment, Run
 from experiments.replay import experiment_arm_problems
 from orgs.models import Organization
 from prbench.inputs import (
@@ -39,6 +46,8 @@ class ExperimentForm(forms.ModelForm):
             "dataset",
             "sample_size",
             "sample_strategy",
+            "stratify_by",
+            "allocation",
             "sample_seed",
             "repetitions",
             "prompt_template",
@@ -70,6 +79,7 @@ class ExperimentForm(forms.ModelForm):
         self.fields["sample_size"].validators.append(MinValueValidator(1))
         # Only repository tasks use it: a form (or a script) that leaves it out means the default.
         self.fields["context_mode"].required = False
+        self.fields["allocation"].required = False  # stratified samples only; proportional by default
 
     # Text, checked by the one rule for budgets (parse_budget_usd) that specs and commands use.
     budget_usd = forms.CharField(required=False, max_length=40, label="Budget (USD, all runs together)")
@@ -99,6 +109,19 @@ class ExperimentForm(forms.ModelForm):
         if errors:
             raise forms.ValidationError(errors)
         return template
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if "sample_strategy" in data:  # the rule specs follow, for the strata and their allocation
+            raw = {
+                "stratify_by": data.get("stratify_by") or "",
+                "allocation": data.get("allocation") or Allocation.PROPORTIONAL,
+            }
+            stratify_by, allocation, errors = check_strata(raw, data["sample_strategy"])
+            for error in errors:
+                self.add_error("stratify_by" if error.startswith("stratify_by") else "allocation", error)
+            data["stratify_by"], data["allocation"] = stratify_by, allocation
+        return data
 
 
 class StartRunForm(forms.Form):
@@ -290,6 +313,8 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         description=data["description"],
         sample_size=data["sample_size"],
         sample_strategy=data["sample_strategy"],
+        stratify_by=data["stratify_by"],
+        allocation=data["allocation"],
         seed=data["sample_seed"],
         repetitions=data["repetitions"],
         prompt_template=data["prompt_template"],

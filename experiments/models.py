@@ -36,6 +36,20 @@ class ContextMode(models.TextChoices):
 class SampleStrategy(models.TextChoices):
     RANDOM = "random", "Random (seeded)"
     FIRST = "first", "First N in dataset order"
+    STRATIFIED = "stratified", "Stratified (seeded, by category and/or difficulty)"
+
+
+class Strata(models.TextChoices):
+    """What a stratified sample is stratified by: the tasks' own fields."""
+
+    CATEGORY = "category", "Category"
+    DIFFICULTY = "difficulty", "Difficulty"
+    BOTH = "category,difficulty", "Category and difficulty"
+
+
+class Allocation(models.TextChoices):
+    PROPORTIONAL = "proportional", "Proportional (each stratum's share of the dataset)"
+    EQUAL = "equal", "Equal (as many from each stratum as it has)"
 
 
 class Dataset(models.Model):
@@ -178,6 +192,10 @@ class Experiment(models.Model):
     sample_size = models.PositiveIntegerField(null=True, blank=True, help_text="Empty means every task")
     sample_strategy = models.CharField(max_length=16, choices=SampleStrategy.choices, default=SampleStrategy.RANDOM)
     sample_seed = models.BigIntegerField(default=0)
+    stratify_by = models.CharField(
+        max_length=32, choices=Strata.choices, blank=True, help_text="Stratified samples only: the strata"
+    )
+    allocation = models.CharField(max_length=16, choices=Allocation.choices, default=Allocation.PROPORTIONAL)
     prompt_template = models.TextField(default=DEFAULT_PROMPT)
     repetitions = models.PositiveIntegerField(default=1)
     context_mode = models.CharField(max_length=16, choices=ContextMode.choices, default=ContextMode.ORACLE)
