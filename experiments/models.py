@@ -443,6 +443,9 @@ class Attempt(models.Model):
     score = models.FloatField(
         null=True, blank=True, help_text="The workload's score of the answer, 0 to 1 (a PR patch: 1 when resolved)"
     )
+    confidence = models.FloatField(
+        null=True, blank=True, help_text="The confidence the answer stated, 0 to 1, when its prompt asked for one"
+    )
     pass_to_pass_regressions = models.PositiveIntegerField(
         null=True, blank=True, help_text="PASS_TO_PASS tests the patch broke"
     )

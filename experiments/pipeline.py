@@ -44,7 +44,7 @@ from evaluation.validation import (
     validate_patch,
 )
 from evaluation.workloads import workload_for
-from evaluation.workloads.base import Context, Evaluation
+from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, stated_confidence
 from experiments import answer_journal, liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
@@ -278,7 +278,10 @@ def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
         # Looked up when called, not bound here: tests watch validations by replacing it.
         validate=lambda task, patch: validate_task(task, patch),
     )
-    return workload_for(attempt.task.dataset.kind).evaluate(attempt.task, output, context)
+    evaluation = workload_for(attempt.task.dataset.kind).evaluate(attempt.task, output, context)
+    if asks_for_confidence(run.config_snapshot.get("prompt_template", "")):
+        evaluation = replace(evaluation, columns={**evaluation.columns, "confidence": stated_confidence(output)})
+    return evaluation
 
 
 # What an attempt's own platform can fail with: the attempt is not at fault, and is tried again.

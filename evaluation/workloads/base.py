@@ -14,6 +14,7 @@ beyond the task (the pipeline's validator, say) comes in its ``Context``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,6 +24,26 @@ if TYPE_CHECKING:
 
 # The placeholder every kind's prompt has for the task's question or problem statement.
 QUESTION = "{{problem_statement}}"
+# A template that asks for a confidence says "Confidence:"; the answer's last such line is it,
+# as a percentage ("Confidence: 80%", "confidence: 80") or a probability ("Confidence: 0.8").
+CONFIDENCE_ASKED = re.compile(r"\bconfidence\s*:", re.IGNORECASE)
+STATED_CONFIDENCE = re.compile(r"\bconfidence\s*[:=]\s*(\d{1,3}(?:\.\d+)?)\s*(%?)", re.IGNORECASE)
+
+
+def asks_for_confidence(template: str) -> bool:
+    return bool(CONFIDENCE_ASKED.search(template))
+
+
+def stated_confidence(output: str) -> float | None:
+    """The confidence an answer states, in [0, 1]; None when it states none (or nonsense)."""
+    found = STATED_CONFIDENCE.findall(output)
+    if not found:
+        return None
+    number, percent = found[-1]
+    value = float(number)
+    if percent or value > 1:
+        value /= 100
+    return value if 0 <= value <= 1 else None
 
 
 @dataclass(frozen=True)
