@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
 from evaluation.workloads import workload_for
+from evaluation.workloads.base import EXAMPLES
 from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
@@ -82,6 +83,9 @@ class ExperimentSpec:
     seed: int = 0
     repetitions: int = 1
     prompt_template: str | None = None
+    prompt_builtin: str = ""  # the built-in prompt (name@version) prompt_template is; "" for one's own
+    few_shot_dataset: Dataset | None = None
+    few_shot_k: int = 0
     context_mode: str = ContextMode.ORACLE
     include_quarantined: bool = False
     budget_usd: Decimal | None = None
@@ -105,6 +109,8 @@ SPEC_FIELDS = {
     "seed",
     "repetitions",
     "prompt_template",
+    "template",
+    "few_shot",
     "context_mode",
     "include_quarantined",
     "budget_usd",
@@ -153,6 +159,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
+    builtin, few_shot, prompt_errors = check_prompt_choices(org, raw, dataset)
+    errors += prompt_errors
     budget_usd, problem = parse_budget_usd(raw.get("budget_usd"))
     if problem:
         errors.append(f"budget_usd: {problem}")
@@ -176,12 +184,73 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         allocation=allocation,
         seed=raw.get("seed", 0),
         repetitions=raw.get("repetitions", 1),
-        prompt_template=template,
+        prompt_template=builtin_prompt(dataset.kind, builtin) if builtin else template,
+        prompt_builtin=builtin,
+        few_shot_dataset=few_shot[0] if few_shot else None,
+        few_shot_k=few_shot[1] if few_shot else 0,
         context_mode=context_mode,
         include_quarantined=raw.get("include_quarantined", False),
         budget_usd=budget_usd,
         response_cache=raw.get("response_cache", False),
     )
+
+
+FEW_SHOT_MAX = 20
+
+
+def builtin_prompt(kind: str, name: str) -> str:
+    return workload_for(kind).builtin_prompts[name]
+
+
+def check_prompt_choices(
+    org: Organization, raw: dict, dataset: Dataset | None
+) -> tuple[str, tuple[Dataset, int] | None, list[str]]:
+    """``template`` (a built-in prompt of the dataset's kind, by name@version, instead of
+    ``prompt_template``) and ``few_shot`` ({dataset, k}: a dev split of the same kind, not the
+    evaluated one): which prompt the experiment asks with, checked against each other."""
+    errors: list[str] = []
+    builtin = raw.get("template") or ""
+    known = workload_for(dataset.kind).builtin_prompts if dataset else {}
+    if builtin and raw.get("prompt_template") is not None:
+        errors.append("template: give a built-in template or a prompt_template, not both")
+    elif builtin and dataset and builtin not in known:
+        shown = ", ".join(sorted(known)) or "none"
+        errors.append(f"template: {str(builtin)[:60]!r} is not a built-in prompt for {dataset.kind} (known: {shown})")
+    few_shot, few_shot_errors = _check_few_shot(org, raw.get("few_shot"), dataset)
+    errors += few_shot_errors
+    if errors or dataset is None:
+        return str(builtin), few_shot, errors
+    text = known[builtin] if builtin else raw.get("prompt_template") or workload_for(dataset.kind).default_prompt
+    field = "template" if builtin else "prompt_template"
+    if few_shot and EXAMPLES not in text:
+        errors.append(f"{field}: a few-shot experiment's prompt needs {EXAMPLES} where its examples go")
+    elif not few_shot and EXAMPLES in text:
+        errors.append(f"{field}: {EXAMPLES} needs few_shot (a dev split to draw the examples from)")
+    return str(builtin), few_shot, errors
+
+
+def _check_few_shot(
+    org: Organization, raw: Any, dataset: Dataset | None
+) -> tuple[tuple[Dataset, int] | None, list[str]]:
+    if raw is None:
+        return None, []
+    if not isinstance(raw, dict) or set(raw) != {"dataset", "k"}:
+        return None, ["few_shot: must be a mapping with dataset (a dev split's name) and k (how many examples)"]
+    k = raw["k"]
+    errors = []
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= FEW_SHOT_MAX:
+        errors.append(f"few_shot.k: must be a whole number from 1 to {FEW_SHOT_MAX}")
+    dev = Dataset.objects.filter(org=org, name=raw["dataset"]).first() if isinstance(raw["dataset"], str) else None
+    if dev is None:
+        errors.append("few_shot.dataset: must name one of the organisation's datasets")
+    elif dataset is not None and dev.pk == dataset.pk:
+        errors.append("few_shot.dataset: the examples must come from another dataset than the evaluated one")
+    elif dataset is not None and dev.kind != dataset.kind:
+        errors.append(f"few_shot.dataset: {dev.name!r} holds {dev.kind} tasks, the experiment's are {dataset.kind}")
+    if errors:
+        return None, errors
+    assert dev is not None
+    return (dev, k), []
 
 
 def check_strata(raw: dict, strategy: str) -> tuple[str, str, list[str]]:
@@ -332,8 +401,11 @@ def do_save_experiment(
     experiment.response_cache = spec.response_cache
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
+        experiment.prompt_builtin = spec.prompt_builtin
     elif experiment.pk is None:
         experiment.prompt_template = workload_for(spec.dataset.kind).default_prompt
+    experiment.few_shot_dataset = spec.few_shot_dataset
+    experiment.few_shot_k = spec.few_shot_k
     experiment.save()
     do_replace_arms(experiment, spec.arms)
     return experiment
@@ -498,6 +570,16 @@ def do_start_run(
     return run
 
 
+def few_shot_snapshot(experiment: Experiment) -> dict | None:
+    """Where a run's few-shot examples come from, as it records it: the dev split by id (and
+    name, for a reader), and how many; None without."""
+    if experiment.few_shot_dataset_id is None or not experiment.few_shot_k:
+        return None
+    dataset = experiment.few_shot_dataset
+    assert dataset is not None
+    return {"dataset_id": dataset.pk, "dataset": dataset.name, "k": experiment.few_shot_k}
+
+
 def _snapshot(experiment: Experiment) -> dict:
     return {
         "name": experiment.name,
@@ -510,6 +592,8 @@ def _snapshot(experiment: Experiment) -> dict:
         "repetitions": experiment.repetitions,
         "prompt_template": experiment.prompt_template,
         "prompt_version": prompt_version(experiment.prompt_template),
+        "prompt_builtin": experiment.prompt_builtin,
+        "few_shot": few_shot_snapshot(experiment),
         "context_mode": experiment.context_mode,
         "include_quarantined": experiment.include_quarantined,
         "response_cache": experiment.response_cache,

@@ -11,6 +11,8 @@ from experiments.actions import (
     SEED_LIMIT,
     ArmSpec,
     ExperimentSpec,
+    builtin_prompt,
+    check_prompt_choices,
     check_strata,
     parse_budget_usd,
     prompt_template_errors,
@@ -51,6 +53,9 @@ class ExperimentForm(forms.ModelForm):
             "sample_seed",
             "repetitions",
             "prompt_template",
+            "prompt_builtin",
+            "few_shot_dataset",
+            "few_shot_k",
             "context_mode",
             "include_quarantined",
             "budget_usd",
@@ -72,6 +77,12 @@ class ExperimentForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.org = org
         cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = Dataset.objects.filter(org=org)
+        cast(forms.ModelChoiceField, self.fields["few_shot_dataset"]).queryset = Dataset.objects.filter(org=org)
+        self.fields[
+            "prompt_builtin"
+        ].help_text = (
+            "A built-in prompt of the dataset's kind by name@version (e.g. cot@1): it replaces the template above"
+        )
         self.fields["name"].validators.append(TextValidator(NAME_MAX))
         for field, limit in (("description", DESCRIPTION_MAX), ("prompt_template", PROMPT_TEMPLATE_MAX)):
             self.fields[field].validators.append(TextValidator(limit, multiline=True))
@@ -80,6 +91,7 @@ class ExperimentForm(forms.ModelForm):
         # Only repository tasks use it: a form (or a script) that leaves it out means the default.
         self.fields["context_mode"].required = False
         self.fields["allocation"].required = False  # stratified samples only; proportional by default
+        self.fields["few_shot_k"].required = False  # few-shot prompts only
 
     # Text, checked by the one rule for budgets (parse_budget_usd) that specs and commands use.
     budget_usd = forms.CharField(required=False, max_length=40, label="Budget (USD, all runs together)")
@@ -121,7 +133,24 @@ class ExperimentForm(forms.ModelForm):
             for error in errors:
                 self.add_error("stratify_by" if error.startswith("stratify_by") else "allocation", error)
             data["stratify_by"], data["allocation"] = stratify_by, allocation
+        if data.get("dataset") is not None:
+            self._clean_prompt_choices(data)
         return data
+
+    def _clean_prompt_choices(self, data: dict) -> None:
+        """The built-in prompt and the few-shot dev split, by the rule specs follow."""
+        dev, k = data.get("few_shot_dataset"), data.get("few_shot_k") or 0
+        raw = {
+            "template": data.get("prompt_builtin") or None,
+            "prompt_template": None if data.get("prompt_builtin") else data.get("prompt_template"),
+            "few_shot": {"dataset": dev.name if dev else None, "k": k} if dev is not None or k else None,
+        }
+        builtin, _, errors = check_prompt_choices(self.org, raw, data["dataset"])
+        for error in errors:
+            field = "few_shot_dataset" if error.startswith("few_shot") else "prompt_builtin"
+            self.add_error(field if error.split(":")[0] != "prompt_template" else "prompt_template", error)
+        if builtin and not errors:
+            data["prompt_template"] = builtin_prompt(data["dataset"].kind, builtin)
 
 
 class StartRunForm(forms.Form):
@@ -318,6 +347,9 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         seed=data["sample_seed"],
         repetitions=data["repetitions"],
         prompt_template=data["prompt_template"],
+        prompt_builtin=data.get("prompt_builtin") or "",
+        few_shot_dataset=data.get("few_shot_dataset"),
+        few_shot_k=data.get("few_shot_k") or 0,
         context_mode=data["context_mode"],
         include_quarantined=data["include_quarantined"],
         budget_usd=data["budget_usd"],

@@ -197,6 +197,18 @@ class Experiment(models.Model):
     )
     allocation = models.CharField(max_length=16, choices=Allocation.choices, default=Allocation.PROPORTIONAL)
     prompt_template = models.TextField(default=DEFAULT_PROMPT)
+    prompt_builtin = models.CharField(
+        max_length=60, blank=True, help_text="The built-in prompt (name@version) the template is, if it is one"
+    )
+    few_shot_dataset = models.ForeignKey(
+        Dataset,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="few_shot_for",
+        help_text="Where a few-shot prompt's {{examples}} are drawn from: a dev split, never the evaluated tasks",
+    )
+    few_shot_k = models.PositiveSmallIntegerField(default=0, help_text="How many solved examples a prompt shows")
     repetitions = models.PositiveIntegerField(default=1)
     context_mode = models.CharField(max_length=16, choices=ContextMode.choices, default=ContextMode.ORACLE)
     include_quarantined = models.BooleanField(

@@ -48,6 +48,7 @@ from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, 
 from experiments import answer_journal, liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
+from experiments.few_shot import load_pools
 from experiments.models import (
     ATTEMPT_TERMINAL,
     Artifact,
@@ -178,6 +179,7 @@ class RelatedCache:
             attempt.task = self.tasks[attempt.task_id]
         arms = {attempt.arm_id: attempt.arm for attempt in attempts}.values()
         load_recorded_answers(arms, {run_id: run.org_id for run_id, run in self.runs.items()})
+        load_pools({attempt.run_id: attempt.run for attempt in attempts}.values())
 
     def load_runs(self, ids: set[int]) -> None:
         # The experiment's budget comes along: one query per job, not one per claimed chunk.
