@@ -19,10 +19,12 @@ from django.utils import timezone
 
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
 from evaluation.workloads import workload_for
+from evaluation.workloads.base import EXAMPLES
 from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
     RUN_FINISHED,
+    Allocation,
     Attempt,
     AttemptStatus,
     ContextMode,
@@ -33,6 +35,7 @@ from experiments.models import (
     RunArm,
     RunStatus,
     SampleStrategy,
+    Strata,
     TaskInstance,
     WorkerLease,
 )
@@ -75,9 +78,14 @@ class ExperimentSpec:
     description: str = ""
     sample_size: int | None = None
     sample_strategy: str = SampleStrategy.RANDOM
+    stratify_by: str = ""
+    allocation: str = Allocation.PROPORTIONAL
     seed: int = 0
     repetitions: int = 1
     prompt_template: str | None = None
+    prompt_builtin: str = ""  # the built-in prompt (name@version) prompt_template is; "" for one's own
+    few_shot_dataset: Dataset | None = None
+    few_shot_k: int = 0
     context_mode: str = ContextMode.ORACLE
     include_quarantined: bool = False
     budget_usd: Decimal | None = None
@@ -96,9 +104,13 @@ SPEC_FIELDS = {
     "dataset",
     "sample_size",
     "sample_strategy",
+    "stratify_by",
+    "allocation",
     "seed",
     "repetitions",
     "prompt_template",
+    "template",
+    "few_shot",
     "context_mode",
     "include_quarantined",
     "budget_usd",
@@ -135,6 +147,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     strategy = raw.get("sample_strategy", SampleStrategy.RANDOM)
     if strategy not in SampleStrategy.values:
         errors.append(f"sample_strategy: must be one of {', '.join(SampleStrategy.values)}")
+    stratify_by, allocation, sampling_errors = check_strata(raw, strategy)
+    errors += sampling_errors
     errors += text_errors(raw.get("description", ""), "description", DESCRIPTION_MAX, multiline=True)
     context_mode = raw.get("context_mode", ContextMode.ORACLE)
     if context_mode not in ContextMode.values:
@@ -145,6 +159,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
+    builtin, few_shot, prompt_errors = check_prompt_choices(org, raw, dataset)
+    errors += prompt_errors
     budget_usd, problem = parse_budget_usd(raw.get("budget_usd"))
     if problem:
         errors.append(f"budget_usd: {problem}")
@@ -164,14 +180,102 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         description=str(raw.get("description", "")),
         sample_size=raw.get("sample_size"),
         sample_strategy=strategy,
+        stratify_by=stratify_by,
+        allocation=allocation,
         seed=raw.get("seed", 0),
         repetitions=raw.get("repetitions", 1),
-        prompt_template=template,
+        prompt_template=builtin_prompt(dataset.kind, builtin) if builtin else template,
+        prompt_builtin=builtin,
+        few_shot_dataset=few_shot[0] if few_shot else None,
+        few_shot_k=few_shot[1] if few_shot else 0,
         context_mode=context_mode,
         include_quarantined=raw.get("include_quarantined", False),
         budget_usd=budget_usd,
         response_cache=raw.get("response_cache", False),
     )
+
+
+FEW_SHOT_MAX = 20
+
+
+def builtin_prompt(kind: str, name: str) -> str:
+    return workload_for(kind).builtin_prompts[name]
+
+
+def check_prompt_choices(
+    org: Organization, raw: dict, dataset: Dataset | None
+) -> tuple[str, tuple[Dataset, int] | None, list[str]]:
+    """``template`` (a built-in prompt of the dataset's kind, by name@version, instead of
+    ``prompt_template``) and ``few_shot`` ({dataset, k}: a dev split of the same kind, not the
+    evaluated one): which prompt the experiment asks with, checked against each other."""
+    errors: list[str] = []
+    builtin = raw.get("template") or ""
+    known = workload_for(dataset.kind).builtin_prompts if dataset else {}
+    if builtin and raw.get("prompt_template") is not None:
+        errors.append("template: give a built-in template or a prompt_template, not both")
+    elif builtin and dataset and builtin not in known:
+        shown = ", ".join(sorted(known)) or "none"
+        errors.append(f"template: {str(builtin)[:60]!r} is not a built-in prompt for {dataset.kind} (known: {shown})")
+    few_shot, few_shot_errors = _check_few_shot(org, raw.get("few_shot"), dataset)
+    errors += few_shot_errors
+    if errors or dataset is None:
+        return str(builtin), few_shot, errors
+    text = known[builtin] if builtin else raw.get("prompt_template") or workload_for(dataset.kind).default_prompt
+    field = "template" if builtin else "prompt_template"
+    if few_shot and EXAMPLES not in text:
+        errors.append(f"{field}: a few-shot experiment's prompt needs {EXAMPLES} where its examples go")
+    elif not few_shot and EXAMPLES in text:
+        errors.append(f"{field}: {EXAMPLES} needs few_shot (a dev split to draw the examples from)")
+    return str(builtin), few_shot, errors
+
+
+def _check_few_shot(
+    org: Organization, raw: Any, dataset: Dataset | None
+) -> tuple[tuple[Dataset, int] | None, list[str]]:
+    if raw is None:
+        return None, []
+    if not isinstance(raw, dict) or set(raw) != {"dataset", "k"}:
+        return None, ["few_shot: must be a mapping with dataset (a dev split's name) and k (how many examples)"]
+    k = raw["k"]
+    errors = []
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= FEW_SHOT_MAX:
+        errors.append(f"few_shot.k: must be a whole number from 1 to {FEW_SHOT_MAX}")
+    dev = Dataset.objects.filter(org=org, name=raw["dataset"]).first() if isinstance(raw["dataset"], str) else None
+    if dev is None:
+        errors.append("few_shot.dataset: must name one of the organisation's datasets")
+    elif dataset is not None and dev.pk == dataset.pk:
+        errors.append("few_shot.dataset: the examples must come from another dataset than the evaluated one")
+    elif dataset is not None and dev.kind != dataset.kind:
+        errors.append(f"few_shot.dataset: {dev.name!r} holds {dev.kind} tasks, the experiment's are {dataset.kind}")
+    if errors:
+        return None, errors
+    assert dev is not None
+    return (dev, k), []
+
+
+def check_strata(raw: dict, strategy: str) -> tuple[str, str, list[str]]:
+    """``stratify_by`` (``category``, ``difficulty``, or both as a list or "a,b") and
+    ``allocation``: required and allowed only with ``sample_strategy: stratified``."""
+    errors = []
+    given = raw.get("stratify_by", "")
+    parts = given if isinstance(given, list) else str(given).split(",") if isinstance(given, str) else None
+    stratify_by = ""
+    if parts is None or not all(isinstance(part, str) for part in parts):
+        errors.append("stratify_by: must be category, difficulty, or both (a list or 'category,difficulty')")
+    else:
+        chosen = {part.strip() for part in parts if part.strip()}
+        if not chosen <= {Strata.CATEGORY, Strata.DIFFICULTY}:
+            errors.append(f"stratify_by: {', '.join(sorted(chosen))!r} is not category, difficulty, or both")
+        else:
+            stratify_by = ",".join(name for name in ("category", "difficulty") if name in chosen)
+    allocation = raw.get("allocation", Allocation.PROPORTIONAL)
+    if allocation not in Allocation.values:
+        errors.append(f"allocation: must be one of {', '.join(Allocation.values)}")
+    if strategy == SampleStrategy.STRATIFIED and not stratify_by and not errors:
+        errors.append("stratify_by: a stratified sample needs its strata (category, difficulty, or both)")
+    if strategy != SampleStrategy.STRATIFIED and stratify_by:
+        errors.append("stratify_by: only a stratified sample (sample_strategy: stratified) has strata")
+    return stratify_by, str(allocation), errors
 
 
 # A budget is a deliberate limit in dollars and cents: under a cent it could not pay for one
@@ -287,6 +391,8 @@ def do_save_experiment(
     experiment.dataset = spec.dataset
     experiment.sample_size = spec.sample_size
     experiment.sample_strategy = spec.sample_strategy
+    experiment.stratify_by = spec.stratify_by
+    experiment.allocation = spec.allocation
     experiment.sample_seed = spec.seed
     experiment.repetitions = spec.repetitions
     experiment.context_mode = spec.context_mode
@@ -295,8 +401,11 @@ def do_save_experiment(
     experiment.response_cache = spec.response_cache
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
+        experiment.prompt_builtin = spec.prompt_builtin
     elif experiment.pk is None:
         experiment.prompt_template = workload_for(spec.dataset.kind).default_prompt
+    experiment.few_shot_dataset = spec.few_shot_dataset
+    experiment.few_shot_k = spec.few_shot_k
     experiment.save()
     do_replace_arms(experiment, spec.arms)
     return experiment
@@ -323,9 +432,26 @@ def do_replace_arms(experiment: Experiment, arms: list[ArmSpec]) -> None:
 
 
 def runnable_tasks(experiment: Experiment) -> QuerySet[TaskInstance]:
-    """The dataset's tasks a run may use: flaky (quarantined) ones only when asked for."""
-    tasks = experiment.dataset.tasks.all()
+    """The dataset's tasks a run may use: flaky (quarantined) ones only when asked for, and
+    none of a version later than the one read with the dataset (a run records that one)."""
+    tasks = experiment.dataset.tasks.filter(dataset_version__lte=experiment.dataset.version)
     return tasks if experiment.include_quarantined else tasks.filter(quarantined=False)
+
+
+def sampled_task_ids(experiment: Experiment, seed: int) -> list[int]:
+    """The tasks a run of the experiment with this seed uses, in dataset order: what
+    ``do_start_run`` runs and the estimate prices. One query, of ids and strata only."""
+    rows = list(runnable_tasks(experiment).values_list("pk", "category", "difficulty"))
+    fields = experiment.stratify_by.split(",") if experiment.stratify_by else []
+    index = {"category": 1, "difficulty": 2}
+
+    def stratum(row: tuple) -> tuple:
+        return tuple(row[index[name]] for name in fields)
+
+    sample = sample_tasks(
+        rows, experiment.sample_size, experiment.sample_strategy, seed, stratum, experiment.allocation
+    )
+    return [row[0] for row in sample]
 
 
 def repository_problems(experiment: Experiment, validating: bool) -> list[str]:
@@ -401,8 +527,9 @@ def do_start_run(
     # someone saves the experiment at the same moment.
     experiment = Experiment.objects.select_for_update().select_related("dataset", "org").get(pk=experiment.pk)
     seed = experiment.sample_seed if seed is None else seed
-    # The version read now bounds the tasks read below: an import committing in between
-    # adds tasks of a later version, which this run neither samples nor claims to have used.
+    # The version read with the dataset bounds the tasks sampled below (runnable_tasks): an
+    # import committing in between adds tasks of a later version, which this run neither
+    # samples nor claims to have used.
     version = experiment.dataset.version
     now = timezone.now()
     run = Run.objects.create(
@@ -431,16 +558,15 @@ def do_start_run(
         )
         for a in experiment.arms.all()
     )
-    runnable = runnable_tasks(experiment).filter(dataset_version__lte=version)
-    tasks = sample_tasks(list(runnable), experiment.sample_size, experiment.sample_strategy, seed)
-    cells = [(task, arm, rep) for task in tasks for arm in run_arms for rep in range(experiment.repetitions)]
+    task_ids = sampled_task_ids(experiment, seed)
+    cells = [(task_id, arm, rep) for task_id in task_ids for arm in run_arms for rep in range(experiment.repetitions)]
     # insert_rows, not bulk_create: preparing every field of thousands of model instances
     # in Python took most of the time between "start" and the first provider call.
     insert_rows(
         Attempt,
         [
-            {"run_id": run.pk, "task_id": task.pk, "arm_id": arm.pk, "repetition": rep, "sequence": i, "queued_at": now}
-            for i, (task, arm, rep) in enumerate(attempt_order(cells, seed))
+            {"run_id": run.pk, "task_id": task_id, "arm_id": arm.pk, "repetition": rep, "sequence": i, "queued_at": now}
+            for i, (task_id, arm, rep) in enumerate(attempt_order(cells, seed))
         ],
     )
     attempt_ids = list(run.attempts.order_by("sequence").values_list("pk", flat=True))
@@ -450,15 +576,30 @@ def do_start_run(
     return run
 
 
+def few_shot_snapshot(experiment: Experiment) -> dict | None:
+    """Where a run's few-shot examples come from, as it records it: the dev split by id (and
+    name, for a reader), and how many; None without."""
+    if experiment.few_shot_dataset_id is None or not experiment.few_shot_k:
+        return None
+    dataset = experiment.few_shot_dataset
+    assert dataset is not None
+    return {"dataset_id": dataset.pk, "dataset": dataset.name, "k": experiment.few_shot_k}
+
+
 def _snapshot(experiment: Experiment) -> dict:
     return {
         "name": experiment.name,
         "dataset": experiment.dataset.name,
         "sample_size": experiment.sample_size,
         "sample_strategy": experiment.sample_strategy,
+        "stratify_by": experiment.stratify_by,
+        "allocation": experiment.allocation,
+        "sample_seed": experiment.sample_seed,
         "repetitions": experiment.repetitions,
         "prompt_template": experiment.prompt_template,
         "prompt_version": prompt_version(experiment.prompt_template),
+        "prompt_builtin": experiment.prompt_builtin,
+        "few_shot": few_shot_snapshot(experiment),
         "context_mode": experiment.context_mode,
         "include_quarantined": experiment.include_quarantined,
         "response_cache": experiment.response_cache,

@@ -15,10 +15,11 @@ from decimal import Decimal
 
 from django.db.models import Avg, Count, Q
 
-from experiments.actions import runnable_tasks
+from evaluation.workloads.base import EXAMPLES
+from experiments.actions import few_shot_snapshot, sampled_task_ids
 from experiments.context import DEFAULT_BUDGET_CHARS
-from experiments.models import Attempt, AttemptStatus, ContextMode, Experiment, ModelArm, TaskInstance
-from experiments.planner import sample_tasks
+from experiments.few_shot import examples_for
+from experiments.models import Attempt, AttemptStatus, ContextMode, Experiment, ModelArm, Run, TaskInstance
 from experiments.prompts import DEFAULT_MAX_OUTPUT_TOKENS, prompt_request, render_prompt
 from providers.gateway import arm_price, estimated_prompt_tokens
 from providers.pricing import ceiling_cost
@@ -81,9 +82,8 @@ def estimate_run(experiment: Experiment, seed: int | None = None) -> RunEstimate
     """The estimate for a run with this seed (default: the experiment's), sampling the same
     tasks ``do_start_run`` would."""
     seed = experiment.sample_seed if seed is None else seed
-    task_ids = list(runnable_tasks(experiment).values_list("pk", flat=True))
-    sampled = sample_tasks(task_ids, experiment.sample_size, experiment.sample_strategy, seed)
-    prompt_tokens = _prompt_tokens(experiment, sampled) * experiment.repetitions
+    sampled = sampled_task_ids(experiment, seed)
+    prompt_tokens = _prompt_tokens(experiment, sampled, seed) * experiment.repetitions
     attempts = len(sampled) * experiment.repetitions
     arms = list(experiment.arms.all())
     history = _earlier_output(experiment, arms)
@@ -94,22 +94,30 @@ def estimate_run(experiment: Experiment, seed: int | None = None) -> RunEstimate
     )
 
 
-def _prompt_tokens(experiment: Experiment, task_ids: list[int]) -> int:
-    """Every sampled task's prompt, counted as the gateway counts a request's."""
+def _prompt_tokens(experiment: Experiment, task_ids: list[int], seed: int) -> int:
+    """Every sampled task's prompt (a few-shot prompt's examples included), counted as the
+    gateway counts a request's."""
     template, mode = experiment.prompt_template, experiment.context_mode or ContextMode.ORACLE
-    tasks = TaskInstance.objects.filter(pk__in=task_ids).only("problem_statement", "repo_files", "repo")
+    tasks = (
+        TaskInstance.objects.filter(pk__in=task_ids)
+        .select_related("dataset")
+        .only("external_id", "problem_statement", "repo_files", "repo", "payload", "category", "dataset__kind")
+    )
+    # The run it would be, as far as its examples go: the same draw as the run's own.
+    run = Run(org_id=experiment.org_id, seed=seed, config_snapshot={"few_shot": few_shot_snapshot(experiment)})
     total = 0
     for task in tasks.iterator(chunk_size=500):
-        total += estimated_prompt_tokens(prompt_request(_prompt(template, task, mode), {}))
+        examples = examples_for(run, task) if EXAMPLES in template else ""
+        total += estimated_prompt_tokens(prompt_request(_prompt(template, task, mode, examples), {}))
     return total
 
 
-def _prompt(template: str, task: TaskInstance, mode: str) -> str:
+def _prompt(template: str, task: TaskInstance, mode: str, examples: str) -> str:
     if task.repo and "{{repository}}" in template:
         # A repository's files would mean cloning it here: they are counted at the most the
         # files context may hold instead, an upper bound like the output ceiling.
         template = template.replace("{{repository}}", "x" * DEFAULT_BUDGET_CHARS)
-    return render_prompt(template, task, mode)
+    return render_prompt(template, task, mode, examples)
 
 
 def _earlier_output(experiment: Experiment, arms: list[ModelArm]) -> dict[tuple[str, str], tuple[float, int]]:

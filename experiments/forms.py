@@ -7,9 +7,18 @@ from django import forms
 from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
 
-from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, parse_budget_usd, prompt_template_errors
+from experiments.actions import (
+    SEED_LIMIT,
+    ArmSpec,
+    ExperimentSpec,
+    builtin_prompt,
+    check_prompt_choices,
+    check_strata,
+    parse_budget_usd,
+    prompt_template_errors,
+)
 from experiments.attempt_list import AttemptQuery
-from experiments.models import AttemptStatus, ContextMode, Dataset, Experiment, Run
+from experiments.models import Allocation, AttemptStatus, ContextMode, Dataset, Experiment, Run
 from experiments.replay import experiment_arm_problems
 from orgs.models import Organization
 from prbench.inputs import (
@@ -39,9 +48,14 @@ class ExperimentForm(forms.ModelForm):
             "dataset",
             "sample_size",
             "sample_strategy",
+            "stratify_by",
+            "allocation",
             "sample_seed",
             "repetitions",
             "prompt_template",
+            "prompt_builtin",
+            "few_shot_dataset",
+            "few_shot_k",
             "context_mode",
             "include_quarantined",
             "budget_usd",
@@ -63,6 +77,12 @@ class ExperimentForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.org = org
         cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = Dataset.objects.filter(org=org)
+        cast(forms.ModelChoiceField, self.fields["few_shot_dataset"]).queryset = Dataset.objects.filter(org=org)
+        self.fields[
+            "prompt_builtin"
+        ].help_text = (
+            "A built-in prompt of the dataset's kind by name@version (e.g. cot@1): it replaces the template above"
+        )
         self.fields["name"].validators.append(TextValidator(NAME_MAX))
         for field, limit in (("description", DESCRIPTION_MAX), ("prompt_template", PROMPT_TEMPLATE_MAX)):
             self.fields[field].validators.append(TextValidator(limit, multiline=True))
@@ -70,6 +90,8 @@ class ExperimentForm(forms.ModelForm):
         self.fields["sample_size"].validators.append(MinValueValidator(1))
         # Only repository tasks use it: a form (or a script) that leaves it out means the default.
         self.fields["context_mode"].required = False
+        self.fields["allocation"].required = False  # stratified samples only; proportional by default
+        self.fields["few_shot_k"].required = False  # few-shot prompts only
 
     # Text, checked by the one rule for budgets (parse_budget_usd) that specs and commands use.
     budget_usd = forms.CharField(required=False, max_length=40, label="Budget (USD, all runs together)")
@@ -99,6 +121,36 @@ class ExperimentForm(forms.ModelForm):
         if errors:
             raise forms.ValidationError(errors)
         return template
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if "sample_strategy" in data:  # the rule specs follow, for the strata and their allocation
+            raw = {
+                "stratify_by": data.get("stratify_by") or "",
+                "allocation": data.get("allocation") or Allocation.PROPORTIONAL,
+            }
+            stratify_by, allocation, errors = check_strata(raw, data["sample_strategy"])
+            for error in errors:
+                self.add_error("stratify_by" if error.startswith("stratify_by") else "allocation", error)
+            data["stratify_by"], data["allocation"] = stratify_by, allocation
+        if data.get("dataset") is not None:
+            self._clean_prompt_choices(data)
+        return data
+
+    def _clean_prompt_choices(self, data: dict) -> None:
+        """The built-in prompt and the few-shot dev split, by the rule specs follow."""
+        dev, k = data.get("few_shot_dataset"), data.get("few_shot_k") or 0
+        raw = {
+            "template": data.get("prompt_builtin") or None,
+            "prompt_template": None if data.get("prompt_builtin") else data.get("prompt_template"),
+            "few_shot": {"dataset": dev.name if dev else None, "k": k} if dev is not None or k else None,
+        }
+        builtin, _, errors = check_prompt_choices(self.org, raw, data["dataset"])
+        for error in errors:
+            field = "few_shot_dataset" if error.startswith("few_shot") else "prompt_builtin"
+            self.add_error(field if error.split(":")[0] != "prompt_template" else "prompt_template", error)
+        if builtin and not errors:
+            data["prompt_template"] = builtin_prompt(data["dataset"].kind, builtin)
 
 
 class StartRunForm(forms.Form):
@@ -290,9 +342,14 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         description=data["description"],
         sample_size=data["sample_size"],
         sample_strategy=data["sample_strategy"],
+        stratify_by=data["stratify_by"],
+        allocation=data["allocation"],
         seed=data["sample_seed"],
         repetitions=data["repetitions"],
         prompt_template=data["prompt_template"],
+        prompt_builtin=data.get("prompt_builtin") or "",
+        few_shot_dataset=data.get("few_shot_dataset"),
+        few_shot_k=data.get("few_shot_k") or 0,
         context_mode=data["context_mode"],
         include_quarantined=data["include_quarantined"],
         budget_usd=data["budget_usd"],

@@ -36,6 +36,20 @@ class ContextMode(models.TextChoices):
 class SampleStrategy(models.TextChoices):
     RANDOM = "random", "Random (seeded)"
     FIRST = "first", "First N in dataset order"
+    STRATIFIED = "stratified", "Stratified (seeded, by category and/or difficulty)"
+
+
+class Strata(models.TextChoices):
+    """What a stratified sample is stratified by: the tasks' own fields."""
+
+    CATEGORY = "category", "Category"
+    DIFFICULTY = "difficulty", "Difficulty"
+    BOTH = "category,difficulty", "Category and difficulty"
+
+
+class Allocation(models.TextChoices):
+    PROPORTIONAL = "proportional", "Proportional (each stratum's share of the dataset)"
+    EQUAL = "equal", "Equal (as many from each stratum as it has)"
 
 
 class Dataset(models.Model):
@@ -184,7 +198,23 @@ class Experiment(models.Model):
     sample_size = models.PositiveIntegerField(null=True, blank=True, help_text="Empty means every task")
     sample_strategy = models.CharField(max_length=16, choices=SampleStrategy.choices, default=SampleStrategy.RANDOM)
     sample_seed = models.BigIntegerField(default=0)
+    stratify_by = models.CharField(
+        max_length=32, choices=Strata.choices, blank=True, help_text="Stratified samples only: the strata"
+    )
+    allocation = models.CharField(max_length=16, choices=Allocation.choices, default=Allocation.PROPORTIONAL)
     prompt_template = models.TextField(default=DEFAULT_PROMPT)
+    prompt_builtin = models.CharField(
+        max_length=60, blank=True, help_text="The built-in prompt (name@version) the template is, if it is one"
+    )
+    few_shot_dataset = models.ForeignKey(
+        Dataset,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="few_shot_for",
+        help_text="Where a few-shot prompt's {{examples}} are drawn from: a dev split, never the evaluated tasks",
+    )
+    few_shot_k = models.PositiveSmallIntegerField(default=0, help_text="How many solved examples a prompt shows")
     repetitions = models.PositiveIntegerField(default=1)
     context_mode = models.CharField(max_length=16, choices=ContextMode.choices, default=ContextMode.ORACLE)
     include_quarantined = models.BooleanField(
@@ -433,6 +463,9 @@ class Attempt(models.Model):
     fail_to_pass_fraction = models.FloatField(null=True, blank=True, help_text="Share of FAIL_TO_PASS tests that pass")
     score = models.FloatField(
         null=True, blank=True, help_text="The workload's score of the answer, 0 to 1 (a PR patch: 1 when resolved)"
+    )
+    confidence = models.FloatField(
+        null=True, blank=True, help_text="The confidence the answer stated, 0 to 1, when its prompt asked for one"
     )
     pass_to_pass_regressions = models.PositiveIntegerField(
         null=True, blank=True, help_text="PASS_TO_PASS tests the patch broke"

@@ -44,10 +44,11 @@ from evaluation.validation import (
     validate_patch,
 )
 from evaluation.workloads import workload_for
-from evaluation.workloads.base import Context, Evaluation
+from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, stated_confidence
 from experiments import answer_journal, liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
+from experiments.few_shot import load_pools
 from experiments.models import (
     ATTEMPT_TERMINAL,
     Artifact,
@@ -178,6 +179,7 @@ class RelatedCache:
             attempt.task = self.tasks[attempt.task_id]
         arms = {attempt.arm_id: attempt.arm for attempt in attempts}.values()
         load_recorded_answers(arms, {run_id: run.org_id for run_id, run in self.runs.items()})
+        load_pools({attempt.run_id: attempt.run for attempt in attempts}.values())
 
     def load_runs(self, ids: set[int]) -> None:
         # The experiment's budget comes along: one query per job, not one per claimed chunk.
@@ -278,7 +280,10 @@ def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
         # Looked up when called, not bound here: tests watch validations by replacing it.
         validate=lambda task, patch: validate_task(task, patch),
     )
-    return workload_for(attempt.task.dataset.kind).evaluate(attempt.task, output, context)
+    evaluation = workload_for(attempt.task.dataset.kind).evaluate(attempt.task, output, context)
+    if asks_for_confidence(run.config_snapshot.get("prompt_template", "")):
+        evaluation = replace(evaluation, columns={**evaluation.columns, "confidence": stated_confidence(output)})
+    return evaluation
 
 
 # What an attempt's own platform can fail with: the attempt is not at fault, and is tried again.

@@ -13,7 +13,9 @@ from dataclasses import replace
 
 from evaluation.repositories import ensure_commit
 from evaluation.workloads import workload_for
+from evaluation.workloads.base import EXAMPLES
 from experiments.context import bm25_context, oracle_context, render_files
+from experiments.few_shot import examples_for, fill_examples
 from experiments.models import Attempt, ContextMode, TaskInstance
 from experiments.replay import REPLAY, REPLAYED_MESSAGE, recorded_answer
 from providers.types import CompletionRequest, Message
@@ -37,10 +39,15 @@ def render_repository(task: TaskInstance, context_mode: str = ContextMode.ORACLE
     return render_files(oracle_context(clone, task.base_commit, task.gold_patch))
 
 
-def render_prompt(template: str, task: TaskInstance, context_mode: str = ContextMode.ORACLE) -> str:
-    """The task's prompt, as its dataset's kind renders it."""
+def render_prompt(template: str, task: TaskInstance, context_mode: str = ContextMode.ORACLE, examples: str = "") -> str:
+    """The task's prompt, as its dataset's kind renders it, with ``examples`` (a few-shot
+    prompt's solved examples) in place of ``{{examples}}``."""
     workload = workload_for(task.dataset.kind)
-    return workload.render_prompt(template, task, lambda: render_repository(task, context_mode))
+
+    def render(part: str) -> str:
+        return workload.render_prompt(part, task, lambda: render_repository(task, context_mode))
+
+    return fill_examples(template, examples, render)
 
 
 def build_request(attempt: Attempt) -> CompletionRequest:
@@ -52,7 +59,9 @@ def build_request(attempt: Attempt) -> CompletionRequest:
             recorded_answer=recorded_answer(arm, run.org_id, task.external_id),
         )
     snapshot = run.config_snapshot
-    prompt = render_prompt(snapshot["prompt_template"], task, snapshot.get("context_mode", ContextMode.ORACLE))
+    template = snapshot["prompt_template"]
+    examples = examples_for(run, task) if EXAMPLES in template else ""
+    prompt = render_prompt(template, task, snapshot.get("context_mode", ContextMode.ORACLE), examples)
     workload = workload_for(task.dataset.kind)
     request = prompt_request(
         prompt,

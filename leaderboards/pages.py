@@ -11,6 +11,7 @@ from django.http import QueryDict
 
 from experiments.models import Run
 from leaderboards.boards import run_boards, run_page_links, run_page_sorts
+from leaderboards.breakdowns import breakdowns
 from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
 from leaderboards.crossrun import arm_trends, cross_run_board, run_versus
 from leaderboards.jobs import refresh_if_out_of_date
@@ -29,7 +30,19 @@ def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
         "cost_quality": cost_quality(boards),
         "latency": latency_distribution(boards),
         "apply_toggle": _apply_toggle(path, query, git_apply_only),
+        "breakdowns": run_breakdowns(run, boards.refreshed_at),
     }
+
+
+def run_breakdowns(run: Run, refreshed: Any) -> dict[str, Any]:
+    """By category and difficulty, consistency, calibration: counted over the run's attempts,
+    so once per refresh of its summaries (kept in the cache under it), not on every poll."""
+    key = f"prbench:breakdowns:{run.pk}:{refreshed.isoformat() if refreshed else 'never'}"
+    found = cache.get(key)
+    if found is None:
+        found = breakdowns(run)
+        cache.set(key, found, PAIRWISE_KEPT_S)
+    return found
 
 
 GIT_APPLY_ONLY = "git"

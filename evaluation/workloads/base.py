@@ -14,6 +14,7 @@ beyond the task (the pipeline's validator, say) comes in its ``Context``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,6 +24,28 @@ if TYPE_CHECKING:
 
 # The placeholder every kind's prompt has for the task's question or problem statement.
 QUESTION = "{{problem_statement}}"
+# Where a few-shot prompt puts its solved examples (drawn from another dataset, the dev split).
+EXAMPLES = "{{examples}}"
+# A template that asks for a confidence says "Confidence:"; the answer's last such line is it,
+# as a percentage ("Confidence: 80%", "confidence: 80") or a probability ("Confidence: 0.8").
+CONFIDENCE_ASKED = re.compile(r"\bconfidence\s*:", re.IGNORECASE)
+STATED_CONFIDENCE = re.compile(r"\bconfidence\s*[:=]\s*(\d{1,3}(?:\.\d+)?)\s*(%?)", re.IGNORECASE)
+
+
+def asks_for_confidence(template: str) -> bool:
+    return bool(CONFIDENCE_ASKED.search(template))
+
+
+def stated_confidence(output: str) -> float | None:
+    """The confidence an answer states, in [0, 1]; None when it states none (or nonsense)."""
+    found = STATED_CONFIDENCE.findall(output)
+    if not found:
+        return None
+    number, percent = found[-1]
+    value = float(number)
+    if percent or value > 1:
+        value /= 100
+    return value if 0 <= value <= 1 else None
 
 
 @dataclass(frozen=True)
@@ -74,6 +97,10 @@ class Workload:
     judged_by_evaluator: ClassVar[bool] = False
     # The prompt an experiment on this kind starts from.
     default_prompt: ClassVar[str] = QUESTION
+    # Built-in prompts by "name@version" (plain, chain of thought, few-shot, ...). A published
+    # version's text never changes: a new text is a new version, so a run's prompt is known
+    # by its name as well as by its hash.
+    builtin_prompts: ClassVar[dict[str, str]] = {}
 
     def payload_errors(self, payload: dict) -> list[str]:
         """What is missing or wrong in a task's ``payload``, each naming its field."""
@@ -86,6 +113,11 @@ class Workload:
         """The prompt for ``task``. ``repository`` renders a PR task's files, read only when
         the template shows them."""
         return template.replace(QUESTION, task.problem_statement)
+
+    def render_example(self, task: Any) -> str:
+        """A solved example for a few-shot prompt: the task as asked, then its right answer."""
+        question = self.render_prompt(QUESTION, task, lambda: "")  # a question kind shows no files
+        return f"{question}\n{self.reference_output(task)}"
 
     def reference_output(self, task: Any) -> str:
         """A model's output that scores 1: what the mock oracle answers."""

@@ -26,7 +26,7 @@ from providers.models import Price
 from providers.pricing import price_cost
 from providers.types import Completion, CompletionRequest, Usage
 
-MODES = ("oracle", "noisy", "wrong", "empty", "error", "evaluator")
+MODES = ("oracle", "noisy", "empty", "error", "evaluator", "wrong")
 INVALID_ANSWERS = ("never", "first", "always")  # the mock evaluator's broken answers, for tests
 NUMBER_FIELDS = {
     "quality": (0.0, 1.0),

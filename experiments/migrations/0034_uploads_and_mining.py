@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0030_dataset_versions'),
+        ('experiments', '0033_dataset_versions'),
         ('orgs', '0002_invitation'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     versions existed record none."""
 
     dependencies = [
-        ('experiments', '0029_workload_kinds'),
+        ('experiments', '0032_prompt_builtins_few_shot'),
     ]
 
     operations = [
