@@ -440,9 +440,13 @@ def _swebench_row(task: SwebenchTask) -> list[str]:
         task.repo,
         task.base_commit[:12],
         _cell(statement[0] if statement else ""),
-        f"{len(task.fail_to_pass)} tests",
-        f"{len(task.pass_to_pass)} tests",
+        _tests(task.fail_to_pass),
+        _tests(task.pass_to_pass),
     ]
+
+
+def _tests(ids: list[str]) -> str:
+    return f"{len(ids)} test{'' if len(ids) == 1 else 's'}"
 
 
 def _question_row(task: ParsedTask, payload_keys: list[str]) -> list[str]:
