@@ -74,3 +74,15 @@ def test_a_pr_run_has_no_pass_at_k(experiment, start, alice):
     run = start(experiment)
     page = client_for(alice).get(reverse("experiments:run", args=[run.code]))
     assert page.status_code == 200 and 'id="pass-at-k"' not in page.content.decode()
+
+
+def test_a_code_runs_pages_show_its_answers_not_patches(code_experiment, start, alice):
+    run = start(code_experiment)
+    work_queue()
+    content = client_for(alice).get(reverse("experiments:run", args=[run.code])).content.decode()
+    quality = content.split('id="board-quality"')[1].split("</div>")[0]
+    assert "Passed" in quality and "FAIL_TO_PASS" not in quality and "Patch details" not in quality
+    attempt = run.attempts.filter(arm__label="wrong").first()
+    page = client_for(alice).get(reverse("experiments:attempt", args=[attempt.code])).content.decode()
+    assert "Answer and its grading" in page and "<code>failed</code>" in page
+    assert "No patch was found" not in page and "<h2>Patch</h2>" not in page
