@@ -10,6 +10,7 @@ from evaluation.workloads.base import Workload
 
 WORKLOADS = {
     "pr_patch": "evaluation.workloads.pr_patch.PrPatch",
+    "free_text": "evaluation.workloads.free_text.FreeText",
 }
 
 

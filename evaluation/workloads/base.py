@@ -93,6 +93,9 @@ class Workload:
     quality_metric: ClassVar[tuple[str, str]] = ("Accuracy", "answers correctly")
     # Whether the evaluator agent judges its answers (a PR patch's review, free text's truth).
     judged_by_evaluator: ClassVar[bool] = False
+    # Whether that verdict is the answer's correctness (free text): ``evaluate`` leaves it open
+    # and recording the verdict settles it, so a run needs an active profile for the kind.
+    verdict_decides: ClassVar[bool] = False
     # The prompt an experiment on this kind starts from.
     default_prompt: ClassVar[str] = QUESTION
 
