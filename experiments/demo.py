@@ -228,14 +228,17 @@ def shared_scratch(name: str) -> Path:
 
 
 DEMO_EVALUATOR = "mock-reviewer"
+DEMO_TEXT_EVALUATOR = "mock-fact-checker"
 
 
 def load_demo_evaluator() -> EvaluatorProfile:
     """The demo's evaluator: the mock, which scores from the validation summary plus seeded
-    noise and says so. A real profile (staff, in the admin) takes over once it is active."""
-    profile, _ = EvaluatorProfile.objects.get_or_create(
-        name=DEMO_EVALUATOR,
-        version=1,
-        defaults={"provider": "mock", "model_name": "mock-evaluator", "provider_config": {"mode": "evaluator"}},
+    noise and says so. A real profile (staff, in the admin) takes over once it is active.
+    Free-text answers get a mock of their own (truthful when the answer is a true reference
+    answer), with the free-text prompt and rubric."""
+    mock = {"provider": "mock", "model_name": "mock-evaluator", "provider_config": {"mode": "evaluator"}}
+    EvaluatorProfile.objects.get_or_create(
+        name=DEMO_TEXT_EVALUATOR, version=1, defaults={**mock, "workload": "free_text"}
     )
+    profile, _ = EvaluatorProfile.objects.get_or_create(name=DEMO_EVALUATOR, version=1, defaults=mock)
     return profile

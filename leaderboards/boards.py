@@ -310,6 +310,7 @@ class _Builder:
             profile = summary.profile
             counts = {
                 "judged": summary.judged,
+                "rated": sum(summary.overall_counts),
                 "errors": summary.errors,
                 "overall_sum": summary.overall_sum,
                 "cost": summary.cost_usd,

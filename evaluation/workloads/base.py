@@ -100,6 +100,9 @@ class Workload:
     answers_are_patches: ClassVar[bool] = False
     # Whether the run page shows pass@k over the repetitions (code: k samples, one passing).
     shows_pass_at_k: ClassVar[bool] = False
+    # Whether that verdict is the answer's correctness (free text): ``evaluate`` leaves it open
+    # and recording the verdict settles it, so a run needs an active profile for the kind.
+    verdict_decides: ClassVar[bool] = False
     # The prompt an experiment on this kind starts from.
     default_prompt: ClassVar[str] = QUESTION
     # Built-in prompts by "name@version" (plain, chain of thought, few-shot, ...). A published

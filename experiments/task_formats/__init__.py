@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 # format name -> "module.parse"
 FORMATS: dict[str, str] = {
     "humaneval": "experiments.task_formats.humaneval.parse",
+    "truthfulqa_gen": "experiments.task_formats.truthfulqa_gen.parse",
 }
 
 
