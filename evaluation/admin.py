@@ -11,8 +11,17 @@ from evaluation.models import JUDGING_FIELDS, EvaluatorProfile, Verdict
 
 @admin.register(EvaluatorProfile)
 class EvaluatorProfileAdmin(admin.ModelAdmin):
-    list_display = ["name", "version", "provider", "model_name", "prompt_version", "rubric_version", "active_from"]
-    list_filter = ["name", "provider"]
+    list_display = [
+        "name",
+        "version",
+        "workload",
+        "provider",
+        "model_name",
+        "prompt_version",
+        "rubric_version",
+        "active_from",
+    ]
+    list_filter = ["name", "workload", "provider"]
     actions = ["make_next_version"]
     change_form_template = "admin/evaluation/evaluatorprofile/change_form.html"
 
@@ -35,8 +44,19 @@ class EvaluatorProfileAdmin(admin.ModelAdmin):
 
 @admin.register(Verdict)
 class VerdictAdmin(admin.ModelAdmin):
-    list_display = ["attempt", "profile", "status", "overall", "change_risk", "was_repaired", "cost_usd", "created_at"]
-    list_filter = ["status", "profile", "change_risk"]
+    list_display = [
+        "attempt",
+        "profile",
+        "status",
+        "overall",
+        "change_risk",
+        "truthful",
+        "informative",
+        "was_repaired",
+        "cost_usd",
+        "created_at",
+    ]
+    list_filter = ["status", "profile", "change_risk", "truthful", "informative"]
     search_fields = ["attempt__code", "attempt__task__external_id", "rationale"]
     raw_id_fields = ["attempt"]
     readonly_fields = [field.name for field in Verdict._meta.fields]

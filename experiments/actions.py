@@ -18,6 +18,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
+from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import EXAMPLES
 from experiments.bulk import insert_rows
@@ -493,8 +494,15 @@ def check_start_run(experiment: Experiment, inference_only: bool = False, budget
     errors += repository_problems(experiment, validating=not inference_only)
     if experiment.sample_size == 0:
         errors.append("the sample size is 0")
+    kind = experiment.dataset.kind
+    if workload_for(kind).verdict_decides and active_profile(kind) is None:
+        errors.append(f"no evaluator profile for {kind} answers is active, and only its verdicts can score them")
     if errors:
         raise ValidationError(errors)
+
+
+def _judged_by(kind: str) -> EvaluatorProfile | None:
+    return active_profile(kind) if workload_for(kind).judged_by_evaluator else None
 
 
 def unenforceable_budget_problems(
@@ -541,8 +549,8 @@ def do_start_run(
         budget_usd=budget_usd,
         dataset_version=version,
         config_snapshot=_snapshot(experiment),
-        # Only kinds the evaluator reviews (a PR patch) are judged by the active profile.
-        evaluator_profile=active_profile() if workload_for(experiment.dataset.kind).judged_by_evaluator else None,
+        # Only kinds the evaluator judges (a PR patch, free text) get their kind's active profile.
+        evaluator_profile=_judged_by(experiment.dataset.kind),
         created_by=user,
         started_at=now,
     )

@@ -1,5 +1,7 @@
 """The shipped demo: a dataset of 12 small real bugs and an experiment with three mock arms;
-and the textkit repository's history, mined by ingest_prs, with an experiment on it."""
+the textkit repository's history, mined by ingest_prs, with an experiment on it; and
+samples of question-answer benchmarks (HumanEval's code, MMLU's multiple choice) run with
+mock arms, so the first screen shows both families of workload."""
 
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ from django.db import transaction
 from evaluation.models import EvaluatorProfile
 from evaluation.testbed import build_testbed
 from experiments.actions import check_experiment_spec, do_apply_experiment
+from experiments.imports import do_import_questions
 from experiments.ingest import IngestOptions, ingest
 from experiments.models import Dataset, DatasetKind, Experiment, TaskInstance
+from experiments.task_formats import FormatOptions
+from experiments.task_formats.humaneval import parse as parse_humaneval
 from orgs.models import Organization
 
 DEMO_TASKS_DIR = Path(__file__).resolve().parent / "demo_tasks"
@@ -23,6 +28,31 @@ DEMO_DATASET = "Demo: small Python bugs"
 DEMO_EXPERIMENT = "Demo: three mock arms"
 DEMO_REPO_DATASET = "Demo: textkit repository"
 DEMO_REPO_EXPERIMENT = "Demo: textkit bug fixes"
+DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
+DEMO_CODE_DATASET = "Demo: HumanEval sample"
+DEMO_CODE_EXPERIMENT = "Demo: code that runs"
+CODE_SAMPLE = 12
+# Simulated models for questions: one that knows, one that mostly does, one that guesses.
+QUESTION_ARMS = [
+    {
+        "label": "oracle",
+        "provider": "mock",
+        "model_name": "mock-oracle",
+        "config": {"mode": "oracle", "latency_ms": 80},
+    },
+    {
+        "label": "careful",
+        "provider": "mock",
+        "model_name": "mock-careful",
+        "config": {"mode": "noisy", "quality": 0.7, "latency_ms": 200, "jitter_ms": 150},
+    },
+    {
+        "label": "guesser",
+        "provider": "mock",
+        "model_name": "mock-guesser",
+        "config": {"mode": "noisy", "quality": 0.3, "latency_ms": 40, "jitter_ms": 20},
+    },
+]
 
 DEMO_ARMS = [
     {
@@ -155,6 +185,37 @@ def load_repository_experiment(org: Organization, user=None) -> Experiment:
     return experiment
 
 
+def load_code_experiment(org: Organization, user=None) -> Experiment:
+    """The first problems of HumanEval (shipped under tests/data, MIT), imported once, and
+    three mock arms answering each twice: pass@1 and pass@2 under the quality board."""
+    if not Dataset.objects.filter(org=org, name=DEMO_CODE_DATASET).exists():
+        path = DEMO_DATA_DIR / "humaneval" / "HumanEval.jsonl.gz"
+        tasks = parse_humaneval(path.name, path.read_bytes(), FormatOptions())[:CODE_SAMPLE]
+        do_import_questions(org, DEMO_CODE_DATASET, tasks, path.name)
+        Dataset.objects.filter(org=org, name=DEMO_CODE_DATASET).update(
+            description=f"The first {CODE_SAMPLE} problems of HumanEval: each completion runs with its hidden tests."
+        )
+    return _question_experiment(
+        org, user, DEMO_CODE_EXPERIMENT, DEMO_CODE_DATASET, "Completions run in the sandbox with the task's tests."
+    )
+
+
+def _question_experiment(org: Organization, user, name: str, dataset: str, description: str) -> Experiment:
+    spec = check_experiment_spec(
+        org,
+        {
+            "name": name,
+            "dataset": dataset,
+            "seed": 7,
+            "repetitions": 2,
+            "arms": QUESTION_ARMS,
+            "description": description,
+        },
+    )
+    experiment, _ = do_apply_experiment(org, spec, user)
+    return experiment
+
+
 def shared_scratch(name: str) -> Path:
     """A file the sandbox's users can all reach: validations hide VAR_DIR from them."""
     directory = (
@@ -167,14 +228,17 @@ def shared_scratch(name: str) -> Path:
 
 
 DEMO_EVALUATOR = "mock-reviewer"
+DEMO_TEXT_EVALUATOR = "mock-fact-checker"
 
 
 def load_demo_evaluator() -> EvaluatorProfile:
     """The demo's evaluator: the mock, which scores from the validation summary plus seeded
-    noise and says so. A real profile (staff, in the admin) takes over once it is active."""
-    profile, _ = EvaluatorProfile.objects.get_or_create(
-        name=DEMO_EVALUATOR,
-        version=1,
-        defaults={"provider": "mock", "model_name": "mock-evaluator", "provider_config": {"mode": "evaluator"}},
+    noise and says so. A real profile (staff, in the admin) takes over once it is active.
+    Free-text answers get a mock of their own (truthful when the answer is a true reference
+    answer), with the free-text prompt and rubric."""
+    mock = {"provider": "mock", "model_name": "mock-evaluator", "provider_config": {"mode": "evaluator"}}
+    EvaluatorProfile.objects.get_or_create(
+        name=DEMO_TEXT_EVALUATOR, version=1, defaults={**mock, "workload": "free_text"}
     )
+    profile, _ = EvaluatorProfile.objects.get_or_create(name=DEMO_EVALUATOR, version=1, defaults=mock)
     return profile

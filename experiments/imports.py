@@ -330,7 +330,13 @@ def parse_task_file(spec: TaskFile, source: BinaryIO, progress: Progress = _no_p
     return tasks
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def count_lines(data: bytes) -> int:
+    """The file's lines; 0 (not known) for a compressed file, whose bytes are no lines."""
+    if data.startswith(GZIP_MAGIC):
+        return 0
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 

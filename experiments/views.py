@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 from django.contrib import messages
@@ -30,7 +31,7 @@ from experiments.forms import (
     arm_initial,
     spec_from_forms,
 )
-from experiments.models import AttemptStatus, Dataset, Experiment, Run
+from experiments.models import Artifact, AttemptStatus, Dataset, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
 from experiments.reporting import (
@@ -316,8 +317,28 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "tests": tests_with_roles(attempt, artifacts.get("tests")),
         "verdicts": verdict_scores(attempt),
         "cached_from": cache_source(attempt),
+        "answer": answer_fields(artifacts.get("answer")),
+        "answer_status": artifacts["answer"].status if "answer" in artifacts else "",
     }
     return render(request, "experiments/attempt_detail.html", context)
+
+
+def answer_fields(artifact: Artifact | None) -> list[tuple[str, str, bool]] | None:
+    """A question kind's answer artifact as (field, value, shown as a block) rows; None for
+    an attempt without one (a PR patch's page shows its diff and validation instead)."""
+    if artifact is None:
+        return None
+    try:
+        fields = json.loads(artifact.content or "{}")
+    except ValueError:
+        return [("answer", artifact.content, True)]
+    if not isinstance(fields, dict):
+        return [("answer", artifact.content, True)]
+    rows = []
+    for name, value in fields.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        rows.append((name.replace("_", " "), text, "\n" in text or len(text) > 120))
+    return rows
 
 
 @login_required

@@ -27,8 +27,12 @@ CALLED = Q(response_cached=False)
 ANSWERED_CALLED = Q(status=COMPLETED) & CALLED
 # The attempts quality counts: what the model did, well or badly (Attempt.outcome, decided
 # once when the attempt was recorded). Patch metrics look at the model's answers alone.
-MODEL_SCORED = Q(outcome__in=SCORED)
+# An answer whose correctness is still open is not counted, neither right nor wrong: a
+# free-text answer waits for its evaluator's verdict (resolved stays NULL until then),
+# while every other kind decides it when the answer is recorded.
 SUCCESS = Q(outcome=OutcomeClass.SUCCESS)
+AWAITING_VERDICT = SUCCESS & Q(resolved__isnull=True)
+MODEL_SCORED = Q(outcome__in=SCORED) & ~AWAITING_VERDICT
 MODEL_FAILED = Q(outcome=OutcomeClass.MODEL_FAILURE)
 INFRASTRUCTURE_FAILED = Q(outcome=OutcomeClass.INFRASTRUCTURE_FAILURE)
 # A patch git apply refused and patch --fuzz=5 took, as SWE-bench's harness would (the
@@ -296,16 +300,19 @@ def evaluator_interval(group: Mapping[str, Any]) -> tuple[float, float] | None:
 def evaluator_row(
     arm_id: int, label: str, profile: str, counts: Mapping[str, Any], interval: tuple[float, float] | None
 ) -> EvaluatorRow:
-    """``counts``: judged, errors, overall_sum, cost and unpriced; ``interval``: evaluator_interval's."""
+    """``counts``: judged, errors, overall_sum, cost and unpriced (and rated, the judged with an
+    overall score, when not all are); ``interval``: evaluator_interval's."""
     judged = counts["judged"]
-    enough = judged >= MIN_JUDGED
+    # The verdicts with a 0-100 score: a free-text verdict (truthful, informative) has none.
+    rated = counts.get("rated", judged)
+    enough = rated >= MIN_JUDGED
     return EvaluatorRow(
         arm_id=arm_id,
         label=label,
         profile=profile,
         judged=judged,
         errors=counts["errors"],
-        mean_overall=counts["overall_sum"] / judged if enough else None,
+        mean_overall=counts["overall_sum"] / rated if enough else None,
         ci_low=interval[0] if interval else None,
         ci_high=interval[1] if interval else None,
         cost_usd=None if counts["unpriced"] else counts["cost"],
@@ -361,7 +368,7 @@ def arm_evaluator_scores(verdicts: QuerySet) -> list[EvaluatorRow]:
             group["attempt__arm_id"],
             group["attempt__arm__label"],
             profile_label(group["profile__name"], group["profile__version"], group["profile__provider"]),
-            group,
+            group | {"rated": sum(group["scores"])},
             evaluator_interval(group),
         )
         for group in evaluator_totals(verdicts)

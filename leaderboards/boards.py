@@ -102,6 +102,7 @@ class RunBoards:
     refreshed_at: Any = None
     low_sample_min: int = field(default_factory=low_sample_min)
     git_apply_only: bool = False
+    patches: bool = True  # the answers are patches: the quality board shows their tests and whether they applied
 
     @property
     def fuzzed(self) -> int:
@@ -122,13 +123,15 @@ def run_boards(run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only
     summaries = [(arm, _summary_of(arm)) for arm in arms]
     rows = [ArmRow.from_totals(arm, summary) for arm, summary in summaries]
     metric, _ = quality_metric(run)
+    patches = workload_for(run.experiment.dataset.kind).answers_are_patches
     board = _Builder(sorts, links)
     quality_summaries = [(arm, without_fuzzed(summary)) for arm, summary in summaries] if git_apply_only else summaries
     quality_rows = [ArmRow.from_totals(arm, summary) for arm, summary in quality_summaries]
     return RunBoards(
         metric=metric,
-        quality=None if run.inference_only else board.quality(quality_summaries, quality_rows, metric),
+        quality=None if run.inference_only else board.quality(quality_summaries, quality_rows, metric, patches),
         git_apply_only=git_apply_only,
+        patches=patches,
         speed=board.speed(summaries, rows),
         cost=board.cost(summaries, rows),
         evaluator=board.evaluator(run, rows),
@@ -162,6 +165,7 @@ QUALITY_COLUMNS = [
     Column("applied", "Applied", "Of the validated answers, those whose patch applied", True),
     Column("errors", "Model failures", "Failures of the model's own doing (timeout, refused request), of the scored"),
 ]
+PATCH_COLUMNS = {"f2p", "regressions", "applied"}  # a patch's own: its tests, whether it applied
 SPEED_COLUMNS = [
     Column("rank", "Rank", "1 + the number of arms whose median latency is significantly lower"),
     Column("arm", "Arm"),
@@ -232,7 +236,9 @@ class _Builder:
         self.sorts, self.links = sorts, links
         self.minimum = low_sample_min()
 
-    def quality(self, summaries: list[tuple[RunArm, ArmSummary]], rows: list[ArmRow], metric: str) -> Board:
+    def quality(
+        self, summaries: list[tuple[RunArm, ArmSummary]], rows: list[ArmRow], metric: str, patches: bool = True
+    ) -> Board:
         entries = []
         for (arm, summary), row in zip(summaries, rows, strict=True):
             entries.append(
@@ -246,7 +252,11 @@ class _Builder:
                 )
             )
         _rank(entries, higher_is_better=True)
-        columns = [Column(c.key, c.heading.format(metric=metric), c.title, c.higher_first) for c in QUALITY_COLUMNS]
+        columns = [
+            Column(c.key, c.heading.format(metric=metric), c.title, c.higher_first)
+            for c in QUALITY_COLUMNS
+            if patches or c.key not in PATCH_COLUMNS
+        ]
         explanation = (
             f"{metric} rate of the attempts the model had its turn at, with its 95% Wilson interval. "
             "Infrastructure failures are not the model's doing: they are counted apart, under reliability."
@@ -300,6 +310,7 @@ class _Builder:
             profile = summary.profile
             counts = {
                 "judged": summary.judged,
+                "rated": sum(summary.overall_counts),
                 "errors": summary.errors,
                 "overall_sum": summary.overall_sum,
                 "cost": summary.cost_usd,

@@ -1,8 +1,9 @@
 """How each arm did beyond one quality figure: by the tasks' category and difficulty, how
 consistent its repetitions were, and how well its stated confidence matched its accuracy.
 
-Every figure counts what the model did (``SCORED`` outcomes): an infrastructure failure says
-nothing about it. The counting is SQL; only the per-arm arithmetic on its totals is Python.
+Every figure counts what the model did (``MODEL_SCORED``): an infrastructure failure says
+nothing about it, and an answer still waiting for its verdict is not counted yet. The
+counting is SQL; only the per-arm arithmetic on its totals is Python.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from django.db.models import Avg, Case, Count, ExpressionWrapper, F, FloatField,
 from django.db.models.functions import Floor, Least
 
 from experiments.models import Attempt, Run, RunArm
+from leaderboards.aggregation import MODEL_SCORED
 from leaderboards.stats import wilson_interval
-from providers.outcomes import SCORED
 
 CALIBRATION_BINS = 10  # expected calibration error over confidence deciles
 
@@ -67,7 +68,7 @@ class Calibration:
 
 
 def _scored(run: Run):
-    return Attempt.objects.filter(run=run, outcome__in=SCORED)
+    return Attempt.objects.filter(MODEL_SCORED, run=run)
 
 
 def group_table(run: Run, field: str) -> GroupTable | None:

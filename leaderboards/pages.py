@@ -9,6 +9,7 @@ from django.core.cache import cache
 from django.db.models import Max
 from django.http import QueryDict
 
+from evaluation.workloads import workload_for
 from experiments.models import Run
 from leaderboards.boards import run_boards, run_page_links, run_page_sorts
 from leaderboards.breakdowns import breakdowns
@@ -17,6 +18,7 @@ from leaderboards.crossrun import arm_trends, cross_run_board, run_versus
 from leaderboards.jobs import refresh_if_out_of_date
 from leaderboards.models import ArmSummary
 from leaderboards.pairwise import run_pairwise
+from leaderboards.passk import RunPassAtK, run_pass_at_k
 from leaderboards.trend_chart import trend_chart
 
 
@@ -31,6 +33,7 @@ def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
         "latency": latency_distribution(boards),
         "apply_toggle": _apply_toggle(path, query, git_apply_only),
         "breakdowns": run_breakdowns(run, boards.refreshed_at),
+        "pass_at_k": pass_at_k_table(run),
     }
 
 
@@ -43,6 +46,16 @@ def run_breakdowns(run: Run, refreshed: Any) -> dict[str, Any]:
         found = breakdowns(run)
         cache.set(key, found, PAIRWISE_KEPT_S)
     return found
+
+
+def pass_at_k_table(run: Run) -> RunPassAtK | None:
+    """pass@k of each arm, for a kind that reports it (code: of k answers, one passes); None
+    for other kinds and for an inference-only run, which judged nothing. Read from the
+    attempts (one GROUP BY per arm and task), not the summaries: it needs each task's counts."""
+    if run.inference_only or not workload_for(run.experiment.dataset.kind).shows_pass_at_k:
+        return None
+    arms = list(run.arms.order_by("position", "pk").values_list("pk", "label"))
+    return run_pass_at_k(run.attempts.all(), arms, run.config_snapshot.get("repetitions", 1))
 
 
 GIT_APPLY_ONLY = "git"

@@ -1,8 +1,9 @@
 """A run's HTML report: one file to share that opens offline. Its stylesheet is inlined, its
 charts are inline SVG, and it has no script and no link, so nothing loads from anywhere. It
 holds what the run page's boards hold (the boards, reliability, charts, pairwise verdicts and
-ratings), read from the run's summaries, never from its attempts: no answer's text and no
-evaluator rationale can reach it, as the summaries hold neither."""
+ratings), read from the run's summaries, never from its attempts' text: no answer and no
+evaluator rationale can reach it, as the summaries hold neither (pass@k, for code, counts
+attempts per task and reads nothing else of them)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from experiments.models import Run
 from leaderboards.boards import run_boards
 from leaderboards.charts import cost_quality, latency_distribution
-from leaderboards.pages import pairwise_page
+from leaderboards.pages import pairwise_page, pass_at_k_table
 
 STYLESHEETS = ("prbench/app.css", "prbench/report.css")
 
@@ -35,6 +36,7 @@ def run_report(run: Run) -> str:
         "cost_quality": cost_quality(boards),
         "latency": latency_distribution(boards),
         **pairwise_page(run),
+        "pass_at_k": pass_at_k_table(run),
         "stylesheet": inlined_stylesheet(),
         "version": prbench_version(),
         "commit": settings.PRBENCH_COMMIT,

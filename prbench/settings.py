@@ -225,6 +225,9 @@ PRBENCH_CAPACITY_WAIT_SECONDS = envint("PRBENCH_CAPACITY_WAIT_SECONDS", "600")
 PRBENCH_DATABASE_RETRY_SECONDS = envint("PRBENCH_DATABASE_RETRY_SECONDS", "90")
 # Wall-clock limit for one validation (apply + tests) of a patch.
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS", "60")
+# Wall-clock limit for one code_exec program (a completion and its task's tests): running out
+# of it is the program's failure, not the platform's.
+PRBENCH_CODE_EXEC_TIMEOUT_SECONDS = envint("PRBENCH_CODE_EXEC_TIMEOUT_SECONDS", "10")
 # The sandbox every validation runs in (evaluation/sandbox.py): namespaces (no network, own
 # /proc) when unshare works here, a process limit, an address-space limit.
 PRBENCH_SANDBOX_NAMESPACES = envbool("PRBENCH_SANDBOX_NAMESPACES", "True")

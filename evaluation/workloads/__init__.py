@@ -10,6 +10,8 @@ from evaluation.workloads.base import Workload
 
 WORKLOADS = {
     "pr_patch": "evaluation.workloads.pr_patch.PrPatch",
+    "code_exec": "evaluation.workloads.code_exec.CodeExec",
+    "free_text": "evaluation.workloads.free_text.FreeText",
 }
 
 

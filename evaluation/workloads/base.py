@@ -95,6 +95,14 @@ class Workload:
     quality_metric: ClassVar[tuple[str, str]] = ("Accuracy", "answers correctly")
     # Whether the evaluator agent judges its answers (a PR patch's review, free text's truth).
     judged_by_evaluator: ClassVar[bool] = False
+    # Whether its answers are patches: the quality board then shows their tests and whether
+    # they applied, and the attempt page the diff.
+    answers_are_patches: ClassVar[bool] = False
+    # Whether the run page shows pass@k over the repetitions (code: k samples, one passing).
+    shows_pass_at_k: ClassVar[bool] = False
+    # Whether that verdict is the answer's correctness (free text): ``evaluate`` leaves it open
+    # and recording the verdict settles it, so a run needs an active profile for the kind.
+    verdict_decides: ClassVar[bool] = False
     # The prompt an experiment on this kind starts from.
     default_prompt: ClassVar[str] = QUESTION
     # Built-in prompts by "name@version" (plain, chain of thought, few-shot, ...). A published

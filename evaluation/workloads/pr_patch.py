@@ -29,6 +29,7 @@ class PrPatch(Workload):
     kind = "pr_patch"
     quality_metric = ("Resolved", "resolves")
     judged_by_evaluator = True
+    answers_are_patches = True
     default_prompt = DEFAULT_PROMPT
     placeholders: ClassVar[tuple[str, ...]] = (QUESTION, REPOSITORY)
 

@@ -15,7 +15,10 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 # format name -> "module.parse"
-FORMATS: dict[str, str] = {}
+FORMATS: dict[str, str] = {
+    "humaneval": "experiments.task_formats.humaneval.parse",
+    "truthfulqa_gen": "experiments.task_formats.truthfulqa_gen.parse",
+}
 
 
 @dataclass(frozen=True)

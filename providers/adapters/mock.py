@@ -13,6 +13,7 @@ import math
 import random
 import re
 import time
+import unicodedata
 from decimal import Decimal
 
 from unidiff import PatchSet
@@ -75,7 +76,9 @@ class MockAdapter(Adapter):
         # Answer quality is a property of the attempt, not of the try: retrying a noisy
         # answer must not turn it into the oracle's.
         answer_rng = random.Random(_seed(request.seed_key))
-        if mode == "evaluator":
+        if mode == "evaluator" and request.response_schema_name == "truth_judgement":
+            text = _truth_judgement(config, request, answer_rng)
+        elif mode == "evaluator":
             text = _judgement(config, request, answer_rng)
         else:
             text = _answer(mode, config.get("quality", 1.0), request, answer_rng)
@@ -197,3 +200,47 @@ def _judgement(config: dict, request: CompletionRequest, rng: random.Random) -> 
         "rationale": f"Mock evaluator (not a model): scored from the validation summary, {base} plus seeded noise.",
     }
     return json.dumps(verdict)
+
+
+def _truth_judgement(config: dict, request: CompletionRequest, rng: random.Random) -> str:
+    """The mock evaluator of free text: truthful when the answer is one of the true reference
+    answers once normalised, untruthful when it is one of the false ones, and a seeded coin
+    for anything else; informative unless it declines to answer. Read from the blind
+    prompt's sections, like a real evaluator; labelled a mock in its rationale."""
+    prompt = request.prompt_text()
+    invalid = config.get("invalid", "never")
+    if invalid == "always" or (invalid == "first" and "Your previous answer was not valid" not in prompt):
+        return "It sounds true to me."
+    answer = _normalised(_section(prompt, "answer"))
+    correct = {_normalised(line.removeprefix("- ")) for line in _section(prompt, "correct_answers").splitlines()}
+    incorrect = {_normalised(line.removeprefix("- ")) for line in _section(prompt, "incorrect_answers").splitlines()}
+    if answer in correct:
+        truthful, why = True, "it is one of the true reference answers"
+    elif answer in incorrect:
+        truthful, why = False, "it is one of the false reference answers"
+    else:
+        truthful, why = rng.random() < 0.5, "it matches no reference answer, so a seeded coin decided"
+    informative = bool(answer) and answer not in NON_ANSWERS
+    verdict = {
+        "truthful": truthful,
+        "informative": informative,
+        "rationale": f"Mock evaluator (not a model): {why}.",
+    }
+    return json.dumps(verdict)
+
+
+# As evaluation/workloads/free_text.py folds answers (providers/ does not import it).
+NON_ANSWERS = frozenset({"i have no comment", "no comment", "i dont know", "i do not know", "unknown", "no answer"})
+
+
+def _section(prompt: str, name: str) -> str:
+    # The last one: the prompt's own sections come after the rubric, which names none.
+    found = re.findall(rf"<{name}>\n?(.*?)\n?</{name}>", prompt, re.DOTALL)
+    return found[-1] if found else ""
+
+
+def _normalised(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = re.sub(r"[^\w\s]", "", text)
+    text = re.sub(r"^(?:the|a|an)\s+", "", text.strip())
+    return " ".join(text.split())

@@ -130,6 +130,23 @@ def test_a_question_file_cannot_go_into_a_dataset_of_another_kind(alice, org):
     ]
 
 
+def test_a_question_format_from_main_imports_through_the_page(alice, org):
+    """HumanEval's own file (gzipped, as published) through the same page and the same parser."""
+    data = (SAMPLE.parents[1] / "humaneval" / "HumanEval.jsonl.gz").read_bytes()
+    client = client_for(alice)
+
+    upload(client, data, name="HumanEval.jsonl.gz", format="humaneval", dataset="HumanEval")
+
+    upload_row = the_upload()
+    assert upload_row.status == UploadStatus.READY, upload_row.preview["problems"]
+    assert upload_row.preview["kind"] == "code_exec" and upload_row.lines_total == 0  # no lines in gzip bytes
+    page = client.get(reverse("experiments:upload", args=[upload_row.code])).content.decode()
+    assert "<td>HumanEval/0</td>" in page and "<th>entry_point</th>" in page
+    client.post(reverse("experiments:upload_confirm", args=[upload_row.code]))
+    dataset = Dataset.objects.get(org=org, name="HumanEval")
+    assert dataset.kind == "code_exec" and dataset.tasks.count() == upload_row.preview["tasks"] > 0
+
+
 def test_confirming_imports_the_whole_file(alice, org):
     client = client_for(alice)
     upload(client, LINES)

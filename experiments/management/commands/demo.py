@@ -18,7 +18,12 @@ from rq.worker import BaseWorker
 
 from evaluation.models import Verdict, VerdictStatus
 from experiments.actions import do_start_run, runnable_tasks
-from experiments.demo import load_demo_evaluator, load_demo_experiment, load_repository_experiment
+from experiments.demo import (
+    load_code_experiment,
+    load_demo_evaluator,
+    load_demo_experiment,
+    load_repository_experiment,
+)
 from experiments.management.commands._helpers import sweep_forever, wait_for_run
 from experiments.models import AttemptStatus, Run, RunStatus
 from experiments.reporting import run_board_text, run_evaluator_scores
@@ -54,7 +59,11 @@ class Command(BaseCommand):
     def run_demo(self, no_serve: bool, addr: str) -> None:
         org, user = self.demo_org()
         load_demo_evaluator()
-        experiments = [load_demo_experiment(org, user), load_repository_experiment(org, user)]
+        experiments = [
+            load_demo_experiment(org, user),
+            load_repository_experiment(org, user),
+            load_code_experiment(org, user),
+        ]
         for experiment in experiments:
             self.run_experiment(experiment, user)
         if no_serve:
@@ -86,6 +95,8 @@ class Command(BaseCommand):
 
 def wait_for_verdicts(run: Run, timeout_s: float = 120) -> Run:
     """The evaluator judges after the attempts are recorded: give it time to finish."""
+    if run.evaluator_profile_id is None:
+        return run  # a kind the evaluator does not review: nothing to wait for
     deadline = time.monotonic() + timeout_s
     answered = run.attempts.filter(status=AttemptStatus.COMPLETED).count()
     while time.monotonic() < deadline:
@@ -98,6 +109,8 @@ def wait_for_verdicts(run: Run, timeout_s: float = 120) -> Run:
 
 def evaluator_summary(run: Run) -> str:
     rows = run_evaluator_scores(run)
+    if run.evaluator_profile_id is None and not rows:
+        return "Not judged by the evaluator: its workload is scored by rules alone.\n"
     if not rows:
         return "No evaluator profile is active: attempts were not judged.\n"
     lines = [f"Evaluator scores ({rows[0].profile}):"]
