@@ -169,6 +169,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     assert process.stdout is not None
     _read_to_end(process.stdout.fileno(), output)  # every writer is gone now: no waiting on a daemon
     process.stdout.close()
+    if process.stdin:  # still open when the command ended before taking all of its input
+        process.stdin.close()
     return {"returncode": process.returncode, "output": output.text(), "timed_out": not in_time}
 
 

@@ -93,6 +93,17 @@ def test_each_command_keeps_limits_of_its_own(checkout):
     assert long.output.split() == ["105"]
 
 
+def test_a_commands_input_reaches_it_whole_or_waits_for_nothing(checkout):
+    """A patch far larger than a pipe holds: read whole by one command, ignored by another."""
+    patch = "x" * 3_000_000
+    with sandbox_session(checkout) as box:
+        counted = box.run(["wc", "-c"], 10, stdin=patch)
+        started = time.monotonic()
+        ignored = box.run(["true"], 10, stdin=patch)
+    assert counted.output.strip() == "3000000"
+    assert (ignored.returncode, ignored.timed_out) == (0, False) and time.monotonic() - started < 5
+
+
 def test_a_command_that_times_out_loses_its_whole_tree_and_the_next_one_runs(checkout):
     with sandbox_session(checkout) as box:
         started = time.monotonic()
