@@ -5,10 +5,10 @@ killed on expiry), CPU-time and address-space rlimits, and, where the machine al
 
 - no network and no view of other processes: ``unshare`` puts it in fresh network, PID and
   mount namespaces (only a loopback that is down; its own ``/proc``, so it cannot read the
-  worker's environment through ``/proc/<pid>/environ``); when the namespace's first process
-  dies the kernel kills every process left in it, including ones that called ``setsid``;
-- a process limit: a ``pids`` cgroup per command (a fork bomb gets EAGAIN, and the machine
-  keeps its PIDs). Without a writable cgroup, RLIMIT_NPROC, which does not bind root.
+  worker's environment through ``/proc/<pid>/environ``); nothing it started outlives it,
+  not even a process that called ``setsid``;
+- a process limit: a ``pids`` cgroup (a fork bomb gets EAGAIN, and the machine keeps its
+  PIDs). Without a writable cgroup, RLIMIT_NPROC, which does not bind root.
 
 - where the worker is root and namespaces work: a user of its own. Each validation gets a
   uid no other process has, owns its checkout and nothing else (so it cannot write the
@@ -17,6 +17,14 @@ killed on expiry), CPU-time and address-space rlimits, and, where the machine al
   ``VAR_DIR`` (database, embedded Redis socket, repository cache), the worker's home and
   ``/run`` (the Postgres socket). The interpreter's own directory is put back if it was
   under one of them.
+
+Where namespaces work, a validation's sandbox (namespaces, mounts, pids cgroup, uid) is set
+up once, by ``sandbox_session``, and a server inside it (evaluation/sandbox_server.py, the
+namespace's PID 1) runs the validation's commands one after another, each with its own
+limits, and kills whatever a command leaves behind before it answers: setting a sandbox up
+costs about 35 ms, six times per validation when each command had its own. The pids cgroup
+is then the validation's, not each command's. Elsewhere, and for a ``Box`` made without a
+session, each command is sandboxed on its own (``run_limited``).
 
 What it does not provide (a container does; see the README): a private filesystem beyond
 that. The code can read whatever is world-readable, and without a separate user (a worker
@@ -27,23 +35,29 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import random
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+
+from evaluation.sandbox_server import BoundedOutput, exited_within
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +97,13 @@ class Isolation:
         network = "no network (namespaces)" if self.namespaces else "network NOT isolated (unshare unavailable)"
         processes = "pids cgroup" if self.pids_cgroup else f"RLIMIT_NPROC ({self.pids_cgroup_problem})"
         user = "a user of its own" if self.separate_user else "the worker's user"
-        return f"sandbox: {network}; process limit by {processes}; runs as {user}"
+        each = "validation" if self.sessions else "command"
+        return f"sandbox: {network}; process limit by {processes}; runs as {user}; one sandbox per {each}"
+
+    @property
+    def sessions(self) -> bool:
+        """One sandbox per validation (``sandbox_session``): it needs a PID namespace."""
+        return self.namespaces and settings.PRBENCH_SANDBOX_SESSIONS
 
 
 @functools.cache
@@ -171,15 +191,20 @@ CHECKOUT_MARK = "<checkout>"
 
 @dataclass(frozen=True)
 class Box:
-    """One validation's directory, and the user its commands run as."""
+    """One validation's directory, the user its commands run as and, where there is one,
+    the sandbox session they run in (else each command is sandboxed on its own)."""
 
     workdir: str
     uid: int | None = None
+    session: SandboxSession | None = None
 
     def run(
         self, command: list[str], timeout_s: float, stdin: str | None = None, output_limit: int = LOG_LIMIT
     ) -> Finished:
-        finished = run_limited(command, self.workdir, timeout_s, stdin, self.uid, output_limit)
+        if self.session:
+            finished = self.session.run(command, timeout_s, stdin, output_limit)
+        else:
+            finished = run_limited(command, self.workdir, timeout_s, stdin, self.uid, output_limit)
         root = self.workdir.rstrip("/")
         if len(root) < 2:
             return finished
@@ -187,11 +212,188 @@ class Box:
         return replace(finished, output=finished.output.replace(root, CHECKOUT_MARK))
 
 
-def box_for(root: Path) -> Box:
-    """Hand ``root`` over to a fresh sandbox user (where there is one) and box it."""
+@contextlib.contextmanager
+def sandbox_session(root: Path) -> Iterator[Box]:
+    """A box for one validation's commands in ``root``, handed over to a fresh sandbox user
+    (where there is one). Where namespaces work, one sandbox for all of its commands, set
+    up here and torn down (with anything still running in it) on the way out."""
     uid = sandbox_user()
     hand_over(root, uid)
-    return Box(str(root), uid)
+    found = isolation()
+    if not found.sessions:
+        yield Box(str(root), uid)
+        return
+    with _process_group_limit(found.pids_cgroup) as cgroup, _stash(uid) as stash:
+        session = SandboxSession.start(str(root), uid, cgroup, stash)
+        try:
+            yield Box(str(root), uid, session)
+        finally:
+            session.close()
+
+
+class SandboxFailed(RuntimeError):
+    """The sandbox itself failed: its command server died, or stopped answering. The
+    harness's failure, not the code's under test; the session's later commands fail too."""
+
+
+# How long past a command's own limit its answer may take (the server kills the command's
+# tree, then reaps it) before the session is given up for dead; and how long setting the
+# sandbox up may take.
+SERVER_GRACE_S = 30.0
+SERVER_START_S = 30.0
+DIAGNOSTICS_LIMIT = 4000  # of what the sandbox writes to stderr (a mount that failed, a traceback)
+ANSWER_KEYS = {"returncode", "output", "timed_out"}
+
+
+class SandboxSession:
+    """One validation's sandbox: namespaces, mounts, pids cgroup and uid set up once, and a
+    command server inside it (evaluation/sandbox_server.py) that runs its commands in turn.
+    Used by one thread at a time, as a validation is."""
+
+    def __init__(self, process: subprocess.Popen, workdir: str, uid: int | None, cgroup: Path | None) -> None:
+        self.process = process
+        self.workdir, self.uid, self.cgroup = workdir, uid, cgroup
+        self.failure = ""  # why the session was given up, once it was
+        self._answers = bytearray()
+        self._requests = 0
+        self._diagnostics = BoundedOutput(DIAGNOSTICS_LIMIT)
+        self._diagnostics_reader = threading.Thread(target=self._diagnostics.drain, args=(process.stderr,), daemon=True)
+        self._diagnostics_reader.start()
+
+    @classmethod
+    def start(cls, workdir: str, uid: int | None, cgroup: Path | None, stash: str) -> SandboxSession:
+        server = [sys.executable, "-I", "-S", "-c", _server_source()]
+        limits = _limits(None, cgroup is not None, uid)  # no CPU limit: the server sets one per command
+        process = subprocess.Popen(
+            _wrapped(server, isolation(), uid, stash),
+            cwd=workdir,
+            env=scrubbed_environment(workdir),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=functools.partial(_enter_limits, cgroup, limits),
+        )
+        assert process.stdin is not None
+        os.set_blocking(process.stdin.fileno(), False)
+        session = cls(process, workdir, uid, cgroup)
+        ready = session._exchange(None, time.monotonic() + SERVER_START_S)
+        if not ready.get("ready"):
+            raise session._given_up(f"the sandbox did not start: it said {ready!r}")
+        return session
+
+    def run(self, command: list[str], timeout_s: float, stdin: str | None, output_limit: int) -> Finished:
+        _check_program(command[0], self.workdir)
+        if self.failure:
+            raise SandboxFailed(f"this validation's sandbox failed earlier: {self.failure}")
+        self._requests += 1
+        request = {
+            "id": self._requests,
+            "command": command,
+            "cwd": self.workdir,
+            "env": scrubbed_environment(self.workdir),
+            "timeout_s": timeout_s,
+            "stdin": stdin,
+            "output_limit": output_limit,
+            "limits": _limits(int(timeout_s) + 5, self.cgroup is not None, self.uid),
+        }
+        answer = self._exchange(request, time.monotonic() + timeout_s + SERVER_GRACE_S)
+        if answer.get("id") != self._requests or not answer.keys() >= ANSWER_KEYS:
+            raise self._given_up(f"the sandbox's command server answered {answer!r}")
+        return Finished(answer["returncode"], answer["output"], answer["timed_out"])
+
+    def close(self) -> None:
+        """End the session: the server ends when its requests do, and its namespace (with
+        anything left in it) with it."""
+        if not self.failure:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            exited_within(self.process, 5)
+        self._kill()  # nothing to do, unless the server would not end
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        self._diagnostics_reader.join(timeout=2)
+
+    def _exchange(self, request: dict[str, Any] | None, deadline: float) -> dict[str, Any]:
+        """Send ``request`` (if any) and read the server's next line, before the deadline."""
+        try:
+            if request is not None:
+                self._send(request, deadline)
+            return self._receive(deadline)
+        except SandboxFailed as exc:
+            raise self._given_up(str(exc)) from None
+        except BaseException:  # interrupted mid-command: the server's next answer would be this one's
+            self._given_up("interrupted")
+            raise
+
+    def _send(self, request: dict[str, Any], deadline: float) -> None:
+        assert self.process.stdin is not None
+        fd = self.process.stdin.fileno()
+        pending = memoryview(json.dumps(request).encode() + b"\n")
+        while pending:
+            if not _ready(fd, select.POLLOUT, deadline):
+                raise SandboxFailed("the sandbox's command server took no request in time")
+            try:
+                pending = pending[os.write(fd, pending) :]
+            except BrokenPipeError:
+                raise SandboxFailed("the sandbox's command server is gone") from None
+            except BlockingIOError:
+                continue
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        searched = 0
+        while (end := self._answers.find(b"\n", searched)) < 0:
+            searched = len(self._answers)
+            if not _ready(fd, select.POLLIN, deadline):
+                raise SandboxFailed("the sandbox's command server gave no answer in time")
+            if not (chunk := os.read(fd, 1024**2)):
+                raise SandboxFailed("the sandbox's command server died")
+            self._answers += chunk
+        line = bytes(self._answers[:end])
+        del self._answers[: end + 1]
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise SandboxFailed(f"the sandbox's command server wrote {line[:200]!r}")
+        return answer
+
+    def _given_up(self, reason: str) -> SandboxFailed:
+        """Kill the session for good and say why: its later commands fail at once."""
+        self._kill()
+        self._diagnostics_reader.join(timeout=2)
+        said = self._diagnostics.text().strip()
+        self.failure = reason + (f"; it wrote: {said}" if said else "")
+        logger.warning("validation sandbox given up: %s", self.failure)
+        return SandboxFailed(self.failure)
+
+    def _kill(self) -> None:
+        if self.process.poll() is None:  # once reaped, its pid (and group) may be another's
+            with contextlib.suppress(ProcessLookupError):
+                # unshare and the server (its group): the namespace dies with the server.
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        if self.cgroup:
+            _kill_cgroup(self.cgroup)
+
+
+def _ready(fd: int, event: int, deadline: float) -> bool:
+    """Whether ``fd`` is ready for ``event`` before the deadline (poll: any fd number)."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return False
+    poller = select.poll()
+    poller.register(fd, event)
+    return bool(poller.poll(remaining * 1000))
+
+
+@functools.cache
+def _server_source() -> str:
+    # Passed as text (python -c): the project's directory may be hidden in the sandbox.
+    return Path(__file__).with_name("sandbox_server.py").read_text()
 
 
 def run_limited(
@@ -202,16 +404,14 @@ def run_limited(
     uid: int | None = None,
     output_limit: int = LOG_LIMIT,
 ) -> Finished:
-    """Run ``command`` in ``cwd`` inside the sandbox, as ``uid`` when given (see
+    """Run ``command`` in ``cwd`` in a sandbox of its own, as ``uid`` when given (see
     ``sandbox_user``; ``cwd`` must be handed over to it); its output is kept to about
     ``output_limit`` characters, head and tail."""
     _check_program(command[0], cwd)
     found = isolation()
-    # Only a command that changes user needs somewhere to set kept directories aside.
-    keep = tempfile.TemporaryDirectory(prefix="prbench-keep-") if uid is not None else contextlib.nullcontext("")
-    with _process_group_limit(found.pids_cgroup) as cgroup, keep as stash:
+    with _process_group_limit(found.pids_cgroup) as cgroup, _stash(uid) as stash:
         wrapped = _wrapped(command, found, uid, stash)
-        cpu = int(timeout_s) + 5
+        limits = _limits(int(timeout_s) + 5, cgroup is not None, uid)
         process = subprocess.Popen(
             wrapped,
             cwd=cwd,
@@ -220,7 +420,7 @@ def run_limited(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # so a timeout kills the tests' children too
-            preexec_fn=functools.partial(_enter_limits, cpu, cgroup, uid),
+            preexec_fn=functools.partial(_enter_limits, cgroup, limits),
         )
         output = BoundedOutput(output_limit)
         reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
@@ -229,11 +429,8 @@ def run_limited(
             with contextlib.suppress(BrokenPipeError):
                 process.stdin.write(stdin.encode())
             process.stdin.close()
-        timed_out = False
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = not exited_within(process, timeout_s)
+        if timed_out:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -241,6 +438,13 @@ def run_limited(
             _kill_cgroup(cgroup)  # whatever escaped the process group (setsid, double fork)
         reader.join(timeout=10)
     return Finished(process.returncode, output.text(), timed_out=timed_out)
+
+
+def _stash(uid: int | None) -> contextlib.AbstractContextManager[str]:
+    """Where ENTER_SANDBOX sets kept directories aside: only a sandbox that changes user needs it."""
+    if uid is None:
+        return contextlib.nullcontext("")
+    return tempfile.TemporaryDirectory(prefix="prbench-keep-")
 
 
 def _wrapped(command: list[str], found: Isolation, uid: int | None, stash: str) -> list[str]:
@@ -277,19 +481,25 @@ def _check_program(program: str, cwd: str) -> None:
         raise FileNotFoundError(f"the program {program!r} was not found")
 
 
-def _enter_limits(cpu_seconds: int, cgroup: Path | None, uid: int | None) -> None:
+def _limits(cpu_seconds: int | None, has_cgroup: bool, uid: int | None) -> dict[str, int]:
+    """The rlimits of a sandboxed command (by resource name): no CPU limit for a session's
+    server, which gives each of its commands one."""
+    limits = {"RLIMIT_FSIZE": FILE_SIZE_LIMIT, "RLIMIT_AS": settings.PRBENCH_SANDBOX_MEMORY_BYTES}
+    if cpu_seconds is not None:
+        limits["RLIMIT_CPU"] = cpu_seconds
+    if uid is not None or not has_cgroup:
+        # Counted per user, so only for the sandbox's own uid (a worker's user may run
+        # more than this elsewhere), or where nothing else limits processes.
+        limits["RLIMIT_NPROC"] = settings.PRBENCH_SANDBOX_MAX_PROCESSES
+    return limits
+
+
+def _enter_limits(cgroup: Path | None, limits: dict[str, int]) -> None:
     """In the child, before exec: the limits every process it starts inherits."""
     if cgroup:
         (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-    if uid is not None or cgroup is None:
-        # Counted per user, so only for the sandbox's own uid (a worker's user may run
-        # more than this elsewhere), or where nothing else limits processes.
-        nproc = settings.PRBENCH_SANDBOX_MAX_PROCESSES
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-    memory = settings.PRBENCH_SANDBOX_MEMORY_BYTES
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
 
 
 @contextlib.contextmanager
@@ -325,37 +535,6 @@ def _kill_cgroup(cgroup: Path) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         threading.Event().wait(0.02)
-
-
-class BoundedOutput:
-    """Keeps the head and the tail of a process's output in bounded memory: a test that
-    floods stdout must not take the worker down with it."""
-
-    def __init__(self, limit: int = LOG_LIMIT) -> None:
-        self.buffer = bytearray()
-        self.dropped = 0
-        self.limit = limit
-
-    def drain(self, pipe: Any) -> None:
-        while chunk := pipe.read1(65536):
-            self.buffer += chunk
-            if len(self.buffer) > 4 * self.limit:
-                self._trim()
-        if self.dropped:
-            self._trim()
-        pipe.close()
-
-    def _trim(self) -> None:
-        half = self.limit // 2 - 200  # room for the marker, so truncate() leaves it alone
-        self.dropped += len(self.buffer) - 2 * half
-        self.buffer = self.buffer[:half] + self.buffer[-half:]
-
-    def text(self) -> str:
-        text = self.buffer.decode(errors="replace")
-        if not self.dropped:
-            return text
-        half = len(text) // 2
-        return f"{text[:half]}\n… [{self.dropped} bytes of output dropped] …\n{text[half:]}"
 
 
 # BoundedOutput's note, which truncate() must not cut away unsaid: a test log is kept far

@@ -2,8 +2,9 @@
 
 A self-contained task's files are written to a temporary directory; a task on a real
 repository gets a fresh checkout of its base commit (evaluation/repositories.py). Then:
-the model's patch (vetted first), the task's test patch, build, lint, and the tests, each
-command run by evaluation/sandbox.py.
+the model's patch (vetted first), the task's test patch, build, lint, and the tests, every
+command in the validation's one sandbox (evaluation/sandbox.py). A sandbox that fails
+itself raises SandboxFailed: the harness's failure, not the patch's.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from evaluation.patches import (
     patch_paths,
 )
 from evaluation.repositories import checkout
-from evaluation.sandbox import LOG_LIMIT, Box, Finished, box_for, hand_over, truncate
+from evaluation.sandbox import LOG_LIMIT, Box, Finished, hand_over, sandbox_session, truncate
 from evaluation.test_results import TestOutcome, maintained_ids, parse_junit, parse_test_log, passing_ids
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
@@ -167,8 +168,7 @@ def validate_in(
         check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch), rule=plan.harness_rule)
     except PatchRejected as exc:
         return result(ValidationStatus.REJECTED, str(exc))
-    with workspace as root:
-        box = box_for(root)
+    with workspace as root, sandbox_session(root) as box:
         findings_before = _lint_findings(changed_python_files(patch, root), box)
         method, refusal = apply_like_the_harness(box, patch)
         if not method:
@@ -243,8 +243,7 @@ class TestRun:
 
 def run_tests_with(clone: Path, commit: str, patches: list[str], command: list[str], timeout_s: float) -> TestRun:
     """Check out ``commit``, apply ``patches`` in order, run the tests."""
-    with checkout(clone, commit) as root:
-        box = box_for(root)
+    with checkout(clone, commit) as root, sandbox_session(root) as box:
         for patch in filter(str.strip, patches):
             applied = box.run(APPLY_COMMAND, 30, stdin=patch)
             if applied.returncode != 0:

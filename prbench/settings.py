@@ -231,6 +231,9 @@ PRBENCH_CODE_EXEC_TIMEOUT_SECONDS = envint("PRBENCH_CODE_EXEC_TIMEOUT_SECONDS", 
 # The sandbox every validation runs in (evaluation/sandbox.py): namespaces (no network, own
 # /proc) when unshare works here, a process limit, an address-space limit.
 PRBENCH_SANDBOX_NAMESPACES = envbool("PRBENCH_SANDBOX_NAMESPACES", "True")
+# With namespaces, one sandbox per validation, whose commands a server inside it runs (each
+# with its own limits); False: a sandbox per command, which costs ~35 ms more per command.
+PRBENCH_SANDBOX_SESSIONS = envbool("PRBENCH_SANDBOX_SESSIONS", "True")
 PRBENCH_SANDBOX_MAX_PROCESSES = envint("PRBENCH_SANDBOX_MAX_PROCESSES", "512")
 PRBENCH_SANDBOX_MEMORY_BYTES = envint("PRBENCH_SANDBOX_MEMORY_BYTES", str(2 * 1024**3))
 # Boards flag an arm with fewer scored tasks than this: its interval is too wide to rank on.

@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluation.sandbox import box_for
+from evaluation.sandbox import SandboxFailed, sandbox_session
 from evaluation.validation import ValidationStatus
 from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
 from prbench.inputs import storable_problem
@@ -219,11 +219,11 @@ def run_program(program: str, timeout_s: float) -> Ran:
         try:
             with tempfile.TemporaryDirectory(prefix="prbench-code-") as workdir:
                 Path(workdir, PROGRAM).write_text(program, encoding="utf-8")
-                box = box_for(Path(workdir))
-                started = time.monotonic()
-                finished = box.run([sys.executable, "-I", "-c", RUNNER], timeout_s, stdin=token + "\n")
-                duration_ms = round((time.monotonic() - started) * 1000)
-        except OSError as exc:
+                with sandbox_session(Path(workdir)) as box:
+                    started = time.monotonic()
+                    finished = box.run([sys.executable, "-I", "-c", RUNNER], timeout_s, stdin=token + "\n")
+                    duration_ms = round((time.monotonic() - started) * 1000)
+        except (OSError, SandboxFailed) as exc:
             return Ran(SANDBOX_FAILED, problem=f"{type(exc).__name__}: {exc}", timeout_s=timeout_s)
     output = finished.output
     if STARTED not in output:

@@ -31,6 +31,13 @@ def clone(tmp_path, settings):
     return ensure_commit("local/textkit", str(repo), head), head
 
 
+@pytest.fixture(params=["one sandbox per validation", "one sandbox per command"])
+def each_sandbox(request, settings):
+    """Containment holds both where a validation's commands share a sandbox and where each
+    command has its own (a machine without namespaces, or sessions switched off)."""
+    settings.PRBENCH_SANDBOX_SESSIONS = request.param == "one sandbox per validation"
+
+
 def validate(clone, patch, timeout_s=60, **plan):
     path, commit = clone
     return validate_in_repository(path, commit, patch, TestPlan(list(DEFAULT_TEST_COMMAND), **plan), timeout_s)
@@ -107,6 +114,7 @@ def process_with_a_secret():
     process.wait()
 
 
+@pytest.mark.usefixtures("each_sandbox")
 def test_code_under_test_sees_no_secret_of_the_worker(clone, monkeypatch, process_with_a_secret):
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     monkeypatch.setenv("DATABASE_URL", f"postgres://user:{CANARY}@db/prbench")
@@ -149,6 +157,7 @@ def listener():
     server.close()
 
 
+@pytest.mark.usefixtures("each_sandbox")
 def test_code_under_test_cannot_reach_the_network(clone, listener):
     if not isolation().namespaces:
         pytest.skip("unshare is unavailable here, so the sandbox cannot take the network away")
@@ -190,6 +199,7 @@ def sandbox_leftovers(directory: Path) -> list[str]:
     return found
 
 
+@pytest.mark.usefixtures("each_sandbox")
 def test_a_fork_bomb_is_contained(clone, own_tmp):
     if not isolation().pids_cgroup and os.geteuid() == 0:
         reason = isolation().pids_cgroup_problem
@@ -213,11 +223,31 @@ while True:
     assert subprocess.run(["true"]).returncode == 0  # the machine can still start processes
 
 
+@pytest.mark.usefixtures("each_sandbox")
 def test_an_infinite_loop_times_out(clone, own_tmp):
     started = time.monotonic()
     result = validate(clone, replacing_words_module("while True:\n    pass"), timeout_s=3)
     assert result.status == ValidationStatus.TIMED_OUT
     assert time.monotonic() - started < 20
+    assert sandbox_leftovers(own_tmp) == []
+
+
+@pytest.mark.usefixtures("each_sandbox")
+def test_code_under_test_that_kills_its_parent_and_everything_else_is_contained(clone, own_tmp):
+    """The tests go on, the validation gets its verdict, and nothing is left running."""
+    killer = """
+import os
+import signal
+import subprocess
+for _target in (os.getppid(), -1):
+    try:
+        os.kill(_target, signal.SIGKILL)
+    except OSError:
+        pass
+subprocess.Popen(["sleep", "300"], start_new_session=True)  # and then a daemon, to outlive the tests
+"""
+    result = validate(clone, replacing_words_module(killer))
+    assert result.status == ValidationStatus.PASSED, result.log
     assert sandbox_leftovers(own_tmp) == []
 
 
@@ -240,6 +270,7 @@ def needs_a_separate_user():
         pytest.skip("the worker is not root here, so sandboxed commands keep its user")
 
 
+@pytest.mark.usefixtures("each_sandbox")
 def test_code_under_test_cannot_write_the_cache_the_project_or_its_cgroup(clone, settings):
     needs_a_separate_user()
     cache = Path(settings.PRBENCH_REPO_CACHE_DIR)
@@ -265,6 +296,7 @@ raise RuntimeError(" | ".join(_results) + f" as uid {{os.getuid()}}")
     assert not (settings.BASE_DIR / "pwned.py").exists()
 
 
+@pytest.mark.usefixtures("each_sandbox")
 def test_the_workers_sockets_are_hidden(clone, settings):
     """A Unix socket in the var directory (the embedded Redis's), even one anybody may use."""
     needs_a_separate_user()
