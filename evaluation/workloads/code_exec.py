@@ -227,9 +227,10 @@ def run_program(program: str, timeout_s: float) -> Ran:
             return Ran(SANDBOX_FAILED, problem=f"{type(exc).__name__}: {exc}", timeout_s=timeout_s)
     output = finished.output
     if STARTED not in output:
-        return Ran(
-            SANDBOX_FAILED, finished.returncode, _tail(output), duration_ms, timeout_s, "the program never started"
-        )
+        # Say why when the sandbox did ("sandbox: failed to execute ...: No such file or directory").
+        why = output.strip().splitlines()[-1][:300] if output.strip() else ""
+        problem = f"the program never started: {why}" if why else "the program never started"
+        return Ran(SANDBOX_FAILED, finished.returncode, _tail(output), duration_ms, timeout_s, problem)
     if finished.timed_out:
         outcome = TIMED_OUT
     elif finished.returncode != 0:
