@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
+from evaluation.sandbox import SandboxFailed
 from evaluation.test_results import passing_ids
 from evaluation.validation import ValidationResult, run_tests_with
 from experiments.models import Dataset, GoldStatus, TaskInstance
@@ -50,6 +51,14 @@ def check_gold(tasks: QuerySet[TaskInstance], runs: int, empty: bool) -> Iterato
 
 
 def judge_gold(task: TaskInstance, runs: int, empty: bool) -> GoldFinding:
+    try:
+        return _judge_gold(task, runs, empty)
+    except SandboxFailed as exc:
+        # The harness failed, not the gold patch: checked again next time, like a timeout.
+        return GoldFinding(task, GoldStatus.ERROR, f"the sandbox failed: {exc}")
+
+
+def _judge_gold(task: TaskInstance, runs: int, empty: bool) -> GoldFinding:
     try:
         results = [validate_task(task, task.gold_patch) for _ in range(runs)]
     except RepositoryUnavailable as exc:

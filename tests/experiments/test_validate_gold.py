@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError
 from django.urls import reverse
 
+from evaluation.sandbox import isolation
 from evaluation.testbed import build_testbed
 from experiments.demo import shared_scratch
 from experiments.models import Dataset, GoldStatus
@@ -104,3 +105,19 @@ def test_bad_options_are_refused_by_name(org, mined):
     with pytest.raises(CommandError, match="organisation 'acme' has no dataset 'nope'"):
         run_command("validate_gold", "--org", org.slug, "--dataset", "nope")
     assert not mined.tasks.exclude(gold_status="").exists()
+
+
+def test_a_sandbox_that_fails_is_an_error_checked_again_not_a_verdict_on_the_gold(org, mined, monkeypatch):
+    """The sandbox's command server cannot start (its interpreter is gone): the task is not
+    quarantined, its finding says the sandbox failed, and the next check tries it again."""
+    if not isolation().sessions:
+        pytest.skip("the sandbox runs one command at a time here: there is no server to fail")
+    with monkeypatch.context() as patched:
+        patched.setattr("sys.executable", "/nonexistent/python")
+        validate_gold(org, "--runs", "1")
+    tasks = mined.tasks.all()
+    assert {task.gold_status for task in tasks} == {GoldStatus.ERROR}
+    assert all("the sandbox failed" in task.gold_detail for task in tasks)
+    assert not tasks.filter(quarantined=True).exists()
+    validate_gold(org, "--runs", "1")
+    assert {task.gold_status for task in mined.tasks.all()} == {GoldStatus.RESOLVED}
