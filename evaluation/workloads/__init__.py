@@ -10,6 +10,8 @@ from evaluation.workloads.base import Workload
 
 WORKLOADS = {
     "pr_patch": "evaluation.workloads.pr_patch.PrPatch",
+    "qa_exact": "evaluation.workloads.qa_exact.QaExact",
+    "multiple_choice": "evaluation.workloads.multiple_choice.MultipleChoice",
 }
 
 

@@ -74,6 +74,9 @@ class Workload:
     judged_by_evaluator: ClassVar[bool] = False
     # The prompt an experiment on this kind starts from.
     default_prompt: ClassVar[str] = QUESTION
+    # The grading modes an experiment may choose (``grading``), the first the default; none
+    # for a kind graded one way.
+    grading_modes: ClassVar[tuple[str, ...]] = ()
 
     def payload_errors(self, payload: dict) -> list[str]:
         """What is missing or wrong in a task's ``payload``, each naming its field."""
