@@ -15,7 +15,13 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 # format name -> "module.parse"
-FORMATS: dict[str, str] = {}
+FORMATS: dict[str, str] = {
+    "jeopardy": "experiments.task_formats.jeopardy.parse",
+    "mmlu": "experiments.task_formats.mmlu.parse",
+    "truthfulqa": "experiments.task_formats.truthfulqa.parse",
+    "jsonl": "experiments.task_formats.generic.parse_jsonl",
+    "csv": "experiments.task_formats.generic.parse_csv",
+}
 
 
 @dataclass(frozen=True)

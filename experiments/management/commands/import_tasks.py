@@ -16,7 +16,7 @@ from experiments.imports import (
 )
 from experiments.management.commands._helpers import org_by_slug
 from experiments.swebench import TaskFileRejected, parse_swebench
-from experiments.task_formats import FormatOptions, format_names, parser_for
+from experiments.task_formats import FormatOptions, ParsedTask, format_names, parser_for
 from prbench.inputs import JSONL_LINE_MAX_BYTES, CheckedCommand
 
 
@@ -47,7 +47,11 @@ class Command(CheckedCommand):
             "{junit} where the JUnit report goes (e.g. '{python} -m pytest --junitxml={junit}')",
         )
         parser.add_argument("--build-command", help="the dataset's build command (default: byte-compile)")
-        parser.add_argument("file", help="the task file (SWE-bench JSONL: one task instance per line)")
+        parser.add_argument(
+            "file",
+            help="the task file (SWE-bench JSONL: one task instance per line); for the question formats, "
+            "a directory of them is read whole (MMLU's per-subject files)",
+        )
 
     def handle(self, *args, org, dataset, format, repo_source, test_command, build_command, file, **options):
         organisation = org_by_slug(org)
@@ -83,13 +87,9 @@ class Command(CheckedCommand):
 
     def _import_questions(self, organisation, dataset: str, format: str, path: Path, options: dict) -> None:
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
-        try:
             check_dataset_name(dataset)
             field_map = parse_field_map(options["map"])
-            tasks = parser_for(format)(path.name, data, FormatOptions(field_map, options["kind"]))
+            tasks = _parsed(format, path, FormatOptions(field_map, options["kind"]))
             report = do_import_questions(organisation, dataset, tasks, path.name)
         except TaskFileRejected as exc:
             raise CommandError(f"nothing imported: {path} has problems:\n  " + "\n  ".join(exc.problems)) from None
@@ -116,3 +116,41 @@ def _lines(path: Path):
             while not rest.endswith(b"\n") and (rest := handle.readline(1 << 20)):
                 bar.update(len(rest))
             yield line
+
+
+# What a directory's task files are named (MMLU ships one CSV per subject and split).
+TASK_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
+MAX_DIRECTORY_PROBLEMS = 60  # a few files' worth: each file stops at its own 20
+
+
+def _parsed(format: str, path: Path, options: FormatOptions) -> list[ParsedTask]:
+    """The file's tasks; for a directory, those of its task files in name order, all or
+    nothing: every file's problems are reported, and an id two files share is one of them."""
+    files = [path]
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in TASK_FILE_SUFFIXES)
+        if not files:
+            raise CommandError(f"nothing imported: {path} holds no {', '.join(TASK_FILE_SUFFIXES)} files")
+    tasks: list[ParsedTask] = []
+    problems: list[str] = []
+    seen: dict[str, str] = {}  # id -> where it first was
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise CommandError(f"nothing imported: {file}: cannot read: {exc.strerror}") from None
+        try:
+            parsed = parser_for(format)(file.name, data, options)
+        except TaskFileRejected as exc:
+            problems += exc.problems
+            continue
+        for task in parsed:
+            if task.external_id in seen:
+                problems.append(f"{file.name}:{task.line}: id {task.external_id!r} is also on {seen[task.external_id]}")
+            seen.setdefault(task.external_id, f"{file.name}:{task.line}")
+        tasks += parsed
+    if len(problems) > MAX_DIRECTORY_PROBLEMS:
+        problems = [*problems[:MAX_DIRECTORY_PROBLEMS], f"{path}: and {len(problems) - MAX_DIRECTORY_PROBLEMS} more"]
+    if problems:
+        raise TaskFileRejected(problems)
+    return tasks
