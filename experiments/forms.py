@@ -7,7 +7,15 @@ from django import forms
 from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
 
-from experiments.actions import SEED_LIMIT, ArmSpec, ExperimentSpec, parse_budget_usd, prompt_template_errors
+from evaluation.workloads import workload_for, workload_kinds
+from experiments.actions import (
+    SEED_LIMIT,
+    ArmSpec,
+    ExperimentSpec,
+    grading_problem,
+    parse_budget_usd,
+    prompt_template_errors,
+)
 from experiments.attempt_list import AttemptQuery
 from experiments.models import AttemptStatus, ContextMode, Dataset, Experiment, Run
 from experiments.replay import experiment_arm_problems
@@ -30,6 +38,10 @@ from providers.policy import arm_credential_problems
 from providers.registry import provider_names
 
 
+def all_grading_modes() -> list[str]:
+    return list(dict.fromkeys(mode for kind in workload_kinds() for mode in workload_for(kind).grading_modes))
+
+
 class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
@@ -46,6 +58,7 @@ class ExperimentForm(forms.ModelForm):
             "include_quarantined",
             "budget_usd",
             "response_cache",
+            "grading",
         ]
         labels = {
             "sample_seed": "Seed",
@@ -76,6 +89,20 @@ class ExperimentForm(forms.ModelForm):
 
     def clean_budget_usd(self) -> Decimal | None:
         return _budget_field(self.cleaned_data["budget_usd"])
+
+    # Every kind's modes; which of them the chosen dataset's kind takes is checked in clean().
+    grading = forms.ChoiceField(
+        required=False,
+        choices=[("", "the dataset kind's default"), *((mode, mode) for mode in all_grading_modes())],
+        help_text="Jeopardy-style questions: jeopardy (the default), strict, lenient or adaptive",
+    )
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        dataset = data.get("dataset")
+        if dataset is not None and (problem := grading_problem(dataset.kind, data.get("grading"))):
+            self.add_error("grading", f"This dataset's grading {problem}.")
+        return data
 
     def clean_context_mode(self) -> str:
         return self.cleaned_data["context_mode"] or ContextMode.ORACLE
@@ -297,6 +324,7 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         include_quarantined=data["include_quarantined"],
         budget_usd=data["budget_usd"],
         response_cache=data["response_cache"],
+        grading=data.get("grading") or "",
         arms=[
             ArmSpec(
                 f.cleaned_data["label"],
