@@ -3,7 +3,9 @@ expected answer and its aliases in the run's grading mode (answer_matching.py)."
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import json
 from typing import Any, ClassVar
 
@@ -58,11 +60,7 @@ class QaExact(Workload):
     def distractors(self, task: Any) -> tuple[str, ...]:
         """A few of ``WRONG_RESPONSES``, which ones by the task's id (so the same every time),
         none that any mode would take for one of the task's answers."""
-        expected = _expected(task)
-        start = int(hashlib.sha256(task.external_id.encode()).hexdigest()[:8], 16)
-        ordered = [WRONG_RESPONSES[(start + i) % len(WRONG_RESPONSES)] for i in range(len(WRONG_RESPONSES))]
-        wrong = [text for text in ordered if not any(grade(extract_response(text), expected, m).correct for m in MODES)]
-        return tuple(wrong[:DISTRACTORS])
+        return _distractors(task.external_id, tuple(_expected(task)))
 
     def evaluate(self, task: Any, output: str, context: Context) -> Evaluation:
         response = extract_response(output)
@@ -78,6 +76,20 @@ class QaExact(Workload):
             score=1.0 if verdict.correct else 0.0,
             artifacts=(ArtifactRow("answer", json.dumps(detail)),),
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _distractors(external_id: str, expected: tuple[str, ...]) -> tuple[str, ...]:
+    """Cached: every attempt's request asks again, and grading a dozen candidates in four
+    modes is most of a zero-latency attempt's cost."""
+    start = int(hashlib.sha256(external_id.encode()).hexdigest()[:8], 16)
+    ordered = (WRONG_RESPONSES[(start + i) % len(WRONG_RESPONSES)] for i in range(len(WRONG_RESPONSES)))
+    wrong = (text for text in ordered if not _right_in_any_mode(text, list(expected)))
+    return tuple(itertools.islice(wrong, DISTRACTORS))
+
+
+def _right_in_any_mode(output: str, expected: list[str]) -> bool:
+    return any(grade(extract_response(output), expected, mode).correct for mode in MODES)
 
 
 def _expected(task: Any) -> list[str]:
