@@ -470,7 +470,8 @@ class BatchRunner:
 
     def _claim_and_submit(self, pool: Executor, free: int) -> bool:
         """Take slots for up to ``free`` attempts, claim those that got one and start them;
-        returns whether any was claimed (if not, the job waits for running ones or a slot).
+        returns whether it got anywhere: claimed some, or found its candidates taken (if not,
+        the job waits for running ones or a slot).
 
         The slot comes before the claim: an attempt whose arm is at its concurrency limit
         stays queued, instead of taking a thread only to wait on it, so a hanging arm holds
