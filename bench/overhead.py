@@ -4,6 +4,7 @@ Runs on the set-up `make demo` uses (SQLite under a fresh temporary var dir, the
 Redis, two RQ SimpleWorker processes) unless DATABASE_URL / REDIS_URL say otherwise.
 
     .venv/bin/python bench/overhead.py [--attempts 1000] [--workers 2] [--validate]
+    .venv/bin/python bench/overhead.py --questions mmlu:tests/data/mmlu   # a question dataset, graded
 
 Targets (issue 2): at least 100 attempts/s, at most 10 ms per attempt above the bare call.
 """
@@ -26,6 +27,12 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--validate", action="store_true", help="also validate every patch (runs the task tests)")
+    parser.add_argument(
+        "--questions",
+        metavar="FORMAT:PATH",
+        help="time a question dataset imported with import_tasks instead of the demo's PR tasks "
+        "(e.g. mmlu:tests/data/mmlu, jeopardy:tests/data/qa/jeopardy_sample.tsv); its answers are graded",
+    )
     args = parser.parse_args()
 
     use_production_environment()
@@ -36,10 +43,22 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    return run_benchmark(args.attempts, args.workers, args.validate)
+    return run_benchmark(args.attempts, args.workers, args.validate, args.questions)
 
 
-def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
+def question_dataset(org, questions: str):
+    """The question file imported into a dataset of its own, as ``import_tasks`` imports it."""
+    from django.core.management import call_command
+
+    from experiments.models import Dataset
+
+    format, _, path = questions.partition(":")
+    name = f"bench {format} {time.time_ns()}"
+    call_command("import_tasks", "--org", org.slug, "--dataset", name, "--format", format, path, stdout=sys.stderr)
+    return Dataset.objects.get(org=org, name=name)
+
+
+def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | None = None) -> int:
     from django.conf import settings
 
     from experiments.actions import ArmSpec as ArmSpecInput
@@ -56,14 +75,14 @@ def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
 
     ensure_redis()
     org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
-    dataset = load_demo_dataset(org)
-    tasks = 10
+    dataset = question_dataset(org, questions) if questions else load_demo_dataset(org)
+    tasks = min(dataset.tasks.count(), attempts) if questions else 10
     config = {"mode": "oracle"}
     spec = ExperimentSpec(
         name=f"overhead {time.time_ns()}",
         dataset=dataset,
         sample_size=tasks,
-        repetitions=max(1, attempts // tasks),
+        repetitions=max(1, round(attempts / tasks)),
         arms=[ArmSpecInput("zero-latency", "mock", "mock-zero", config)],
     )
     experiment = do_save_experiment(org, spec)
@@ -72,10 +91,12 @@ def run_benchmark(attempts: int, workers: int, validate: bool) -> int:
     print(
         f"database={database} redis={'embedded' if settings.EMBEDDED_REDIS else 'REDIS_URL'} workers={workers} "
         f"attempts per job={settings.PRBENCH_ATTEMPTS_PER_JOB} validation={'on' if validate else 'off'}"
+        + (f" questions={dataset.kind} ({tasks} tasks, graded)" if questions else "")
     )
     try:
         started = time.perf_counter()
-        run = do_start_run(experiment, inference_only=not validate)
+        # A question's answer is graded by rule, at no cost worth skipping: timed as it runs.
+        run = do_start_run(experiment, inference_only=not (validate or questions))
         last = -1
         while True:
             progress = run_progress(run)

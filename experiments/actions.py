@@ -91,6 +91,7 @@ class ExperimentSpec:
     include_quarantined: bool = False
     budget_usd: Decimal | None = None
     response_cache: bool = False
+    grading: str = ""  # one of the dataset kind's grading modes; "": the kind's default
 
 
 class SpecError(ValidationError):
@@ -116,6 +117,7 @@ SPEC_FIELDS = {
     "include_quarantined",
     "budget_usd",
     "response_cache",
+    "grading",
     "arms",
 }
 ARM_FIELDS = {"label", "provider", "model_name", "credential", "config"}
@@ -157,6 +159,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     for flag in ("include_quarantined", "response_cache"):
         if not isinstance(raw.get(flag, False), bool):
             errors.append(f"{flag}: must be true or false")
+    if dataset is not None and (problem := grading_problem(dataset.kind, raw.get("grading"))):
+        errors.append(f"grading: {problem}")
     template = raw.get("prompt_template")
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
@@ -193,6 +197,7 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         include_quarantined=raw.get("include_quarantined", False),
         budget_usd=budget_usd,
         response_cache=raw.get("response_cache", False),
+        grading=raw.get("grading") or "",
     )
 
 
@@ -320,6 +325,25 @@ def arm_text_errors(arm: ArmSpec, where: str) -> list[str]:
     return errors
 
 
+def grading_problem(kind: str, grading: Any) -> str | None:
+    """Why ``grading`` is not a grading mode of the dataset's kind ("" and None: its default)."""
+    if grading in (None, ""):
+        return None
+    modes = workload_for(kind).grading_modes
+    if not modes:
+        return f"{kind} tasks are graded one way only; leave grading out"
+    if grading not in modes:
+        return f"must be one of {', '.join(modes)}"
+    return None
+
+
+def grading_mode(kind: str, chosen: str) -> str:
+    """The mode answers are graded in: the one chosen, else the kind's default ("" for a
+    kind graded one way)."""
+    modes = workload_for(kind).grading_modes
+    return chosen or (modes[0] if modes else "")
+
+
 def prompt_template_errors(template: Any) -> list[str]:
     if not isinstance(template, str) or not template.strip():
         return ["must be a non-empty string"]
@@ -400,6 +424,7 @@ def do_save_experiment(
     experiment.include_quarantined = spec.include_quarantined
     experiment.budget_usd = spec.budget_usd
     experiment.response_cache = spec.response_cache
+    experiment.grading = grading_mode(spec.dataset.kind, spec.grading)
     if spec.prompt_template is not None:
         experiment.prompt_template = spec.prompt_template
         experiment.prompt_builtin = spec.prompt_builtin
@@ -611,6 +636,8 @@ def _snapshot(experiment: Experiment) -> dict:
         "context_mode": experiment.context_mode,
         "include_quarantined": experiment.include_quarantined,
         "response_cache": experiment.response_cache,
+        # What the task's kind reads when it grades (evaluation.workloads.base.Context.grading).
+        "grading": _grading_settings(experiment),
         "arms": [
             {
                 "label": a.label,
@@ -622,6 +649,11 @@ def _snapshot(experiment: Experiment) -> dict:
             for a in experiment.arms.all()
         ],
     }
+
+
+def _grading_settings(experiment: Experiment) -> dict:
+    mode = grading_mode(experiment.dataset.kind, experiment.grading)
+    return {"grading": mode} if mode else {}
 
 
 def check_run_transition(run: Run, action: str) -> None:

@@ -7,6 +7,7 @@ from django import forms
 from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
 
+from evaluation.workloads import workload_for, workload_kinds
 from experiments.actions import (
     SEED_LIMIT,
     ArmSpec,
@@ -14,6 +15,7 @@ from experiments.actions import (
     builtin_prompt,
     check_prompt_choices,
     check_strata,
+    grading_problem,
     parse_budget_usd,
     prompt_template_errors,
 )
@@ -39,6 +41,10 @@ from providers.policy import arm_credential_problems
 from providers.registry import provider_names
 
 
+def all_grading_modes() -> list[str]:
+    return list(dict.fromkeys(mode for kind in workload_kinds() for mode in workload_for(kind).grading_modes))
+
+
 class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
@@ -60,6 +66,7 @@ class ExperimentForm(forms.ModelForm):
             "include_quarantined",
             "budget_usd",
             "response_cache",
+            "grading",
         ]
         labels = {
             "sample_seed": "Seed",
@@ -99,6 +106,13 @@ class ExperimentForm(forms.ModelForm):
     def clean_budget_usd(self) -> Decimal | None:
         return _budget_field(self.cleaned_data["budget_usd"])
 
+    # Every kind's modes; which of them the chosen dataset's kind takes is checked in clean().
+    grading = forms.ChoiceField(
+        required=False,
+        choices=[("", "the dataset kind's default"), *((mode, mode) for mode in all_grading_modes())],
+        help_text="Jeopardy-style questions: jeopardy (the default), strict, lenient or adaptive",
+    )
+
     def clean_context_mode(self) -> str:
         return self.cleaned_data["context_mode"] or ContextMode.ORACLE
 
@@ -133,7 +147,10 @@ class ExperimentForm(forms.ModelForm):
             for error in errors:
                 self.add_error("stratify_by" if error.startswith("stratify_by") else "allocation", error)
             data["stratify_by"], data["allocation"] = stratify_by, allocation
-        if data.get("dataset") is not None:
+        dataset = data.get("dataset")
+        if dataset is not None and (problem := grading_problem(dataset.kind, data.get("grading"))):
+            self.add_error("grading", f"This dataset's grading {problem}.")
+        if dataset is not None:
             self._clean_prompt_choices(data)
         return data
 
@@ -354,6 +371,7 @@ def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpe
         include_quarantined=data["include_quarantined"],
         budget_usd=data["budget_usd"],
         response_cache=data["response_cache"],
+        grading=data.get("grading") or "",
         arms=[
             ArmSpec(
                 f.cleaned_data["label"],

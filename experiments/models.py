@@ -232,6 +232,11 @@ class Experiment(models.Model):
         help_text="Reuse the organisation's stored answer to an identical temperature-0 request "
         "instead of calling the provider again (marked cached; left out of latency and cost)",
     )
+    # One of the dataset kind's grading modes (evaluation/workloads/), empty for a kind graded
+    # one way; a run keeps the mode it was graded in (config_snapshot["grading"]).
+    grading = models.CharField(
+        max_length=16, blank=True, help_text="How answers are graded (Jeopardy-style questions: jeopardy, strict, ...)"
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -376,8 +376,12 @@ class BatchRunner:
     def run(self, pool: Executor) -> int:
         """Returns how many attempts this job recorded."""
         try:
+            # Only those still queued: an earlier job of the run may have taken the rest
+            # (see _steal), and waiting for a slot to claim them would only idle this one.
             self.pending = dict(
-                Attempt.objects.filter(pk__in=self.attempt_ids).order_by("sequence").values_list("pk", "arm_id")
+                Attempt.objects.filter(pk__in=self.attempt_ids, status=AttemptStatus.QUEUED)
+                .order_by("sequence")
+                .values_list("pk", "arm_id")
             )
             while self._has_work():
                 free = self.threads - self.running
@@ -471,7 +475,8 @@ class BatchRunner:
 
     def _claim_and_submit(self, pool: Executor, free: int) -> bool:
         """Take slots for up to ``free`` attempts, claim those that got one and start them;
-        returns whether any was claimed (if not, the job waits for running ones or a slot).
+        returns whether it got anywhere: claimed some, or found its candidates taken (if not,
+        the job waits for running ones or a slot).
 
         The slot comes before the claim: an attempt whose arm is at its concurrency limit
         stays queued, instead of taking a thread only to wait on it, so a hanging arm holds
@@ -533,7 +538,8 @@ class BatchRunner:
         self.claimed[token] = [attempt.pk for attempt in attempts]
         if not attempts:
             self.run_drained = True  # paused, cancelled, or another worker got there first
-            return False
+            # They are off ``pending`` now: try the next at once rather than wait for a slot.
+            return True
         looked_up = self._look_up_cached(pool, attempts, arms)
         for attempt in attempts:
             arm = arms[attempt.arm_id]

@@ -12,6 +12,8 @@ WORKLOADS = {
     "pr_patch": "evaluation.workloads.pr_patch.PrPatch",
     "code_exec": "evaluation.workloads.code_exec.CodeExec",
     "free_text": "evaluation.workloads.free_text.FreeText",
+    "qa_exact": "evaluation.workloads.qa_exact.QaExact",
+    "multiple_choice": "evaluation.workloads.multiple_choice.MultipleChoice",
 }
 
 

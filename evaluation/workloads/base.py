@@ -109,6 +109,9 @@ class Workload:
     # version's text never changes: a new text is a new version, so a run's prompt is known
     # by its name as well as by its hash.
     builtin_prompts: ClassVar[dict[str, str]] = {}
+    # The grading modes an experiment may choose (``grading``), the first the default; none
+    # for a kind graded one way.
+    grading_modes: ClassVar[tuple[str, ...]] = ()
 
     def payload_errors(self, payload: dict) -> list[str]:
         """What is missing or wrong in a task's ``payload``, each naming its field."""

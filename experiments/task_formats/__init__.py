@@ -18,6 +18,11 @@ from django.utils.module_loading import import_string
 FORMATS: dict[str, str] = {
     "humaneval": "experiments.task_formats.humaneval.parse",
     "truthfulqa_gen": "experiments.task_formats.truthfulqa_gen.parse",
+    "jeopardy": "experiments.task_formats.jeopardy.parse",
+    "mmlu": "experiments.task_formats.mmlu.parse",
+    "truthfulqa": "experiments.task_formats.truthfulqa.parse",
+    "jsonl": "experiments.task_formats.generic.parse_jsonl",
+    "csv": "experiments.task_formats.generic.parse_csv",
 }
 
 

@@ -17,7 +17,7 @@ from experiments.imports import (
 )
 from experiments.management.commands._helpers import org_by_slug
 from experiments.swebench import TaskFileRejected
-from experiments.task_formats import FormatOptions, format_names
+from experiments.task_formats import FormatOptions, ParsedTask, format_names, parser_for
 from prbench.inputs import CheckedCommand
 
 
@@ -91,7 +91,12 @@ class Command(CheckedCommand):
                 self.stdout.write(f"  {instance_id}: {reason}")
 
     def _parse(self, spec: TaskFile, path: Path) -> Tasks:
-        """The file's tasks, with a progress bar: SWE-bench files run to tens of megabytes."""
+        """The file's tasks, with a progress bar: SWE-bench files run to tens of megabytes. A
+        directory (MMLU ships one CSV per subject and split) is read whole for question formats."""
+        if path.is_dir():
+            if spec.format == "swebench":
+                raise CommandError(f"nothing imported: {path} is a directory; give a SWE-bench file")
+            return _directory_tasks(spec.format, path, spec.options)
         try:
             size = path.stat().st_size
             handle = path.open("rb")
@@ -99,3 +104,39 @@ class Command(CheckedCommand):
             raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
         with handle, tqdm(total=size, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
             return parse_task_file(spec, handle, lambda lines, read: bar.update(read - bar.n))
+
+
+# What a directory's task files are named (MMLU ships one CSV per subject and split).
+TASK_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
+MAX_DIRECTORY_PROBLEMS = 60  # a few files' worth: each file stops at its own 20
+
+
+def _directory_tasks(format: str, path: Path, options: FormatOptions) -> list[ParsedTask]:
+    """The tasks of the directory's task files in name order, all or nothing: every file's
+    problems are reported, and an id two files share is one of them."""
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in TASK_FILE_SUFFIXES)
+    if not files:
+        raise CommandError(f"nothing imported: {path} holds no {', '.join(TASK_FILE_SUFFIXES)} files")
+    tasks: list[ParsedTask] = []
+    problems: list[str] = []
+    seen: dict[str, str] = {}  # id -> where it first was
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise CommandError(f"nothing imported: {file}: cannot read: {exc.strerror}") from None
+        try:
+            parsed = parser_for(format)(file.name, data, options)
+        except TaskFileRejected as exc:
+            problems += exc.problems
+            continue
+        for task in parsed:
+            if task.external_id in seen:
+                problems.append(f"{file.name}:{task.line}: id {task.external_id!r} is also on {seen[task.external_id]}")
+            seen.setdefault(task.external_id, f"{file.name}:{task.line}")
+        tasks += parsed
+    if len(problems) > MAX_DIRECTORY_PROBLEMS:
+        problems = [*problems[:MAX_DIRECTORY_PROBLEMS], f"{path}: and {len(problems) - MAX_DIRECTORY_PROBLEMS} more"]
+    if problems:
+        raise TaskFileRejected(problems)
+    return tasks

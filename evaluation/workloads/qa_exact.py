@@ -1,0 +1,104 @@
+"""Short-answer questions, Jeopardy style: a clue in, a response out, graded against the
+expected answer and its aliases in the run's grading mode (answer_matching.py)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+from typing import Any, ClassVar
+
+from evaluation.workloads.answer_matching import MODES, extract_response, grade
+from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
+
+ANSWER_MAX = 1000  # a response is a name or a phrase; a long one is a paste gone wrong
+ALIASES_MAX = 50
+DEFAULT_PROMPT = """This is a Jeopardy! clue. Give the correct response, phrased as a question.
+
+{{problem_statement}}
+
+End your reply with a line "Answer: What is ...?" (or "Who is ...?")."""
+
+# The mock's wrong responses: plausible quiz answers, each kept only where it is wrong in
+# every mode for the task at hand (see ``distractors``).
+WRONG_RESPONSES = (
+    "Who is Napoleon Bonaparte?",
+    "What is the Pacific Ocean?",
+    "What is Mount Kilimanjaro?",
+    "What is photosynthesis?",
+    "Who is William Shakespeare?",
+    "What is the Mississippi River?",
+    "Who is Marie Curie?",
+    "What is the Magna Carta?",
+    "Who is Ludwig van Beethoven?",
+    "What is Antarctica?",
+    "What is the Rosetta Stone?",
+    "Who is Cleopatra?",
+)
+DISTRACTORS = 3
+
+
+class QaExact(Workload):
+    kind = "qa_exact"
+    quality_metric = ("Accuracy", "answers correctly")
+    default_prompt = DEFAULT_PROMPT
+    grading_modes: ClassVar[tuple[str, ...]] = MODES
+
+    def payload_errors(self, payload: dict) -> list[str]:
+        errors = _answer_errors(payload.get("answer"), "answer")
+        aliases = payload.get("aliases", [])
+        if not isinstance(aliases, list) or len(aliases) > ALIASES_MAX:
+            errors.append(f"aliases: must be a list of at most {ALIASES_MAX} answers")
+        else:
+            errors += [e for i, alias in enumerate(aliases) for e in _answer_errors(alias, f"aliases[{i}]")]
+        return errors
+
+    def reference_output(self, task: Any) -> str:
+        return f"What is {' '.join(task.payload['answer'].split())}?"
+
+    def distractors(self, task: Any) -> tuple[str, ...]:
+        """A few of ``WRONG_RESPONSES``, which ones by the task's id (so the same every time),
+        none that any mode would take for one of the task's answers."""
+        return _distractors(task.external_id, tuple(_expected(task)))
+
+    def evaluate(self, task: Any, output: str, context: Context) -> Evaluation:
+        response = extract_response(output)
+        mode = context.grading.get("grading") or MODES[0]
+        if context.inference_only:  # an inference-only run records answers and grades none
+            detail = {"response": response, "mode": mode, "graded": False}
+            return Evaluation(response, None, None, artifacts=(ArtifactRow("answer", json.dumps(detail)),))
+        verdict = grade(response, _expected(task), mode)
+        detail = {"response": response, "expected": _expected(task), **verdict.as_dict()}
+        return Evaluation(
+            answer=response,
+            correct=verdict.correct,
+            score=1.0 if verdict.correct else 0.0,
+            artifacts=(ArtifactRow("answer", json.dumps(detail)),),
+        )
+
+
+@functools.lru_cache(maxsize=4096)
+def _distractors(external_id: str, expected: tuple[str, ...]) -> tuple[str, ...]:
+    """Cached: every attempt's request asks again, and grading a dozen candidates in four
+    modes is most of a zero-latency attempt's cost."""
+    start = int(hashlib.sha256(external_id.encode()).hexdigest()[:8], 16)
+    ordered = (WRONG_RESPONSES[(start + i) % len(WRONG_RESPONSES)] for i in range(len(WRONG_RESPONSES)))
+    wrong = (text for text in ordered if not _right_in_any_mode(text, list(expected)))
+    return tuple(itertools.islice(wrong, DISTRACTORS))
+
+
+def _right_in_any_mode(output: str, expected: list[str]) -> bool:
+    return any(grade(extract_response(output), expected, mode).correct for mode in MODES)
+
+
+def _expected(task: Any) -> list[str]:
+    return [task.payload["answer"], *task.payload.get("aliases", [])]
+
+
+def _answer_errors(value: Any, field: str) -> list[str]:
+    if not isinstance(value, str) or not any(c.isalnum() for c in value):
+        return [f"{field}: must be text with a letter or a digit in it"]
+    if len(value) > ANSWER_MAX:
+        return [f"{field}: {len(value):,} characters long; at most {ANSWER_MAX:,} are allowed"]
+    return []
