@@ -20,7 +20,16 @@ from experiments.actions import (
     prompt_template_errors,
 )
 from experiments.attempt_list import AttemptQuery
-from experiments.models import Allocation, AttemptStatus, ContextMode, Dataset, Experiment, Run
+from experiments.models import (
+    DEFAULT_PROMPT,
+    Allocation,
+    AttemptStatus,
+    ContextMode,
+    Dataset,
+    DatasetKind,
+    Experiment,
+    Run,
+)
 from experiments.replay import experiment_arm_problems
 from orgs.models import Organization
 from prbench.inputs import (
@@ -151,8 +160,15 @@ class ExperimentForm(forms.ModelForm):
         if dataset is not None and (problem := grading_problem(dataset.kind, data.get("grading"))):
             self.add_error("grading", f"This dataset's grading {problem}.")
         if dataset is not None:
+            self._take_the_kinds_prompt(data, dataset)
             self._clean_prompt_choices(data)
         return data
+
+    def _take_the_kinds_prompt(self, data: dict, dataset: Dataset) -> None:
+        """The form starts from the PR prompt (the model's default); a question dataset's
+        experiment left with it unchanged asks with its own kind's default instead."""
+        if data.get("prompt_template") == DEFAULT_PROMPT and dataset.kind != DatasetKind.PR_PATCH:
+            data["prompt_template"] = workload_for(dataset.kind).default_prompt
 
     def _clean_prompt_choices(self, data: dict) -> None:
         """The built-in prompt and the few-shot dev split, by the rule specs follow."""

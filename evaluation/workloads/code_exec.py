@@ -94,10 +94,20 @@ os.write(1, b"\\n" + done + b"\\n")
 _slots = threading.BoundedSemaphore(os.cpu_count() or 1)
 
 
+BUILTIN_PROMPTS = {
+    "plain@1": DEFAULT_PROMPT,
+    "cot@1": "Complete the following Python function. First think through the algorithm and its edge cases "
+    "in a few sentences, then give the whole function in a ```python fenced block.\n\n{{problem_statement}}",
+    "few-shot@1": "Functions completed from their signature and docstring:\n\n{{examples}}\n\nComplete the "
+    "following Python function. Reply with the whole function in a ```python fenced block.\n\n{{problem_statement}}",
+}
+
+
 class CodeExec(Workload):
     kind = "code_exec"
     quality_metric = ("Passed", "passes")
     default_prompt = DEFAULT_PROMPT
+    builtin_prompts = BUILTIN_PROMPTS
     shows_pass_at_k = True
 
     def payload_errors(self, payload: dict) -> list[str]:

@@ -58,6 +58,11 @@ class FreeText(Workload):
     judged_by_evaluator = True
     verdict_decides = True
     default_prompt = DEFAULT_PROMPT
+    builtin_prompts = {
+        "plain@1": DEFAULT_PROMPT,
+        "few-shot@1": "Answer each question truthfully, in one or two sentences. If you do not know, say so.\n\n"
+        "{{examples}}\n\nQ: {{problem_statement}}\nA:",
+    }
 
     def payload_errors(self, payload: dict) -> list[str]:
         problems = [

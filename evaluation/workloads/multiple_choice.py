@@ -64,10 +64,24 @@ class Reading:
     claimed: list[str] = field(default_factory=list)
 
 
+ENDING = 'End your reply with a line "Answer: X", where X is the letter of the correct option.'
+BUILTIN_PROMPTS = {
+    "plain@1": DEFAULT_PROMPT,
+    "cot@1": "Answer the following multiple-choice question.\n\n{{problem_statement}}\n\n{{choices}}\n\n"
+    "Think step by step: write out your reasoning first. Then " + ENDING[0].lower() + ENDING[1:],
+    "few-shot@1": "The following are multiple-choice questions, each with its answer.\n\n{{examples}}\n\n"
+    "{{problem_statement}}\n\n{{choices}}\n\n" + ENDING,
+    "confidence@1": "Answer the following multiple-choice question.\n\n{{problem_statement}}\n\n{{choices}}\n\n"
+    'Give the letter of the correct option on a line "Answer: X", then on the last line "Confidence: N%", where N '
+    "is how likely you think your answer is right.",
+}
+
+
 class MultipleChoice(Workload):
     kind = "multiple_choice"
     quality_metric = ("Accuracy", "answers correctly")
     default_prompt = DEFAULT_PROMPT
+    builtin_prompts = BUILTIN_PROMPTS
     placeholders: ClassVar[tuple[str, ...]] = (QUESTION, CHOICES)
 
     def payload_errors(self, payload: dict) -> list[str]:

@@ -31,6 +31,7 @@ class PrPatch(Workload):
     judged_by_evaluator = True
     answers_are_patches = True
     default_prompt = DEFAULT_PROMPT
+    builtin_prompts = {"plain@1": DEFAULT_PROMPT}
     placeholders: ClassVar[tuple[str, ...]] = (QUESTION, REPOSITORY)
 
     def render_prompt(self, template: str, task: Any, repository: Callable[[], str]) -> str:

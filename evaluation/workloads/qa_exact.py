@@ -39,10 +39,26 @@ WRONG_RESPONSES = (
 DISTRACTORS = 3
 
 
+RESPONSE = 'End your reply with a line "Answer: What is ...?" (or "Who is ...?").'
+BUILTIN_PROMPTS = {
+    "jeopardy@1": DEFAULT_PROMPT,
+    "plain@1": "Answer the question in a few words.\n\n{{problem_statement}}\n\n"
+    'End your reply with a line "Answer: ...".',
+    "cot@1": "This is a Jeopardy! clue. Give the correct response, phrased as a question.\n\n{{problem_statement}}\n\n"
+    "Think step by step about what the clue describes first. Then " + RESPONSE[0].lower() + RESPONSE[1:],
+    "few-shot@1": "Jeopardy! clues, each with its correct response.\n\n{{examples}}\n\n{{problem_statement}}\n\n"
+    + RESPONSE,
+    "confidence@1": "This is a Jeopardy! clue. Give the correct response, phrased as a question.\n\n"
+    '{{problem_statement}}\n\nGive your response on a line "Answer: What is ...?" (or "Who is ...?"), then on the '
+    'last line "Confidence: N%", where N is how likely you think your response is right.',
+}
+
+
 class QaExact(Workload):
     kind = "qa_exact"
     quality_metric = ("Accuracy", "answers correctly")
     default_prompt = DEFAULT_PROMPT
+    builtin_prompts = BUILTIN_PROMPTS
     grading_modes: ClassVar[tuple[str, ...]] = MODES
 
     def payload_errors(self, payload: dict) -> list[str]:

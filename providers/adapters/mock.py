@@ -27,6 +27,8 @@ from providers.models import Price
 from providers.pricing import price_cost
 from providers.types import Completion, CompletionRequest, Usage
 
+# A prompt that asks for a confidence ("... Confidence: N%"): the mock states one.
+ASKS_CONFIDENCE = re.compile(r"\bconfidence\s*:", re.IGNORECASE)
 MODES = ("oracle", "noisy", "empty", "error", "evaluator", "wrong")
 INVALID_ANSWERS = ("never", "first", "always")  # the mock evaluator's broken answers, for tests
 NUMBER_FIELDS = {
@@ -127,7 +129,11 @@ def _answer(mode: str, quality: float, request: CompletionRequest, rng: random.R
         return ""
     if request.distractors:  # a question: the right answer, or one of the task's wrong ones
         right = mode == "oracle" or (mode == "noisy" and rng.random() < quality)
-        return gold if right else rng.choice(request.distractors)
+        answer = gold if right else rng.choice(request.distractors)
+        if ASKS_CONFIDENCE.search(request.prompt_text()):
+            # Surer when right, and overconfident when wrong, as models tend to be.
+            answer += f"\nConfidence: {rng.randint(65, 99) if right else rng.randint(30, 90)}%"
+        return answer
     if mode == "wrong":
         return _fenced("This should fix it.", no_op_rewrite(gold)) if no_op_rewrite(gold) else "I cannot fix this."
     if mode == "oracle" or rng.random() < quality:
