@@ -20,6 +20,7 @@ from experiments.ingest import IngestOptions, ingest
 from experiments.models import Dataset, DatasetKind, Experiment, TaskInstance
 from experiments.task_formats import FormatOptions
 from experiments.task_formats.humaneval import parse as parse_humaneval
+from experiments.task_formats.mmlu import parse as parse_mmlu
 from orgs.models import Organization
 
 DEMO_TASKS_DIR = Path(__file__).resolve().parent / "demo_tasks"
@@ -32,6 +33,8 @@ DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
 DEMO_CODE_DATASET = "Demo: HumanEval sample"
 DEMO_CODE_EXPERIMENT = "Demo: code that runs"
 CODE_SAMPLE = 12
+DEMO_MMLU_DATASET = "Demo: MMLU sample"
+DEMO_MMLU_EXPERIMENT = "Demo: multiple choice, how sure?"
 # Simulated models for questions: one that knows, one that mostly does, one that guesses.
 QUESTION_ARMS = [
     {
@@ -200,7 +203,34 @@ def load_code_experiment(org: Organization, user=None) -> Experiment:
     )
 
 
-def _question_experiment(org: Organization, user, name: str, dataset: str, description: str) -> Experiment:
+def load_mmlu_experiment(org: Organization, user=None) -> Experiment:
+    """Four of MMLU's subject files (shipped under tests/data, MIT), imported once, and the
+    three mock arms answering a sample stratified by subject with a prompt that asks how sure
+    they are: accuracy by subject, consistency and calibration under the boards."""
+    if not Dataset.objects.filter(org=org, name=DEMO_MMLU_DATASET).exists():
+        files = sorted((DEMO_DATA_DIR / "mmlu").glob("*.csv"))
+        tasks = [task for path in files for task in parse_mmlu(path.name, path.read_bytes(), FormatOptions())]
+        do_import_questions(org, DEMO_MMLU_DATASET, tasks, "tests/data/mmlu")
+        Dataset.objects.filter(org=org, name=DEMO_MMLU_DATASET).update(
+            description="Questions from four MMLU subjects (dev and val splits), four options each."
+        )
+    return _question_experiment(
+        org,
+        user,
+        DEMO_MMLU_EXPERIMENT,
+        DEMO_MMLU_DATASET,
+        "A sample stratified by subject; each answer says how sure it is.",
+        sample_size=20,
+        sample_strategy="stratified",
+        stratify_by="category",
+        allocation="equal",
+        template="confidence@1",
+    )
+
+
+def _question_experiment(
+    org: Organization, user, name: str, dataset: str, description: str, **fields: object
+) -> Experiment:
     spec = check_experiment_spec(
         org,
         {
@@ -210,6 +240,7 @@ def _question_experiment(org: Organization, user, name: str, dataset: str, descr
             "repetitions": 2,
             "arms": QUESTION_ARMS,
             "description": description,
+            **fields,
         },
     )
     experiment, _ = do_apply_experiment(org, spec, user)
