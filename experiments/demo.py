@@ -41,19 +41,33 @@ QUESTION_ARMS = [
         "label": "oracle",
         "provider": "mock",
         "model_name": "mock-oracle",
-        "config": {"mode": "oracle", "latency_ms": 80},
+        "config": {"mode": "oracle", "latency_ms": 80, "price_input_per_mtok": 3.0, "price_output_per_mtok": 15.0},
     },
     {
         "label": "careful",
         "provider": "mock",
         "model_name": "mock-careful",
-        "config": {"mode": "noisy", "quality": 0.7, "latency_ms": 200, "jitter_ms": 150},
+        "config": {
+            "mode": "noisy",
+            "quality": 0.7,
+            "latency_ms": 200,
+            "jitter_ms": 150,
+            "price_input_per_mtok": 1.0,
+            "price_output_per_mtok": 5.0,
+        },
     },
     {
         "label": "guesser",
         "provider": "mock",
         "model_name": "mock-guesser",
-        "config": {"mode": "noisy", "quality": 0.3, "latency_ms": 40, "jitter_ms": 20},
+        "config": {
+            "mode": "noisy",
+            "quality": 0.3,
+            "latency_ms": 40,
+            "jitter_ms": 20,
+            "price_input_per_mtok": 0.15,
+            "price_output_per_mtok": 0.6,
+        },
     },
 ]
 

@@ -27,6 +27,7 @@ from experiments.models import Run
 from experiments.swebench_export import (
     ExportRefused,
     HarnessModel,
+    check_patch_run,
     check_report_available,
     each_model_predictions,
     each_model_report,
@@ -345,6 +346,8 @@ MODEL_FORMATS = ("swebench-preds", "swebench-report")
 def prepare_export(run: Run, format: str, label: str | None = None, repetition: int | None = None) -> Export:
     """The whole run in ``format``, or the file of the one arm (and repetition) named.
     ExportRefused, before anything is written, when it cannot be made as asked."""
+    if format in MODEL_FORMATS:
+        check_patch_run(run)
     if label is None and repetition is None:
         whole = EXPORT_FORMATS[format]
         return Export(whole.content_type, whole.filename(run), export_chunks(run, format))

@@ -38,6 +38,7 @@ from urllib.parse import quote
 from django.db.models import FilteredRelation, Q, QuerySet, TextField, Value
 from django.db.models.functions import Coalesce
 
+from evaluation.workloads import workload_for
 from experiments.models import ArtifactKind, AttemptStatus, Run
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
@@ -202,6 +203,13 @@ def each_model_report(run: Run, models: list[HarnessModel] | None = None) -> Ite
 def swebench_report(run: Run, models: list[HarnessModel] | None = None) -> dict[str, dict]:
     """Each model's harness report, keyed by its name (``model_name_or_path``)."""
     return {model.name: report for model, report in each_model_report(run, models)}
+
+
+def check_patch_run(run: Run) -> None:
+    """SWE-bench's formats hold patches: refused for a run of another kind of task."""
+    kind = run.experiment.dataset.kind
+    if not workload_for(kind).answers_are_patches:
+        raise ExportRefused(f"run {run.code} answered {kind} tasks: SWE-bench's formats are for PR patch runs")
 
 
 def check_report_available(run: Run) -> None:

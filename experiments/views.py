@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling, push_url
 from django_htmx.middleware import HtmxDetails
 
+from evaluation.workloads import workload_for
 from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
 from experiments.attempt_list import AttemptQuery, attempt_page, page_links
 from experiments.budgets import budget_status, experiment_spend
@@ -206,7 +207,9 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         response = render(request, "experiments/run_detail.html#live", context)
         # The last state is rendered once more, then htmx stops asking.
         return response if live else HttpResponseStopPolling(response.content)
-    downloads = {"swebench_downloads": _swebench_downloads(run)}
+    # SWE-bench's formats hold patches: only a PR run offers them.
+    patches = workload_for(run.experiment.dataset.kind).answers_are_patches
+    downloads = {"swebench_downloads": _swebench_downloads(run) if patches else []}
     return render(request, "experiments/run_detail.html", {**context, **_attempt_list(run, request.GET), **downloads})
 
 

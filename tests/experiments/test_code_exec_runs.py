@@ -86,3 +86,18 @@ def test_a_code_runs_pages_show_its_answers_not_patches(code_experiment, start, 
     page = client_for(alice).get(reverse("experiments:attempt", args=[attempt.code])).content.decode()
     assert "Answer and its grading" in page and "<code>failed</code>" in page
     assert "No patch was found" not in page and "<h2>Patch</h2>" not in page
+
+
+def test_swebench_formats_are_refused_for_a_run_that_answered_no_patches(code_experiment, start, alice):
+    from django.core.management import CommandError
+
+    run = start(code_experiment)
+    work_queue()
+    for format in ("swebench-preds", "swebench-report"):
+        with pytest.raises(CommandError, match="answered code_exec tasks: SWE-bench's formats are for PR patch runs"):
+            run_command("export_run", str(run.code), "--format", format, "--arm", "oracle")
+    page = client_for(alice).get(reverse("experiments:run", args=[run.code])).content.decode()
+    assert "SWE-bench predictions" not in page
+    url = reverse("experiments:run_export", args=[run.code, "swebench-preds"])
+    refused = client_for(alice).get(url, follow=True)  # back to the run page, saying why
+    assert "SWE-bench&#x27;s formats are for PR patch runs" in refused.content.decode()

@@ -17,7 +17,7 @@ from rq import Worker
 from rq.worker import BaseWorker
 
 from evaluation.models import Verdict, VerdictStatus
-from experiments.actions import do_start_run, runnable_tasks
+from experiments.actions import do_start_run, sampled_task_ids
 from experiments.demo import (
     load_code_experiment,
     load_demo_evaluator,
@@ -74,7 +74,7 @@ class Command(BaseCommand):
         call_command("runserver", addr, use_reloader=False)
 
     def run_experiment(self, experiment, user) -> None:
-        tasks, arms = runnable_tasks(experiment).count(), experiment.arms.count()
+        tasks, arms = len(sampled_task_ids(experiment, experiment.sample_seed)), experiment.arms.count()
         self.stdout.write(f"Running {experiment.name!r}: {tasks} tasks × {arms} arms × {experiment.repetitions}")
         run = wait_for_run(do_start_run(experiment, user))
         self.stdout.write(f"\nRun {run.code} {run.status}\n")

@@ -7,7 +7,7 @@ from tqdm import tqdm
 from experiments.exports import EXPORT_FORMATS, each_model_lines, prepare_export
 from experiments.management.commands._helpers import run_by_code
 from experiments.models import Run
-from experiments.swebench_export import ExportRefused, run_models
+from experiments.swebench_export import ExportRefused, check_patch_run, run_models
 from prbench.inputs import CheckedCommand
 
 
@@ -74,6 +74,7 @@ class Command(CheckedCommand):
             raise ExportRefused(f"--output-dir writes SWE-bench predictions files, not {format}")
         if arm is not None or rep is not None:
             raise ExportRefused("--output-dir writes every arm's file: leave out --arm and --rep")
+        check_patch_run(run)
         models = run_models(run)
         paths = {model: output_dir / f"{model.file_stem}.jsonl" for model in models}
         if taken := [str(path) for path in paths.values() if path.exists()]:
