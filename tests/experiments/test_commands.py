@@ -238,7 +238,11 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
         [sys.executable, manage, "demo", "--no-serve"], env=env, capture_output=True, text=True, timeout=600
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert demo.stdout.count("completed") == 2, demo.stdout
+    # Patches (self-contained, then a repository), multiple choice and code: four runs.
+    assert demo.stdout.count("completed") == 4, demo.stdout
+    assert "Running 'Demo: multiple choice, how sure?': 20 tasks × 3 arms × 2" in demo.stdout
+    assert "Running 'Demo: code that runs': 12 tasks × 3 arms × 2" in demo.stdout
+    assert demo.stdout.count("Not judged by the evaluator: its workload is scored by rules alone.") == 2
     for arm in ("oracle", "careful", "cheap-flaky"):
         assert arm in demo.stdout
     assert "Running 'Demo: textkit bug fixes': 3 tasks × 2 arms × 2" in demo.stdout
