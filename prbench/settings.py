@@ -73,6 +73,8 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 # proxy, name the header it sets: PRBENCH_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO.
 _SECURE_DEFAULT = "False" if DEBUG else "True"
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", _SECURE_DEFAULT)
+# A load balancer probes over plain HTTP inside the network: answered, not redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", _SECURE_DEFAULT)
 CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", _SECURE_DEFAULT)
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0" if DEBUG else str(365 * 24 * 3600))
