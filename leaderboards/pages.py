@@ -3,6 +3,7 @@ boards section (experiments' run view includes it), a board on its own, the pair
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
@@ -32,18 +33,19 @@ def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
         "cost_quality": cost_quality(boards),
         "latency": latency_distribution(boards),
         "apply_toggle": _apply_toggle(path, query, git_apply_only),
-        "breakdowns": run_breakdowns(run, boards.refreshed_at),
-        "pass_at_k": pass_at_k_table(run),
+        "breakdowns": per_refresh(run, boards.refreshed_at, "breakdowns", breakdowns),
+        "pass_at_k": per_refresh(run, boards.refreshed_at, "pass-at-k", pass_at_k_table),
     }
 
 
-def run_breakdowns(run: Run, refreshed: Any) -> dict[str, Any]:
-    """By category and difficulty, consistency, calibration: counted over the run's attempts,
-    so once per refresh of its summaries (kept in the cache under it), not on every poll."""
-    key = f"prbench:breakdowns:{run.pk}:{refreshed.isoformat() if refreshed else 'never'}"
+def per_refresh(run: Run, refreshed: Any, name: str, count: Callable[[Run], Any]) -> Any:
+    """What ``count`` reads from the run's attempts (breakdowns, pass@k), once per refresh of
+    its summaries and kept in the cache under it: a page polled during a long run does not
+    count its attempts again on every poll."""
+    key = f"prbench:{name}:{run.pk}:{refreshed.isoformat() if refreshed else 'never'}"
     found = cache.get(key)
     if found is None:
-        found = breakdowns(run)
+        found = count(run)
         cache.set(key, found, PAIRWISE_KEPT_S)
     return found
 
