@@ -4,6 +4,10 @@ Every ``access_*`` helper takes the request and a public id and returns the obje
 when the user belongs to its organisation: anything else is a 404, so an outsider cannot
 even learn that the object exists. ``write=True`` additionally requires a role that may
 change things (viewers get 403), ``manage=True`` an admin or owner.
+
+A request made with an API key (the JSON API, prbench/api.py) goes through the same helpers: the
+key stands in for a membership of its own organisation, with the role its scopes allow
+(``ApiKey.role``), and every other organisation's objects are a 404 to it.
 """
 
 from __future__ import annotations
@@ -33,9 +37,22 @@ def memberships_of(user: Any) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user).select_related("org")
 
 
+def key_membership(request: HttpRequest) -> Membership | None:
+    """The membership an API key request acts as (unsaved: it is the key's, not a person's)."""
+    api_key = getattr(request, "api_key", None)
+    if api_key is None:
+        return None
+    return Membership(org=api_key.org, role=api_key.role)
+
+
 def membership_for(request: HttpRequest, org: Organization) -> Membership:
     """The user's membership of ``org`` (404 for outsiders), remembered for the request so a
     view can ask for the role after an ``access_*`` call without another query."""
+    as_key = key_membership(request)
+    if as_key is not None:
+        if as_key.org.pk != org.pk:
+            raise Http404("No such organisation")
+        return as_key
     cache = request.__dict__.setdefault("_prbench_memberships", {})
     if org.pk not in cache:
         cache[org.pk] = memberships_of(request.user).filter(org=org).first()
@@ -53,6 +70,9 @@ def check_role(membership: Membership, *, write: bool = False, manage: bool = Fa
 
 def current_membership(request: HttpRequest) -> Membership | None:
     """The membership the user last switched to, or their first one."""
+    as_key = key_membership(request)
+    if as_key is not None:
+        return as_key
     memberships = memberships_of(request.user)
     code = request.session.get(SESSION_KEY)
     chosen = memberships.filter(org__code=code).first() if code else None
@@ -73,7 +93,7 @@ class NeedsOnboarding(ImmediateHttpResponse):
 def access_current_org(request: HttpRequest, *, write: bool = False, manage: bool = False) -> Membership:
     membership = current_membership(request)
     if membership is None:
-        if request.user.is_authenticated:
+        if request.user.is_authenticated and not getattr(request, "is_api", False):
             raise NeedsOnboarding()
         raise Http404("You do not belong to any organisation yet")
     check_role(membership, write=write, manage=manage)

@@ -111,3 +111,99 @@ class Invitation(models.Model):
         if self.expires_at <= timezone.now():
             return InvitationStatus.EXPIRED
         return InvitationStatus.PENDING
+
+
+class ApiScope(models.TextChoices):
+    """What an API key may do. Scopes are explicit, not nested: a key that starts runs but
+    cannot read them would be odd, so the page offers sensible sets, yet each is checked alone."""
+
+    READ = "read", "Read: runs, boards, attempts and exports"
+    RUN = "run", "Run: create experiments, import datasets, start and control runs"
+    ADMIN = "admin", "Admin: what an organisation admin may do"
+
+
+API_KEY_PREFIX = "prb_"
+
+
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+    def usable(self) -> "ApiKeyQuerySet":
+        now = timezone.now()
+        return self.filter(revoked_at=None).filter(models.Q(expires_at=None) | models.Q(expires_at__gt=now))
+
+
+class ApiKey(models.Model):
+    """An organisation's key for the JSON API.
+
+    The key is shown once, when it is made; only its SHA-256 is stored (the key is 32 random
+    bytes, so a salted slow hash would add nothing but latency to every request). ``prefix``, the
+    key's first characters, is what pages and the audit log show so people can tell keys apart.
+    """
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey(Organization, models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # Names are how the command line revokes a key: one live key per name.
+            models.UniqueConstraint(
+                fields=["org", "name"], condition=models.Q(revoked_at=None), name="one_live_api_key_per_name"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…) of {self.org}"
+
+    @staticmethod
+    def hash_key(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @property
+    def role(self) -> str:
+        """The role the access layer treats the key as having: what its widest scope allows."""
+        if ApiScope.ADMIN in self.scopes:
+            return Role.ADMIN
+        if ApiScope.RUN in self.scopes:
+            return Role.MEMBER
+        return Role.VIEWER
+
+    @property
+    def status(self) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+
+class AuditEvent(models.Model):
+    """Who did what to an organisation's keys, credentials, allowlist and webhooks, and every
+    request an API key made. Written once, never changed; owners read it on the audit page."""
+
+    org = models.ForeignKey(Organization, models.CASCADE, related_name="audit_events")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    action = models.CharField(max_length=64)
+    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    actor_key = models.ForeignKey(ApiKey, models.SET_NULL, null=True, blank=True, related_name="audit_events")
+    # What the action was about, in words a reader recognises ("key ci (prb_1a2b3c4d)", a
+    # credential's label): never a secret.
+    target = models.CharField(max_length=300, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["org", "-at", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.action} {self.target}"

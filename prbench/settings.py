@@ -101,6 +101,8 @@ INSTALLED_APPS = [
     "django_rq",
     "csp",
     "template_partials",
+    # The JSON API (prbench/api.py); listed for its bundled Swagger UI and ReDoc static files.
+    "ninja",
     "orgs",
     "providers",
     "evaluation",
@@ -122,6 +124,7 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
+    "prbench.middleware.ApiKeyAuditMiddleware",
 ]
 
 # Every page loads only our own script and style sheet (htmx is vendored under static/), so
@@ -322,6 +325,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
 }
+
+# How many requests one API key may make per minute (shared by every web process through Redis);
+# 0 turns throttling off.
+PRBENCH_API_REQUESTS_PER_MINUTE = envint("PRBENCH_API_REQUESTS_PER_MINUTE", "600")
 
 # Fernet keys for provider credentials at rest, newest first (see providers/crypto.py).
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")

@@ -173,3 +173,16 @@ def command_export(run, format: str) -> str:
     call_command("export_run", str(run.code), format=format, stdout=out)
     out.flush()
     return readable_export(raw.getvalue())
+
+
+def make_api_key(org, scopes=("read", "run", "admin"), name: str | None = None, expires_at=None) -> str:
+    """A new API key of ``org`` (the key itself, as shown once on creation)."""
+    from orgs.api_keys import do_create_api_key
+
+    _, raw = do_create_api_key(org, name or f"key-{uuid.uuid4().hex[:8]}", list(scopes), expires_at)
+    return raw
+
+
+def api_client(raw_key: str) -> Client:
+    """A client that sends ``raw_key`` as a Bearer token on every request, as a CI script would."""
+    return Client(headers={"authorization": f"Bearer {raw_key}"})

@@ -1,0 +1,41 @@
+"""The organisation's audit log: one function writes it, so every change is recorded the same way.
+
+Callers say what happened and to what in words (a key's name and prefix, a credential's label),
+never a secret; ``detail`` holds small facts (scopes, a status code), not request bodies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orgs.models import AuditEvent, Organization
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+    from orgs.models import ApiKey
+
+
+def record(
+    org: Organization,
+    action: str,
+    *,
+    user: Any = None,
+    key: ApiKey | None = None,
+    target: str = "",
+    detail: dict[str, Any] | None = None,
+) -> AuditEvent:
+    actor_user = user if user is not None and getattr(user, "is_authenticated", False) else None
+    return AuditEvent.objects.create(
+        org=org, action=action, actor_user=actor_user, actor_key=key, target=target[:300], detail=detail or {}
+    )
+
+
+def record_request(request: HttpRequest, org: Organization, action: str, **kwargs: Any) -> AuditEvent:
+    """``record`` with the actor taken from the request: the API key it was made with, or the
+    signed-in user."""
+    return record(org, action, user=getattr(request, "user", None), key=getattr(request, "api_key", None), **kwargs)
+
+
+def events_of(org: Organization) -> Any:
+    return AuditEvent.objects.filter(org=org).select_related("actor_user", "actor_key")

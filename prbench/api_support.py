@@ -1,0 +1,162 @@
+"""What every JSON API endpoint shares: authentication, scopes, errors and pagination.
+
+Two ways in: ``Authorization: Bearer <API key>`` (scripts, CI, notebooks) and the browser's
+session (so /api/docs works for a signed-in person, with Django's CSRF check on writes). Either
+way the endpoint then reaches data through the ``access_*`` helpers, which treat a key as a
+member of its own organisation (orgs/access.py): the rules are the browser's, written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from django.conf import settings
+from django.core import signing
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from ninja import Schema
+from ninja.security import APIKeyCookie, HttpBearer
+
+from orgs import api_keys
+from orgs.models import ApiScope, Role
+
+# What a signed-in person's role allows, in the API's scopes.
+ROLE_SCOPES = {
+    Role.OWNER: set(ApiScope.values),
+    Role.ADMIN: set(ApiScope.values),
+    Role.MEMBER: {ApiScope.READ, ApiScope.RUN},
+    Role.VIEWER: {ApiScope.READ},
+}
+
+
+class Throttled(Exception):
+    def __init__(self, wait_s: int):
+        super().__init__(f"too many requests for this key: retry in {wait_s} s")
+        self.wait_s = wait_s
+
+
+class KeyAuth(HttpBearer):
+    """An organisation API key, which must carry ``scope``."""
+
+    def __init__(self, scope: str):
+        super().__init__()
+        self.scope = str(ApiScope(scope).value)
+
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        api_key = api_keys.authenticate(token)
+        if api_key is None:
+            return None
+        request.api_key = api_key  # type: ignore[attr-defined]
+        request.is_api = True  # type: ignore[attr-defined]
+        wait = api_keys.throttle_wait(api_key)
+        if wait:
+            raise Throttled(wait)
+        if self.scope not in api_key.scopes:
+            raise PermissionDenied(f"this key lacks the {self.scope!r} scope")
+        return api_key
+
+
+class BrowserSessionAuth(APIKeyCookie):
+    """The signed-in browser session (CSRF-checked on writes by ninja); the access layer then
+    checks the person's role as the pages do."""
+
+    param_name = settings.SESSION_COOKIE_NAME
+
+    def __init__(self, scope: str):
+        super().__init__()
+        self.scope = str(ApiScope(scope).value)
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
+        if not request.user.is_authenticated:
+            return None
+        request.is_api = True  # type: ignore[attr-defined]
+        return request.user
+
+
+def api_auth(scope: str) -> list[Any]:
+    return [KeyAuth(scope), BrowserSessionAuth(scope)]
+
+
+READ = api_auth(ApiScope.READ)
+RUN = api_auth(ApiScope.RUN)
+ADMIN = api_auth(ApiScope.ADMIN)
+
+
+def actor(request: HttpRequest) -> Any:
+    """Who to record as having done a write: the signed-in person, or the person who made the
+    key (None if they have since left)."""
+    api_key = getattr(request, "api_key", None)
+    if api_key is not None:
+        return api_key.created_by
+    return request.user
+
+
+def current_org_or_404(request: HttpRequest) -> Any:
+    from orgs.access import access_current_org
+
+    return access_current_org(request).org
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class ErrorDetail(Schema):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(Schema):
+    error: ErrorDetail
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "field": field}}
+
+
+def validation_error_body(exc: ValidationError) -> dict[str, Any]:
+    """The first problem of a Django ValidationError, with its field when it names one."""
+    if hasattr(exc, "error_dict"):
+        field, errors = next(iter(exc.error_dict.items()))
+        message = "; ".join(message for error in errors for message in error.messages)
+        return error_body("invalid", message, None if field == "__all__" else field)
+    return error_body("invalid", "; ".join(exc.messages))
+
+
+# The error responses every endpoint can give, for the OpenAPI document.
+COMMON_ERRORS: dict[int, Any] = {401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 422: ErrorBody, 429: ErrorBody}
+
+
+# --- cursor pagination -----------------------------------------------------------------------------
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Model)
+CURSOR_SALT = "prbench.api.cursor"
+MAX_LIMIT = 500
+
+
+class Page(Schema, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None
+
+
+def paginate(queryset: QuerySet[M], cursor: str | None, limit: int) -> tuple[list[M], str | None]:
+    """One page of ``queryset``, newest first, and the cursor of the next page (None: the last).
+
+    Keyset pagination on the primary key: a page costs the same however deep it is, and rows
+    added while a client pages through appear on no page twice. The cursor is signed, so a
+    client can neither forge a position nor read an internal id from it.
+    """
+    queryset = queryset.order_by("-pk")
+    if cursor:
+        try:
+            before = int(signing.loads(cursor, salt=CURSOR_SALT)["before"])
+        except (signing.BadSignature, KeyError, TypeError, ValueError):
+            raise ValidationError({"cursor": "this cursor is not one the API gave out"}) from None
+        queryset = queryset.filter(pk__lt=before)
+    rows = list(queryset[: limit + 1])
+    if len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, signing.dumps({"before": rows[-1].pk}, salt=CURSOR_SALT)
