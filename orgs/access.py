@@ -22,7 +22,7 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 from django.shortcuts import redirect
 
-from orgs.models import Invitation, Membership, Organization
+from orgs.models import ApiKey, Invitation, Membership, Organization, Role
 
 if TYPE_CHECKING:
     from experiments.models import Attempt, Dataset, Experiment, MiningJob, Run, TaskUpload
@@ -105,6 +105,18 @@ def access_org(request: HttpRequest, code: Any, *, manage: bool = False) -> Memb
     membership = membership_for(request, org)
     check_role(membership, manage=manage)
     return membership
+
+
+def check_owner(membership: Membership) -> None:
+    """The audit log is the owners' record of what admins and keys did."""
+    if membership.role != Role.OWNER:
+        raise PermissionDenied("Only owners can read the audit log")
+
+
+def access_api_key(request: HttpRequest, org_code: Any, code: Any) -> ApiKey:
+    """An API key of an organisation the user manages (404 for outsiders, 403 for others)."""
+    org = access_org(request, org_code, manage=True).org
+    return _get_or_404(org.api_keys.select_related("org"), code=code)
 
 
 def access_invitation(request: HttpRequest, org_code: Any, code: Any) -> Invitation:

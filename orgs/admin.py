@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from orgs.models import Invitation, Membership, Organization
+from orgs.models import ApiKey, AuditEvent, Invitation, Membership, Organization
 
 
 class MembershipInline(admin.TabularInline):
@@ -44,3 +44,44 @@ class InvitationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Invitation | None = None) -> bool:
         return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Read-only: keys are made where they are shown once (the API keys page, the command).
+    Their hash is left out, like an invitation's."""
+
+    list_display = ["name", "org", "prefix", "status", "created_at", "last_used_at", "expires_at"]
+    list_filter = ["org"]
+    search_fields = ["name", "prefix", "org__slug"]
+    fields = readonly_fields = (
+        "code", "org", "name", "prefix", "scopes", "status", "created_by",
+        "created_at", "expires_at", "last_used_at", "revoked_at",
+    )  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the log is written once and never changed."""
+
+    list_display = ["at", "org", "action", "target", "actor_user", "actor_key"]
+    list_filter = ["action", "org"]
+    search_fields = ["target", "org__slug", "action"]
+    fields = readonly_fields = ("org", "at", "action", "actor_user", "actor_key", "target", "detail")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: AuditEvent | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: AuditEvent | None = None) -> bool:
+        # Superusers only, so that deleting an organisation (which takes its log with it)
+        # stays possible; staff cannot prune the record of what they did.
+        return bool(request.user.is_superuser)

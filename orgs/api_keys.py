@@ -8,7 +8,7 @@ command and the API share ``check_create_api_key`` / ``do_create_api_key``.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -39,6 +39,19 @@ def parse_scopes(value: str | list[str]) -> list[str]:
     if not wanted:
         raise ValidationError({"scopes": "choose at least one scope"})
     return [scope for scope in ApiScope.values if scope in wanted]
+
+
+def parse_expiry(text: str) -> datetime | None:
+    """An expiry date typed as YYYY-MM-DD (the key works through that day, UTC), or None for
+    a key that does not expire."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise ValidationError({"expires_at": f"{text[:40]!r} is not a date (YYYY-MM-DD)"}) from None
+    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
 
 
 def check_create_api_key(

@@ -10,5 +10,8 @@ urlpatterns = [
     path("<uuid:code>/switch/", views.switch_org, name="switch"),
     path("<uuid:code>/members/", views.members, name="members"),
     path("<uuid:code>/members/role/", views.change_role, name="change_role"),
+    path("<uuid:code>/api-keys/", views.api_keys, name="api_keys"),
+    path("<uuid:code>/api-keys/<uuid:key>/revoke/", views.revoke_api_key, name="revoke_api_key"),
+    path("<uuid:code>/audit/", views.audit_log, name="audit"),
     path("<uuid:code>/invitations/<uuid:invitation>/revoke/", views.revoke_invitation, name="revoke_invitation"),
 ]

@@ -3,6 +3,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -10,10 +11,12 @@ from django.views.decorators.http import require_POST
 
 from orgs.access import (
     SESSION_KEY,
+    access_api_key,
     access_invitation,
     access_invitation_by_token,
     access_offered_invitation,
     access_org,
+    check_owner,
     memberships_of,
 )
 from orgs.actions import (
@@ -31,7 +34,9 @@ from orgs.actions import (
     do_set_role,
     invitations_for,
 )
-from orgs.models import Membership, Organization, Role
+from orgs.api_keys import check_create_api_key, do_create_api_key, do_revoke_api_key, parse_expiry
+from orgs.audit import events_of
+from orgs.models import ApiScope, Membership, Organization, Role
 
 
 @login_required
@@ -173,3 +178,54 @@ def onboarding(request: HttpRequest) -> HttpResponse:
         "name_max": Organization._meta.get_field("name").max_length,
     }
     return render(request, "orgs/onboarding.html", context)
+
+
+# --- API keys and the audit log ---------------------------------------------------------------
+
+
+def _api_keys_page(request: HttpRequest, membership: Membership, status: int = 200, **extra: Any) -> HttpResponse:
+    context = {
+        "org": membership.org,
+        "membership": membership,
+        "keys": membership.org.api_keys.select_related("created_by").order_by("revoked_at", "-created_at"),
+        "scopes": ApiScope.choices,
+        **extra,
+    }
+    return render(request, "orgs/api_keys.html", context, status=status)
+
+
+@login_required
+def api_keys(request: HttpRequest, code: str) -> HttpResponse:
+    """The organisation's API keys; a POST makes one, shown on this response only."""
+    membership = access_org(request, code, manage=True)
+    if request.method != "POST":
+        return _api_keys_page(request, membership)
+    name, scopes = request.POST.get("name", ""), request.POST.getlist("scopes")
+    try:
+        expires_at = parse_expiry(request.POST.get("expires_at", ""))
+        scopes = check_create_api_key(membership.org, name, scopes, expires_at)
+    except ValidationError as exc:
+        return _api_keys_page(request, membership, 422, key_error=_messages_of(exc), key_name=name)
+    created, raw = do_create_api_key(membership.org, name, scopes, expires_at, user=request.user)
+    # Rendered, not redirected: the key exists only now (the database keeps its hash).
+    return _api_keys_page(request, membership, created=created, raw_key=raw)
+
+
+@login_required
+@require_POST
+def revoke_api_key(request: HttpRequest, code: str, key: str) -> HttpResponse:
+    found = access_api_key(request, code, key)
+    if do_revoke_api_key(found, user=request.user):
+        messages.success(request, f"The key {found.name!r} ({found.prefix}…) is revoked: it no longer works")
+    return redirect("orgs:api_keys", code=found.org.code)
+
+
+AUDIT_PAGE_SIZE = 100
+
+
+@login_required
+def audit_log(request: HttpRequest, code: str) -> HttpResponse:
+    membership = access_org(request, code)
+    check_owner(membership)
+    page = Paginator(events_of(membership.org), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "orgs/audit.html", {"org": membership.org, "membership": membership, "page": page})

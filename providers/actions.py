@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import Http404
 
+from orgs import audit
 from orgs.models import Organization
 from prbench.inputs import parse_json, text_problem
 from providers import egress, gateway
@@ -170,9 +171,10 @@ def _per_minute_limit(data: dict[str, Any], name: str, errors: list[str]) -> int
 
 @transaction.atomic
 def do_save_credential(
-    org: Organization, values: CredentialInput, editing: ProviderCredential | None = None
+    org: Organization, values: CredentialInput, editing: ProviderCredential | None = None, *, user: Any = None
 ) -> ProviderCredential:
     """Create a credential, or replace every field of ``editing`` (an empty key keeps its key)."""
+    action = "credential.created" if editing is None else "credential.updated"
     if editing is None:
         credential = ProviderCredential(org=org, provider=values.provider)
     else:
@@ -186,11 +188,20 @@ def do_save_credential(
     credential.requests_per_minute = values.requests_per_minute
     credential.tokens_per_minute = values.tokens_per_minute
     credential.save()
+    # Whether the key changed, never the key: the log must not become a copy of the secret.
+    detail = {"provider": credential.provider, "base_url": credential.base_url, "key_replaced": bool(values.api_key)}
+    audit.record(org, action, user=user, target=_credential_target(credential), detail=detail)
     return credential
 
 
-def do_delete_credential(credential: ProviderCredential) -> None:
+@transaction.atomic
+def do_delete_credential(credential: ProviderCredential, *, user: Any = None) -> None:
+    audit.record(credential.org, "credential.deleted", user=user, target=_credential_target(credential))
     credential.delete()
+
+
+def _credential_target(credential: ProviderCredential) -> str:
+    return f"{credential.provider} credential {credential.name!r}"
 
 
 @dataclass(frozen=True)
@@ -228,13 +239,19 @@ def check_allowlist_entry(data: dict[str, Any]) -> tuple[str, str]:
     return provider, patterns
 
 
-def do_allow(org: Organization, provider: str, patterns: str) -> AllowedProvider:
-    entry, _ = AllowedProvider.objects.update_or_create(
+@transaction.atomic
+def do_allow(org: Organization, provider: str, patterns: str, *, user: Any = None) -> AllowedProvider:
+    entry, created = AllowedProvider.objects.update_or_create(
         org=org, provider=provider, defaults={"model_patterns": patterns}
     )
+    action = "allowlist.added" if created else "allowlist.changed"
+    audit.record(org, action, user=user, target=provider, detail={"model_patterns": patterns.splitlines()})
     return entry
 
 
-def do_disallow(org: Organization, provider: str) -> bool:
+@transaction.atomic
+def do_disallow(org: Organization, provider: str, *, user: Any = None) -> bool:
     deleted, _ = AllowedProvider.objects.filter(org=org, provider=provider).delete()
+    if deleted:
+        audit.record(org, "allowlist.removed", user=user, target=provider)
     return bool(deleted)

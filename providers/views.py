@@ -68,7 +68,7 @@ def save_credential(request: HttpRequest, code: str) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, "Credential not saved: " + "; ".join(exc.messages))
     else:
-        do_save_credential(org, values, editing)
+        do_save_credential(org, values, editing, user=request.user)
         messages.success(request, f"Saved the {values.provider} credential {values.name!r}.")
     return redirect("providers:settings", code=org.code)
 
@@ -78,7 +78,7 @@ def save_credential(request: HttpRequest, code: str) -> HttpResponse:
 def delete_credential(request: HttpRequest, code: str, credential: uuid.UUID) -> HttpResponse:
     org = access_org(request, code, manage=True).org
     found = access_credential(org, credential)
-    do_delete_credential(found)
+    do_delete_credential(found, user=request.user)
     messages.success(request, f"Deleted the {found.provider} credential {found.name!r}.")
     return redirect("providers:settings", code=org.code)
 
@@ -107,7 +107,7 @@ def allow(request: HttpRequest, code: str) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     else:
-        do_allow(org, provider, patterns)
+        do_allow(org, provider, patterns, user=request.user)
         messages.success(request, f"{provider} is on the allowlist.")
     return redirect("providers:settings", code=org.code)
 
@@ -116,5 +116,5 @@ def allow(request: HttpRequest, code: str) -> HttpResponse:
 @require_POST
 def disallow(request: HttpRequest, code: str, provider: str) -> HttpResponse:
     org = access_org(request, code, manage=True).org
-    do_disallow(org, access_provider(provider))
+    do_disallow(org, access_provider(provider), user=request.user)
     return redirect("providers:settings", code=org.code)
