@@ -18,7 +18,7 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 from django.shortcuts import redirect
 
-from orgs.models import Invitation, Membership, Organization
+from orgs.models import Invitation, Membership, Organization, Webhook
 
 if TYPE_CHECKING:
     from experiments.models import Attempt, Dataset, Experiment, MiningJob, Run, TaskUpload
@@ -91,6 +91,12 @@ def access_invitation(request: HttpRequest, org_code: Any, code: Any) -> Invitat
     """An invitation of an organisation the user manages (404 for outsiders, 403 for others)."""
     org = access_org(request, org_code, manage=True).org
     return _get_or_404(org.invitations.select_related("org"), code=code)
+
+
+def access_webhook(request: HttpRequest, org_code: Any, code: Any) -> Webhook:
+    """A webhook of an organisation the user manages (404 for outsiders, 403 for others)."""
+    org = access_org(request, org_code, manage=True).org
+    return _get_or_404(org.webhooks.select_related("org"), code=code)
 
 
 def access_invitation_by_token(token: str) -> Invitation:

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from orgs.access import (
@@ -14,6 +15,7 @@ from orgs.access import (
     access_invitation_by_token,
     access_offered_invitation,
     access_org,
+    access_webhook,
     memberships_of,
 )
 from orgs.actions import (
@@ -31,7 +33,8 @@ from orgs.actions import (
     do_set_role,
     invitations_for,
 )
-from orgs.models import Membership, Organization, Role
+from orgs.models import SUBSCRIBABLE_EVENTS, WEBHOOK_URL_MAX, Membership, Organization, Role, WebhookDelivery
+from orgs.webhooks import check_webhook, do_create_webhook, do_delete_webhook, do_send_test, do_set_webhook_active
 
 
 @login_required
@@ -173,3 +176,71 @@ def onboarding(request: HttpRequest) -> HttpResponse:
         "name_max": Organization._meta.get_field("name").max_length,
     }
     return render(request, "orgs/onboarding.html", context)
+
+
+# --- webhooks ------------------------------------------------------------------------------
+
+DELIVERY_LOG_SIZE = 25
+
+
+def _webhooks_page(request: HttpRequest, membership: Membership, status: int = 200, **extra: Any) -> HttpResponse:
+    org = membership.org
+    context = {
+        "org": org,
+        "membership": membership,
+        "webhooks": org.webhooks.order_by("created_at"),
+        "deliveries": WebhookDelivery.objects.filter(webhook__org=org)
+        .select_related("webhook")
+        .order_by("-created_at")[:DELIVERY_LOG_SIZE],
+        "events": [(event, event.label) for event in SUBSCRIBABLE_EVENTS],
+        "url_max": WEBHOOK_URL_MAX,
+        **extra,
+    }
+    return render(request, "orgs/webhooks.html", context, status=status)
+
+
+@login_required
+@sensitive_post_parameters()
+def webhooks(request: HttpRequest, code: str) -> HttpResponse:
+    """The organisation's webhooks and their delivery log, for owners and admins (a webhook's
+    address can carry a token of the receiving service); a POST adds one."""
+    actor = access_org(request, code, manage=True)
+    if request.method != "POST":
+        return _webhooks_page(request, actor)
+    url, events = request.POST.get("url", ""), request.POST.getlist("events")
+    try:
+        url, events = check_webhook(actor.org, url, events)
+    except ValidationError as exc:
+        return _webhooks_page(request, actor, status=400, error=_messages_of(exc), form_url=url, form_events=events)
+    webhook, secret = do_create_webhook(actor.org, url, events, request.user)
+    # Rendered, not redirected: the secret exists in clear only now (the database keeps it
+    # encrypted, and no page shows it again).
+    return _webhooks_page(request, actor, created=webhook, secret=secret)
+
+
+@login_required
+@require_POST
+def webhook_active(request: HttpRequest, code: str, webhook: str) -> HttpResponse:
+    found = access_webhook(request, code, webhook)
+    active = request.POST.get("active") == "1"
+    do_set_webhook_active(found, active)
+    messages.success(request, f"The webhook to {found.url} is {'enabled' if active else 'disabled'}")
+    return redirect("orgs:webhooks", code=found.org.code)
+
+
+@login_required
+@require_POST
+def webhook_delete(request: HttpRequest, code: str, webhook: str) -> HttpResponse:
+    found = access_webhook(request, code, webhook)
+    do_delete_webhook(found)
+    messages.success(request, f"The webhook to {found.url} is deleted, with its delivery log")
+    return redirect("orgs:webhooks", code=found.org.code)
+
+
+@login_required
+@require_POST
+def webhook_test(request: HttpRequest, code: str, webhook: str) -> HttpResponse:
+    found = access_webhook(request, code, webhook)
+    do_send_test(found)
+    messages.success(request, f"A test event is on its way to {found.url}: see the delivery log below")
+    return redirect("orgs:webhooks", code=found.org.code)
