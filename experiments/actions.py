@@ -46,6 +46,7 @@ from experiments.prompts import PLACEHOLDERS, prompt_version
 from experiments.replay import experiment_arm_problems
 from leaderboards.jobs import queue_summary_refresh, refresh_out_of_date
 from orgs.models import Organization
+from orgs.webhook_delivery import sweep_due_deliveries
 from prbench.inputs import (
     ARM_CONFIG_MAX_BYTES,
     DESCRIPTION_MAX,
@@ -708,6 +709,7 @@ class RequeueReport:
     jobs: int = 0
     unjudged: int = 0  # answered attempts whose evaluator job was lost, queued for judging again
     summaries: int = 0  # runs recorded into since their boards' last refresh, refreshed now
+    webhooks: int = 0  # webhook deliveries overdue with nobody sending them, queued again
 
 
 def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
@@ -742,6 +744,7 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
             chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
             report.unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
     report.summaries = len(refresh_out_of_date())
+    report.webhooks = sweep_due_deliveries()
     return report
 
 

@@ -59,6 +59,7 @@ from experiments.models import (
     RunStatus,
     TaskInstance,
 )
+from experiments.notifications import queue_budget_exceeded, queue_run_finished
 from experiments.prompts import build_request
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
@@ -817,6 +818,8 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     failed = [outcome for outcome in mine if outcome.completion is None and not outcome.give_back]
     update_by_pk(Attempt, {o.attempt_id: _completed_row(o, now) for o in completed})
     update_by_pk(Attempt, {o.attempt_id: _failed_row(o, now) for o in failed})
+    for run_id in {ours[o.attempt_id] for o in failed if o.error and o.error.category == ErrorCategory.BUDGET_EXCEEDED}:
+        queue_budget_exceeded(run_id)  # in this transaction: the refusals and the event commit together
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
@@ -892,8 +895,14 @@ def finish_run_if_done(run_id: int) -> str | None:
     if attempts.exclude(status__in=ATTEMPT_TERMINAL).exists():
         return None
     status = RunStatus.COMPLETED if attempts.filter(status=AttemptStatus.COMPLETED).exists() else RunStatus.FAILED
-    finished = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=status, finished_at=timezone.now())
-    if not finished:
-        return None
+    with transaction.atomic():
+        finished = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+            status=status, finished_at=timezone.now()
+        )
+        if not finished:
+            return None
+        # With the update that made the transition: a rollback takes the event with it, and a
+        # second caller (update count 0) never gets here.
+        queue_run_finished(run_id, status)
     queue_summary_refresh(run_id)
     return status

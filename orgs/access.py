@@ -22,7 +22,7 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 from django.shortcuts import redirect
 
-from orgs.models import ApiKey, Invitation, Membership, Organization, Role
+from orgs.models import ApiKey, Invitation, Membership, Organization, Role, Webhook
 
 if TYPE_CHECKING:
     from experiments.models import Attempt, Dataset, Experiment, MiningJob, Run, TaskUpload
@@ -123,6 +123,12 @@ def access_invitation(request: HttpRequest, org_code: Any, code: Any) -> Invitat
     """An invitation of an organisation the user manages (404 for outsiders, 403 for others)."""
     org = access_org(request, org_code, manage=True).org
     return _get_or_404(org.invitations.select_related("org"), code=code)
+
+
+def access_webhook(request: HttpRequest, org_code: Any, code: Any) -> Webhook:
+    """A webhook of an organisation the user manages (404 for outsiders, 403 for others)."""
+    org = access_org(request, org_code, manage=True).org
+    return _get_or_404(org.webhooks.select_related("org"), code=code)
 
 
 def access_invitation_by_token(token: str) -> Invitation:

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from orgs.models import ApiKey, AuditEvent, Invitation, Membership, Organization
+from orgs.models import ApiKey, AuditEvent, Invitation, Membership, Organization, Webhook, WebhookDelivery
 
 
 class MembershipInline(admin.TabularInline):
@@ -85,3 +85,37 @@ class AuditEventAdmin(admin.ModelAdmin):
         # Superusers only, so that deleting an organisation (which takes its log with it)
         # stays possible; staff cannot prune the record of what they did.
         return bool(request.user.is_superuser)
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    """Read-only, and without the secret (not even encrypted): webhooks are managed on the
+    organisation's webhooks page, where the secret is shown once."""
+
+    list_display = ["code", "org", "url", "active", "created_by", "created_at"]
+    list_filter = ["active", "org"]
+    search_fields = ["code", "url", "org__slug"]
+    fields = readonly_fields = ("code", "org", "url", "events", "active", "created_by", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Webhook | None = None) -> bool:
+        return False
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["code", "webhook", "event", "status", "attempts", "response_status", "created_at", "delivered_at"]
+    list_filter = ["status", "event"]
+    search_fields = ["code", "subject"]
+    fields = readonly_fields = (
+        "code", "webhook", "event", "subject", "payload", "status", "attempts", "response_status",
+        "error", "next_attempt_at", "claimed_until", "created_at", "delivered_at",
+    )  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: WebhookDelivery | None = None) -> bool:
+        return False

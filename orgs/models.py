@@ -207,3 +207,90 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action} {self.target}"
+
+
+class WebhookEvent(models.TextChoices):
+    RUN_COMPLETED = "run.completed", "Run completed"
+    RUN_FAILED = "run.failed", "Run failed"
+    RUN_BUDGET_EXCEEDED = "run.budget_exceeded", "Run budget exceeded"
+    PING = "ping", "Test (ping)"
+
+
+# What a webhook can subscribe to; ``ping`` is sent only by the "Send test" button.
+SUBSCRIBABLE_EVENTS = (WebhookEvent.RUN_COMPLETED, WebhookEvent.RUN_FAILED, WebhookEvent.RUN_BUDGET_EXCEEDED)
+WEBHOOK_URL_MAX = 500
+
+
+class Webhook(models.Model):
+    """An address the organisation's run events are POSTed to, signed with its own secret.
+
+    The secret signs every body (HMAC-SHA256), so it must be recoverable: it is stored
+    encrypted with the provider keys' Fernet keys, shown once when the webhook is created,
+    and never rendered again.
+    """
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey(Organization, models.CASCADE, related_name="webhooks")
+    url = models.CharField(max_length=WEBHOOK_URL_MAX)
+    events = models.JSONField(default=list, help_text="Event names this webhook receives")
+    active = models.BooleanField(default=True)
+    secret_encrypted = models.TextField(editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"webhook {str(self.code)[:8]} of {self.org_id}"
+
+    def set_secret(self, secret: str) -> None:
+        from providers import crypto
+
+        self.secret_encrypted = crypto.encrypt(secret)
+
+    def secret(self) -> str:
+        from providers import crypto
+
+        return crypto.decrypt(self.secret_encrypted)
+
+    def wants(self, event: str) -> bool:
+        return self.active and event in self.events
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+    FAILED = "failed", "Failed"
+
+
+class WebhookDelivery(models.Model):
+    """One event for one webhook, and how sending it went. ``code`` is the delivery id the
+    receiver sees (X-PRBench-Delivery), the same on every try."""
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    webhook = models.ForeignKey(Webhook, models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=32, choices=WebhookEvent.choices)
+    # What the event is about: the run's public id (a ping's own id). With the constraint
+    # below, a run's transition is delivered once however often the code path runs.
+    subject = models.UUIDField()
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    # A worker sending it holds it until then; past it (the worker died) it can be sent again.
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["webhook", "event", "subject"], name="one_delivery_per_event_and_subject")
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="webhook_delivery_due")]
+
+    def __str__(self) -> str:
+        return f"{self.event} delivery {str(self.code)[:8]} ({self.status})"

@@ -14,4 +14,8 @@ urlpatterns = [
     path("<uuid:code>/api-keys/<uuid:key>/revoke/", views.revoke_api_key, name="revoke_api_key"),
     path("<uuid:code>/audit/", views.audit_log, name="audit"),
     path("<uuid:code>/invitations/<uuid:invitation>/revoke/", views.revoke_invitation, name="revoke_invitation"),
+    path("<uuid:code>/webhooks/", views.webhooks, name="webhooks"),
+    path("<uuid:code>/webhooks/<uuid:webhook>/active/", views.webhook_active, name="webhook_active"),
+    path("<uuid:code>/webhooks/<uuid:webhook>/delete/", views.webhook_delete, name="webhook_delete"),
+    path("<uuid:code>/webhooks/<uuid:webhook>/test/", views.webhook_test, name="webhook_test"),
 ]

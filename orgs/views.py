@@ -7,6 +7,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from orgs.access import (
@@ -16,6 +17,7 @@ from orgs.access import (
     access_invitation_by_token,
     access_offered_invitation,
     access_org,
+    access_webhook,
     check_owner,
     memberships_of,
 )
@@ -36,7 +38,8 @@ from orgs.actions import (
 )
 from orgs.api_keys import check_create_api_key, do_create_api_key, do_revoke_api_key, parse_expiry
 from orgs.audit import events_of
-from orgs.models import ApiScope, Membership, Organization, Role
+from orgs.models import SUBSCRIBABLE_EVENTS, WEBHOOK_URL_MAX, ApiScope, Membership, Organization, Role, WebhookDelivery
+from orgs.webhooks import check_webhook, do_create_webhook, do_delete_webhook, do_send_test, do_set_webhook_active
 
 
 @login_required
@@ -211,6 +214,46 @@ def api_keys(request: HttpRequest, code: str) -> HttpResponse:
     return _api_keys_page(request, membership, created=created, raw_key=raw)
 
 
+# --- webhooks ------------------------------------------------------------------------------
+
+DELIVERY_LOG_SIZE = 25
+
+
+def _webhooks_page(request: HttpRequest, membership: Membership, status: int = 200, **extra: Any) -> HttpResponse:
+    org = membership.org
+    context = {
+        "org": org,
+        "membership": membership,
+        "webhooks": org.webhooks.order_by("created_at"),
+        "deliveries": WebhookDelivery.objects.filter(webhook__org=org)
+        .select_related("webhook")
+        .order_by("-created_at")[:DELIVERY_LOG_SIZE],
+        "events": [(event, event.label) for event in SUBSCRIBABLE_EVENTS],
+        "url_max": WEBHOOK_URL_MAX,
+        **extra,
+    }
+    return render(request, "orgs/webhooks.html", context, status=status)
+
+
+@login_required
+@sensitive_post_parameters()
+def webhooks(request: HttpRequest, code: str) -> HttpResponse:
+    """The organisation's webhooks and their delivery log, for owners and admins (a webhook's
+    address can carry a token of the receiving service); a POST adds one."""
+    actor = access_org(request, code, manage=True)
+    if request.method != "POST":
+        return _webhooks_page(request, actor)
+    url, events = request.POST.get("url", ""), request.POST.getlist("events")
+    try:
+        url, events = check_webhook(actor.org, url, events)
+    except ValidationError as exc:
+        return _webhooks_page(request, actor, status=400, error=_messages_of(exc), form_url=url, form_events=events)
+    webhook, secret = do_create_webhook(actor.org, url, events, request.user)
+    # Rendered, not redirected: the secret exists in clear only now (the database keeps it
+    # encrypted, and no page shows it again).
+    return _webhooks_page(request, actor, created=webhook, secret=secret)
+
+
 @login_required
 @require_POST
 def revoke_api_key(request: HttpRequest, code: str, key: str) -> HttpResponse:
@@ -229,3 +272,29 @@ def audit_log(request: HttpRequest, code: str) -> HttpResponse:
     check_owner(membership)
     page = Paginator(events_of(membership.org), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "orgs/audit.html", {"org": membership.org, "membership": membership, "page": page})
+
+
+def webhook_active(request: HttpRequest, code: str, webhook: str) -> HttpResponse:
+    found = access_webhook(request, code, webhook)
+    active = request.POST.get("active") == "1"
+    do_set_webhook_active(found, active, user=request.user)
+    messages.success(request, f"The webhook to {found.url} is {'enabled' if active else 'disabled'}")
+    return redirect("orgs:webhooks", code=found.org.code)
+
+
+@login_required
+@require_POST
+def webhook_delete(request: HttpRequest, code: str, webhook: str) -> HttpResponse:
+    found = access_webhook(request, code, webhook)
+    do_delete_webhook(found, user=request.user)
+    messages.success(request, f"The webhook to {found.url} is deleted, with its delivery log")
+    return redirect("orgs:webhooks", code=found.org.code)
+
+
+@login_required
+@require_POST
+def webhook_test(request: HttpRequest, code: str, webhook: str) -> HttpResponse:
+    found = access_webhook(request, code, webhook)
+    do_send_test(found, user=request.user)
+    messages.success(request, f"A test event is on its way to {found.url}: see the delivery log below")
+    return redirect("orgs:webhooks", code=found.org.code)

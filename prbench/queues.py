@@ -97,6 +97,11 @@ def get_queue(name: str = "default") -> Queue:
     return django_rq.get_queue(name)
 
 
+def worker_queues() -> list[Queue]:
+    """The queues every PRBench worker listens to, in priority order (settings.WORKER_QUEUES)."""
+    return [get_queue(name) for name in settings.WORKER_QUEUES]
+
+
 _connection: Redis | None = None
 
 

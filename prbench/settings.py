@@ -191,7 +191,14 @@ REDIS_URL = env("REDIS_URL", f"unix://{EMBEDDED_REDIS_SOCKET}?db=0")
 # prbench.cache starts the embedded Redis first when REDIS_URL is unset.
 CACHES = {"default": {"BACKEND": "prbench.cache.SharedRedisCache", "LOCATION": REDIS_URL}}
 
-RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600}}
+# "webhooks": organisation webhook deliveries (orgs/webhook_delivery.py). Its own queue so a
+# deployment can give deliveries workers of their own; every worker PRBench starts listens to
+# both, "default" first.
+RQ_QUEUES = {
+    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
+    "webhooks": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 60},
+}
+WORKER_QUEUES = ("default", "webhooks")
 RQ = {
     # A forking worker pays 60-650 ms per job once the SDKs are imported; the attempt
     # pipeline is I/O-bound and crash-safe by design (see experiments/jobs.py), so the
@@ -338,6 +345,13 @@ PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://op
 # providers/egress.py): e.g. "10.20.0.0/16" for self-hosted models on a private network.
 # Empty: every loopback, private, link-local, multicast and reserved address is refused.
 PRBENCH_ALLOWED_PRIVATE_NETWORKS = envnetworks("PRBENCH_ALLOWED_PRIVATE_NETWORKS", "")
+# Where PRBench's pages are reached from outside, for links in webhook payloads (no trailing /).
+PRBENCH_BASE_URL = env("PRBENCH_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# A webhook delivery is tried at most this many times (back-off 10 s, 20 s, 40 s, ... capped at
+# an hour between tries) before it is marked failed.
+PRBENCH_WEBHOOK_MAX_ATTEMPTS = envint("PRBENCH_WEBHOOK_MAX_ATTEMPTS", "8")
+if PRBENCH_WEBHOOK_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured(f"PRBENCH_WEBHOOK_MAX_ATTEMPTS must be at least 1, not {PRBENCH_WEBHOOK_MAX_ATTEMPTS}")
 # How many of a job's attempts run at once, on threads that only call providers and validate
 # (the job's own thread does the database work in bulk). Latency-bound calls overlap up to
 # this many per worker process; each arm's max_concurrency still holds across all workers.

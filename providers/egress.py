@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -115,6 +116,25 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def destination(url: str) -> list[IPAddress]:
+    """The addresses ``url``'s host resolves to now, each passing the policy: for checking an
+    address when it is saved. Raises :class:`EgressRefused`, or :class:`NoAnswer` when the name
+    does not resolve."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        return [ipaddress.ip_address(address) for address in checked_addresses(parts.hostname or "", port)]
+    except httpcore2.ConnectError:
+        raise NoAnswer(f"{parts.hostname} does not resolve") from None
+
+
+def in_allowed_network(address: IPAddress) -> bool:
+    """Whether staff allowed ``address``'s network explicitly (not merely: it is public)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return any(address in network for network in allowed_networks())
+
+
 def checked_addresses(host: str, port: int) -> list[str]:
     """Resolve ``host`` once; every address must pass the policy, else nothing is connected."""
     try:
@@ -198,3 +218,51 @@ def refusal_in(exc: BaseException) -> EgressRefused | None:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+@dataclass(frozen=True)
+class PostAnswer:
+    """What a POST outside got back: enough to decide and to log, never the whole body."""
+
+    status_code: int
+    retry_after: str | None
+    excerpt: str  # the first bytes of the body, decoded leniently
+
+
+class NoAnswer(Exception):
+    """The POST got no HTTP answer: name resolution, connection, TLS or a timeout failed.
+    The message is the error's class only, never an address or a body."""
+
+
+EXCERPT_BYTES = 200
+
+
+def post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> PostAnswer:
+    """POST ``body`` to ``url`` through the egress policy (checked where the socket opens), with
+    no proxy and no redirect followed, reading at most ``EXCERPT_BYTES`` of the answer (an
+    answer that never ends cannot hold the caller). For callers outside ``providers`` (webhook
+    deliveries), so the HTTP stack stays in this package.
+
+    Raises :class:`EgressRefused` for a refused address and :class:`NoAnswer` for no answer."""
+    try:
+        with (
+            http_client(httpx2.Timeout(timeout_s)) as client,
+            client.stream("POST", url, content=body, headers=headers) as response,
+        ):
+            return PostAnswer(response.status_code, response.headers.get("retry-after"), _first_bytes(response))
+    except Exception as exc:
+        refused = refusal_in(exc)
+        if refused is not None:
+            raise refused from None
+        if isinstance(exc, httpx2.HTTPError):
+            raise NoAnswer(type(exc).__name__) from None
+        raise
+
+
+def _first_bytes(response: httpx2.Response) -> str:
+    taken = b""
+    for chunk in response.iter_bytes():
+        taken += chunk
+        if len(taken) >= EXCERPT_BYTES:
+            break
+    return taken[:EXCERPT_BYTES].decode("utf-8", "replace")

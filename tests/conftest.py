@@ -21,7 +21,7 @@ from experiments.demo import load_demo_dataset
 from experiments.models import Attempt, WorkerLease
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
-from prbench.queues import get_connection, get_queue
+from prbench.queues import get_connection, worker_queues
 from providers.pricing import forget_catalog
 from providers.redaction import forget_secrets
 
@@ -131,8 +131,8 @@ def experiment(org, dataset, alice):
 
 
 def work_queue() -> None:
-    """Drain the test queue with a real RQ worker, in this process (as the style guide says)."""
-    AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)
+    """Drain the test queues with a real RQ worker, in this process (as the style guide says)."""
+    AttemptWorker(worker_queues(), connection=get_connection()).work(burst=True)
 
 
 def as_if_its_worker_died(*attempt_ids: int) -> None:

@@ -19,7 +19,7 @@ from experiments.models import Dataset, Run
 from experiments.progress import run_progress
 from experiments.worker import AttemptWorker
 from orgs.models import Organization
-from prbench.queues import get_connection, get_queue
+from prbench.queues import get_connection, worker_queues
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def wait_for_run(run: Run, poll_seconds: float = 0.5) -> Run:
     queue in this process so ``start_run --wait`` also works on a bare machine."""
     if not Worker.all(connection=get_connection()):
         print("No RQ worker is running: executing the run in this process.", file=sys.stderr)
-        AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)
+        AttemptWorker(worker_queues(), connection=get_connection()).work(burst=True)
     with tqdm(total=run.total_attempts, unit="attempt", file=sys.stderr, dynamic_ncols=True) as bar:
         while True:
             run.refresh_from_db(fields=["status", "finished_at"])

@@ -175,7 +175,16 @@ def start_workers(count: int) -> list[subprocess.Popen]:
     production: see the README), in one process group of their own."""
     manage = str(settings.BASE_DIR / "manage.py")
     pool = subprocess.Popen(
-        [sys.executable, manage, "rqworker-pool", "default", "--num-workers", str(count), "--verbosity", "0"],
+        [
+            sys.executable,
+            manage,
+            "rqworker-pool",
+            *settings.WORKER_QUEUES,
+            "--num-workers",
+            str(count),
+            "--verbosity",
+            "0",
+        ],
         preexec_fn=_die_with_parent,
         # Not in the terminal's process group: Ctrl-C reaches the demo alone, which then
         # stops the pool once (a worker signalled twice stops cold, mid-job).
