@@ -327,6 +327,9 @@ LOGGING = {
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")
 # Where `manage.py models refresh` fetches OpenRouter's model list from.
 PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://openrouter.ai/api/v1/models")
+# Where the site is served, e.g. "https://prbench.example.com": commands that write for
+# another place (the CI gate's pull-request comment) link to run pages under it. Empty: no links.
+PRBENCH_SITE_URL = env("PRBENCH_SITE_URL", "")
 # Networks outside the public internet that providers may nevertheless be reached on (see
 # providers/egress.py): e.g. "10.20.0.0/16" for self-hosted models on a private network.
 # Empty: every loopback, private, link-local, multicast and reserved address is refused.
