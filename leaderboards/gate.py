@@ -384,7 +384,7 @@ def _regression_check(verdict: PairedVerdict, label: str, theirs: str, verb: str
     }
     value = (
         f"{_points(verdict.mean_difference)} points ({verdict.confidence:.0%} CI {_points(verdict.ci_low)} to "
-        f"{_points(verdict.ci_high)}), p = {verdict.p_value:.3g}, {verdict.shared_tasks} shared tasks"
+        f"{_points(verdict.ci_high)}), {_p_value(verdict.p_value)}, {verdict.shared_tasks} shared tasks"
     )
     threshold = f"no significant regression against {theirs!r}"
     sentence = verdict.sentence(f"{label!r}", f"baseline {theirs!r}", verb)
@@ -393,6 +393,10 @@ def _regression_check(verdict: PairedVerdict, label: str, theirs: str, verb: str
 
 def _points(share: float | None) -> str:
     return "?" if share is None else f"{share * 100:+.1f}"
+
+
+def _p_value(p: float) -> str:  # as the pairwise pages' sentences write it
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
 # --- Markdown ------------------------------------------------------------------------------------
