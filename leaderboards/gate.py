@@ -24,7 +24,9 @@ from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.urls import reverse
 
+from evaluation.workloads import workload_for
 from experiments.models import Run, RunStatus
+from experiments.progress import judging_progress, run_progress
 from leaderboards.boards import Entry, RunBoards, quality_metric, run_boards
 from leaderboards.jobs import ensure_fresh_summaries
 from leaderboards.models import TaskSummary
@@ -171,14 +173,27 @@ def _baseline_pairs(run: Run, baseline: Run, gated: list[str], renamed: Mapping[
     return pairs
 
 
+def still_changing(run: Run) -> str | None:
+    """Why the run's figures may still change, or None once they are final: it has not
+    finished, or its kind's quality waits for the evaluator's verdicts (free text) and some
+    are still to come."""
+    if not run.is_finished:
+        return f"it is {run.status}"
+    if workload_for(run.experiment.dataset.kind).verdict_decides:
+        judging = judging_progress(run, run_progress(run))
+        if judging is not None and not judging.finished:
+            return f"its answers are still being judged: {judging.judged} of {judging.answered}"
+    return None
+
+
 def check_gate_ready(plan: GatePlan) -> None:
-    """Both runs completed. A run still going has no final figures; a failed or cancelled one
-    stopped short, so its figures are not the experiment's."""
+    """Both runs completed and settled. A run still going has no final figures; a failed or
+    cancelled one stopped short, so its figures are not the experiment's."""
     for name, run in (("run", plan.run), ("baseline", plan.baseline)):
         if run is None:
             continue
-        if not run.is_finished:
-            raise _invalid(name, f"{name}: run {run.code} has not finished (it is {run.status})", "not_finished")
+        if why := still_changing(run):
+            raise _invalid(name, f"{name}: run {run.code} has not finished ({why})", "not_finished")
         if run.status != RunStatus.COMPLETED:
             raise _invalid(name, f"{name}: run {run.code} ended {run.status}: there is nothing to gate", "not_finished")
 
@@ -415,8 +430,13 @@ def _cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
+def _code(text: str) -> str:
+    """Inline code in a table or heading: a backtick would end it early."""
+    return "`" + _cell(text).replace("`", "'") + "`"
+
+
 def _linked(text: str, url: str) -> str:
-    return f"[{text}]({url})" if url else f"`{text}`"
+    return f"[{text}]({url})" if url else _code(text)
 
 
 def gate_markdown(result: GateResult) -> str:
@@ -429,11 +449,9 @@ def gate_markdown(result: GateResult) -> str:
         runs += f" against baseline {_linked(result.baseline, result.baseline_url)}"
     lines += [f"{runs}. Quality is {result.metric.lower()}; infrastructure failures are not counted.", ""]
     for arm in result.arms:
-        against = (
-            f" (baseline arm `{_cell(arm.baseline_label)}`)" if arm.baseline_label not in (None, arm.label) else ""
-        )
+        against = f" (baseline arm {_code(arm.baseline_label)})" if arm.baseline_label not in (None, arm.label) else ""
         outcome = "passes" if arm.passed else "fails"
-        lines += [f"### Arm `{_cell(arm.label)}`{against}: {outcome}", ""]
+        lines += [f"### Arm {_code(arm.label)}{against}: {outcome}", ""]
         lines += ["| Check | Value | Threshold | Verdict |", "| --- | --- | --- | --- |"]
         for check in arm.checks:
             cells = [CHECK_TITLES[check.name], check.value, check.threshold, VERDICT_MARKS[check.verdict]]

@@ -9,7 +9,14 @@ from django.core.management.base import CommandError
 from experiments.management.commands._helpers import org_by_slug, run_by_code
 from experiments.models import Run
 from experiments.progress import run_progress
-from leaderboards.gate import GateRequest, check_gate_request, evaluate_gate, gate_markdown, parse_number
+from leaderboards.gate import (
+    GateRequest,
+    check_gate_request,
+    evaluate_gate,
+    gate_markdown,
+    parse_number,
+    still_changing,
+)
 from prbench.inputs import CheckedCommand
 
 PASSED, FAILED, ERROR = 0, 1, 2  # exit codes: a build step fails on anything but 0
@@ -72,6 +79,8 @@ class Command(CheckedCommand):
 
     def handle(self, *args, org, run, baseline, arm, baseline_arm, wait, timeout, markdown_file, json_file, **options):
         gated = run_by_code(run, org=org_by_slug(org))
+        if timeout is not None and not wait:
+            raise CommandError("--timeout: only with --wait")
         try:
             request = GateRequest(
                 min_quality_lower_bound=parse_number("min_quality_lower_bound", options["min_quality"]),
@@ -96,7 +105,7 @@ class Command(CheckedCommand):
             raise SystemExit(FAILED)
 
     def wait_for(self, runs: list[Run], timeout: float | None) -> None:
-        """Poll until every run has finished, a line on stderr whenever one moves; past the
+        """Poll until every run's figures are final, a line on stderr whenever one moves; past the
         timeout, return anyway and let evaluate_gate say which has not finished."""
         deadline = None if timeout is None else time.monotonic() + timeout
         shown: dict[int, str] = {}
@@ -108,7 +117,7 @@ class Command(CheckedCommand):
                 if shown.get(run.pk) != line:
                     self.stderr.write(line)
                     shown[run.pk] = line
-            if all(run.is_finished for run in runs):
+            if all(still_changing(run) is None for run in runs):
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 self.stderr.write(f"gave up waiting after {timeout:g} s")
