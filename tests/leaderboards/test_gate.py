@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command, execute_from_command_line
 from django.db.models import Count, Q
 
+from evaluation.evaluator import enqueue_judging
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.demo import load_demo_dataset
 from experiments.models import Dataset, Run, RunStatus
@@ -23,6 +24,7 @@ from leaderboards.stats import paired_verdict
 from orgs.models import Organization
 from providers.outcomes import SCORED
 from tests.conftest import work_queue
+from tests.evaluation.test_free_text import text_experiment, text_profile, truthfulqa  # noqa: F401 (fixtures)
 from tests.experiments.test_import_questions import MMLU, import_file
 from tests.leaderboards.conftest import ArmPlan, build_run
 
@@ -277,6 +279,20 @@ def test_wait_polls_until_the_run_finishes(org, finished_run, monkeypatch):
     assert code == 0 and "PASS" in out
     assert f"run {run.code}: {run.status}, 0/56 attempts done" in err
     assert f"run {run.code}: completed, 56/56 attempts done" in err
+
+
+def test_a_free_text_run_is_final_once_its_answers_are_judged(org, text_profile, text_experiment, start, monkeypatch):  # noqa: F811
+    run = start(text_experiment)
+    work_queue()  # answered; the evaluator's jobs (queued on commit) are not run yet
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    message = gate_error(org, str(run.code), "--min-quality", "0.5")
+    assert f"run {run.code} has not finished (its answers are still being judged: 0 of 12)" in message
+    attempts = list(run.attempts.values_list("pk", flat=True))
+    monkeypatch.setattr(ci_gate, "pause", lambda seconds: enqueue_judging(text_profile.pk, attempts) and work_queue())
+    code, out, _ = gate(org, run, "--min-quality", "0.5", "--arm", "truth-teller", "--wait")
+    assert code == 0
+    assert "| Quality lower bound | 61.0% (truthful and informative 6/6 = 100.0%) | ≥ 50.0% | ✅ pass |" in out
 
 
 @pytest.mark.parametrize(
