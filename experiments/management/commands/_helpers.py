@@ -39,9 +39,12 @@ def dataset_by_name(org: Organization, name: str) -> Dataset:
     return dataset
 
 
-def run_by_code(code: str) -> Run:
+def run_by_code(code: str, org: Organization | None = None) -> Run:
+    """The run with that public id; with ``org``, only that organisation's (another
+    organisation's run gets the very message an id nobody has gets)."""
+    runs = Run.objects.select_related("experiment__dataset", "org")
     try:
-        return Run.objects.select_related("experiment", "org").get(code=code)
+        return (runs if org is None else runs.filter(org=org)).get(code=code)
     except (Run.DoesNotExist, ValidationError, ValueError):
         raise CommandError(f"no run with id {code!r}") from None
 
