@@ -56,7 +56,8 @@ def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
 
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    return _respond(request, validation_error_body(exc), 422)
+    body, status = validation_error_body(exc)
+    return _respond(request, body, status)
 
 
 @api.exception_handler(SchemaValidationError)
@@ -93,8 +94,10 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 def _register_routers() -> None:
     from experiments.api import router as experiments_router
+    from leaderboards.api_gate import router as gate_router
 
     api.add_router("/", experiments_router)
+    api.add_router("/", gate_router)
 
 
 _register_routers()

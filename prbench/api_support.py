@@ -115,17 +115,26 @@ def error_body(code: str, message: str, field: str | None = None) -> dict[str, A
     return {"error": {"code": code, "message": message, "field": field}}
 
 
-def validation_error_body(exc: ValidationError) -> dict[str, Any]:
-    """The first problem of a Django ValidationError, with its field when it names one."""
+# ValidationError codes that say more than "invalid" and keep their name in the error body; a
+# state that does not allow the request is a 409, like any other conflict.
+NAMED_CODES = {"not_found": 422, "not_finished": 409, "no_shared_tasks": 422, "conflict": 409}
+
+
+def validation_error_body(exc: ValidationError) -> tuple[dict[str, Any], int]:
+    """The first problem of a Django ValidationError, with its field when it names one, and the
+    status it answers with."""
     if hasattr(exc, "error_dict"):
         field, errors = next(iter(exc.error_dict.items()))
         message = "; ".join(message for error in errors for message in error.messages)
-        return error_body("invalid", message, None if field == "__all__" else field)
-    return error_body("invalid", "; ".join(exc.messages))
+        code = next((error.code for error in errors if error.code in NAMED_CODES), "invalid")
+        return error_body(code, message, None if field == "__all__" else field), NAMED_CODES.get(code, 422)
+    code = exc.code if exc.code in NAMED_CODES else "invalid"
+    return error_body(code, "; ".join(exc.messages)), NAMED_CODES.get(code, 422)
 
 
 # The error responses every endpoint can give, for the OpenAPI document.
 COMMON_ERRORS: dict[int, Any] = {401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 422: ErrorBody, 429: ErrorBody}
+WITH_CONFLICT: dict[int, Any] = {**COMMON_ERRORS, 409: ErrorBody}
 
 
 # --- cursor pagination -----------------------------------------------------------------------------
