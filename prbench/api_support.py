@@ -135,8 +135,9 @@ def form_invalid(form: Any, default_field: str | None = None) -> ValidationError
     return ValidationError(errors)
 
 
-# The error responses every endpoint can give, for the OpenAPI document.
-COMMON_ERRORS: dict[int, Any] = {401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 422: ErrorBody, 429: ErrorBody}
+# The error responses every endpoint can give, for the OpenAPI document (400: a query
+# parameter that is not text, refused before any endpoint by prbench/middleware.py).
+COMMON_ERRORS: dict[int, Any] = {status: ErrorBody for status in (400, 401, 403, 404, 422, 429)}
 
 
 # --- cursor pagination -----------------------------------------------------------------------------
