@@ -132,8 +132,20 @@ def validation_error_body(exc: ValidationError) -> tuple[dict[str, Any], int]:
     return error_body(code, "; ".join(exc.messages)), NAMED_CODES.get(code, 422)
 
 
-# The error responses every endpoint can give, for the OpenAPI document.
-COMMON_ERRORS: dict[int, Any] = {401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 422: ErrorBody, 429: ErrorBody}
+def form_invalid(form: Any, default_field: str | None = None) -> ValidationError:
+    """A bound, invalid Django form's errors as the ValidationError the API answers 422 with,
+    so an endpoint that shares a page's form shares its rules too. A form-wide error is put
+    on ``default_field`` when the endpoint knows which input it is about."""
+    errors = dict(form.errors.as_data())
+    if default_field and "__all__" in errors:
+        errors.setdefault(default_field, [])
+        errors[default_field] = [*errors.pop("__all__"), *errors[default_field]]
+    return ValidationError(errors)
+
+
+# The error responses every endpoint can give, for the OpenAPI document (400: a query
+# parameter that is not text, refused before any endpoint by prbench/middleware.py).
+COMMON_ERRORS: dict[int, Any] = {status: ErrorBody for status in (400, 401, 403, 404, 422, 429)}
 WITH_CONFLICT: dict[int, Any] = {**COMMON_ERRORS, 409: ErrorBody}
 
 

@@ -6,11 +6,13 @@ from collections.abc import Callable
 from urllib.parse import unquote_to_bytes
 
 from django.core.handlers.wsgi import get_bytes_from_wsgi
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
+from prbench.api_support import error_body
 from prbench.inputs import argument_problem
 
 URLENCODED = "application/x-www-form-urlencoded"
+API_PREFIX = "/api/"
 
 
 def encoded_field_problem(encoded: bytes, where: str) -> str | None:
@@ -44,6 +46,9 @@ class InputHygieneMiddleware:
         if problem is None and request.content_type == URLENCODED and request.method not in ("GET", "HEAD"):
             # Django reads a urlencoded body into memory anyway, within DATA_UPLOAD_MAX_MEMORY_SIZE.
             problem = encoded_field_problem(request.body, "form field")
+        if problem and request.path.startswith(API_PREFIX):
+            # The API answers every error with its JSON error body, this one too.
+            return JsonResponse(error_body("bad_request", f"Bad request: {problem}."), status=400)
         if problem:
             return HttpResponseBadRequest(f"Bad request: {problem}.\n", content_type="text/plain; charset=utf-8")
         return self.get_response(request)

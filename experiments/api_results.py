@@ -1,0 +1,380 @@
+"""The JSON API's results: a run's attempts, one attempt as its page shows it, every export
+of the run page and `export_run`, and the attempts as CSV or Parquet for a notebook (mounted by
+prbench/api.py).
+
+An attempt's evaluator rationale is staff-only: it is never read here (experiments/reporting.py
+``verdict_scores`` hands out the scores alone), nor is anything the attempt page does not show
+its customers (the raw request and response, the claim, the cost source).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, StreamingHttpResponse
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from ninja import Query, Router, Schema
+
+from experiments.exports import EXPORT_FORMATS, csv_chunks, parquet_chunks, prepare_export
+from experiments.forms import AttemptListForm
+from experiments.models import Artifact, Attempt, Run
+from experiments.reporting import cache_source, tests_with_roles, verdict_scores
+from experiments.swebench_export import ExportRefused
+from orgs.access import access_attempt, access_run
+from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, READ, Page, form_invalid, paginate
+
+router = Router(tags=["results"])
+
+
+# --- attempts --------------------------------------------------------------------------------
+
+
+class TaskRef(Schema):
+    id: UUID
+    external_id: str
+
+
+class AttemptSummary(Schema):
+    id: UUID
+    url: str
+    sequence: int
+    task: TaskRef
+    arm: str
+    repetition: int
+    status: str
+    outcome: str | None  # model_success, model_failure, infrastructure_failure; null until it ends
+    error_category: str | None
+    resolved: bool | None
+    score: float | None
+    patch_present: bool | None
+    patch_applied: bool | None
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: int | None
+    cost_usd: float | None  # null: no call made, or its price is unknown
+    cached: bool
+    retries: int
+
+
+class Tokens(Schema):
+    input: int | None
+    output: int | None
+    cache_read: int | None
+    cache_write: int | None  # part of input
+    reasoning: int | None  # part of output
+
+
+class RetryOut(Schema):
+    attempt: int | None  # the try that failed, counted from 1
+    category: str | None
+    wait_s: float | None
+
+
+class VerdictOut(Schema):
+    """The evaluator's scores, as the attempt page shows them: never its rationale."""
+
+    profile: str
+    status: str
+    overall: int | None
+    technical_quality: int | None
+    correctness_confidence: float | None
+    change_risk: str | None
+
+
+class TestOut(Schema):
+    id: str
+    role: str  # "must fix" (FAIL_TO_PASS), "must keep passing" (PASS_TO_PASS), or ""
+    outcome: str
+    seconds: float | None = None
+    message: str = ""
+
+
+class CheckOut(Schema):
+    kind: str  # build, lint
+    status: str
+    log: str
+
+
+class ValidationOut(Schema):
+    status: str
+    duration_ms: int | None
+    log: str
+    tests: list[TestOut]
+    checks: list[CheckOut]
+
+
+class AttemptDetail(AttemptSummary):
+    provider: str
+    model: str
+    model_served: str
+    error_message: str
+    tokens: Tokens
+    first_token_ms: int | None
+    output_tokens_per_s: float | None
+    wall_ms: int | None
+    cost_breakdown: dict[str, float]
+    warnings: list[str]
+    retry_log: list[RetryOut]
+    cached_from: UUID | None  # the attempt whose answer was reused
+    patch_well_formed: bool | None
+    lines_changed: int | None
+    files_changed: int | None
+    fail_to_pass_fraction: float | None
+    pass_to_pass_regressions: int | None
+    build_ok: bool | None
+    lint_clean: bool | None
+    confidence: float | None
+    queued_at: datetime
+    started_at: datetime | None
+    responded_at: datetime | None
+    validated_at: datetime | None
+    scored_at: datetime | None
+    verdicts: list[VerdictOut]
+    patch: str | None  # a PR task's diff; null for a question, or when the answer had none
+    answer: dict[str, Any] | None  # a question's extracted answer and its grading
+    answer_status: str
+    validation: ValidationOut | None
+    output: str
+
+
+class AttemptFilters(Schema):
+    arm: str = ""  # an arm's label
+    status: str = ""
+    outcome: str = ""
+
+
+def _summary_fields(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "id": attempt.code,
+        "url": reverse("experiments:attempt", args=[attempt.code]),
+        "sequence": attempt.sequence,
+        "task": TaskRef(id=attempt.task.code, external_id=attempt.task.external_id),
+        "arm": attempt.arm.label,
+        "repetition": attempt.repetition,
+        "status": attempt.status,
+        "outcome": attempt.outcome or None,
+        "error_category": attempt.error_category or None,
+        "resolved": attempt.resolved,
+        "score": attempt.score,
+        "patch_present": attempt.patch_present,
+        "patch_applied": attempt.patch_applied,
+        "input_tokens": attempt.input_tokens,
+        "output_tokens": attempt.output_tokens,
+        "latency_ms": attempt.latency_ms,
+        "cost_usd": None if attempt.cost_usd is None else float(attempt.cost_usd),
+        "cached": attempt.response_cached,
+        "retries": attempt.retries,
+    }
+
+
+@router.get(
+    "/runs/{run_id}/attempts",
+    response={200: Page[AttemptSummary], **COMMON_ERRORS},
+    auth=READ,
+    summary="A run's attempts, newest first, filtered by arm label, status and outcome class",
+)
+def list_attempts(
+    request: HttpRequest,
+    run_id: str,
+    filters: Query[AttemptFilters],
+    cursor: str | None = None,
+    limit: int = Query(50, ge=1, le=MAX_LIMIT),
+) -> Page[AttemptSummary]:
+    run = access_run(request, run_id)
+    # The run page's form: only the run's own arms and the known statuses and classes pass.
+    form = AttemptListForm(filters.dict(), run)
+    if not form.is_valid():
+        raise form_invalid(form)
+    query = form.query()
+    attempts = run.attempts.select_related("task", "arm")
+    if (arm_id := form.arm_id()) is not None:
+        attempts = attempts.filter(arm_id=arm_id)
+    if query.status:
+        attempts = attempts.filter(status=query.status)
+    if query.outcome:
+        attempts = attempts.filter(outcome=query.outcome)
+    rows, next_cursor = paginate(attempts, cursor, limit)
+    return Page[AttemptSummary](
+        items=[AttemptSummary(**_summary_fields(attempt)) for attempt in rows], next_cursor=next_cursor
+    )
+
+
+@router.get(
+    "/attempts/{attempt_id}",
+    response={200: AttemptDetail, **COMMON_ERRORS},
+    auth=READ,
+    summary="One attempt: scores, outcome, tokens, cost, latency, its patch or answer and its validation",
+)
+def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
+    attempt = access_attempt(request, attempt_id)
+    artifacts = {artifact.kind: artifact for artifact in attempt.artifacts.all()}
+    cached_from = cache_source(attempt)
+    patch = artifacts.get("patch")
+    answer = artifacts.get("answer")
+    return AttemptDetail(
+        **_summary_fields(attempt),
+        provider=attempt.arm.provider,
+        model=attempt.arm.model_name,
+        model_served=attempt.model_served,
+        error_message=attempt.error_message,
+        tokens=Tokens(
+            input=attempt.input_tokens,
+            output=attempt.output_tokens,
+            cache_read=attempt.cached_tokens,
+            cache_write=attempt.cache_write_tokens,
+            reasoning=attempt.reasoning_tokens,
+        ),
+        first_token_ms=attempt.first_token_ms,
+        output_tokens_per_s=attempt.output_tokens_per_s,
+        wall_ms=attempt.wall_ms,
+        cost_breakdown={part: float(usd) for part, usd in (attempt.cost_breakdown or {}).items()},
+        warnings=[str(warning) for warning in attempt.warnings or []],
+        retry_log=[_retry(entry) for entry in attempt.retry_log or [] if isinstance(entry, dict)],
+        cached_from=cached_from.code if cached_from else None,
+        patch_well_formed=attempt.patch_well_formed,
+        lines_changed=attempt.lines_changed,
+        files_changed=attempt.files_changed,
+        fail_to_pass_fraction=attempt.fail_to_pass_fraction,
+        pass_to_pass_regressions=attempt.pass_to_pass_regressions,
+        build_ok=attempt.build_ok,
+        lint_clean=attempt.lint_clean,
+        confidence=attempt.confidence,
+        queued_at=attempt.queued_at,
+        started_at=attempt.started_at,
+        responded_at=attempt.responded_at,
+        validated_at=attempt.validated_at,
+        scored_at=attempt.scored_at,
+        verdicts=[VerdictOut(**scores) for scores in verdict_scores(attempt)],
+        patch=patch.content if patch and patch.content else None,
+        answer=_answer(answer),
+        answer_status=answer.status if answer else "",
+        validation=_validation(attempt, artifacts),
+        output=attempt.output,
+    )
+
+
+def _retry(entry: dict[str, Any]) -> RetryOut:
+    """A retried try as the page shows it: its number, category and wait (not its message)."""
+    wait = entry.get("wait_s")
+    return RetryOut(
+        attempt=entry.get("try"),
+        category=entry.get("category"),
+        wait_s=float(wait) if isinstance(wait, int | float) else None,
+    )
+
+
+def _answer(artifact: Artifact | None) -> dict[str, Any] | None:
+    """The answer artifact's fields (the page shows each of them), or its text as ``answer``."""
+    if artifact is None:
+        return None
+    try:
+        fields = json.loads(artifact.content or "{}")
+    except ValueError:
+        return {"answer": artifact.content}
+    return fields if isinstance(fields, dict) else {"answer": artifact.content}
+
+
+def _validation(attempt: Attempt, artifacts: dict[str, Artifact]) -> ValidationOut | None:
+    validation = artifacts.get("validation")
+    if validation is None:
+        return None
+    return ValidationOut(
+        status=validation.status,
+        duration_ms=validation.duration_ms,
+        log=validation.content,
+        tests=[TestOut(**test) for test in tests_with_roles(attempt, artifacts.get("tests"))],
+        checks=[
+            CheckOut(kind=kind, status=artifacts[kind].status, log=artifacts[kind].content)
+            for kind in ("build", "lint")
+            if kind in artifacts
+        ],
+    )
+
+
+# --- exports ---------------------------------------------------------------------------------
+
+ExportName = Literal["json", "csv", "swebench-preds", "swebench-report", "html"]
+
+
+def _file_response(content_types: Iterable[str]) -> dict[str, Any]:
+    """The OpenAPI description of a download: a 200 in one of these content types."""
+    return {
+        "responses": {
+            "200": {
+                "description": "The file, streamed as it is written",
+                "content": {kind.split(";")[0]: {"schema": _body_schema(kind)} for kind in content_types},
+            }
+        }
+    }
+
+
+def _body_schema(content_type: str) -> dict[str, str]:
+    return {"type": "object"} if content_type == "application/json" else {"type": "string", "format": "binary"}
+
+
+# Every export's type, and one arm's SWE-bench predictions (JSON lines).
+EXPORT_CONTENT_TYPES = sorted({*(export.content_type for export in EXPORT_FORMATS.values()), "application/x-ndjson"})
+
+
+def _download(chunks: Iterator[str | bytes], content_type: str, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(True, filename)
+    return response
+
+
+@router.get(
+    "/runs/{run_id}/exports/{format}",
+    response=COMMON_ERRORS,
+    auth=READ,
+    summary="A run exported as the run page and `export_run` export it",
+    openapi_extra=_file_response(EXPORT_CONTENT_TYPES),
+)
+def export_run(
+    request: HttpRequest, run_id: str, format: ExportName, arm: str | None = None, rep: int | None = None
+) -> StreamingHttpResponse:
+    """Formats: ``json`` (the boards and every attempt), ``csv`` (the attempts), ``swebench-preds``
+    (a zip of one predictions file per arm and repetition, or with ``arm`` and ``rep`` that one
+    JSONL file), ``swebench-report`` (the harness's reports; ``arm``/``rep`` likewise) and
+    ``html`` (the report). A format the run cannot give is refused with 422 and the reason."""
+    run = access_run(request, run_id)
+    try:
+        export = prepare_export(run, format, arm, rep)
+    except ExportRefused as exc:
+        raise ValidationError({"arm" if arm is not None or rep is not None else "format": str(exc)}) from None
+    return _download(export.chunks, export.content_type, export.filename)
+
+
+# --- notebook access ----------------------------------------------------------------------------
+
+CSV_TYPE = "text/csv; charset=utf-8"
+PARQUET_TYPE = "application/vnd.apache.parquet"
+
+
+@router.get(
+    "/runs/{run_id}/attempts.csv",
+    response=COMMON_ERRORS,
+    auth=READ,
+    summary="A run's attempts as CSV: the CSV export's columns, for pandas.read_csv",
+    openapi_extra=_file_response([CSV_TYPE]),
+)
+def attempts_csv(request: HttpRequest, run_id: str) -> StreamingHttpResponse:
+    run = access_run(request, run_id)
+    return _download(csv_chunks(run), CSV_TYPE, f"prbench-run-{run.code}-attempts.csv")
+
+
+@router.get(
+    "/runs/{run_id}/attempts.parquet",
+    response=COMMON_ERRORS,
+    auth=READ,
+    summary="A run's attempts as Parquet: the CSV export's columns, typed, for pandas.read_parquet",
+    openapi_extra=_file_response([PARQUET_TYPE]),
+)
+def attempts_parquet(request: HttpRequest, run_id: str) -> StreamingHttpResponse:
+    run: Run = access_run(request, run_id)
+    return _download(parquet_chunks(run), PARQUET_TYPE, f"prbench-run-{run.code}-attempts.parquet")
