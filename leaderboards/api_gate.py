@@ -38,7 +38,7 @@ class GateIn(Schema):
     confidence: float = BOARD_CONFIDENCE
 
 
-class CheckOut(Schema):
+class GateCheckOut(Schema):
     name: str
     verdict: str
     value: str
@@ -47,11 +47,11 @@ class CheckOut(Schema):
     figures: dict[str, Any]
 
 
-class ArmOut(Schema):
+class GateArmOut(Schema):
     label: str
     baseline_label: str | None
     passed: bool
-    checks: list[CheckOut]
+    checks: list[GateCheckOut]
 
 
 class GateOut(Schema):
@@ -63,7 +63,7 @@ class GateOut(Schema):
     baseline_url: str
     metric: str
     confidence: float
-    arms: list[ArmOut]
+    arms: list[GateArmOut]
     markdown: str
 
 

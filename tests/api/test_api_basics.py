@@ -148,3 +148,28 @@ def test_runs_list_is_scoped_to_the_keys_organisation(org, run, charlie):
     mine = api_client(make_api_key(org)).get("/api/runs").json()["items"]
     assert [item["id"] for item in mine] == [str(run.code)]
     assert api_client(make_api_key(Organization.objects.get(slug="other"))).get("/api/runs").json()["items"] == []
+
+
+def test_no_two_api_schemas_share_a_name():
+    """The OpenAPI document names components by class name: two schemas called ``ArmOut`` in
+    two routers silently became one, and responses were documented with the other's fields."""
+    from collections import Counter
+
+    from ninja import Schema
+
+    from prbench.api import api
+
+    api.get_openapi_schema()  # every router imported
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    ours = [
+        cls
+        for cls in subclasses(Schema)
+        if cls.__module__.split(".")[0] in {"experiments", "leaderboards", "orgs", "prbench"}
+    ]
+    named = Counter(cls.__name__ for cls in ours if "[" not in cls.__name__)
+    assert [name for name, count in named.items() if count > 1] == []
