@@ -8,6 +8,7 @@ token still holds. A job delivered twice, or a backfill run again, judges and pa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus, text_ver
 from evaluation.workloads import workload_for
 from evaluation.workloads.free_text import correct_from_verdict
 from orgs.models import Organization
+from prbench import metrics
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from providers.outcomes import INFRASTRUCTURE_FAILURES, OutcomeClass
@@ -239,6 +241,9 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
     if not mine.update(**values):
         return False
     settle_free_text(verdict, judgement)
+    profile = verdict.profile
+    count = functools.partial(metrics.count_judgement, profile.workload, values["status"], profile.provider)
+    transaction.on_commit(count, robust=True)
     return True
 
 

@@ -63,6 +63,7 @@ from experiments.prompts import build_request
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
 from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
+from prbench import metrics
 from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
@@ -127,8 +128,19 @@ def claim_attempts(
         .only("id", "run_id", "task_id", "arm_id", "repetition", "sequence", "claims")
         .order_by("sequence")
     )
+    if claimed > len(attempts):  # the claim retired poison attempts: they finished here
+        _count_retired(token, attempt_ids)
     (related or RelatedCache()).attach(attempts)
     return token, attempts
+
+
+def _count_retired(token: uuid.UUID, attempt_ids: list[int]) -> None:
+    retired = Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.FAILED)
+    rows = [
+        (AttemptStatus.FAILED, outcome, category, provider)
+        for outcome, category, provider in retired.values_list("outcome", "error_category", "arm__provider")
+    ]
+    transaction.on_commit(functools.partial(metrics.count_attempts_finished, rows), robust=True)
 
 
 def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
@@ -809,23 +821,40 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     ids = [outcome.attempt_id for outcome in outcomes]
     # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
     # lock), so a requeue cannot slip in between this check and the writes below.
-    ours = dict(_still_ours(ids, token).select_for_update().values_list("pk", "run_id"))
+    locked = _still_ours(ids, token).select_for_update().values_list("pk", "run_id", "arm_id")
+    ours = {pk: (run_id, arm_id) for pk, run_id, arm_id in locked}
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
     _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
     completed = [outcome for outcome in mine if outcome.completion is not None]
     failed = [outcome for outcome in mine if outcome.completion is None and not outcome.give_back]
-    update_by_pk(Attempt, {o.attempt_id: _completed_row(o, now) for o in completed})
-    update_by_pk(Attempt, {o.attempt_id: _failed_row(o, now) for o in failed})
+    completed_rows = {o.attempt_id: _completed_row(o, now) for o in completed}
+    failed_rows = {o.attempt_id: _failed_row(o, now) for o in failed}
+    update_by_pk(Attempt, completed_rows)
+    update_by_pk(Attempt, failed_rows)
+    _count_once_committed(completed_rows | failed_rows, {pk: arm_id for pk, (_, arm_id) in ours.items()})
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
     recorded = [o.attempt_id for o in completed]
     transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
     # After the commit, and throttled: the boards' summaries are rebuilt from what committed.
-    runs = {ours[o.attempt_id] for o in mine if not o.give_back}
+    runs = {ours[o.attempt_id][0] for o in mine if not o.give_back}
     transaction.on_commit(functools.partial(request_summary_refresh, runs), robust=True)
     return len(mine)
+
+
+def _count_once_committed(finished: dict[int, dict], arm_of: dict[int, int]) -> None:
+    """Count the attempts this transaction moved to completed or failed, once it commits: only
+    rows the token still held are here, so a job run twice (or a late worker) counts none."""
+    if not finished:
+        return
+    providers = dict(RunArm.objects.filter(pk__in={arm_of[pk] for pk in finished}).values_list("pk", "provider"))
+    rows = [
+        (row["status"], row["outcome"], row.get("error_category", ""), providers[arm_of[pk]])
+        for pk, row in finished.items()
+    ]
+    transaction.on_commit(functools.partial(metrics.count_attempts_finished, rows), robust=True)
 
 
 def _keep_in_cache(completed: list[Outcome], now: datetime) -> None:
@@ -895,5 +924,14 @@ def finish_run_if_done(run_id: int) -> str | None:
     finished = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=status, finished_at=timezone.now())
     if not finished:
         return None
+    observe_run_duration(run_id)
     queue_summary_refresh(run_id)
     return status
+
+
+def observe_run_duration(run_id: int) -> None:
+    """Into the run-duration histogram, once the run's finish has committed: only the call
+    whose update finished the run gets here, so each run is observed once."""
+    status, started_at, finished_at = Run.objects.values_list("status", "started_at", "finished_at").get(pk=run_id)
+    seconds = (finished_at - started_at).total_seconds() if started_at and finished_at else None
+    transaction.on_commit(functools.partial(metrics.observe_run_finished, status, seconds), robust=True)

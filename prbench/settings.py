@@ -74,7 +74,7 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 _SECURE_DEFAULT = "False" if DEBUG else "True"
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", _SECURE_DEFAULT)
 # A load balancer probes over plain HTTP inside the network: answered, not redirected.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", _SECURE_DEFAULT)
 CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", _SECURE_DEFAULT)
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0" if DEBUG else str(365 * 24 * 3600))
@@ -322,6 +322,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
 }
+
+# Who may read /metrics (prbench/metrics_view.py): a request carrying
+# "Authorization: Bearer <PRBENCH_METRICS_TOKEN>" (empty: no token is accepted), or one from an
+# address inside these networks (REMOTE_ADDR). Anyone else gets a 404.
+PRBENCH_METRICS_TOKEN = env("PRBENCH_METRICS_TOKEN", "")
+if PRBENCH_METRICS_TOKEN and len(PRBENCH_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("PRBENCH_METRICS_TOKEN must be at least 16 characters (or empty: no token)")
+PRBENCH_METRICS_ALLOWED_NETWORKS = envnetworks("PRBENCH_METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
 
 # Fernet keys for provider credentials at rest, newest first (see providers/crypto.py).
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")

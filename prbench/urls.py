@@ -2,7 +2,7 @@ from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
 from django.urls import include, path
 
-from prbench import health
+from prbench import health, metrics_view
 
 # The admin signs in through allauth's login, whose failure limits are counted in the shared
 # Redis cache: the admin's own login form has no limit at all (40 wrong passwords, then the
@@ -12,6 +12,7 @@ admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-a
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("orgs/", include("orgs.urls")),
