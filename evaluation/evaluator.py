@@ -25,6 +25,7 @@ from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Length
 from django.utils import timezone
 from pydantic import BaseModel
+from structlog.contextvars import bound_contextvars
 
 from evaluation.judging import (
     FORMS,
@@ -297,7 +298,8 @@ def judge_attempts(profile_id: int, attempt_ids: list[int]) -> int:
     for verdict in claimed:
         if not Verdict.objects.filter(pk=verdict.pk, claim_token=token).update(claimed_at=timezone.now()):
             continue  # taken over after looking abandoned
-        recorded += record_answer(verdict, token, judge(verdict, profile, prepared))
+        with bound_contextvars(attempt=str(verdict.attempt.code)):
+            recorded += record_answer(verdict, token, judge(verdict, profile, prepared))
     if recorded:
         _refresh_boards_of(attempt_ids)
     return recorded

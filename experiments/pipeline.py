@@ -13,6 +13,7 @@ and keeps worker threads free of database connections.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import itertools
 import logging
@@ -33,6 +34,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
 from django.utils import timezone
 from redis.exceptions import RedisError
+from structlog.contextvars import bound_contextvars
 
 from evaluation.evaluator import enqueue_judging
 from evaluation.log_parsers import log_parser_for
@@ -125,7 +127,7 @@ def claim_attempts(
         return token, []
     attempts = list(
         Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.RUNNING)
-        .only("id", "run_id", "task_id", "arm_id", "repetition", "sequence", "claims")
+        .only("id", "code", "run_id", "task_id", "arm_id", "repetition", "sequence", "claims")
         .order_by("sequence")
     )
     if claimed > len(attempts):  # the claim retired poison attempts: they finished here
@@ -218,6 +220,12 @@ def arm_spec(attempt: Attempt) -> ArmSpec:
 
 def run_arm_spec(arm: RunArm) -> ArmSpec:
     return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}", credential=arm.credential_name)
+
+
+def execute_logged(attempt: Attempt, *args: Any) -> Outcome:
+    """``execute``, with the attempt's public ids on every line logged while it runs."""
+    with bound_contextvars(run=str(attempt.run.code), attempt=str(attempt.code)):
+        return execute(attempt, *args)
 
 
 def execute(
@@ -617,7 +625,10 @@ class BatchRunner:
         cache: CacheSlot | None = None,
     ) -> None:
         self.running += 1
-        future = pool.submit(execute, attempt, submitted.arm, submitted.slot, request, cache)
+        # In a copy of the job's logging context (its run and org), which the thread adds the
+        # attempt to: a pool thread does not inherit the context of the thread that submits.
+        context = contextvars.copy_context()
+        future = pool.submit(context.run, execute_logged, attempt, submitted.arm, submitted.slot, request, cache)
         future.add_done_callback(lambda done: self.done.put((submitted, done)))
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:

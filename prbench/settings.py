@@ -109,6 +109,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later middleware's and view's log lines carry the request's id.
+    "prbench.logs.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Before sessions and auth: undecodable input is refused before any query runs.
     "prbench.middleware.InputHygieneMiddleware",
@@ -312,14 +314,22 @@ STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# One JSON object per line (prbench/logs.py: structlog's ProcessorFormatter renders our
+# structlog events and every plain logging record alike); "plain" for a person at a terminal.
+PRBENCH_LOG_FORMAT = env("PRBENCH_LOG_FORMAT", "json")
+if PRBENCH_LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"PRBENCH_LOG_FORMAT must be json or plain, not {PRBENCH_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {"structured": {"()": "prbench.logs.formatter", "log_format": PRBENCH_LOG_FORMAT}},
     # Key-shaped tokens and every key this process resolved leave each record before it is
-    # written (providers/redaction.py; it also redacts records as they are made).
+    # written (providers/redaction.py; it also redacts records as they are made); the
+    # formatter redacts the bound context and the finished line as well.
     "filters": {"redact_secrets": {"()": "providers.redaction.RedactingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "structured", "filters": ["redact_secrets"]}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
 }
 
