@@ -226,9 +226,10 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
         mine.update(claim_token=None, claimed_at=None, error=answer.error)
         return False
     judgement = answer.judgement
+    status = VerdictStatus.JUDGED if judgement else VerdictStatus.EVALUATOR_ERROR
     costs = [c.cost_usd for c in answer.completions]
     values = {
-        "status": VerdictStatus.JUDGED if judgement else VerdictStatus.EVALUATOR_ERROR,
+        "status": status,
         "prompt": answer.prompt,
         "raw_responses": answer.raw,
         "error": answer.error,
@@ -243,7 +244,7 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
         return False
     settle_free_text(verdict, judgement)
     profile = verdict.profile
-    count = functools.partial(metrics.count_judgement, profile.workload, values["status"], profile.provider)
+    count = functools.partial(metrics.count_judgement, profile.workload, status, profile.provider)
     transaction.on_commit(count, robust=True)
     return True
 

@@ -71,7 +71,7 @@ def formatter(log_format: str) -> structlog.stdlib.ProcessorFormatter:
         processors += [structlog.processors.format_exc_info, redact_event, structlog.processors.JSONRenderer()]
     else:  # the console renderer formats the exception itself; the line is redacted after
         processors += [redact_event, structlog.dev.ConsoleRenderer(colors=False)]
-    processors.append(redact_line)
+    processors.append(redact_line)  # type: ignore[arg-type]  # the last processor takes the rendered line
     return structlog.stdlib.ProcessorFormatter(foreign_pre_chain=pre_chain(), processors=processors)
 
 

@@ -73,7 +73,7 @@ def scrape_registry() -> CollectorRegistry:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.MultiProcessCollector(registry)
     else:
-        registry.register(REGISTRY)  # type: ignore[arg-type]  # a registry collects like a collector
+        registry.register(REGISTRY)  # a registry collects like any collector
     registry.register(LiveStateCollector())
     return registry
 

@@ -28,7 +28,7 @@ KEY_SHAPED = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789"
 
 def configured_handler(stream: io.StringIO) -> logging.Handler:
     """The console handler of settings.LOGGING, built as dictConfig builds it, on ``stream``."""
-    config = settings.LOGGING
+    config: dict = settings.LOGGING
     handler_config = config["handlers"]["console"]
     formatter_config = dict(config["formatters"][handler_config["formatter"]])
     factory = import_string(formatter_config.pop("()"))
