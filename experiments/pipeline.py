@@ -832,8 +832,9 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     ids = [outcome.attempt_id for outcome in outcomes]
     # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
     # lock), so a requeue cannot slip in between this check and the writes below.
-    locked = _still_ours(ids, token).select_for_update().values_list("pk", "run_id", "arm_id")
-    ours = {pk: (run_id, arm_id) for pk, run_id, arm_id in locked}
+    # The arm's provider comes along for the metrics; only the attempt rows are locked.
+    locked = _still_ours(ids, token).select_for_update(of=("self",)).values_list("pk", "run_id", "arm__provider")
+    ours = {pk: (run_id, provider) for pk, run_id, provider in locked}
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
     _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
@@ -843,7 +844,7 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     failed_rows = {o.attempt_id: _failed_row(o, now) for o in failed}
     update_by_pk(Attempt, completed_rows)
     update_by_pk(Attempt, failed_rows)
-    _count_once_committed(completed_rows | failed_rows, {pk: arm_id for pk, (_, arm_id) in ours.items()})
+    _count_once_committed(completed_rows | failed_rows, {pk: provider for pk, (_, provider) in ours.items()})
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
@@ -855,15 +856,13 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     return len(mine)
 
 
-def _count_once_committed(finished: dict[int, dict], arm_of: dict[int, int]) -> None:
+def _count_once_committed(finished: dict[int, dict], provider_of: dict[int, str]) -> None:
     """Count the attempts this transaction moved to completed or failed, once it commits: only
     rows the token still held are here, so a job run twice (or a late worker) counts none."""
     if not finished:
         return
-    providers = dict(RunArm.objects.filter(pk__in={arm_of[pk] for pk in finished}).values_list("pk", "provider"))
     rows = [
-        (row["status"], row["outcome"], row.get("error_category", ""), providers[arm_of[pk]])
-        for pk, row in finished.items()
+        (row["status"], row["outcome"], row.get("error_category", ""), provider_of[pk]) for pk, row in finished.items()
     ]
     transaction.on_commit(functools.partial(metrics.count_attempts_finished, rows), robust=True)
 
