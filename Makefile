@@ -18,6 +18,8 @@ $(VENV)/.installed: requirements.txt
 # The demo's providers (the mock, a local model server) live on this machine: allow loopback
 # only, unless the environment already says otherwise.
 demo: export PRBENCH_ALLOWED_PRIVATE_NETWORKS ?= 127.0.0.0/8,::1/128
+# Someone is watching the terminal: readable lines rather than JSON.
+demo: export PRBENCH_LOG_FORMAT ?= plain
 demo: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py demo

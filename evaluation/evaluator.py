@@ -8,6 +8,7 @@ token still holds. A job delivered twice, or a backfill run again, judges and pa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -24,6 +25,7 @@ from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Length
 from django.utils import timezone
 from pydantic import BaseModel
+from structlog.contextvars import bound_contextvars
 
 from evaluation.judging import (
     FORMS,
@@ -41,6 +43,7 @@ from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus, text_ver
 from evaluation.workloads import workload_for
 from evaluation.workloads.free_text import correct_from_verdict
 from orgs.models import Organization
+from prbench import metrics
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from providers.outcomes import INFRASTRUCTURE_FAILURES, OutcomeClass
@@ -223,9 +226,10 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
         mine.update(claim_token=None, claimed_at=None, error=answer.error)
         return False
     judgement = answer.judgement
+    status = VerdictStatus.JUDGED if judgement else VerdictStatus.EVALUATOR_ERROR
     costs = [c.cost_usd for c in answer.completions]
     values = {
-        "status": VerdictStatus.JUDGED if judgement else VerdictStatus.EVALUATOR_ERROR,
+        "status": status,
         "prompt": answer.prompt,
         "raw_responses": answer.raw,
         "error": answer.error,
@@ -239,6 +243,9 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer) -> bool:
     if not mine.update(**values):
         return False
     settle_free_text(verdict, judgement)
+    profile = verdict.profile
+    count = functools.partial(metrics.count_judgement, profile.workload, status, profile.provider)
+    transaction.on_commit(count, robust=True)
     return True
 
 
@@ -292,7 +299,8 @@ def judge_attempts(profile_id: int, attempt_ids: list[int]) -> int:
     for verdict in claimed:
         if not Verdict.objects.filter(pk=verdict.pk, claim_token=token).update(claimed_at=timezone.now()):
             continue  # taken over after looking abandoned
-        recorded += record_answer(verdict, token, judge(verdict, profile, prepared))
+        with bound_contextvars(attempt=str(verdict.attempt.code)):
+            recorded += record_answer(verdict, token, judge(verdict, profile, prepared))
     if recorded:
         _refresh_boards_of(attempt_ids)
     return recorded

@@ -40,7 +40,7 @@ from experiments.models import (
     TaskInstance,
     WorkerLease,
 )
-from experiments.pipeline import finish_run_if_done
+from experiments.pipeline import finish_run_if_done, observe_run_duration
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import PLACEHOLDERS, prompt_version
 from experiments.replay import experiment_arm_problems
@@ -691,6 +691,7 @@ def do_cancel_run(run: Run) -> bool:
     ):
         return False
     run.attempts.filter(status=AttemptStatus.QUEUED).update(status=AttemptStatus.CANCELLED)
+    observe_run_duration(run.pk)
     transaction.on_commit(functools.partial(queue_summary_refresh, run.pk), robust=True)
     return True
 

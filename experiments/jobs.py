@@ -14,7 +14,9 @@ from itertools import islice
 
 from django.conf import settings
 from rq.registry import StartedJobRegistry
+from structlog.contextvars import bound_contextvars
 
+from experiments.models import Run
 from experiments.pipeline import BatchRunner, finish_run_if_done
 from prbench.queues import get_connection, get_queue
 
@@ -23,10 +25,17 @@ def execute_attempts(run_id: int, attempt_ids: list[int]) -> int:
     """Execute a batch of one run's attempts, overlapping their provider calls on up to
     ``PRBENCH_THREADS_PER_JOB`` threads (each arm's own limit still holds, see
     providers.limits); returns how many this job recorded."""
-    threads = _threads()
-    ran = BatchRunner(run_id, attempt_ids, threads).run(_attempt_pool(threads))
-    finish_run_if_done(run_id)
-    return ran
+    with bound_contextvars(**_public_ids(run_id)):  # on every line the job writes, then gone
+        threads = _threads()
+        ran = BatchRunner(run_id, attempt_ids, threads).run(_attempt_pool(threads))
+        finish_run_if_done(run_id)
+        return ran
+
+
+def _public_ids(run_id: int) -> dict[str, str]:
+    """The run's public id and its organisation's slug, for the job's log lines."""
+    found = Run.objects.filter(pk=run_id).values_list("code", "org__slug").first()
+    return {"run": str(found[0]), "org": found[1]} if found else {}
 
 
 def _threads() -> int:

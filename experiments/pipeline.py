@@ -13,6 +13,7 @@ and keeps worker threads free of database connections.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import itertools
 import logging
@@ -33,6 +34,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
 from django.utils import timezone
 from redis.exceptions import RedisError
+from structlog.contextvars import bound_contextvars
 
 from evaluation.evaluator import enqueue_judging
 from evaluation.log_parsers import log_parser_for
@@ -64,6 +66,7 @@ from experiments.prompts import build_request
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
 from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
+from prbench import metrics
 from providers import gateway, redaction
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
@@ -125,11 +128,22 @@ def claim_attempts(
         return token, []
     attempts = list(
         Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.RUNNING)
-        .only("id", "run_id", "task_id", "arm_id", "repetition", "sequence", "claims")
+        .only("id", "code", "run_id", "task_id", "arm_id", "repetition", "sequence", "claims")
         .order_by("sequence")
     )
+    if claimed > len(attempts):  # the claim retired poison attempts: they finished here
+        _count_retired(token, attempt_ids)
     (related or RelatedCache()).attach(attempts)
     return token, attempts
+
+
+def _count_retired(token: uuid.UUID, attempt_ids: list[int]) -> None:
+    retired = Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.FAILED)
+    rows = [
+        (AttemptStatus.FAILED, outcome, category, provider)
+        for outcome, category, provider in retired.values_list("outcome", "error_category", "arm__provider")
+    ]
+    transaction.on_commit(functools.partial(metrics.count_attempts_finished, rows), robust=True)
 
 
 def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
@@ -207,6 +221,12 @@ def arm_spec(attempt: Attempt) -> ArmSpec:
 
 def run_arm_spec(arm: RunArm) -> ArmSpec:
     return ArmSpec(arm.provider, arm.model_name, arm.config, key=f"run-arm:{arm.pk}", credential=arm.credential_name)
+
+
+def execute_logged(attempt: Attempt, *args: Any) -> Outcome:
+    """``execute``, with the attempt's public ids on every line logged while it runs."""
+    with bound_contextvars(run=str(attempt.run.code), attempt=str(attempt.code)):
+        return execute(attempt, *args)
 
 
 def execute(
@@ -606,7 +626,10 @@ class BatchRunner:
         cache: CacheSlot | None = None,
     ) -> None:
         self.running += 1
-        future = pool.submit(execute, attempt, submitted.arm, submitted.slot, request, cache)
+        # In a copy of the job's logging context (its run and org), which the thread adds the
+        # attempt to: a pool thread does not inherit the context of the thread that submits.
+        context = contextvars.copy_context()
+        future = pool.submit(context.run, execute_logged, attempt, submitted.arm, submitted.slot, request, cache)
         future.add_done_callback(lambda done: self.done.put((submitted, done)))
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
@@ -810,25 +833,43 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     ids = [outcome.attempt_id for outcome in outcomes]
     # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
     # lock), so a requeue cannot slip in between this check and the writes below.
-    ours = dict(_still_ours(ids, token).select_for_update().values_list("pk", "run_id"))
+    # The arm's provider comes along for the metrics; only the attempt rows are locked.
+    locked = _still_ours(ids, token).select_for_update(of=("self",)).values_list("pk", "run_id", "arm__provider")
+    ours = {pk: (run_id, provider) for pk, run_id, provider in locked}
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
     _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
     completed = [outcome for outcome in mine if outcome.completion is not None]
     failed = [outcome for outcome in mine if outcome.completion is None and not outcome.give_back]
-    update_by_pk(Attempt, {o.attempt_id: _completed_row(o, now) for o in completed})
-    update_by_pk(Attempt, {o.attempt_id: _failed_row(o, now) for o in failed})
-    for run_id in {ours[o.attempt_id] for o in failed if o.error and o.error.category == ErrorCategory.BUDGET_EXCEEDED}:
+    completed_rows = {o.attempt_id: _completed_row(o, now) for o in completed}
+    failed_rows = {o.attempt_id: _failed_row(o, now) for o in failed}
+    update_by_pk(Attempt, completed_rows)
+    update_by_pk(Attempt, failed_rows)
+    for run_id in {
+        ours[o.attempt_id][0] for o in failed if o.error and o.error.category == ErrorCategory.BUDGET_EXCEEDED
+    }:
         queue_budget_exceeded(run_id)  # in this transaction: the refusals and the event commit together
+    _count_once_committed(completed_rows | failed_rows, {pk: provider for pk, (_, provider) in ours.items()})
     insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
     recorded = [o.attempt_id for o in completed]
     transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
     # After the commit, and throttled: the boards' summaries are rebuilt from what committed.
-    runs = {ours[o.attempt_id] for o in mine if not o.give_back}
+    runs = {ours[o.attempt_id][0] for o in mine if not o.give_back}
     transaction.on_commit(functools.partial(request_summary_refresh, runs), robust=True)
     return len(mine)
+
+
+def _count_once_committed(finished: dict[int, dict], provider_of: dict[int, str]) -> None:
+    """Count the attempts this transaction moved to completed or failed, once it commits: only
+    rows the token still held are here, so a job run twice (or a late worker) counts none."""
+    if not finished:
+        return
+    rows = [
+        (row["status"], row["outcome"], row.get("error_category", ""), provider_of[pk]) for pk, row in finished.items()
+    ]
+    transaction.on_commit(functools.partial(metrics.count_attempts_finished, rows), robust=True)
 
 
 def _keep_in_cache(completed: list[Outcome], now: datetime) -> None:
@@ -904,5 +945,14 @@ def finish_run_if_done(run_id: int) -> str | None:
         # With the update that made the transition: a rollback takes the event with it, and a
         # second caller (update count 0) never gets here.
         queue_run_finished(run_id, status)
+        observe_run_duration(run_id)
     queue_summary_refresh(run_id)
     return status
+
+
+def observe_run_duration(run_id: int) -> None:
+    """Into the run-duration histogram, once the run's finish has committed: only the call
+    whose update finished the run gets here, so each run is observed once."""
+    status, started_at, finished_at = Run.objects.values_list("status", "started_at", "finished_at").get(pk=run_id)
+    seconds = (finished_at - started_at).total_seconds() if started_at and finished_at else None
+    transaction.on_commit(functools.partial(metrics.observe_run_finished, status, seconds), robust=True)

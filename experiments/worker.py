@@ -8,6 +8,7 @@ from django.db import close_old_connections, connection
 from rq.job import Job
 from rq.queue import Queue
 from rq.worker import SimpleWorker
+from structlog.contextvars import bind_contextvars, clear_contextvars
 
 from experiments import liveness
 from experiments.jobs import warm_attempt_pool
@@ -28,10 +29,14 @@ class AttemptWorker(SimpleWorker):
         # What Django does around every request, around every job: a connection the database
         # dropped (a restart, an idle timeout) is replaced, not reused by every later job.
         _close_old_connections()
+        # Each job's log lines carry its own context and nothing of the job before.
+        clear_contextvars()
+        bind_contextvars(job=job.id)
         try:
             with liveness.keeping_job_alive(self, job):
                 super().execute_job(job, queue)
         finally:
+            clear_contextvars()
             _close_old_connections()
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:

@@ -21,6 +21,7 @@ from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, Validat
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 from django.shortcuts import redirect
+from structlog.contextvars import bind_contextvars
 
 from orgs.models import ApiKey, Invitation, Membership, Organization, Role, Webhook
 
@@ -58,6 +59,7 @@ def membership_for(request: HttpRequest, org: Organization) -> Membership:
         cache[org.pk] = memberships_of(request.user).filter(org=org).first()
     if cache[org.pk] is None:
         raise Http404("No such organisation")
+    bind_contextvars(org=org.slug)  # the request's log lines say whose data it reached
     return cache[org.pk]
 
 
@@ -97,6 +99,7 @@ def access_current_org(request: HttpRequest, *, write: bool = False, manage: boo
             raise NeedsOnboarding()
         raise Http404("You do not belong to any organisation yet")
     check_role(membership, write=write, manage=manage)
+    bind_contextvars(org=membership.org.slug)
     return membership
 
 
@@ -197,6 +200,7 @@ def access_run(request: HttpRequest, code: Any, *, write: bool = False) -> Run:
 
     run = _get_or_404(Run.objects.select_related("org", "experiment__dataset"), code=code)
     _scoped(request, run.org, write)
+    bind_contextvars(run=str(run.code))
     return run
 
 
@@ -205,6 +209,7 @@ def access_attempt(request: HttpRequest, code: Any) -> Attempt:
 
     attempt = _get_or_404(Attempt.objects.select_related("run__org", "run__experiment", "task", "arm"), code=code)
     _scoped(request, attempt.run.org, write=False)
+    bind_contextvars(run=str(attempt.run.code), attempt=str(attempt.code))
     return attempt
 
 

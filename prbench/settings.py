@@ -74,7 +74,7 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 _SECURE_DEFAULT = "False" if DEBUG else "True"
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", _SECURE_DEFAULT)
 # A load balancer probes over plain HTTP inside the network: answered, not redirected.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", _SECURE_DEFAULT)
 CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", _SECURE_DEFAULT)
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0" if DEBUG else str(365 * 24 * 3600))
@@ -111,6 +111,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later middleware's and view's log lines carry the request's id.
+    "prbench.logs.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Before sessions and auth: undecodable input is refused before any query runs.
     "prbench.middleware.InputHygieneMiddleware",
@@ -322,20 +324,36 @@ STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# One JSON object per line (prbench/logs.py: structlog's ProcessorFormatter renders our
+# structlog events and every plain logging record alike); "plain" for a person at a terminal.
+PRBENCH_LOG_FORMAT = env("PRBENCH_LOG_FORMAT", "json")
+if PRBENCH_LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"PRBENCH_LOG_FORMAT must be json or plain, not {PRBENCH_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {"structured": {"()": "prbench.logs.formatter", "log_format": PRBENCH_LOG_FORMAT}},
     # Key-shaped tokens and every key this process resolved leave each record before it is
-    # written (providers/redaction.py; it also redacts records as they are made).
+    # written (providers/redaction.py; it also redacts records as they are made); the
+    # formatter redacts the bound context and the finished line as well.
     "filters": {"redact_secrets": {"()": "providers.redaction.RedactingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "structured", "filters": ["redact_secrets"]}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
 }
 
 # How many requests one API key may make per minute (shared by every web process through Redis);
 # 0 turns throttling off.
 PRBENCH_API_REQUESTS_PER_MINUTE = envint("PRBENCH_API_REQUESTS_PER_MINUTE", "600")
+
+# Who may read /metrics (prbench/metrics_view.py): a request carrying
+# "Authorization: Bearer <PRBENCH_METRICS_TOKEN>" (empty: no token is accepted), or one from an
+# address inside these networks (REMOTE_ADDR). Anyone else gets a 404.
+PRBENCH_METRICS_TOKEN = env("PRBENCH_METRICS_TOKEN", "")
+if PRBENCH_METRICS_TOKEN and len(PRBENCH_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("PRBENCH_METRICS_TOKEN must be at least 16 characters (or empty: no token)")
+PRBENCH_METRICS_ALLOWED_NETWORKS = envnetworks("PRBENCH_METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
 
 # Fernet keys for provider credentials at rest, newest first (see providers/crypto.py).
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")

@@ -2,7 +2,7 @@ from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
 from django.urls import include, path
 
-from prbench import health
+from prbench import health, metrics_view
 from prbench.api import api
 
 # The admin signs in through allauth's login, whose failure limits are counted in the shared
@@ -13,6 +13,7 @@ admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-a
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view.metrics, name="metrics"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
+from prbench import metrics
 from providers import budget, redaction
 from providers.adapters.base import Adapter
 from providers.adapters.config import runtime_config
@@ -174,6 +175,7 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
         exc.wall_ms = _ms_since(started)
         _redact_error(exc, secrets)
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
+        metrics.count_provider_failure(arm.provider, exc.category)
         raise
     done = _redact_completion(
         replace(completion, retries=len(retry_log), retry_log=tuple(retry_log), wall_ms=_ms_since(started)), secrets
@@ -181,8 +183,11 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
     # A provider-reported cost (OpenRouter, the mock) wins; counts the provider never sent price nothing.
     if done.cost_usd is None and prepared.price is not None and done.usage_reported:
         cost, breakdown = price_cost(done.usage, prepared.price)
-        return sane_completion(replace(done, cost_usd=cost, cost_breakdown=breakdown, cost_source="catalog"))
-    return sane_completion(done)
+        done = replace(done, cost_usd=cost, cost_breakdown=breakdown, cost_source="catalog")
+    sane = sane_completion(done)
+    if not sane.replayed:  # a replayed answer took no time of its own; figures as corrected
+        metrics.observe_provider_call(arm.provider, sane.latency_ms, sane.first_token_ms)
+    return sane
 
 
 def _ms_since(started: float) -> int:

@@ -176,13 +176,18 @@ def redact_record(record: logging.LogRecord) -> None:
     # Idempotent, so a record made by the factory and then filtered by a handler is fine;
     # no "done" flag: makeLogRecord fills a record in after the factory has seen it empty.
     secrets = known_secrets()
-    try:
-        message = record.getMessage()
-    except Exception:  # a malformed call: logging reports it at emit time, as it always has
-        return
-    clean = redact_text(message, secrets)
-    if clean != message:
-        record.msg, record.args = clean, ()
+    if isinstance(record.msg, dict):
+        # A structlog event on its way to its formatter (prbench/logs.py), which needs it to
+        # stay a dict: redacted as data, key by key, not flattened into a string.
+        record.msg = redact_data(record.msg, secrets)
+    else:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed call: logging reports it at emit time, as it always has
+            return
+        clean = redact_text(message, secrets)
+        if clean != message:
+            record.msg, record.args = clean, ()
     # Formatted now, as every formatter would (and then caches), so the clean text is used.
     exc_text = record.exc_text or (logging.Formatter().formatException(record.exc_info) if record.exc_info else "")
     clean_exc_text = redact_text(exc_text, secrets)
