@@ -326,3 +326,22 @@ def test_a_run_without_attempts_gives_an_empty_parquet_file_with_its_columns(rea
     run, _ = build_run(experiment, dataset, [])
     frame = parquet_of(reader, run)
     assert list(frame.columns) == ATTEMPT_COLUMNS and len(frame) == 0
+
+
+def test_the_boards_are_kept_per_refresh_and_follow_the_next_one(reader, judged_run):
+    """The endpoint keeps its answer under the summaries' refresh: the same answer until the
+    run's summaries are refreshed, then the new figures."""
+    from experiments.models import Attempt
+
+    url = f"/api/runs/{judged_run.code}/leaderboards"
+
+    def weak_rate() -> float:
+        entries = reader.get(url).json()["quality"]["entries"]
+        return next(entry["rate"] for entry in entries if entry["arm"]["label"] == "weak")
+
+    before = weak_rate()
+    weak = Attempt.objects.filter(run=judged_run, arm__label="weak", resolved=False)
+    weak.filter(pk__in=list(weak.values_list("pk", flat=True)[:5])).update(resolved=True, score=1)
+    assert weak_rate() == before  # not refreshed yet: the kept answer
+    refresh_run_summaries(judged_run.pk)
+    assert weak_rate() > before
