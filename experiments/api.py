@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 from django.db.models import Count, Prefetch, QuerySet
 from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 from ninja import Body, Field, Header, Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -327,7 +328,10 @@ def create_upload(request: HttpRequest) -> Status[UploadOut]:
     membership = access_current_org(request, manage=True)  # refused before a byte of the file is read
     limit = UploadSizeLimit(request, settings.PRBENCH_UPLOAD_MAX_BYTES)
     request.upload_handlers.insert(0, limit)
-    form = TaskUploadForm(request.POST, request.FILES, too_large=limit.refused)
+    try:
+        form = TaskUploadForm(request.POST, request.FILES, too_large=limit.refused)
+    except MultiPartParserError as exc:  # Django would answer an undocumented 400
+        raise ValidationError({"file": f"the multipart body cannot be read: {exc}"}) from None
     if not form.is_valid():
         raise ValidationError(form.errors.as_data())
     upload = do_upload(membership.org, actor(request), form.uploaded_file())

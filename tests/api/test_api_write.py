@@ -13,6 +13,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from experiments import idempotency
@@ -330,6 +331,19 @@ def test_experiments_are_listed_newest_first(client, experiment):
     assert [item["id"] for item in rest["items"]] == [str(experiment.code)] and rest["next_cursor"] is None
 
 
+def test_listing_experiments_costs_the_same_queries_however_many_there_are(client, experiment):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/api/experiments").status_code == 200
+        return len(captured)
+
+    queries()  # the key's first use records when it was last used: not the list's cost
+    one = queries()
+    for n in range(3):
+        post_json(client, "/api/experiments", {**SPEC, "name": f"more {n}"})
+    assert queries() == one
+
+
 # --- datasets and uploads ---------------------------------------------------------------------------
 
 
@@ -404,6 +418,8 @@ def test_the_upload_forms_rules_name_their_field(client):
     assert no_format.status_code == 422 and error_of(no_format)["field"] == "format"
     no_file = client.post("/api/datasets/uploads", {"format": "swebench", "dataset_name": "lite"})
     assert no_file.status_code == 422 and error_of(no_file)["field"] == "file"
+    unreadable = client.post("/api/datasets/uploads", b"--x\r\n", content_type="multipart/form-data")  # no boundary
+    assert unreadable.status_code == 422 and error_of(unreadable)["field"] == "file"
     assert not TaskUpload.objects.exists()
 
 
