@@ -393,7 +393,8 @@ def get_dataset(request: HttpRequest, dataset_id: str) -> DatasetDetailOut:
     versions = dataset_versions(dataset)
     summary = dataset_out(dataset, versions[0].tasks if versions else 0)
     return DatasetDetailOut(
-        **summary.dict(), versions=[DatasetVersionOut(number=v.number, added=v.added, tasks=v.tasks) for v in versions]
+        **summary.model_dump(),
+        versions=[DatasetVersionOut(number=v.number, added=v.added, tasks=v.tasks) for v in versions],
     )
 
 
