@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
@@ -97,6 +98,26 @@ class ExperimentSpec:
 
 class SpecError(ValidationError):
     """Carries every problem found, each prefixed with the field it concerns."""
+
+    @property
+    def field(self) -> str | None:
+        """The spec field the first problem names (``arms[1].model_name``), None when it names
+        none (the document as a whole)."""
+        return spec_field_of(self.messages[0]) if self.messages else None
+
+
+# "arms[1].model_name: ...", "few_shot.k: ...", "arms[0].credential must be ..."
+_FIELD_PATH = re.compile(r"(?P<path>[A-Za-z_]\w*(?:\[\d+\])?(?:\.\w+(?:\[\d+\])?)*)(?P<end>:| )")
+
+
+def spec_field_of(problem: str) -> str | None:
+    found = _FIELD_PATH.match(problem)
+    if found is None:
+        return None
+    top = re.split(r"[.\[]", found["path"], maxsplit=1)[0]
+    # "name: unknown field" names an unknown field too; a bare word before a space is only a
+    # field when the spec has it ("the spec must be ...", "top level: ..." are not).
+    return found["path"] if found["end"] == ":" or top in SPEC_FIELDS else None
 
 
 MODEL_MAX = NAME_MAX
@@ -394,6 +415,15 @@ def _check_arms(org: Organization, raw_arms: Any) -> tuple[list[ArmSpec], list[s
         errors += [f"{where}.{e} (arm {label!r})" for e in problems]
         arms.append(ArmSpec(str(label), str(raw.get("provider")), str(raw.get("model_name")), config, credential))
     return arms, errors
+
+
+def check_experiment_name_free(org: Organization, name: str, experiment: Experiment | None = None) -> None:
+    """An experiment's name is unique in its organisation (``experiment``: the one being renamed)."""
+    clash = Experiment.objects.filter(org=org, name=name)
+    if experiment is not None:
+        clash = clash.exclude(pk=experiment.pk)
+    if clash.exists():
+        raise ValidationError("Another experiment in this organisation has that name.")
 
 
 @transaction.atomic

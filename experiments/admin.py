@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 
 from experiments.imports import check_repo_sources
 from experiments.models import (
+    ApiIdempotencyKey,
     Artifact,
     Attempt,
     CachedResponse,
@@ -173,6 +174,23 @@ class WorkerLeaseAdmin(admin.ModelAdmin):
     list_display = ["name", "hostname", "pid", "started_at", "expires_at"]
     search_fields = ["name", "hostname"]
     readonly_fields = ["name", "hostname", "pid", "started_at", "expires_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ApiIdempotencyKey)
+class ApiIdempotencyKeyAdmin(admin.ModelAdmin):
+    """Which run each API Idempotency-Key started: read-only, since only a start writes them."""
+
+    list_display = ["key", "org", "run", "created_at"]
+    list_filter = ["org"]
+    search_fields = ["key", "org__slug"]
+    raw_id_fields = ["org", "run"]
+    readonly_fields = ["org", "key", "fingerprint", "run", "created_at"]
 
     def has_add_permission(self, request):
         return False

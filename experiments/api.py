@@ -1,23 +1,79 @@
 """The JSON API's experiments, datasets, runs and attempts (mounted by prbench/api.py).
 
 Endpoints are thin: they reach objects through ``orgs.access`` and change them through
-``experiments.actions``, exactly as the pages do.
+``experiments.actions`` (and the upload and estimate modules), exactly as the pages and the
+commands do. An experiment's body is the spec document ``manage.py apply_experiment`` reads,
+checked by the same ``check_experiment_spec``; an upload's is the browser's form, checked by
+the same ``TaskUploadForm``.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+from django.db.models import Count, Prefetch, QuerySet
 from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
-from ninja import Query, Router, Schema
+from ninja import Body, Field, Header, Query, Router, Schema, Status
+from ninja.errors import HttpError
 
-from experiments.models import Run
+from experiments.actions import (
+    SEED_LIMIT,
+    ExperimentSpec,
+    SpecError,
+    check_experiment_name_free,
+    check_experiment_spec,
+    check_run_transition,
+    check_start_run,
+    do_run_action,
+    do_save_experiment,
+    do_start_run,
+    few_shot_snapshot,
+    parse_budget_usd,
+)
+from experiments.dataset_forms import TaskUploadForm, UploadSizeLimit
+from experiments.dataset_history import dataset_versions
+from experiments.estimate import estimate_run
+from experiments.idempotency import IDEMPOTENCY_KEY_TTL, IdempotencyConflict, StartChoices, start_run_once
+from experiments.models import (
+    Allocation,
+    ContextMode,
+    Dataset,
+    DatasetKind,
+    Experiment,
+    ModelArm,
+    Run,
+    SampleStrategy,
+    TaskUpload,
+    UploadStatus,
+)
 from experiments.progress import run_progress
-from orgs.access import access_current_org, access_run
-from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, READ, Page, paginate
+from experiments.task_formats import format_names
+from experiments.uploads import (
+    check_confirm_upload,
+    do_confirm_upload,
+    do_upload,
+    percent_of,
+    split_problem,
+    upload_abandoned,
+)
+from orgs.access import (
+    access_current_org,
+    access_dataset,
+    access_experiment,
+    access_run,
+    access_task_upload,
+)
+from orgs.models import Organization
+from prbench.api_support import ADMIN, COMMON_ERRORS, MAX_LIMIT, READ, RUN, ErrorBody, Page, actor, paginate
+from prbench.inputs import NAME_MAX, load_spec
 
 router = Router(tags=["runs"])
 
@@ -99,3 +155,616 @@ def list_runs(
 @router.get("/runs/{run_id}", response={200: RunOut, **COMMON_ERRORS}, auth=READ, summary="A run, with its progress")
 def get_run(request: HttpRequest, run_id: str) -> RunOut:
     return run_out(access_run(request, run_id), with_progress=True)
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+
+class DatasetOut(Schema):
+    id: UUID
+    name: str
+    kind: str
+    description: str
+    task_count: int
+    version: int
+    created_at: datetime
+    url: str
+
+
+class DatasetVersionOut(Schema):
+    number: int
+    added: int = Field(description="Tasks this version added")
+    tasks: int = Field(description="Tasks in the dataset as of this version")
+
+
+class DatasetDetailOut(DatasetOut):
+    versions: list[DatasetVersionOut]
+
+
+def dataset_out(dataset: Dataset, task_count: int) -> DatasetOut:
+    return DatasetOut(
+        id=dataset.code,
+        name=dataset.name,
+        kind=dataset.kind,
+        description=dataset.description,
+        task_count=task_count,
+        version=dataset.version,
+        created_at=dataset.created_at,
+        url=reverse("experiments:dataset", args=[dataset.code]),
+    )
+
+
+@router.get(
+    "/datasets",
+    response={200: Page[DatasetOut], **COMMON_ERRORS},
+    auth=READ,
+    summary="List the organisation's datasets",
+    tags=["datasets"],
+)
+def list_datasets(
+    request: HttpRequest, cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT)
+) -> Page[DatasetOut]:
+    org = access_current_org(request).org
+    rows, next_cursor = paginate(Dataset.objects.filter(org=org).annotate(task_count=Count("tasks")), cursor, limit)
+    items = [dataset_out(dataset, dataset.task_count) for dataset in rows]  # type: ignore[attr-defined]
+    return Page[DatasetOut](items=items, next_cursor=next_cursor)
+
+
+# --- task uploads (declared before /datasets/{dataset_id}, whose id would otherwise match "uploads")
+
+
+class ImportProblem(Schema):
+    line: int | None = Field(description="The file's line, when the problem is one line's")
+    field: str | None = Field(description="The task field the problem is about, when it names one")
+    message: str
+
+
+class UploadOut(Schema):
+    id: UUID
+    status: str = Field(description=f"One of {', '.join(UploadStatus.values)}")
+    file_name: str
+    format: str
+    dataset_name: str
+    dataset: UUID | None = Field(description="The dataset it was imported into, once imported")
+    size: int = Field(description="Bytes uploaded")
+    lines_total: int
+    lines_read: int
+    percent: int = Field(description="How far the running check or import has read the file")
+    saving: bool = Field(description="Read and checked: the tasks are being saved")
+    abandoned: bool = Field(description="Its job stopped (a worker died): start it again in the browser")
+    kind: str = Field(description="The kind of task the check found in the file ('' until known)")
+    tasks: int | None = Field(description="Tasks the check read")
+    columns: list[str]
+    rows: list[list[str]] = Field(description="The first tasks as the importer read them")
+    errors: list[ImportProblem] = Field(description="Why the file cannot be imported, by line and field")
+    imported: int
+    version: int | None = Field(description="The dataset version the import made")
+    created_at: datetime
+    finished_at: datetime | None
+    url: str
+
+
+def upload_out(upload: TaskUpload) -> UploadOut:
+    preview = upload.preview or {}
+    problems = [split_problem(text) for text in [*preview.get("problems", []), *upload.problems]]
+    return UploadOut(
+        id=upload.code,
+        status=upload.status,
+        file_name=upload.file_name,
+        format=upload.format,
+        dataset_name=upload.dataset_name,
+        dataset=upload.dataset.code if upload.dataset else None,
+        size=upload.size,
+        lines_total=upload.lines_total,
+        lines_read=upload.lines_read,
+        percent=percent_of(upload.lines_read, upload.lines_total),
+        saving=upload.saving,
+        abandoned=upload_abandoned(upload),
+        kind=preview.get("kind") or upload.kind,
+        tasks=preview.get("tasks"),
+        columns=preview.get("columns", []),
+        rows=preview.get("rows", []),
+        errors=[
+            ImportProblem(line=int(p["line"]) if p["line"] else None, field=p["field"] or None, message=p["message"])
+            for p in problems
+        ],
+        imported=upload.imported,
+        version=upload.version,
+        created_at=upload.created_at,
+        finished_at=upload.finished_at,
+        url=reverse("experiments:upload", args=[upload.code]),
+    )
+
+
+def _uploads(org_id: int) -> QuerySet[TaskUpload]:
+    return TaskUpload.objects.filter(org_id=org_id).defer("data").select_related("dataset")
+
+
+# The form the browser posts (experiments/dataset_forms.py TaskUploadForm checks it, for both).
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["format", "dataset_name", "file"],
+                    "properties": {
+                        "format": {"type": "string", "enum": format_names(), "description": "What the file is"},
+                        "dataset_name": {
+                            "type": "string",
+                            "maxLength": NAME_MAX,
+                            "description": "One of the organisation's datasets (the file's tasks become its next "
+                            "version), or a new name",
+                        },
+                        "field_map": {
+                            "type": "string",
+                            "description": "Generic JSONL/CSV: the kind's fields from the file's, "
+                            "e.g. question=prompt,answer=target",
+                        },
+                        "kind": {
+                            "type": "string",
+                            "enum": ["", *(k for k in DatasetKind.values if k != DatasetKind.PR_PATCH)],
+                            "description": "Generic JSONL/CSV: the kind of task it holds",
+                        },
+                        "file": {"type": "string", "format": "binary", "description": "The task file"},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/datasets/uploads",
+    response={201: UploadOut, **COMMON_ERRORS},
+    auth=ADMIN,
+    summary="Upload a task file: it is checked (a job for a large file), then waits for confirmation",
+    tags=["datasets"],
+    openapi_extra=UPLOAD_BODY,
+)
+def create_upload(request: HttpRequest) -> Status[UploadOut]:
+    membership = access_current_org(request, manage=True)  # refused before a byte of the file is read
+    limit = UploadSizeLimit(request, settings.PRBENCH_UPLOAD_MAX_BYTES)
+    request.upload_handlers.insert(0, limit)
+    try:
+        form = TaskUploadForm(request.POST, request.FILES, too_large=limit.refused)
+    except MultiPartParserError as exc:  # Django would answer an undocumented 400
+        raise ValidationError({"file": f"the multipart body cannot be read: {exc}"}) from None
+    if not form.is_valid():
+        raise ValidationError(form.errors.as_data())
+    upload = do_upload(membership.org, actor(request), form.uploaded_file())
+    return Status(201, upload_out(_uploads(membership.org_id).get(pk=upload.pk)))
+
+
+@router.get(
+    "/datasets/uploads",
+    response={200: Page[UploadOut], **COMMON_ERRORS},
+    auth=ADMIN,
+    summary="List the organisation's task uploads, newest first",
+    tags=["datasets"],
+)
+def list_uploads(
+    request: HttpRequest, cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT)
+) -> Page[UploadOut]:
+    membership = access_current_org(request, manage=True)
+    rows, next_cursor = paginate(_uploads(membership.org_id), cursor, limit)
+    return Page[UploadOut](items=[upload_out(upload) for upload in rows], next_cursor=next_cursor)
+
+
+@router.get(
+    "/datasets/uploads/{upload_id}",
+    response={200: UploadOut, **COMMON_ERRORS},
+    auth=ADMIN,
+    summary="A task upload: its status, progress, preview and errors",
+    tags=["datasets"],
+)
+def get_upload(request: HttpRequest, upload_id: str) -> UploadOut:
+    return upload_out(access_task_upload(request, upload_id))
+
+
+@router.post(
+    "/datasets/uploads/{upload_id}/confirm",
+    response={202: UploadOut, 409: ErrorBody, **COMMON_ERRORS},
+    auth=ADMIN,
+    summary="Import a checked upload (a job for a large file); 409 unless it is ready",
+    tags=["datasets"],
+)
+def confirm_upload(request: HttpRequest, upload_id: str) -> Status[UploadOut]:
+    upload = access_task_upload(request, upload_id)
+    try:
+        check_confirm_upload(upload)
+    except ValidationError as exc:
+        raise HttpError(409, "; ".join(exc.messages)) from None
+    do_confirm_upload(upload)
+    return Status(202, upload_out(_uploads(upload.org_id).get(pk=upload.pk)))
+
+
+@router.get(
+    "/datasets/{dataset_id}",
+    response={200: DatasetDetailOut, **COMMON_ERRORS},
+    auth=READ,
+    summary="A dataset, with its versions",
+    tags=["datasets"],
+)
+def get_dataset(request: HttpRequest, dataset_id: str) -> DatasetDetailOut:
+    dataset = access_dataset(request, dataset_id)
+    versions = dataset_versions(dataset)
+    summary = dataset_out(dataset, versions[0].tasks if versions else 0)
+    return DatasetDetailOut(
+        **summary.model_dump(),
+        versions=[DatasetVersionOut(number=v.number, added=v.added, tasks=v.tasks) for v in versions],
+    )
+
+
+# --- experiments -------------------------------------------------------------------------------
+
+
+class ArmDoc(Schema):
+    label: str
+    provider: str = Field(description="openai, anthropic, azure_openai, openrouter, mock, ...")
+    model_name: str = Field(description="The provider's own model id")
+    credential: str = Field("", description="The organisation's credential for the provider, by name")
+    config: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, deployment, ...")
+
+
+class FewShotDoc(Schema):
+    dataset: str = Field(description="A dev split's name")
+    k: int = Field(description="How many solved examples a prompt shows")
+
+
+class ExperimentSpecDoc(Schema):
+    """The experiment spec: the same document ``manage.py apply_experiment`` reads."""
+
+    name: str
+    dataset: str = Field(description="The name of one of the organisation's datasets")
+    arms: list[ArmDoc]
+    description: str = ""
+    sample_size: int | None = Field(None, description="Empty: every task")
+    sample_strategy: str = Field(SampleStrategy.RANDOM, description=", ".join(SampleStrategy.values))
+    stratify_by: str | list[str] = Field("", description="category, difficulty, or both")
+    allocation: str = Field(Allocation.PROPORTIONAL, description=", ".join(Allocation.values))
+    seed: int = 0
+    repetitions: int = 1
+    prompt_template: str | None = Field(None, description="One's own prompt (left out: kept, or the kind's default)")
+    template: str | None = Field(None, description="A built-in prompt of the dataset's kind, by name@version")
+    few_shot: FewShotDoc | None = None
+    context_mode: str = Field(ContextMode.ORACLE, description=", ".join(ContextMode.values))
+    include_quarantined: bool = False
+    budget_usd: Decimal | None = Field(None, description="A limit on all its runs' spend together")
+    response_cache: bool = False
+    grading: str = Field("", description="One of the dataset kind's grading modes ('': its default)")
+
+
+class ExperimentOut(Schema):
+    id: UUID
+    dataset_id: UUID
+    created_at: datetime
+    updated_at: datetime
+    url: str
+    spec: ExperimentSpecDoc = Field(description="What PUT takes back, changed or not")
+
+
+def experiment_spec_doc(experiment: Experiment) -> ExperimentSpecDoc:
+    few_shot = few_shot_snapshot(experiment)
+    return ExperimentSpecDoc(
+        name=experiment.name,
+        dataset=experiment.dataset.name,
+        arms=[
+            ArmDoc(
+                label=arm.label,
+                provider=arm.provider,
+                model_name=arm.model_name,
+                credential=arm.credential_name,
+                config=arm.config,
+            )
+            for arm in experiment.arms.all()
+        ],
+        description=experiment.description,
+        sample_size=experiment.sample_size,
+        sample_strategy=experiment.sample_strategy,
+        stratify_by=experiment.stratify_by,
+        allocation=experiment.allocation,
+        seed=experiment.sample_seed,
+        repetitions=experiment.repetitions,
+        # A built-in prompt is named, not copied: the spec takes one or the other.
+        prompt_template=None if experiment.prompt_builtin else experiment.prompt_template,
+        template=experiment.prompt_builtin or None,
+        few_shot=FewShotDoc(dataset=few_shot["dataset"], k=few_shot["k"]) if few_shot else None,
+        context_mode=experiment.context_mode,
+        include_quarantined=experiment.include_quarantined,
+        budget_usd=experiment.budget_usd,
+        response_cache=experiment.response_cache,
+        grading=experiment.grading,
+    )
+
+
+def experiment_out(experiment: Experiment) -> ExperimentOut:
+    return ExperimentOut(
+        id=experiment.code,
+        dataset_id=experiment.dataset.code,
+        created_at=experiment.created_at,
+        updated_at=experiment.updated_at,
+        url=reverse("experiments:detail", args=[experiment.code]),
+        spec=experiment_spec_doc(experiment),
+    )
+
+
+def _experiments(org_id: int) -> QuerySet[Experiment]:
+    return (
+        Experiment.objects.filter(org_id=org_id)
+        .select_related("dataset", "few_shot_dataset")
+        .prefetch_related(Prefetch("arms", queryset=ModelArm.objects.order_by("position")))
+    )
+
+
+# JSON, or the YAML of a spec file as it is (Content-Type application/yaml).
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+SPEC_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ExperimentSpecDoc"}},
+            "application/yaml": {"schema": {"$ref": "#/components/schemas/ExperimentSpecDoc"}},
+        },
+    }
+}
+
+
+def _checked_spec(request: HttpRequest, org: Organization) -> ExperimentSpec:
+    """The request's spec, through the spec file's own reader and checks (apply_experiment's):
+    every problem in the message, the first one's spec field as the error's field."""
+    name = "request.yaml" if request.content_type in YAML_TYPES else "request.json"
+    raw = load_spec(request.body, name)
+    try:
+        return check_experiment_spec(org, raw)
+    except SpecError as exc:
+        raise ValidationError({exc.field or "__all__": exc.messages}) from None
+
+
+def _name_conflict(org: Organization, name: str, experiment: Experiment | None) -> None:
+    try:
+        check_experiment_name_free(org, name, experiment)
+    except ValidationError as exc:
+        raise HttpError(409, "; ".join(exc.messages)) from None
+
+
+@router.get(
+    "/experiments",
+    response={200: Page[ExperimentOut], **COMMON_ERRORS},
+    auth=READ,
+    summary="List the organisation's experiments",
+    tags=["experiments"],
+)
+def list_experiments(
+    request: HttpRequest, cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT)
+) -> Page[ExperimentOut]:
+    org = access_current_org(request).org
+    rows, next_cursor = paginate(_experiments(org.pk), cursor, limit)
+    return Page[ExperimentOut](items=[experiment_out(e) for e in rows], next_cursor=next_cursor)
+
+
+@router.post(
+    "/experiments",
+    response={201: ExperimentOut, 409: ErrorBody, **COMMON_ERRORS},
+    auth=RUN,
+    summary="Create an experiment from a spec (409: the name is taken)",
+    tags=["experiments"],
+    openapi_extra=SPEC_BODY,
+)
+def create_experiment(request: HttpRequest) -> Status[ExperimentOut]:
+    org = access_current_org(request, write=True).org
+    spec = _checked_spec(request, org)
+    _name_conflict(org, spec.name, None)
+    try:
+        experiment = do_save_experiment(org, spec, actor(request))
+    except IntegrityError:  # created by a concurrent request since the check
+        raise HttpError(409, "Another experiment in this organisation has that name.") from None
+    return Status(201, experiment_out(_experiments(org.pk).get(pk=experiment.pk)))
+
+
+@router.get(
+    "/experiments/{experiment_id}",
+    response={200: ExperimentOut, **COMMON_ERRORS},
+    auth=READ,
+    summary="An experiment, as its spec",
+    tags=["experiments"],
+)
+def get_experiment(request: HttpRequest, experiment_id: str) -> ExperimentOut:
+    experiment = access_experiment(request, experiment_id)
+    return experiment_out(_experiments(experiment.org_id).get(pk=experiment.pk))
+
+
+@router.put(
+    "/experiments/{experiment_id}",
+    response={200: ExperimentOut, 409: ErrorBody, **COMMON_ERRORS},
+    auth=RUN,
+    summary="Replace an experiment's spec (its arms become the spec's; runs keep their own)",
+    tags=["experiments"],
+    openapi_extra=SPEC_BODY,
+)
+def update_experiment(request: HttpRequest, experiment_id: str) -> ExperimentOut:
+    experiment = access_experiment(request, experiment_id, write=True)
+    spec = _checked_spec(request, experiment.org)
+    _name_conflict(experiment.org, spec.name, experiment)
+    try:
+        do_save_experiment(experiment.org, spec, actor(request), experiment)
+    except IntegrityError:
+        raise HttpError(409, "Another experiment in this organisation has that name.") from None
+    return experiment_out(_experiments(experiment.org_id).get(pk=experiment.pk))
+
+
+# --- estimating and starting runs ---------------------------------------------------------------
+
+
+class ArmEstimateOut(Schema):
+    label: str
+    provider: str
+    model: str
+    attempts: int
+    input_tokens: int
+    output_ceiling_tokens: int
+    max_cost_usd: Decimal | None = Field(description="None: the model's price is unknown")
+    likely_cost_usd: Decimal | None = Field(description="From the mean output of its earlier answers, when any")
+    earlier_answers: int
+
+
+class EstimateOut(Schema):
+    tasks: int
+    repetitions: int
+    attempts: int
+    input_tokens: int
+    output_ceiling_tokens: int
+    max_cost_usd: Decimal = Field(description="Of the priced arms (see unpriced)")
+    likely_cost_usd: Decimal
+    unpriced: list[str] = Field(description="Arms whose price is unknown")
+    arms: list[ArmEstimateOut]
+    problems: list[str] = Field(description="Why a run could not start now (empty: it can)")
+
+
+@router.get(
+    "/experiments/{experiment_id}/estimate",
+    response={200: EstimateOut, **COMMON_ERRORS},
+    auth=RUN,
+    summary="What a run would cost, per arm, and whether it can start",
+    tags=["runs"],
+)
+def estimate(
+    request: HttpRequest,
+    experiment_id: str,
+    seed: int | None = Query(None, ge=-SEED_LIMIT, le=SEED_LIMIT),
+    inference_only: bool = False,
+) -> EstimateOut:
+    experiment = access_experiment(request, experiment_id, write=True)
+    figures = estimate_run(experiment, seed)
+    try:
+        check_start_run(experiment, inference_only=inference_only)
+        problems: list[str] = []
+    except ValidationError as exc:
+        problems = exc.messages
+    return EstimateOut(
+        tasks=figures.tasks,
+        repetitions=figures.repetitions,
+        attempts=figures.attempts,
+        input_tokens=figures.input_tokens,
+        output_ceiling_tokens=figures.output_ceiling_tokens,
+        max_cost_usd=figures.max_cost,
+        likely_cost_usd=figures.likely_cost,
+        unpriced=figures.unpriced,
+        arms=[
+            ArmEstimateOut(
+                label=arm.label,
+                provider=arm.provider,
+                model=arm.model_name,
+                attempts=arm.attempts,
+                input_tokens=arm.input_tokens,
+                output_ceiling_tokens=arm.output_ceiling_tokens,
+                max_cost_usd=arm.max_cost,
+                likely_cost_usd=arm.likely_cost,
+                earlier_answers=arm.earlier_answers,
+            )
+            for arm in figures.arms
+        ],
+        problems=problems,
+    )
+
+
+class StartRunIn(Schema):
+    seed: int | None = Field(default=None, ge=-SEED_LIMIT, le=SEED_LIMIT, description="Default: the experiment's")
+    inference_only: bool = Field(default=False, description="Skip patch validation")
+    budget_usd: Decimal | None = Field(default=None, description="A hard limit on this run's spend")
+
+
+IDEMPOTENCY_KEY_HELP = (
+    "Send the same key when retrying: the run the first request started is returned (200), not a "
+    "second one; the same key with another body is a 409. A key may be reused after "
+    f"{IDEMPOTENCY_KEY_TTL.total_seconds() / 3600:g} hours."
+)
+
+OPTIONAL_BODY = Body(None)  # every choice of a start has a default: no body is a start with them all
+IDEMPOTENCY_KEY_HEADER = Header(
+    None, alias="Idempotency-Key", max_length=255, pattern=r"^[!-~]+$", description=IDEMPOTENCY_KEY_HELP
+)
+
+
+@router.post(
+    "/experiments/{experiment_id}/runs",
+    response={201: RunOut, 200: RunOut, 409: ErrorBody, **COMMON_ERRORS},
+    auth=RUN,
+    summary="Start a run (201), or return the run an earlier request with this Idempotency-Key started (200)",
+    tags=["runs"],
+)
+def start_run(
+    request: HttpRequest,
+    experiment_id: str,
+    choices: StartRunIn = OPTIONAL_BODY,
+    idempotency_key: str | None = IDEMPOTENCY_KEY_HEADER,
+) -> Status[RunOut]:
+    experiment = access_experiment(request, experiment_id, write=True)
+    choices = choices or StartRunIn()
+    budget_usd, problem = parse_budget_usd(choices.budget_usd)
+    if problem:
+        raise ValidationError({"budget_usd": problem})
+    start = StartChoices(seed=choices.seed, inference_only=choices.inference_only, budget_usd=budget_usd)
+    if idempotency_key is None:
+        check_start_run(experiment, inference_only=start.inference_only, budget_usd=start.budget_usd)
+        run = do_start_run(experiment, actor(request), start.seed, start.inference_only, start.budget_usd)
+        started = True
+    else:
+        try:
+            run, started = start_run_once(experiment, actor(request), idempotency_key, start)
+        except IdempotencyConflict as exc:
+            raise HttpError(409, str(exc)) from None
+    return Status(201 if started else 200, run_out(_run(run.pk), with_progress=True))
+
+
+# --- pausing, resuming, cancelling ---------------------------------------------------------------
+
+
+def _run(pk: int) -> Run:
+    return Run.objects.select_related("experiment").prefetch_related("arms").get(pk=pk)
+
+
+def _transition(request: HttpRequest, run_id: str, action: str) -> RunOut:
+    run = access_run(request, run_id, write=True)
+    try:
+        check_run_transition(run, action)
+    except ValidationError as exc:
+        raise HttpError(409, "; ".join(exc.messages)) from None
+    if not do_run_action(run, action):
+        raise HttpError(409, f"the run changed while it was asked to {action}: read it again")
+    return run_out(_run(run.pk), with_progress=True)
+
+
+TRANSITION_RESPONSES: dict[int, Any] = {200: RunOut, 409: ErrorBody, **COMMON_ERRORS}
+
+
+@router.post(
+    "/runs/{run_id}/pause",
+    response=TRANSITION_RESPONSES,
+    auth=RUN,
+    summary="Pause a running run: attempts under way finish, queued ones wait (409 unless running)",
+)
+def pause_run(request: HttpRequest, run_id: str) -> RunOut:
+    return _transition(request, run_id, "pause")
+
+
+@router.post(
+    "/runs/{run_id}/resume",
+    response=TRANSITION_RESPONSES,
+    auth=RUN,
+    summary="Resume a paused run (409 unless paused)",
+)
+def resume_run(request: HttpRequest, run_id: str) -> RunOut:
+    return _transition(request, run_id, "resume")
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response=TRANSITION_RESPONSES,
+    auth=RUN,
+    summary="Cancel a run: its queued attempts are cancelled (409 once it has finished)",
+)
+def cancel_run(request: HttpRequest, run_id: str) -> RunOut:
+    return _transition(request, run_id, "cancel")

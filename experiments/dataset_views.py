@@ -3,8 +3,6 @@ mining a repository. Owners and admins only; the pages poll with htmx while a jo
 
 from __future__ import annotations
 
-import re
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -32,6 +30,8 @@ from experiments.uploads import (
     do_discard_upload,
     do_retry_upload,
     do_upload,
+    percent_of,
+    split_problem,
     upload_abandoned,
 )
 from experiments.views import HtmxHttpRequest
@@ -84,29 +84,13 @@ def upload_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "problems": [split_problem(text) for text in preview.get("problems", [])],
         "failures": [split_problem(text) for text in upload.problems],
         "abandoned": upload_abandoned(upload),
-        "percent": _percent(upload.lines_read, upload.lines_total),
+        "percent": percent_of(upload.lines_read, upload.lines_total),
     }
     if request.htmx:
         response = render(request, "experiments/upload_detail.html#upload", context)
         # The finished state is rendered once more (the preview, or the import's outcome).
         return response if upload.is_busy else HttpResponseStopPolling(response.content)
     return render(request, "experiments/upload_detail.html", context)
-
-
-PROBLEM = re.compile(r"^(?:.*?):(?P<line>\d+): (?:field (?P<field>[^:]+): )?(?P<message>.*)$", re.DOTALL)
-
-
-def split_problem(text: str) -> dict[str, str]:
-    """An importer's "file:line N: field F: what" as its line, field and message, for a table
-    (a problem of the whole file, with no line, keeps its text as the message)."""
-    found = PROBLEM.match(text)
-    if found is None:
-        return {"line": "", "field": "", "message": text}
-    return {"line": found["line"], "field": found["field"] or "", "message": found["message"]}
-
-
-def _percent(done: int, total: int) -> int:
-    return min(100, round(100 * done / total)) if total else 0
 
 
 @login_required
@@ -182,7 +166,7 @@ def mining_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     context = {
         "job": job,
         "abandoned": mining_abandoned(job),
-        "percent": _percent(job.kept + job.rejected, job.max_candidates),
+        "percent": percent_of(job.kept + job.rejected, job.max_candidates),
     }
     if request.htmx:
         response = render(request, "experiments/mining_detail.html#job", context)

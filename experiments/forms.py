@@ -13,6 +13,7 @@ from experiments.actions import (
     ArmSpec,
     ExperimentSpec,
     builtin_prompt,
+    check_experiment_name_free,
     check_prompt_choices,
     check_strata,
     grading_problem,
@@ -127,9 +128,7 @@ class ExperimentForm(forms.ModelForm):
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
-        clash = Experiment.objects.filter(org=self.org, name=name).exclude(pk=self.instance.pk)
-        if clash.exists():
-            raise forms.ValidationError("Another experiment in this organisation has that name.")
+        check_experiment_name_free(self.org, name, self.instance if self.instance.pk else None)
         return name
 
     def clean_repetitions(self) -> int:

@@ -357,6 +357,28 @@ class Run(models.Model):
         return self.status in RUN_FINISHED
 
 
+class ApiIdempotencyKey(models.Model):
+    """A run started through the API with an ``Idempotency-Key``: a retry with the same key
+    and the same request gets this run back instead of starting another.
+
+    The row is inserted before the run is started, in the same transaction: a concurrent
+    request with the same key waits on the unique index until this one commits, then finds
+    the row. ``run`` is set before the commit, so a committed row always has one. A key older
+    than IDEMPOTENCY_KEY_TTL may be used again (its row is replaced)."""
+
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="sha256 of the experiment and the start's choices")
+    run = models.ForeignKey(Run, models.CASCADE, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "key"], name="idempotency_key_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.key} -> run {self.run_id}"
+
+
 class RunArm(models.Model):
     """An arm as it was when the run started: editing the experiment never rewrites a run."""
 

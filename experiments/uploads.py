@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -91,6 +92,23 @@ def _start(upload: TaskUpload, job: Callable[[int], None]) -> None:
     job_id = f"task-upload-{upload.pk}-{uuid.uuid4().hex[:12]}"
     TaskUpload.objects.filter(pk=upload.pk).update(job_id=job_id)
     enqueue_on_commit(job, upload.pk, job_id, JOB_TIMEOUT_S)
+
+
+PROBLEM = re.compile(r"^(?:.*?):(?P<line>\d+): (?:field (?P<field>[^:]+): )?(?P<message>.*)$", re.DOTALL)
+
+
+def split_problem(text: str) -> dict[str, str]:
+    """An importer's "file:line N: field F: what" as its line, field and message, for the
+    page's table and the API (a problem of the whole file, with no line, keeps its text as
+    the message)."""
+    found = PROBLEM.match(text)
+    if found is None:
+        return {"line": "", "field": "", "message": text}
+    return {"line": found["line"], "field": found["field"] or "", "message": found["message"]}
+
+
+def percent_of(done: int, total: int) -> int:
+    return min(100, round(100 * done / total)) if total else 0
 
 
 # --- the jobs ------------------------------------------------------------------------------
