@@ -128,7 +128,8 @@ def validation_error_body(exc: ValidationError) -> tuple[dict[str, Any], int]:
         message = "; ".join(message for error in errors for message in error.messages)
         code = next((error.code for error in errors if error.code in NAMED_CODES), "invalid")
         return error_body(code, message, None if field == "__all__" else field), NAMED_CODES.get(code, 422)
-    code = exc.code if exc.code in NAMED_CODES else "invalid"
+    named = [error.code for error in exc.error_list if error.code in NAMED_CODES]
+    code = named[0] if named else "invalid"
     return error_body(code, "; ".join(exc.messages)), NAMED_CODES.get(code, 422)
 
 

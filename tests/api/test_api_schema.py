@@ -19,6 +19,7 @@ import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.test import override_settings
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
@@ -29,12 +30,15 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from experiments.models import Artifact, Attempt
+from experiments.uploads import UploadedFile, do_upload
 from leaderboards.summaries import refresh_run_summaries
 from prbench.wsgi import application
 from tests.api.test_api_results import PLANS
 from tests.conftest import make_api_key
 from tests.leaderboards.conftest import build_run
 
+# One multiple-choice question in the generic JSONL layout: an upload to check and preview.
+MMLU_LINE = b'{"question": "2 + 2?", "choices": ["3", "4"], "answer": "B"}\n'
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = 12  # per operation and way of trying it: the whole document in well under two minutes
 
@@ -59,7 +63,9 @@ def real_ids(org, dataset, experiment) -> dict[str, Any]:
     refresh_run_summaries(judged.pk)
     attempt = judged.attempts.filter(status="completed", verdicts__isnull=False).order_by("sequence").first()
     validated(attempt)
+    upload = do_upload(org, None, UploadedFile("tasks.jsonl", MMLU_LINE, "jsonl", "fuzzed", {}, "multiple_choice"))
     return {
+        "upload_id": str(upload.code),
         "run_id": str(judged.code),
         "attempt_id": str(attempt.code),
         "experiment_id": str(experiment.code),
@@ -68,6 +74,8 @@ def real_ids(org, dataset, experiment) -> dict[str, Any]:
     }
 
 
+# The per-key throttle has its own test; here it would turn the later operations into 429s.
+@override_settings(PRBENCH_API_REQUESTS_PER_MINUTE=0)
 def test_every_operation_conforms_to_the_schema(org, real_ids, same_connection_for_the_app):
     schema = schemathesis.openapi.from_wsgi("/api/openapi.json", application)
     headers = {"Authorization": f"Bearer {make_api_key(org, ['read', 'run', 'admin'], name='fuzz')}"}
