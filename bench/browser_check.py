@@ -91,6 +91,7 @@ def main() -> None:
         check_evaluator_admin(page, args.base, out)
         check_providers_page(page, out)
         check_members_page(page, args.base, out)
+        check_api_pages(page, args.base, out)
         assert not refused, f"the CSP refused: {refused}"
         print("no page broke the Content-Security-Policy")
         browser.close()
@@ -200,6 +201,45 @@ def check_members_page(page, base: str, out: Path) -> None:
     expect(page.locator("table", has_text="newcomer@prbench.local")).to_be_visible()
     page.screenshot(path=out / "12-members-invite.png", full_page=True)
     print("members page: invitation pending, its link shown once:", link.input_value()[:48] + "…")
+
+
+def check_api_pages(page, base: str, out: Path) -> None:
+    """An API key made on its page works once, as a Bearer token, until revoked; the audit log
+    shows what it did; the webhooks page refuses a loopback receiver; the API docs render."""
+    page.click("nav >> text=API keys")
+    name = f"browser-check {time.strftime('%H:%M:%S')}"
+    page.fill("input[name=name]", name)
+    page.click("button:has-text('Create key')")
+    key = page.locator("input[aria-label='The new API key']").input_value()
+    assert key.startswith("prb_"), key
+    page.screenshot(path=out / "13-api-key.png", full_page=True)
+    runs = page.request.get(f"{base}/api/runs?limit=2", headers={"Authorization": f"Bearer {key}"})
+    assert runs.status == 200 and len(runs.json()["items"]) == 2, runs.text()
+    run_id = runs.json()["items"][0]["id"]
+    boards = page.request.get(f"{base}/api/runs/{run_id}/leaderboards", headers={"Authorization": f"Bearer {key}"})
+    assert boards.status == 200, boards.text()
+    page.goto(f"{base}/api/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("PRBench API", timeout=30_000)
+    page.screenshot(path=out / "14-api-docs.png", full_page=False)
+    page.go_back()
+    page.locator("tr", has_text=name).locator("button:has-text('Revoke')").click()
+    expect(page.locator(".messages")).to_contain_text("revoked")
+    gone = page.request.get(f"{base}/api/runs", headers={"Authorization": f"Bearer {key}"})
+    assert gone.status == 401, gone.status
+    print(f"API keys: {key[:12]}… read {len(runs.json()['items'])} runs and a board, then revoked: 401")
+    page.click("nav >> text=Audit log")
+    expect(page.locator("table")).to_contain_text("api_key.used")
+    expect(page.locator("table")).to_contain_text("api_key.revoked")
+    assert key not in page.content()
+    page.screenshot(path=out / "15-audit.png", full_page=True)
+    print("audit log:", page.locator("tbody tr").count(), "events on its first page, the key in none")
+    page.click("nav >> text=Members")
+    page.click("main >> text=Webhooks")
+    page.fill("input[name=url]", "http://127.0.0.1:9/hook")
+    page.click("button:has-text('Add webhook')")
+    expect(page.locator("main")).to_contain_text("https://")
+    page.screenshot(path=out / "16-webhooks.png", full_page=True)
+    print("webhooks page: a loopback receiver is refused")
 
 
 if __name__ == "__main__":

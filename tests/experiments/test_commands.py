@@ -249,6 +249,7 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
     assert "bm25s" not in demo.stderr  # its debug lines stay quiet
     assert demo.stdout.count("Evaluator scores (mock-reviewer:v1 (mock)):") == 2, demo.stdout
     assert "0 evaluator errors" in demo.stdout
+    assert "API key (read, run), shown once: prb_" in demo.stdout and "/api/runs/" in demo.stdout
     assert (tmp_path / "prbench.sqlite3").exists()
     assert not (tmp_path / "redis.sock").exists(), "the embedded Redis must stop with the demo"
 

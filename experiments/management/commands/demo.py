@@ -29,7 +29,8 @@ from experiments.management.commands._helpers import sweep_forever, wait_for_run
 from experiments.models import AttemptStatus, Run, RunStatus
 from experiments.reporting import run_board_text, run_evaluator_scores
 from orgs.actions import do_create_org
-from orgs.models import Organization
+from orgs.api_keys import do_create_api_key, do_revoke_api_key
+from orgs.models import ApiKey, Organization
 from prbench.queues import ensure_redis, get_connection, stop_embedded_redis
 
 DEMO_EMAIL = "demo@prbench.local"
@@ -68,6 +69,13 @@ class Command(BaseCommand):
         ]
         for experiment in experiments:
             self.run_experiment(experiment, user)
+        key = demo_api_key(org, user)
+        run = Run.objects.filter(org=org).latest("created_at")
+        self.stdout.write(
+            f"\nAPI key (read, run), shown once: {key}\n"
+            f"  curl -H 'Authorization: Bearer {key}' http://{addr}/api/runs/{run.code}/leaderboards\n"
+            f"  docs: http://{addr}/api/docs\n"
+        )
         if no_serve:
             return
         self.stdout.write(f"\nPRBench is at http://{addr}/ — log in as {DEMO_EMAIL} / {DEMO_PASSWORD}\n")
@@ -93,6 +101,15 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])
         return org, user
+
+
+def demo_api_key(org: Organization, user: Any) -> str:
+    """A fresh key for trying the API: the previous demo's is revoked (its key was shown once,
+    in that demo's output), through the same actions as the API keys page."""
+    for previous in ApiKey.objects.filter(org=org, name="demo", revoked_at=None):
+        do_revoke_api_key(previous, user=user)
+    _, raw = do_create_api_key(org, "demo", ["read", "run"], None, user=user)
+    return raw
 
 
 def wait_for_verdicts(run: Run, timeout_s: float = 120) -> Run:
