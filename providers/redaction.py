@@ -6,7 +6,8 @@ Two kinds of secret are removed, each replaced by ``MARKER``:
   echoes a key shortened, or a message cut in the middle of one, still gives nothing away);
 - key-shaped tokens of any credential: ``sk-…`` (OpenAI, ``sk-proj-``, Anthropic's
   ``sk-ant-``, OpenRouter's ``sk-or-v1-``), ``Bearer …``, and the values of ``api-key``,
-  ``x-api-key`` and friends, in header, query and JSON form.
+  ``x-api-key`` and friends, in header, query and JSON form; and PRBench's own secrets, an
+  organisation API key (``prb_…``) and a webhook signing secret (``whsec_…``).
 
 What is spared: the model's answer (``redact_answer``) loses only the credential's own key,
 since an answer may legitimately quote a lookalike (a test fixture, a placeholder); error
@@ -31,6 +32,9 @@ MIN_SECRET = 8  # shorter keys cannot be told from ordinary text, so are not sea
 # Each pattern starts with plain characters (no flags, no alternation), so the regex engine
 # skips ahead to candidates: about 1 ms per 100 kB of prompt instead of 40.
 SK_TOKEN = re.compile(r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{12,}")  # sk-, sk-proj-, sk-ant-api03-, sk-or-v1-
+# PRBench's own: an organisation API key and a webhook's signing secret (orgs/api_keys.py,
+# orgs/webhooks.py), so neither can reach a log line even outside an Authorization header.
+OWN_TOKENS = (("prb_", re.compile(r"prb_[A-Za-z0-9_-]{20,}")), ("whsec_", re.compile(r"whsec_[A-Za-z0-9_-]{20,}")))
 BEARER_TOKEN = re.compile(r"([Bb][Ee][Aa][Rr][Ee][Rr]\s+)[A-Za-z0-9._~+/=-]{16,}")
 # A header, query or JSON value of an API-key field: `api-key: …`, `"x-api-key": "…"`,
 # `?api-key=…`, Azure API Management's `Ocp-Apim-Subscription-Key`. Only token-like values,
@@ -51,6 +55,9 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     text = remove_secrets(text, secrets)
     if "sk-" in text:
         text = SK_TOKEN.sub(MARKER, text)
+    for prefix, pattern in OWN_TOKENS:
+        if prefix in text:
+            text = pattern.sub(MARKER, text)
     lowered = text.lower()  # a plain search first: most texts need no regex at all
     patterns = ([BEARER_TOKEN] if "bearer" in lowered else []) + (list(KEY_VALUES) if "key" in lowered else [])
     for pattern in patterns:  # the scheme or field name stays, for the reader

@@ -43,6 +43,8 @@ def test_key_shaped_tokens_leave_error_text():
         '{"api-key": "4f9c2a7e1b8d4c6fa3e5b7d9c1f2a4e6"}': f'{{"api-key": "{MARKER}"}}',
         "GET /models?api-key=4f9c2a7e1b8d4c6fa3e5b7d9c1f2a4e6&x=1": f"GET /models?api-key={MARKER}&x=1",
         "ocp-apim-subscription-key: 4f9c2a7e1b8d4c6fa3e5b7d9c1f2a4e6": f"ocp-apim-subscription-key: {MARKER}",
+        "KEY=prb_Zx3kQ9-vB7_wLm2Np5Rt8Yc4Hd6Jf1Gs0Ae3Ui5Oq in the env": f"KEY={MARKER} in the env",
+        "secret whsec_0a1B2c3D4e5F6g7H8i9J0kLmNoPq shown once": f"secret {MARKER} shown once",
     }
     for text, expected in cases.items():
         assert redact_text(text) == expected
@@ -55,6 +57,7 @@ def test_ordinary_text_is_not_mangled():
         "use Bearer auth (i.e. Authorization: Bearer YOUR_KEY)",  # OpenAI's own hint
         "sk-proj-****************************************Qb",  # already masked by the provider
         "HTTP 429: Rate limit reached for gpt-4o in organization org-abc on tokens per min",
+        "key ci (prb_Zx3kQ9-v…) revoked",  # a key's prefix, as pages and the audit log name it
     ]:
         assert redact_text(text) == text
 
