@@ -68,7 +68,9 @@ class BrowserSessionAuth(APIKeyCookie):
         self.scope = str(ApiScope(scope).value)
 
     def authenticate(self, request: HttpRequest, key: str | None) -> Any:
-        if not request.user.is_authenticated:
+        # A request that names a key is judged by that key alone: a revoked key sent from a
+        # signed-in browser must not fall back to the person's session.
+        if "authorization" in request.headers or not request.user.is_authenticated:
             return None
         request.is_api = True  # type: ignore[attr-defined]
         return request.user

@@ -70,6 +70,15 @@ def test_a_signed_in_member_uses_the_api_with_the_browser_session(org, run, vera
     assert client_for(charlie).get(f"/api/runs/{run.code}").status_code == 404
 
 
+def test_a_bad_key_from_a_signed_in_browser_is_401_not_the_session(org, run, alice):
+    raw = make_api_key(org, name="old")
+    do_revoke_api_key(ApiKey.objects.get(name="old"))
+    browser = client_for(alice)
+    for header in (f"Bearer {raw}", "Bearer prb_unknown", "Basic YWxpY2U6cHc="):
+        assert browser.get(f"/api/runs/{run.code}", headers={"authorization": header}).status_code == 401
+    assert browser.get(f"/api/runs/{run.code}").status_code == 200
+
+
 def test_runs_are_paged_by_a_signed_cursor_newest_first(org, experiment, start):
     runs = [start(experiment) for _ in range(5)]
     client = api_client(make_api_key(org))
