@@ -46,6 +46,7 @@ from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import PLACEHOLDERS, prompt_version
 from experiments.replay import experiment_arm_problems
 from leaderboards.jobs import queue_summary_refresh, refresh_out_of_date
+from orgs.audit import prune_key_uses
 from orgs.models import Organization
 from orgs.webhook_delivery import sweep_due_deliveries
 from prbench.inputs import (
@@ -741,6 +742,7 @@ class RequeueReport:
     unjudged: int = 0  # answered attempts whose evaluator job was lost, queued for judging again
     summaries: int = 0  # runs recorded into since their boards' last refresh, refreshed now
     webhooks: int = 0  # webhook deliveries overdue with nobody sending them, queued again
+    audit_pruned: int = 0  # API key uses older than PRBENCH_AUDIT_KEY_USES_DAYS, deleted
 
 
 def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
@@ -776,6 +778,7 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
             report.unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
     report.summaries = len(refresh_out_of_date())
     report.webhooks = sweep_due_deliveries()
+    report.audit_pruned = prune_key_uses()
     return report
 
 

@@ -68,5 +68,5 @@ class ApiKeyAuditMiddleware:
             from orgs import api_keys, audit
 
             detail = {"method": request.method, "path": request.path[:300], "status": response.status_code}
-            audit.record(api_key.org, "api_key.used", key=api_key, target=api_keys.describe(api_key), detail=detail)
+            audit.record(api_key.org, audit.USE_ACTION, key=api_key, target=api_keys.describe(api_key), detail=detail)
         return response

@@ -346,6 +346,10 @@ LOGGING = {
 # How many requests one API key may make per minute (shared by every web process through Redis);
 # 0 turns throttling off.
 PRBENCH_API_REQUESTS_PER_MINUTE = envint("PRBENCH_API_REQUESTS_PER_MINUTE", "600")
+# How long the audit log keeps each request an API key made (the sweep, requeue_stale, deletes
+# older ones); changes to keys, credentials, the allowlist and webhooks are kept for good.
+# 0 keeps the uses for good too.
+PRBENCH_AUDIT_KEY_USES_DAYS = envint("PRBENCH_AUDIT_KEY_USES_DAYS", "90")
 
 # Who may read /metrics (prbench/metrics_view.py): a request carrying
 # "Authorization: Bearer <PRBENCH_METRICS_TOKEN>" (empty: no token is accepted), or one from an

@@ -31,6 +31,8 @@ class Command(CheckedCommand):
         self.stdout.write(
             f"reclaimed {report.reclaimed} abandoned attempt(s); rebuilt jobs for {report.requeued_runs} run(s); "
             f"enqueued {report.jobs} job(s); queued {report.unjudged} unjudged attempt(s) for the evaluator; "
-            f"refreshed the boards of {report.summaries} run(s); queued {report.webhooks} overdue webhook delivery(ies)"
+            f"refreshed the boards of {report.summaries} run(s); "
+            f"queued {report.webhooks} overdue webhook delivery(ies); "
+            f"pruned {report.audit_pruned} old API key use(s) from the audit log"
         )
         self.stdout.flush()
