@@ -214,6 +214,26 @@ def api_keys(request: HttpRequest, code: str) -> HttpResponse:
     return _api_keys_page(request, membership, created=created, raw_key=raw)
 
 
+@login_required
+@require_POST
+def revoke_api_key(request: HttpRequest, code: str, key: str) -> HttpResponse:
+    found = access_api_key(request, code, key)
+    if do_revoke_api_key(found, user=request.user):
+        messages.success(request, f"The key {found.name!r} ({found.prefix}…) is revoked: it no longer works")
+    return redirect("orgs:api_keys", code=found.org.code)
+
+
+AUDIT_PAGE_SIZE = 100
+
+
+@login_required
+def audit_log(request: HttpRequest, code: str) -> HttpResponse:
+    membership = access_org(request, code)
+    check_owner(membership)
+    page = Paginator(events_of(membership.org), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "orgs/audit.html", {"org": membership.org, "membership": membership, "page": page})
+
+
 # --- webhooks ------------------------------------------------------------------------------
 
 DELIVERY_LOG_SIZE = 25
@@ -256,24 +276,6 @@ def webhooks(request: HttpRequest, code: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def revoke_api_key(request: HttpRequest, code: str, key: str) -> HttpResponse:
-    found = access_api_key(request, code, key)
-    if do_revoke_api_key(found, user=request.user):
-        messages.success(request, f"The key {found.name!r} ({found.prefix}…) is revoked: it no longer works")
-    return redirect("orgs:api_keys", code=found.org.code)
-
-
-AUDIT_PAGE_SIZE = 100
-
-
-@login_required
-def audit_log(request: HttpRequest, code: str) -> HttpResponse:
-    membership = access_org(request, code)
-    check_owner(membership)
-    page = Paginator(events_of(membership.org), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "orgs/audit.html", {"org": membership.org, "membership": membership, "page": page})
-
-
 def webhook_active(request: HttpRequest, code: str, webhook: str) -> HttpResponse:
     found = access_webhook(request, code, webhook)
     active = request.POST.get("active") == "1"

@@ -429,3 +429,13 @@ def test_an_event_is_queued_once_per_webhook_and_run(org, hook, experiment, star
     queue_run_finished(run.pk, RunStatus.CANCELLED)  # no event for a cancelled run
 
     assert list(WebhookDelivery.objects.values_list("event", "subject")) == [(WebhookEvent.RUN_COMPLETED, run.code)]
+
+
+def test_changing_a_webhook_takes_a_post(alice, org, hook):
+    """A GET (a prefetched link, a cross-site image) must not disable, delete or ping a webhook."""
+    webhook, _ = hook
+    client = client_for(alice)
+    for name in ("orgs:webhook_active", "orgs:webhook_delete", "orgs:webhook_test"):
+        assert client.get(reverse(name, args=[org.code, webhook.code])).status_code == 405, name
+    webhook.refresh_from_db()
+    assert webhook.active and not WebhookDelivery.objects.exists()
