@@ -149,6 +149,13 @@ class AttemptFilters(Schema):
     outcome: str = ""
 
 
+SUMMARY_COLUMNS = (
+    "code", "run", "sequence", "repetition", "status", "outcome", "error_category", "resolved", "score",
+    "patch_present", "patch_applied", "input_tokens", "output_tokens", "latency_ms", "cost_usd",
+    "response_cached", "retries", "task__code", "task__external_id", "arm__label",
+)  # fmt: skip
+
+
 def _summary_fields(attempt: Attempt) -> dict[str, Any]:
     return {
         "id": attempt.code,
@@ -192,7 +199,9 @@ def list_attempts(
     if not form.is_valid():
         raise form_invalid(form)
     query = form.query()
-    attempts = run.attempts.select_related("task", "arm")
+    # Only what a summary shows: a page of 500 would otherwise read each attempt's request,
+    # raw response and answer and each task's problem and gold patch, to show none of them.
+    attempts = run.attempts.select_related("task", "arm").only(*SUMMARY_COLUMNS)
     if (arm_id := form.arm_id()) is not None:
         attempts = attempts.filter(arm_id=arm_id)
     if query.status:

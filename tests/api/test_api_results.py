@@ -345,3 +345,20 @@ def test_the_boards_are_kept_per_refresh_and_follow_the_next_one(reader, judged_
     assert weak_rate() == before  # not refreshed yet: the kept answer
     refresh_run_summaries(judged_run.pk)
     assert weak_rate() > before
+
+
+def test_a_page_of_attempts_reads_only_what_it_shows_in_constant_queries(reader, judged_run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def page_queries(limit: int) -> list[str]:
+        with CaptureQueriesContext(connection) as captured:
+            response = reader.get(f"/api/runs/{judged_run.code}/attempts", {"limit": limit})
+        assert response.status_code == 200 and len(response.json()["items"]) == limit
+        return [query["sql"] for query in captured.captured_queries]
+
+    page_queries(1)  # the key's first use also writes its "last used"
+    small, large = page_queries(2), page_queries(40)
+    assert len(small) == len(large)  # no query per attempt, whatever the page's size
+    for heavy in ('"raw_response"', '"output"', '"gold_patch"', '"problem_statement"'):
+        assert not any(heavy in sql for sql in large if "experiments_attempt" in sql), heavy
