@@ -428,6 +428,9 @@ class Attempt(models.Model):
     request = models.JSONField(default=dict, blank=True)
     raw_response = models.JSONField(default=dict, blank=True)
     output = models.TextField(blank=True)
+    # What the task's kind read in the output (a letter, a response, a function, a patch):
+    # what the attempts list searches and the transcript and exports show beside the output.
+    extracted_answer = models.TextField(blank=True)
     model_served = models.CharField(max_length=200, blank=True)
     provider_request_id = models.CharField(max_length=200, blank=True)
     finish_reason = models.CharField(max_length=64, blank=True)

@@ -789,6 +789,7 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "warnings": list(completion.warnings),
         "responded_at": outcome.responded_at,
         **evaluation.columns,
+        "extracted_answer": evaluation.answer,
         "resolved": evaluation.correct,
         "score": evaluation.score,
         "validated_at": now if evaluation.validated else None,

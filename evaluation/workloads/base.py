@@ -134,6 +134,11 @@ class Workload:
         """A model's output that scores 1: what the mock oracle answers."""
         raise NotImplementedError
 
+    def expected_answer(self, task: Any) -> str:
+        """The right answer as a person reads it, beside the model's in the transcript and
+        the exports (the letter and its option, the response and its aliases, ...)."""
+        return self.reference_output(task)
+
     def distractors(self, task: Any) -> tuple[str, ...]:
         """Outputs that score 0, for the mock to give when it answers wrongly; empty for a
         PR patch, whose wrong answers the mock makes from the gold patch itself."""

@@ -88,6 +88,10 @@ class FreeText(Workload):
         informative = [answer for answer in candidates if answer and not is_non_answer(answer)]
         return (informative or [answer for answer in candidates if answer])[0]
 
+    def expected_answer(self, task: Any) -> str:
+        """Every true reference answer: the evaluator judges against all of them."""
+        return "; ".join(task.payload["correct_answers"])
+
     def distractors(self, task: Any) -> tuple[str, ...]:
         return tuple(task.payload["incorrect_answers"])
 

@@ -110,6 +110,10 @@ class MultipleChoice(Workload):
     def reference_output(self, task: Any) -> str:
         return f"Answer: {task.payload['answer']}"
 
+    def expected_answer(self, task: Any) -> str:
+        letter = task.payload["answer"]
+        return f"{letter}. {task.payload['choices'][LETTERS.index(letter)]}"
+
     def distractors(self, task: Any) -> tuple[str, ...]:
         letters = LETTERS[: len(task.payload["choices"])]
         return tuple(f"Answer: {letter}" for letter in letters if letter != task.payload["answer"])

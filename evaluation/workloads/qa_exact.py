@@ -73,6 +73,10 @@ class QaExact(Workload):
     def reference_output(self, task: Any) -> str:
         return f"What is {' '.join(task.payload['answer'].split())}?"
 
+    def expected_answer(self, task: Any) -> str:
+        answer, *aliases = _expected(task)
+        return f"{answer} (also accepted: {'; '.join(aliases)})" if aliases else answer
+
     def distractors(self, task: Any) -> tuple[str, ...]:
         """A few of ``WRONG_RESPONSES``, which ones by the task's id (so the same every time),
         none that any mode would take for one of the task's answers."""

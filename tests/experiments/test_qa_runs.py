@@ -51,6 +51,9 @@ def test_mmlu_gold_answers_score_100_percent_with_the_oracle(org, alice, start):
     assert_oracle_right_and_wrong_arm_wrong(run, tasks)
     answer = Artifact.objects.filter(attempt__run=run, attempt__arm__label="oracle", kind=ArtifactKind.ANSWER).first()
     assert json.loads(answer.content)["how"] == "answer line"
+    # The letter the kind read is kept on the attempt, beside the output it was read from.
+    for attempt in run.attempts.filter(arm__label="oracle").select_related("task"):
+        assert attempt.extracted_answer == attempt.task.payload["answer"]
 
 
 @pytest.mark.skipif(not SHARED_MMLU.is_dir(), reason="MMLU's dev and val splits (shared/data/mmlu) are not here")
