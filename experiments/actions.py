@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
 from evaluation.models import EvaluatorProfile
-from evaluation.workloads import workload_for
-from evaluation.workloads.base import EXAMPLES
+from evaluation.workloads import workload_for, workload_kinds
+from evaluation.workloads.base import EXAMPLES, QUESTION
 from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import (
@@ -43,7 +43,7 @@ from experiments.models import (
 )
 from experiments.pipeline import finish_run_if_done, observe_run_duration
 from experiments.planner import attempt_order, sample_tasks
-from experiments.prompts import PLACEHOLDERS, prompt_version
+from experiments.prompts import prompt_version
 from experiments.replay import experiment_arm_problems
 from leaderboards.jobs import queue_summary_refresh, refresh_out_of_date
 from orgs.audit import prune_key_uses
@@ -56,6 +56,7 @@ from prbench.inputs import (
     NAME_MAX,
     PROMPT_TEMPLATE_MAX,
     document_problems,
+    normalised_newlines,
     text_errors,
     text_problem,
 )
@@ -185,6 +186,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
     if dataset is not None and (problem := grading_problem(dataset.kind, raw.get("grading"))):
         errors.append(f"grading: {problem}")
     template = raw.get("prompt_template")
+    if isinstance(template, str):
+        template = raw["prompt_template"] = normalised_newlines(template)
     if template is not None:
         errors += [f"prompt_template: {e}" for e in prompt_template_errors(template)]
     builtin, few_shot, prompt_errors = check_prompt_choices(org, raw, dataset)
@@ -251,6 +254,7 @@ def check_prompt_choices(
         return str(builtin), few_shot, errors
     text = known[builtin] if builtin else raw.get("prompt_template") or workload_for(dataset.kind).default_prompt
     field = "template" if builtin else "prompt_template"
+    errors += [f"{field}: {problem}" for problem in workload_for(dataset.kind).template_errors(text)]
     if few_shot and EXAMPLES not in text:
         errors.append(f"{field}: a few-shot experiment's prompt needs {EXAMPLES} where its examples go")
     elif not few_shot and EXAMPLES in text:
@@ -368,13 +372,26 @@ def grading_mode(kind: str, chosen: str) -> str:
 
 
 def prompt_template_errors(template: Any) -> list[str]:
+    """What is wrong with a template whatever its dataset (which placeholders the dataset's
+    kind can fill is checked with the dataset: ``check_prompt_choices``)."""
     if not isinstance(template, str) or not template.strip():
         return ["must be a non-empty string"]
     if problem := text_problem(template, PROMPT_TEMPLATE_MAX, multiline=True):
         return [problem]
-    if PLACEHOLDERS[0] not in template:
-        return [f"must contain {PLACEHOLDERS[0]}"]
+    if QUESTION not in template:
+        return [f"must contain {QUESTION}"]
     return []
+
+
+def prompt_for_kind(template: str, kind: str) -> str:
+    """The template an experiment on a ``kind`` dataset asks with when the form holds
+    ``template``: empty, or a kind's default left as the form pre-filled it (the dataset was
+    changed after), means the kind's own default; anything else is the customer's and stays
+    (the placeholder check then says what this kind cannot fill)."""
+    text = normalised_newlines(template or "").strip()
+    if not text or text in {workload_for(other).default_prompt.strip() for other in workload_kinds()}:
+        return workload_for(kind).default_prompt
+    return normalised_newlines(template)
 
 
 def _int_field_errors(
@@ -552,6 +569,7 @@ def check_start_run(experiment: Experiment, inference_only: bool = False, budget
     if experiment.sample_size == 0:
         errors.append("the sample size is 0")
     kind = experiment.dataset.kind
+    errors += [f"prompt template: {e}" for e in workload_for(kind).template_errors(experiment.prompt_template)]
     if workload_for(kind).verdict_decides and active_profile(kind) is None:
         errors.append(f"no evaluator profile for {kind} answers is active, and only its verdicts can score them")
     if errors:

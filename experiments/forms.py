@@ -6,6 +6,8 @@ from typing import cast
 from django import forms
 from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
+from django.http import Http404
+from django.urls import reverse
 
 from evaluation.workloads import workload_for, workload_kinds
 from experiments.actions import (
@@ -18,16 +20,15 @@ from experiments.actions import (
     check_strata,
     grading_problem,
     parse_budget_usd,
+    prompt_for_kind,
     prompt_template_errors,
 )
 from experiments.attempt_list import AttemptQuery
 from experiments.models import (
-    DEFAULT_PROMPT,
     Allocation,
     AttemptStatus,
     ContextMode,
     Dataset,
-    DatasetKind,
     Experiment,
     Run,
 )
@@ -42,6 +43,7 @@ from prbench.inputs import (
     JsonRejected,
     TextValidator,
     document_problems,
+    normalised_newlines,
     parse_json,
 )
 from providers.catalog import ALL_SUGGESTIONS_ID, suggestion_list_id
@@ -91,6 +93,7 @@ class ExperimentForm(forms.ModelForm):
         }
 
     def __init__(self, *args, org: Organization, **kwargs):
+        self.template_given = "prompt_template" in (kwargs.get("initial") or {})
         super().__init__(*args, **kwargs)
         self.org = org
         cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = Dataset.objects.filter(org=org)
@@ -109,6 +112,41 @@ class ExperimentForm(forms.ModelForm):
         self.fields["context_mode"].required = False
         self.fields["allocation"].required = False  # stratified samples only; proportional by default
         self.fields["few_shot_k"].required = False  # few-shot prompts only
+        self._ask_with_the_datasets_prompt()
+
+    def _ask_with_the_datasets_prompt(self) -> None:
+        """The template field follows the dataset: a new experiment starts from the chosen (or
+        first) dataset's kind's default, and choosing another dataset swaps in that kind's
+        default (htmx; without JavaScript, saving does the same) unless the text was changed."""
+        self.fields["prompt_template"].required = False  # empty: the dataset kind's default
+        self.fields["prompt_template"].help_text = (
+            "{{problem_statement}} is the task's question or problem; each kind fills its own placeholders "
+            "({{choices}}, {{repository}}, {{examples}}). Empty: the dataset kind's default prompt."
+        )
+        self.fields["dataset"].widget.attrs.update(
+            {
+                "hx-post": reverse("experiments:prompt_for_dataset"),
+                "hx-trigger": "change",
+                "hx-target": "#prompt-template-field",
+                "hx-swap": "outerHTML",
+            }
+        )
+        if self.is_bound or self.instance.pk or self.template_given:
+            return
+        datasets = Dataset.objects.filter(org=self.org)
+        chosen = self.initial.get("dataset")
+        dataset = (datasets.filter(pk=chosen).first() if chosen else None) or datasets.first()
+        if dataset is not None:
+            self.initial["dataset"] = dataset.pk
+            self.initial["prompt_template"] = workload_for(dataset.kind).default_prompt
+
+    def chosen_dataset(self, value: str | None) -> Dataset:
+        """The organisation's dataset ``value`` (the dataset field's value) names; ``Http404``
+        for any other, an outsider's included."""
+        try:
+            return self.fields["dataset"].clean(value)
+        except forms.ValidationError:
+            raise Http404("no such dataset") from None
 
     # Text, checked by the one rule for budgets (parse_budget_usd) that specs and commands use.
     budget_usd = forms.CharField(required=False, max_length=40, label="Budget (USD, all runs together)")
@@ -138,7 +176,9 @@ class ExperimentForm(forms.ModelForm):
         return value
 
     def clean_prompt_template(self) -> str:
-        template = self.cleaned_data["prompt_template"]
+        template = normalised_newlines(self.cleaned_data["prompt_template"] or "")
+        if (dataset := self.cleaned_data.get("dataset")) is not None:
+            template = prompt_for_kind(template, dataset.kind)
         errors = prompt_template_errors(template)
         if errors:
             raise forms.ValidationError(errors)
@@ -159,15 +199,8 @@ class ExperimentForm(forms.ModelForm):
         if dataset is not None and (problem := grading_problem(dataset.kind, data.get("grading"))):
             self.add_error("grading", f"This dataset's grading {problem}.")
         if dataset is not None:
-            self._take_the_kinds_prompt(data, dataset)
             self._clean_prompt_choices(data)
         return data
-
-    def _take_the_kinds_prompt(self, data: dict, dataset: Dataset) -> None:
-        """The form starts from the PR prompt (the model's default); a question dataset's
-        experiment left with it unchanged asks with its own kind's default instead."""
-        if data.get("prompt_template") == DEFAULT_PROMPT and dataset.kind != DatasetKind.PR_PATCH:
-            data["prompt_template"] = workload_for(dataset.kind).default_prompt
 
     def _clean_prompt_choices(self, data: dict) -> None:
         """The built-in prompt and the few-shot dev split, by the rule specs follow."""

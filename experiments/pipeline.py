@@ -62,7 +62,7 @@ from experiments.models import (
     TaskInstance,
 )
 from experiments.notifications import queue_budget_exceeded, queue_run_finished
-from experiments.prompts import build_request
+from experiments.prompts import PromptNotFillable, build_request
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
 from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
@@ -259,6 +259,9 @@ def execute(
         # call left, and that never raises (a slot not given back expires with its lease).
         logger.warning("attempt %s: given back to the queue: %s: %s", attempt.pk, type(exc).__name__, exc)
         return Outcome(attempt.pk, request, give_back=True)
+    except PromptNotFillable as exc:
+        # Before any call: never paid, and not the model's failure.
+        return Outcome(attempt.pk, None, error=ProviderError(ErrorCategory.PLATFORM_ERROR, str(exc)))
     except RepositoryUnavailable as exc:
         # The platform's failure, not the model's: named, so whoever runs it can fix it.
         logger.warning("attempt %s: %s", attempt.pk, exc)

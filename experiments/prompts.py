@@ -20,8 +20,13 @@ from experiments.models import Attempt, ContextMode, TaskInstance
 from experiments.replay import REPLAY, REPLAYED_MESSAGE, recorded_answer
 from providers.types import CompletionRequest, Message
 
-PLACEHOLDERS = ("{{problem_statement}}", "{{repository}}")
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
+
+
+class PromptNotFillable(ValueError):
+    """The run's template holds a placeholder its dataset's kind cannot fill: the prompt would
+    reach the model as written ("Repository files: {{repository}}" in a quiz question), which
+    no model can answer. The platform's failure, found before any call."""
 
 
 def prompt_version(template: str) -> str:
@@ -60,6 +65,10 @@ def build_request(attempt: Attempt) -> CompletionRequest:
         )
     snapshot = run.config_snapshot
     template = snapshot["prompt_template"]
+    if problems := workload_for(task.dataset.kind).template_errors(template):
+        # The task's own text may hold "{{" (a Jinja or Django template in a bug report):
+        # only the template's placeholders are checked, before the task's text goes in.
+        raise PromptNotFillable(f"the run's prompt template cannot be rendered: {'; '.join(problems)}")
     examples = examples_for(run, task) if EXAMPLES in template else ""
     prompt = render_prompt(template, task, snapshot.get("context_mode", ContextMode.ORACLE), examples)
     workload = workload_for(task.dataset.kind)

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("experiments/", views.experiment_list, name="list"),
     path("experiments/new/", views.experiment_create, name="create"),
+    path("experiments/prompt/", views.experiment_prompt, name="prompt_for_dataset"),
     path("experiments/<uuid:code>/", views.experiment_detail, name="detail"),
     path("experiments/<uuid:code>/edit/", views.experiment_edit, name="edit"),
     path("experiments/<uuid:code>/runs/", views.run_start, name="run_start"),

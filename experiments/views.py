@@ -17,7 +17,15 @@ from django_htmx.http import HttpResponseStopPolling, push_url
 from django_htmx.middleware import HtmxDetails
 
 from evaluation.workloads import workload_for
-from experiments.actions import check_run_transition, check_start_run, do_run_action, do_save_experiment, do_start_run
+from experiments.actions import (
+    check_run_transition,
+    check_start_run,
+    do_run_action,
+    do_save_experiment,
+    do_start_run,
+    prompt_for_kind,
+    prompt_template_errors,
+)
 from experiments.attempt_list import AttemptQuery, attempt_page, page_links
 from experiments.budgets import budget_status, experiment_spend
 from experiments.dataset_history import dataset_versions, recent_imports
@@ -84,7 +92,25 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def experiment_create(request: HttpRequest) -> HttpResponse:
     membership = access_current_org(request, write=True)
-    return _experiment_form(request, membership.org, None)
+    # "New experiment" from a dataset's page starts on that dataset, with its kind's prompt.
+    chosen = request.GET.get("dataset")
+    initial = {"dataset": access_dataset(request, chosen, write=True).pk} if chosen else {}
+    return _experiment_form(request, membership.org, None, initial)
+
+
+@login_required
+@require_POST
+def experiment_prompt(request: HttpRequest) -> HttpResponse:
+    """The prompt field for the dataset the experiment form now names (htmx asks when the
+    dataset changes): that kind's default in place of a default left untouched, and what the
+    kind cannot fill in the text the customer wrote, said at once."""
+    membership = access_current_org(request, write=True)
+    dataset = ExperimentForm(org=membership.org).chosen_dataset(request.POST.get("dataset"))
+    template = prompt_for_kind(request.POST.get("prompt_template", ""), dataset.kind)
+    form = ExperimentForm(org=membership.org, initial={"dataset": dataset.pk, "prompt_template": template})
+    problems = prompt_template_errors(template) + workload_for(dataset.kind).template_errors(template)
+    context = {"form": form, "prompt_problems": problems}
+    return render(request, "experiments/experiment_form.html#prompt-field", context)
 
 
 @login_required
@@ -93,7 +119,9 @@ def experiment_edit(request: HttpRequest, code: str) -> HttpResponse:
     return _experiment_form(request, experiment.org, experiment)
 
 
-def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -> HttpResponse:
+def _experiment_form(
+    request: HttpRequest, org, experiment: Experiment | None, initial: dict | None = None
+) -> HttpResponse:
     if request.method == "POST":
         form = ExperimentForm(request.POST, org=org, instance=experiment)
         arms = ArmFormSet(request.POST, prefix="arms", form_kwargs={"org": org})
@@ -102,7 +130,7 @@ def _experiment_form(request: HttpRequest, org, experiment: Experiment | None) -
             messages.success(request, f"Saved {saved.name}.")
             return redirect("experiments:detail", code=saved.code)
     else:
-        form = ExperimentForm(org=org, instance=experiment)
+        form = ExperimentForm(org=org, instance=experiment, initial=initial)
         arms = ArmFormSet(
             prefix="arms",
             form_kwargs={"org": org},

@@ -80,6 +80,13 @@ def text_problem(value: Any, max_chars: int, *, multiline: bool = False) -> str 
     return None
 
 
+def normalised_newlines(text: str) -> str:
+    """Every line break as ``\n``: browsers submit a textarea with CRLF, so without this a
+    prompt typed in the browser and the same prompt in a spec are two texts, hashed as two
+    prompt versions, and a default the browser sent back unchanged no longer equals itself."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def text_errors(value: Any, field: str, max_chars: int, *, multiline: bool = False) -> list[str]:
     problem = text_problem(value, max_chars, multiline=multiline)
     return [f"{field}: {problem}"] if problem else []

@@ -14,6 +14,7 @@ beyond the task (the pipeline's validator, say) comes in its ``Context``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 QUESTION = "{{problem_statement}}"
 # Where a few-shot prompt puts its solved examples (drawn from another dataset, the dev split).
 EXAMPLES = "{{examples}}"
+# Whatever a template writes in double braces is meant as a placeholder: one its kind does not
+# fill would reach the model as written ("Repository files: {{repository}}" in a quiz question).
+PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
 # A template that asks for a confidence says "Confidence:"; the answer's last such line is it,
 # as a percentage ("Confidence: 80%", "confidence: 80") or a probability ("Confidence: 0.8").
 CONFIDENCE_ASKED = re.compile(r"\bconfidence\s*:", re.IGNORECASE)
@@ -105,6 +109,9 @@ class Workload:
     verdict_decides: ClassVar[bool] = False
     # The prompt an experiment on this kind starts from.
     default_prompt: ClassVar[str] = QUESTION
+    # The placeholders its prompts fill besides ``{{examples}}``, which every kind's few-shot
+    # prompts may hold.
+    placeholders: ClassVar[tuple[str, ...]] = (QUESTION,)
     # Built-in prompts by "name@version" (plain, chain of thought, few-shot, ...). A published
     # version's text never changes: a new text is a new version, so a run's prompt is known
     # by its name as well as by its hash.
@@ -118,7 +125,10 @@ class Workload:
         return []
 
     def template_errors(self, template: str) -> list[str]:
-        return [] if QUESTION in template else [f"must contain {QUESTION}"]
+        """What in ``template`` this kind cannot fill, each placeholder named with the kind:
+        checked when an experiment is saved, when a run starts and before each call, so such a
+        prompt is never sent (nor paid for, nor scored)."""
+        return list(_template_errors(self.kind, self.placeholders, template))
 
     def render_prompt(self, template: str, task: Any, repository: Callable[[], str]) -> str:
         """The prompt for ``task``. ``repository`` renders a PR task's files, read only when
@@ -146,3 +156,16 @@ class Workload:
 
     def evaluate(self, task: Any, output: str, context: Context) -> Evaluation:
         raise NotImplementedError
+
+
+@functools.lru_cache(maxsize=256)
+def _template_errors(kind: str, placeholders: tuple[str, ...], template: str) -> tuple[str, ...]:
+    """Cached: every attempt's request asks again, with one of a handful of templates."""
+    fillable = (*placeholders, EXAMPLES)
+    unfilled = dict.fromkeys(found for found in PLACEHOLDER.findall(template) if found not in fillable)
+    errors = [
+        f"{found} cannot be filled for a {kind} dataset (its prompts fill {', '.join(fillable)})" for found in unfilled
+    ]
+    if "{{" in PLACEHOLDER.sub("", template):
+        errors.append("has a {{ that opens no placeholder (a placeholder is written {{name}}, e.g. " + QUESTION + ")")
+    return tuple(errors)
