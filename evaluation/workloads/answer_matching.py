@@ -222,17 +222,27 @@ _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 
 
 def jeopardy_form(text: str) -> str:
-    """The form a Jeopardy judge compares: articles, titles, ship prefixes, generic heads,
-    company suffixes and units off; numbers as digits (words, ordinals, Roman numerals after a
-    name: "Henry the Eighth" and "Henry VIII" are both "henry 8")."""
+    """The form a Jeopardy judge compares: articles, ship prefixes, generic heads, company
+    suffixes and units off (a title is optional on one side only: ``without_title``); numbers
+    as digits (words, ordinals, Roman numerals after a name: "Henry the Eighth" and "Henry
+    VIII" are both "henry 8")."""
     words = [ABBREVIATIONS.get(w, w) for w in numerals(_without_articles(basic_form(text))).split()]
     words = [_roman_value(w) if i else w for i, w in enumerate(words)]
     words = [_ORDINAL.sub(r"\1", w) for w in words]
     words = [w for i, w in enumerate(words) if not (i and w in UNITS and words[i - 1].isdigit())]
-    while len(words) > 1 and words[0] in TITLES | SHIP_PREFIXES | LEADING_HEADS:
+    while len(words) > 1 and words[0] in SHIP_PREFIXES | LEADING_HEADS:
         words = words[1:]
     while len(words) > 1 and words[-1] in TRAILING_HEADS | COMPANY_SUFFIXES:
         words = words[:-1]
+    return " ".join(words)
+
+
+def without_title(form: str) -> str:
+    """A form without the titles before a name ("King Henry VIII", "Madame Curie"). Never
+    taken off both sides of a comparison: "king penguin" and "emperor penguin" are not one."""
+    words = form.split()
+    while len(words) > 1 and words[0] in TITLES:
+        words = words[1:]
     return " ".join(words)
 
 
@@ -415,7 +425,13 @@ def judge(response: str, expected: list[str], clue: str = "") -> Verdict:
     clue_words = _clue_words(clue)
     suffixes = {w for form in expected_forms for w in form.split() if w in person_names.SUFFIXES or w.isdigit()}
     rulings = [
-        _rule(reading, gold, person_names.person_name(gold, jeopardy_form(gold), clue), clue_words, suffixes)
+        _rule(
+            reading,
+            gold,
+            person_names.person_name(gold, without_title(jeopardy_form(gold)), clue),
+            clue_words,
+            suffixes,
+        )
         for gold in golds
         if jeopardy_form(gold)
         for reading in readings
@@ -446,10 +462,14 @@ def _rule(reading: str, gold: str, name: person_names.Name | None, clue_words: s
 
     if plural_key(form) == plural_key(gold_form):
         return ruling(True, "" if form == gold_form else "singular and plural alike")
+    if plural_key(without_title(form)) == plural_key(gold_form) or plural_key(form) == plural_key(
+        without_title(gold_form)
+    ):
+        return ruling(True, "a title before the name")
     if (same_date := _same_date(reading, gold)) is not None:
         return ruling(same_date, "the same date" if same_date else "another date")
     if name is not None:
-        decided, why = person_names.compare(form.split(), name, suffixes)
+        decided, why = person_names.compare(without_title(form).split(), name, suffixes)
         if decided is not None:
             return ruling(decided, why)
     if _same_but_clue_words(reading, form, gold_form, clue_words):
