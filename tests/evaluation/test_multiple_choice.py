@@ -42,6 +42,7 @@ def evaluated(output, **context):
         ("Answer: A\nHmm, no: Paris is in France.\nFinal answer: C", "C", "answer line"),
         ("Germany's capital is Berlin, so the answer is C.", "C", "answer phrase"),
         ("I choose C", "C", "answer phrase"),
+        ("The answer is B. Wait, the answer is C.", "C", "answer phrase"),  # a correction sets B aside
         ("C", "C", "letter"),
         ("(C)", "C", "letter"),
         ("C.", "C", "letter"),
@@ -66,7 +67,7 @@ def test_the_letter_is_read_however_it_is_given(output, letter, how):
         ("Answer: A or C", "ambiguous: claims A and C"),
         ("Answer: B\nAnswer: C", "ambiguous: claims B and C"),
         ("Answer: B. Berlin", "ambiguous: claims B and C"),  # the letter of one, the text of another
-        ("The answer is B. Wait, the answer is C.", "ambiguous: claims B and C"),
+        ("The answer is B. The answer is C.", "ambiguous: claims B and C"),  # no correction between them
         ("Answer: E", "answered E, not one of the options A-D"),
         ("I am not sure about this one.", "no answer found: no answer line, no letter, no option's text"),
         ("A rock would be heavier.", "no answer found: no answer line, no letter, no option's text"),
