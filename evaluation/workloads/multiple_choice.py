@@ -69,6 +69,8 @@ _ANSWER_PHRASE = re.compile(
     + "|"
     r"\b(?i:so|thus|therefore|hence)[,:]?\s+\(?([A-Z])\)?(?=\s*[.!]?\s*$)"  # "..., so C." ending a line
 )
+# A second letter claimed beside the first: "the answer is C or D".
+_SECOND_LETTER = re.compile(r"\)?\s*(?:,|/|&|\band\b|\bor\b)\s*\(?([A-Z])\)?(?![A-Za-z'’])")
 # A capital letter standing alone ("I would say B", "B is right").
 _LONE_LETTER = re.compile(r"(?<![A-Za-z'’])\(?([A-Z])\)?(?![A-Za-z'’])")
 # ... but not the pronoun "I" or the article "A" before a word ("I think", "A rock").
@@ -243,8 +245,15 @@ def _opening_letter(text: str, choices: list[str]) -> list[str]:
 
 
 def _phrase_claims(lines: list[str]) -> list[str]:
+    """The letters sentences conclude with; "the answer is C or D" claims both."""
     lines = _after_last_correction(lines, lambda line: bool(_ANSWER_PHRASE.search(line)))
-    return [next(g for g in m.groups() if g).upper() for line in lines for m in _ANSWER_PHRASE.finditer(line)]
+    claims = []
+    for line in lines:
+        for m in _ANSWER_PHRASE.finditer(line):
+            claims.append(next(g for g in m.groups() if g).upper())
+            if second := _SECOND_LETTER.match(line, m.end()):
+                claims.append(second.group(1))
+    return claims
 
 
 def _reply_letter(lines: list[str], choices: list[str]) -> list[str]:
