@@ -81,6 +81,43 @@ def test_an_ambiguous_or_missing_answer_is_a_wrong_answer_with_its_reason(output
     assert detail["reason"] == reason and detail["letter"] == ""
 
 
+REASONING = "Paris is in France (A) and London in England (B), so neither is right."
+
+
+@pytest.mark.parametrize(
+    "output, how",
+    [
+        (f"{REASONING}\n\n\\boxed{{C}}", "boxed"),
+        ("The answer is $\\boxed{\\text{C}}$.", "boxed"),
+        ('{"answer": "C", "reason": "Berlin is the capital"}', "answer line"),
+        ("I'd go with C, Berlin.", "answer phrase"),
+        ("I would choose C", "answer phrase"),
+        (f"{REASONING} Berlin is Germany's capital, so C.", "answer phrase"),
+        ("the answer is c", "answer phrase"),
+        ("the answer is (c)", "answer phrase"),
+        ("Germany's capital has been Berlin since 1990.", "option named"),
+        ("The answer is B.\nHmm, London is in England.\nActually, I'll go with C.", "answer phrase"),
+        ("Answer: B\nNo, wait: Berlin is the capital.\nAnswer: C", "answer line"),
+    ],
+)
+def test_chain_of_thought_is_read_as_a_person_reads_it(output, how):
+    reading = read_choice(output, CHOICES)
+    assert (reading.letter, reading.how, reading.reason) == ("C", how, "")
+
+
+@pytest.mark.parametrize(
+    "output, reason",
+    [
+        ("The answer is A or C.", "ambiguous: claims A and C"),
+        ("It's either B or C; both are big cities.", "no answer found: no answer line, no letter, no option's text"),
+        ("the answer is a bit unclear to me.", "no answer found: no answer line, no letter, no option's text"),
+        ("Berlin or Rome, I cannot say.", "no answer found: no answer line, no letter, no option's text"),
+    ],
+)
+def test_two_letters_or_none_in_chain_of_thought_read_as_no_answer(output, reason):
+    assert read_choice(output, CHOICES).reason == reason
+
+
 def test_a_wrong_letter_is_wrong_without_a_reason():
     evaluation, detail = evaluated("Answer: B")
     assert evaluation.correct is False and detail["letter"] == "B" and detail["reason"] == ""
