@@ -24,6 +24,7 @@ the jeopardy mode was tuned against (bench/grading_agreement.py prints the agree
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -221,6 +222,9 @@ _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10}
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 
 
+# Cached: a judgement compares every reading with every expected answer, and the mock's
+# distractor check grades a dozen candidates against the same answers in every mode.
+@functools.lru_cache(maxsize=8192)
 def jeopardy_form(text: str) -> str:
     """The form a Jeopardy judge compares: articles, ship prefixes, generic heads, company
     suffixes and units off (a title is optional on one side only: ``without_title``); numbers
@@ -452,7 +456,9 @@ def judge(response: str, expected: list[str], clue: str = "") -> Verdict:
     )
 
 
-def _rule(reading: str, gold: str, name: person_names.Name | None, clue_words: set[str], suffixes: set[str]) -> _Ruling:
+def _rule(
+    reading: str, gold: str, name: person_names.Name | None, clue_words: frozenset[str], suffixes: set[str]
+) -> _Ruling:
     form, gold_form = jeopardy_form(reading), jeopardy_form(gold)
     kind, threshold = _jeopardy_threshold(gold_form)
     score = similarity(plural_key(form), plural_key(gold_form))
@@ -500,11 +506,13 @@ def _jeopardy_threshold(gold_form: str) -> tuple[str, float]:
     return kind, THRESHOLDS[kind]
 
 
-def _clue_words(clue: str) -> set[str]:
-    return {w[:CLUE_PREFIX] for w in numerals(basic_form(clue)).split() if len(w) > 2 and w not in _CLUE_STOPWORDS}
+@functools.lru_cache(maxsize=1024)
+def _clue_words(clue: str) -> frozenset[str]:
+    words = numerals(basic_form(clue)).split()
+    return frozenset(w[:CLUE_PREFIX] for w in words if len(w) > 2 and w not in _CLUE_STOPWORDS)
 
 
-def _same_but_clue_words(reading: str, form: str, gold_form: str, clue_words: set[str]) -> bool:
+def _same_but_clue_words(reading: str, form: str, gold_form: str, clue_words: frozenset[str]) -> bool:
     """The response adds words the clue gives ("9 players", "the planet Mars"), or leaves out
     words of the answer that the clue gives ("the Colossus" for "the Colossus of Rhodes"
     asked "... at the harbor of Rhodes"). Only words written in lower case are taken as
@@ -547,6 +555,7 @@ def _same_date(reading: str, gold: str) -> bool | None:
     return given_date == expected_date
 
 
+@functools.lru_cache(maxsize=4096)
 def _full_date(text: str) -> tuple[date, bool] | None:
     words = numerals(" ".join(w for w in text.casefold().split() if w not in ARTICLES))
     if not _MONTH_OR_NUMERIC_DATE.search(words):
