@@ -2,10 +2,14 @@
 letter out.
 
 The letter is read so that chain-of-thought survives: an "Answer: C" line (a "Final answer"
-line first), else a sentence such as "the answer is C", else a reply that is only a letter
-("C", "(C)", "C. Paris"), else a reply that is one option's text. An output that claims two
-different letters, or none, is answered but wrong (the model's failure, like a malformed
-patch), and the answer artifact says why.
+line first; ``{"answer": "C"}`` too), else ``\\boxed{C}``, else a sentence such as "the answer
+is C", "I'd go with C" or "..., so C.", else a reply that is only a letter ("C", "(C)", "C.
+Paris"), else a reply that is one option's text, else a last sentence that names exactly one
+option's text ("A standard automobile has two axles."). A correction ("Wait", "Actually",
+"No,") sets aside the claims before it. An output that claims two different letters, or
+none, is answered but wrong (the model's failure, like a malformed patch), and the answer
+artifact says why. ``tests/data/grading/mmlu_*.yaml`` holds the labelled set this reading was
+tuned against (bench/grading_agreement.py prints the agreement).
 """
 
 from __future__ import annotations
@@ -39,15 +43,34 @@ _ANSWER_LINE = re.compile(
     r"^\W*(?:the\s+|my\s+)?(?P<final>final\s+)?(?:correct\s+)?(?:answer|choice|option)\s*(?:is\s*)?[:：]\s*(?P<rest>.*)$",
     re.IGNORECASE,
 )
+# A JSON answer: {"answer": "C"}.
+_JSON_ANSWER = re.compile(
+    r"[\"'](?:final_)?(?:answer|choice|option)[\"']\s*:\s*[\"']\(?([A-Za-z])\)?[\"']", re.IGNORECASE
+)
+# LaTeX's final-answer box: \boxed{C}, \boxed{\text{C}}.
+_BOXED = re.compile(r"\\boxed\s*\{\s*(?:\\text(?:bf)?\s*\{\s*)?\(?([A-Za-z])\)?\s*\}")
+# A correction: what was claimed before it is set aside ("The answer is B. Wait, ... C").
+_CORRECTION = re.compile(
+    r"\b(?:wait|actually|correction|on\s+second\s+thought|scratch\s+that|i\s+made\s+a\s+mistake)\b|\bno\s*[,:.;-]",
+    re.IGNORECASE,
+)
 # A letter that opens an answer: alone, in parentheses, or followed by "." ")" ":" or a dash.
 _OPENING_LETTER = re.compile(r"^\(?(?P<letter>[A-Za-z])(?:\)|(?=[.:,;]|\s+[-–—]|\s*$))[.:,;]?\s*[-–—]?\s*(?P<text>.*)$")
 # "C and D", "A or B", "A, C", "A/B": two letters claimed at once.
 _TWO_LETTERS = re.compile(r"^\(?([A-Z])\)?\s*(?:,|/|&|\band\b|\bor\b)\s*\(?([A-Z])\)?(?![A-Za-z])")
 # In running text: "the answer is C", "the correct option would be (B)", "I choose D".
+# A letter in running text: a capital standing alone, or a lower-case one in parentheses or
+# ending the sentence ("the answer is (a)", "the answer is b"; not "the answer is a bit ...").
+_PHRASE_LETTER = r"(?:\(?([A-Z])\)?(?![A-Za-z'’])|\(([a-z])\)|([a-z])(?=\s*(?:[.!,;)]|$)))"
 _ANSWER_PHRASE = re.compile(
-    r"\b(?i:answer|option|choice)\s+(?i:is|would\s+be|must\s+be|should\s+be)\s*:?\s*\(?([A-Z])\)?(?![A-Za-z'’])"
-    r"|\bI\s+(?i:choose|pick|select|go\s+with)\s+(?i:option\s+)?\(?([A-Z])\)?(?![A-Za-z'’])"
+    r"\b(?i:answer|option|choice)\s+(?i:is|would\s+be|must\s+be|should\s+be)\s*:?\s*" + _PHRASE_LETTER + "|"
+    r"\bI(?:['’]d|['’]ll|\s+would|\s+will)?\s+(?i:choose|pick|select|go\s+with)\s+(?i:option\s+)?"
+    + _PHRASE_LETTER
+    + "|"
+    r"\b(?i:so|thus|therefore|hence)[,:]?\s+\(?([A-Z])\)?(?=\s*[.!]?\s*$)"  # "..., so C." ending a line
 )
+# A second letter claimed beside the first: "the answer is C or D".
+_SECOND_LETTER = re.compile(r"\)?\s*(?:,|/|&|\band\b|\bor\b)\s*\(?([A-Z])\)?(?![A-Za-z'’])")
 # A capital letter standing alone ("I would say B", "B is right").
 _LONE_LETTER = re.compile(r"(?<![A-Za-z'’])\(?([A-Z])\)?(?![A-Za-z'’])")
 # ... but not the pronoun "I" or the article "A" before a word ("I think", "A rock").
@@ -147,9 +170,11 @@ def read_choice(output: str, choices: list[str]) -> Reading:
         return Reading(reason="empty output")
     for how, claims in (
         ("answer line", _answer_line_claims(lines, choices)),
-        ("answer phrase", _phrase_claims(lines, letters)),
+        ("boxed", [m.group(1).upper() for line in lines for m in _BOXED.finditer(line)][-1:]),
+        ("answer phrase", _phrase_claims(lines)),
         ("letter", _reply_letter(lines, choices)),
         ("option text", _option_text(lines, choices)),
+        ("option named", _option_named(lines[-1], choices)),
     ):
         if claims:
             return _one_letter(how, claims, letters)
@@ -168,11 +193,26 @@ def _one_letter(how: str, claims: list[str], letters: str) -> Reading:
 
 
 def _answer_line_claims(lines: list[str], choices: list[str]) -> list[str]:
-    """The letters claimed on "Answer: X" lines; only "Final answer" lines when there are some
-    (a draft answer before the final one is not a second claim)."""
+    """The letters claimed on "Answer: X" lines (or in a JSON answer); only "Final answer"
+    lines when there are some, and only lines after a correction when there are some (a
+    draft answer before the final one is not a second claim)."""
+    lines = _after_last_correction(lines, lambda line: bool(_ANSWER_LINE.match(line) or _JSON_ANSWER.search(line)))
     matches = [m for line in lines if (m := _ANSWER_LINE.match(line)) and m.group("rest").strip()]
     finals = [m for m in matches if m.group("final")]
+    json_claims = [m.group(1).upper() for line in lines for m in _JSON_ANSWER.finditer(line)]
+    if json_claims and not finals:
+        return json_claims
     return [letter for m in (finals or matches) for letter in _letters_in(m.group("rest").strip(), choices)]
+
+
+def _after_last_correction(lines: list[str], claims: Callable[[str], bool]) -> list[str]:
+    """The lines from the last correction on, when a claim follows it; else all of them."""
+    for index in range(len(lines) - 1, -1, -1):
+        corrections = list(_CORRECTION.finditer(lines[index]))
+        if corrections:
+            rest = [lines[index][corrections[-1].end() :], *lines[index + 1 :]]
+            return rest if any(claims(line) for line in rest) else lines
+    return lines
 
 
 def _letters_in(rest: str, choices: list[str]) -> list[str]:
@@ -204,8 +244,16 @@ def _opening_letter(text: str, choices: list[str]) -> list[str]:
     return [letter] if not named or letter in named else [letter, *named]
 
 
-def _phrase_claims(lines: list[str], letters: str) -> list[str]:
-    return [next(g for g in m.groups() if g) for line in lines for m in _ANSWER_PHRASE.finditer(line)]
+def _phrase_claims(lines: list[str]) -> list[str]:
+    """The letters sentences conclude with; "the answer is C or D" claims both."""
+    lines = _after_last_correction(lines, lambda line: bool(_ANSWER_PHRASE.search(line)))
+    claims = []
+    for line in lines:
+        for m in _ANSWER_PHRASE.finditer(line):
+            claims.append(next(g for g in m.groups() if g).upper())
+            if second := _SECOND_LETTER.match(line, m.end()):
+                claims.append(second.group(1))
+    return claims
 
 
 def _reply_letter(lines: list[str], choices: list[str]) -> list[str]:
@@ -220,6 +268,16 @@ def _option_text(lines: list[str], choices: list[str]) -> list[str]:
         if found := _matching_options(text, choices):
             return found
     return []
+
+
+def _option_named(line: str, choices: list[str]) -> list[str]:
+    """The option whose text a last sentence names, when it names exactly one ("A standard
+    automobile has two axles."); options of a digit or two ("1", "12") are too easily named
+    by reasoning to count."""
+    words = f" {basic_form(line)} "
+    forms = [basic_form(choice) for choice in choices]
+    named = [i for i, form in enumerate(forms) if sum(c.isalpha() for c in form) >= 3 and f" {form} " in words]
+    return [LETTERS[i] for i in named] if len({forms[i] for i in named}) == 1 else []
 
 
 def _matching_options(text: str, choices: list[str]) -> list[str]:

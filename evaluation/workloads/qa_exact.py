@@ -88,7 +88,7 @@ class QaExact(Workload):
         if context.inference_only:  # an inference-only run records answers and grades none
             detail = {"response": response, "mode": mode, "graded": False}
             return Evaluation(response, None, None, artifacts=(ArtifactRow("answer", json.dumps(detail)),))
-        verdict = grade(response, _expected(task), mode)
+        verdict = grade(response, _expected(task), mode, clue=task.problem_statement)
         detail = {"response": response, "expected": _expected(task), **verdict.as_dict()}
         return Evaluation(
             answer=response,

@@ -42,6 +42,7 @@ def evaluated(output, **context):
         ("Answer: A\nHmm, no: Paris is in France.\nFinal answer: C", "C", "answer line"),
         ("Germany's capital is Berlin, so the answer is C.", "C", "answer phrase"),
         ("I choose C", "C", "answer phrase"),
+        ("The answer is B. Wait, the answer is C.", "C", "answer phrase"),  # a correction sets B aside
         ("C", "C", "letter"),
         ("(C)", "C", "letter"),
         ("C.", "C", "letter"),
@@ -66,7 +67,7 @@ def test_the_letter_is_read_however_it_is_given(output, letter, how):
         ("Answer: A or C", "ambiguous: claims A and C"),
         ("Answer: B\nAnswer: C", "ambiguous: claims B and C"),
         ("Answer: B. Berlin", "ambiguous: claims B and C"),  # the letter of one, the text of another
-        ("The answer is B. Wait, the answer is C.", "ambiguous: claims B and C"),
+        ("The answer is B. The answer is C.", "ambiguous: claims B and C"),  # no correction between them
         ("Answer: E", "answered E, not one of the options A-D"),
         ("I am not sure about this one.", "no answer found: no answer line, no letter, no option's text"),
         ("A rock would be heavier.", "no answer found: no answer line, no letter, no option's text"),
@@ -78,6 +79,43 @@ def test_an_ambiguous_or_missing_answer_is_a_wrong_answer_with_its_reason(output
     evaluation, detail = evaluated(output)
     assert evaluation.correct is False and evaluation.score == 0.0 and evaluation.answer == ""
     assert detail["reason"] == reason and detail["letter"] == ""
+
+
+REASONING = "Paris is in France (A) and London in England (B), so neither is right."
+
+
+@pytest.mark.parametrize(
+    "output, how",
+    [
+        (f"{REASONING}\n\n\\boxed{{C}}", "boxed"),
+        ("The answer is $\\boxed{\\text{C}}$.", "boxed"),
+        ('{"answer": "C", "reason": "Berlin is the capital"}', "answer line"),
+        ("I'd go with C, Berlin.", "answer phrase"),
+        ("I would choose C", "answer phrase"),
+        (f"{REASONING} Berlin is Germany's capital, so C.", "answer phrase"),
+        ("the answer is c", "answer phrase"),
+        ("the answer is (c)", "answer phrase"),
+        ("Germany's capital has been Berlin since 1990.", "option named"),
+        ("The answer is B.\nHmm, London is in England.\nActually, I'll go with C.", "answer phrase"),
+        ("Answer: B\nNo, wait: Berlin is the capital.\nAnswer: C", "answer line"),
+    ],
+)
+def test_chain_of_thought_is_read_as_a_person_reads_it(output, how):
+    reading = read_choice(output, CHOICES)
+    assert (reading.letter, reading.how, reading.reason) == ("C", how, "")
+
+
+@pytest.mark.parametrize(
+    "output, reason",
+    [
+        ("The answer is A or C.", "ambiguous: claims A and C"),
+        ("It's either B or C; both are big cities.", "no answer found: no answer line, no letter, no option's text"),
+        ("the answer is a bit unclear to me.", "no answer found: no answer line, no letter, no option's text"),
+        ("Berlin or Rome, I cannot say.", "no answer found: no answer line, no letter, no option's text"),
+    ],
+)
+def test_two_letters_or_none_in_chain_of_thought_read_as_no_answer(output, reason):
+    assert read_choice(output, CHOICES).reason == reason
 
 
 def test_a_wrong_letter_is_wrong_without_a_reason():

@@ -185,3 +185,176 @@ def test_distractors_leave_out_what_would_be_right():
     clue = task("the Pacific Ocean")
     assert "What is the Pacific Ocean?" not in QA.distractors(clue)
     assert QA.distractors(clue) == QA.distractors(task("the Pacific Ocean"))  # the same every time
+
+
+# --- the jeopardy mode's conventions (tests/data/grading/README.md), each with its hard negatives ---
+
+
+def judged(output, answer, clue="a clue", aliases=None):
+    """The jeopardy mode's verdict on a model's output, through the kind, as a run grades it."""
+    payload = {"answer": answer, "aliases": aliases or []}
+    clue_task = SimpleNamespace(payload=payload, external_id="j", problem_statement=clue)
+    evaluation = QA.evaluate(clue_task, output, Context(grading={"grading": "jeopardy"}))
+    return evaluation.correct, json.loads(evaluation.artifacts[0].content)
+
+
+@pytest.mark.parametrize(
+    "output, answer",
+    [
+        ("What is the Nile River?", "the Nile"),
+        ("Melville", "Herman Melville"),
+        ("What is the RMS Titanic?", "Titanic"),
+        ("Everest", "Mount Everest"),
+    ],
+)
+def test_the_answer_keys_examples_that_jeopardy_mode_refused(output, answer):
+    assert judged(output, answer)[0] is True
+
+
+PRESIDENT = "He led the nation through the Great Depression with his New Deal"
+SON = "The son of a president, he was chosen by the House of Representatives in 1825"
+POET = "This Romantic poet drowned off the coast of Italy in 1822, a month before his 30th birthday"
+
+
+def test_a_surname_suffices_unless_another_well_known_person_has_it():
+    correct, detail = judged("Who is Melville?", "Herman Melville", "This author sent Ishmael to sea")
+    assert correct is True and detail["reason"] == "a person's surname"
+    assert judged("Who is Shelley?", "Percy Bysshe Shelley", POET)[0] is True
+    assert judged("Van Gogh", "Vincent van Gogh", "This Dutch painter cut off part of his own ear")[0] is True
+    assert judged("Who is Madame Curie?", "Marie Curie", "This Polish-born physicist won two Nobel Prizes")[0]
+    correct, detail = judged("Who is Roosevelt?", "Franklin Delano Roosevelt", PRESIDENT, ["FDR"])
+    assert correct is False and detail["reason"] == "ambiguous: more than one well-known Roosevelt"
+    assert judged("Who is Adams?", "John Quincy Adams", SON)[0] is False
+    assert judged("Who is FDR?", "Franklin Delano Roosevelt", PRESIDENT, ["FDR"])[0] is True
+
+
+def test_fewer_or_other_given_names_are_fine_but_a_namesake_is_another_person():
+    assert judged("Who is Percy Shelley?", "Percy Bysshe Shelley", POET)[0] is True
+    assert judged("John Q. Adams", "John Quincy Adams", SON)[0] is True
+    assert judged("J.S. Bach", "Johann Sebastian Bach", "This composer of the Brandenburg Concertos")[0] is True
+    assert judged("Who is Elvis Aaron Presley?", "Elvis Presley", "He died at Graceland in 1977")[0] is True
+    correct, detail = judged("Who is Mary Shelley?", "Percy Bysshe Shelley", POET)
+    assert correct is False and detail["reason"] == "names another person: Mary Shelley"
+    assert judged("Who is John Adams?", "John Quincy Adams", SON)[0] is False
+    cia = "Before he became the 41st president, he headed the CIA"
+    assert judged("George W. Bush", "George H. W. Bush", cia)[0] is False
+    assert judged("Alexandre Dumas fils", "Alexandre Dumas (père)", "He wrote The Three Musketeers")[0] is False
+
+
+def test_a_place_is_not_a_person_whose_surname_would_do():
+    assert judged("What is Virginia?", "West Virginia", "Charleston is the capital of this state")[0] is False
+    assert judged("Korea", "North Korea", "Pyongyang is the capital of this country")[0] is False
+    assert judged("Aires", "Buenos Aires", "This capital's name means good airs")[0] is False
+
+
+def test_generic_heads_ship_prefixes_and_titles_are_optional():
+    assert judged("Superior", "Lake Superior")[0] is True
+    assert judged("What is the Pacific?", "the Pacific Ocean")[0] is True
+    assert judged("Rio Grande River", "the Rio Grande")[0] is True
+    assert judged("What is the H.M.S. Beagle?", "the Beagle")[0] is True
+    assert judged("Who is King Henry VIII?", "Henry VIII")[0] is True
+    assert judged("Who is Doctor Watson?", "(Dr. John) Watson")[0] is True
+    assert judged("What is Apple Inc.?", "Apple (Computer)")[0] is True
+    assert judged("What is Victoria Falls?", "Lake Victoria")[0] is False
+    assert judged("What is the Blue Nile?", "the Nile")[0] is False
+    # A title is optional before a name, never on both sides: these are two penguins.
+    assert judged("What is the king penguin?", "the emperor penguin", "the largest species of penguin")[0] is False
+
+
+def test_singular_and_plural_are_one_answer():
+    assert judged("What is a Cyclops?", "the Cyclopes")[0] is True
+    assert judged("bats", "the bat")[0] is True
+    assert judged("What are the Titans?", "the Cyclopes")[0] is False
+
+
+@pytest.mark.parametrize(
+    "output, answer, correct",
+    [
+        ("Henry the Eighth", "Henry VIII", True),
+        ("Who is Henry VII?", "Henry VIII", False),
+        ("nineteen oh five", "1905", True),
+        ("1915", "1905", False),
+        ("a hundred", "100", True),
+        ("What is the 100 Years War?", "the Hundred Years' War", True),
+        ("the Thirty Years' War", "the Hundred Years' War", False),
+        ("Who is Napoleon III?", "Napoleon (Bonaparte)", False),
+        ("212°F", "212", True),
+    ],
+)
+def test_numbers_as_digits_words_or_roman_numerals(output, answer, correct):
+    assert judged(output, answer)[0] is correct
+
+
+@pytest.mark.parametrize(
+    "output, answer, correct",
+    [
+        ("4 July 1776", "July 4, 1776", True),
+        ("7/4/1776", "July 4, 1776", True),
+        ("the Fourth of July, 1776", "July 4, 1776", True),
+        ("Dec. 7, 1941", "December 7, 1941", True),
+        ("6/6/44", "June 6, 1944", True),
+        ("July 2, 1776", "July 4, 1776", False),
+        ("What is July 4, 1766?", "July 4, 1776", False),
+        ("What is 1941?", "December 7, 1941", False),
+    ],
+)
+def test_dates_in_any_common_form(output, answer, correct):
+    correct_now, detail = judged(output, answer)
+    assert correct_now is correct
+    if output[0].isalpha() and "1941?" not in output:
+        assert detail["reason"] == ("the same date" if correct else "another date")
+
+
+@pytest.mark.parametrize(
+    "output, answer, correct",
+    [
+        ("What is Canbera?", "Canberra", True),
+        ("Mozarella", "mozzarella", True),
+        ("Who is Melvile?", "Herman Melville", True),
+        ("What is Bueno Aires?", "Buenos Aires", True),
+        ("What is Russia?", "Prussia", False),  # one letter, but another country
+        ("Who is Tyler?", "Zachary Taylor", False),  # one letter, but another president
+        ("What is the Britannic?", "Titanic", False),
+    ],
+)
+def test_a_misspelling_that_does_not_change_the_answer(output, answer, correct):
+    assert judged(output, answer)[0] is correct
+
+
+def test_true_extra_words_and_explanations_but_never_two_answers():
+    assert judged("Everest, the tallest mountain", "Mount Everest")[0] is True
+    assert judged("Buenos Aires, Argentina", "Buenos Aires")[0] is True
+    assert judged("Titanic, which sank after hitting an iceberg", "Titanic")[0] is True
+    assert judged("Who is Neil Armstrong? He stepped off the Eagle in 1969.", "Neil Armstrong")[0] is True
+    players = "It's the number of players a baseball team has on the field at once"
+    correct, detail = judged("9 players", "nine", players)
+    assert correct is True and detail["reason"] == "the same answer, with or without the clue's own words"
+    rhodes = "This bronze statue of the sun god Helios stood at the harbor of Rhodes"
+    assert judged("the Colossus", "the Colossus of Rhodes", rhodes)[0] is True
+    assert judged("What is Alaska or Texas?", "Alaska")[0] is False
+    assert judged("Who is Van Gogh? Or possibly Gauguin.", "Vincent van Gogh", "This Dutch painter")[0] is False
+    assert judged("Alaska, or maybe Texas", "Alaska")[0] is False
+    assert judged("What is Oz?", "The Wizard of Oz", "A tornado carries Dorothy off to Oz")[0] is False
+
+
+@pytest.mark.parametrize(
+    "output, response",
+    [
+        ("I believe it's Mount Everest", "Mount Everest"),
+        ("I think this is Thomas Edison.", "Thomas Edison"),
+        ("Probably 13.", "13"),
+        ("It's Jonah!", "Jonah"),
+        ("Who is Herman Melville?\n\nHe published Moby-Dick in 1851; Ishmael narrates it.", "Herman Melville"),
+        ("Who is Neil Armstrong? He stepped off the Eagle.", "Neil Armstrong"),
+        ("Who is Van Gogh? Or possibly Gauguin.", "Van Gogh? Or possibly Gauguin"),  # kept whole: two answers
+    ],
+)
+def test_hedges_and_explanations_are_read_past(output, response):
+    assert extract_response(output) == response
+
+
+def test_strict_mode_takes_none_of_the_judges_conventions():
+    assert not grade("Nile River", ["the Nile"], "strict").correct
+    assert not grade("Melville", ["Herman Melville"], "strict").correct
+    assert not grade("RMS Titanic", ["Titanic"], "strict").correct
+    assert grade(extract_response("I believe it's Mount Everest"), ["Mount Everest"], "strict").correct
