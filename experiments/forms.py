@@ -5,7 +5,6 @@ from typing import cast
 
 from django import forms
 from django.core.validators import MinValueValidator
-from django.forms.fields import InvalidJSONInput
 from django.http import Http404
 from django.urls import reverse
 
@@ -23,6 +22,7 @@ from experiments.actions import (
     prompt_for_kind,
     prompt_template_errors,
 )
+from experiments.arm_forms import BaseArmFormSet
 from experiments.attempt_list import AttemptQuery
 from experiments.models import (
     Allocation,
@@ -32,25 +32,15 @@ from experiments.models import (
     Experiment,
     Run,
 )
-from experiments.replay import experiment_arm_problems
 from orgs.models import Organization
 from prbench.inputs import (
-    ARM_CONFIG_MAX_BYTES,
     DESCRIPTION_MAX,
-    LABEL_MAX,
     NAME_MAX,
     PROMPT_TEMPLATE_MAX,
-    JsonRejected,
     TextValidator,
-    document_problems,
     normalised_newlines,
-    parse_json,
 )
-from providers.catalog import ALL_SUGGESTIONS_ID, suggestion_list_id
-from providers.models import ProviderCredential
 from providers.outcomes import OUTCOME_LABELS
-from providers.policy import arm_credential_problems
-from providers.registry import provider_names
 
 
 def all_grading_modes() -> list[str]:
@@ -287,116 +277,6 @@ def _budget_field(value: str) -> Decimal | None:
     if problem:
         raise forms.ValidationError(f"The budget {problem}.")
     return amount
-
-
-class ConfigField(forms.JSONField):
-    """JSON within the input limits: bounded size and nesting (Python's parser recurses per
-    level), no NaN, no NUL (Postgres refuses both in ``jsonb``)."""
-
-    def to_python(self, value):
-        if self.disabled or not isinstance(value, str) or value in self.empty_values:
-            return super().to_python(value)
-        if len(value.encode()) > ARM_CONFIG_MAX_BYTES:
-            raise forms.ValidationError(f"The config is larger than {ARM_CONFIG_MAX_BYTES:,} bytes.")
-        try:
-            parsed = parse_json(value)
-        except JsonRejected as exc:
-            raise forms.ValidationError(f"{self.error_messages['invalid']} ({exc})") from None
-        problems = document_problems(parsed, "config")
-        if problems:
-            raise forms.ValidationError(problems)
-        return parsed
-
-    def bound_data(self, data, initial):
-        # Re-showing the form parses the input again: the same limits apply there, and
-        # refused input is shown back as typed (a lone surrogate could not even be rendered).
-        if self.disabled or not isinstance(data, str):
-            return super().bound_data(data, initial)
-        try:
-            if len(data.encode()) > ARM_CONFIG_MAX_BYTES:
-                return InvalidJSONInput(data)
-            parsed = parse_json(data)
-        except JsonRejected:
-            return InvalidJSONInput(data)
-        return InvalidJSONInput(data) if document_problems(parsed) else parsed
-
-
-class ArmForm(forms.Form):
-    label = forms.CharField(max_length=LABEL_MAX, validators=[TextValidator(LABEL_MAX)])
-    provider = forms.ChoiceField(choices=[])
-    # The browser offers ids from the model catalog: the <datalist> of the row's provider
-    # (set in __init__), so a page without JavaScript still suggests the right kind of id.
-    model_name = forms.CharField(
-        max_length=NAME_MAX,
-        validators=[TextValidator(NAME_MAX)],
-        widget=forms.TextInput(attrs={"list": ALL_SUGGESTIONS_ID}),
-    )
-    # A credential by name, never a URL: where the requests go is the credential's.
-    credential = forms.ChoiceField(choices=[], required=False)
-    config = ConfigField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
-
-    def __init__(self, *args, org: Organization, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.org = org
-        # The blank choice keeps the spare row unchanged (so ignored) when left alone.
-        cast(forms.ChoiceField, self.fields["provider"]).choices = [("", "—"), *((n, n) for n in provider_names())]
-        cast(forms.ChoiceField, self.fields["credential"]).choices = credential_choices(org)
-        provider = self.data.get(self.add_prefix("provider")) if self.is_bound else self.initial.get("provider")
-        self.fields["model_name"].widget.attrs["list"] = suggestion_list_id(str(provider or ""))
-
-    def clean(self):
-        data = super().clean()
-        if self.errors:
-            return data
-        data["config"] = data.get("config") or {}
-        problems = experiment_arm_problems(self.org.pk, data["provider"], data["model_name"], data["config"])
-        data["credential"], credential_problems = arm_credential_problems(
-            self.org.pk, data["provider"], data.get("credential") or ""
-        )
-        problems += credential_problems
-        if problems:
-            raise forms.ValidationError([f"Arm {data['label']!r}: {p}" for p in problems])
-        return data
-
-
-def credential_choices(org: Organization) -> list:
-    """The org's credential names, grouped by provider; the arm's provider decides which
-    group applies (a name from another provider's group is refused when saving)."""
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for provider, name in ProviderCredential.objects.filter(org=org).values_list("provider", "name"):
-        groups.setdefault(provider, []).append((name, name))
-    return [("", "the provider's only credential"), *groups.items()]
-
-
-class BaseArmFormSet(forms.BaseFormSet):
-    def clean(self) -> None:
-        if any(self.errors):
-            return
-        labels = [f.cleaned_data["label"] for f in self.kept_forms()]
-        if not labels:
-            raise forms.ValidationError("An experiment needs at least one arm.")
-        duplicates = sorted({label for label in labels if labels.count(label) > 1})
-        if duplicates:
-            raise forms.ValidationError(f"Arm labels must be unique: {', '.join(duplicates)}")
-
-    def kept_forms(self) -> list[ArmForm]:
-        return [f for f in self.forms if f.cleaned_data and not f.cleaned_data.get("DELETE")]
-
-
-ArmFormSet = forms.formset_factory(ArmForm, formset=BaseArmFormSet, extra=1, can_delete=True)
-
-
-def arm_initial(experiment: Experiment) -> list[dict]:
-    return [
-        {
-            "label": a.label,
-            "provider": a.provider,
-            "model_name": a.model_name,
-            "credential": a.credential_name,
-            "config": a.config,
-        }
-        for a in experiment.arms.all()
-    ]
 
 
 def spec_from_forms(form: ExperimentForm, arms: BaseArmFormSet) -> ExperimentSpec:

@@ -1,3 +1,4 @@
+import json
 import uuid
 from urllib.parse import urlsplit
 
@@ -266,6 +267,12 @@ class ModelArm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.label} ({self.provider}/{self.model_name})"
+
+    @property
+    def config_json(self) -> str:
+        """The settings as JSON, as the experiment form's advanced field and a spec's
+        ``arms[i].config`` take them back."""
+        return json.dumps(self.config, ensure_ascii=False)
 
 
 class PredictionSet(models.Model):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -26,20 +26,22 @@ from experiments.actions import (
     prompt_for_kind,
     prompt_template_errors,
 )
+from experiments.arm_forms import (
+    FRESH_ARM,
+    BaseArmFormSet,
+    RowsChange,
+    arm_formset,
+    arm_initial,
+    fresh_arm_form,
+    rows_change,
+    rows_redrawn,
+)
 from experiments.attempt_list import AttemptQuery, attempt_page, page_links
 from experiments.budgets import budget_status, experiment_spend
 from experiments.dataset_history import dataset_versions, recent_imports
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
-from experiments.forms import (
-    ArmFormSet,
-    AttemptListForm,
-    BaseArmFormSet,
-    ExperimentForm,
-    StartRunForm,
-    arm_initial,
-    spec_from_forms,
-)
+from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
 from experiments.models import Artifact, AttemptStatus, Dataset, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
@@ -90,7 +92,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def experiment_create(request: HttpRequest) -> HttpResponse:
+def experiment_create(request: HtmxHttpRequest) -> HttpResponse:
     membership = access_current_org(request, write=True)
     # "New experiment" from a dataset's page starts on that dataset, with its kind's prompt.
     chosen = request.GET.get("dataset")
@@ -114,29 +116,57 @@ def experiment_prompt(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def experiment_edit(request: HttpRequest, code: str) -> HttpResponse:
+def experiment_edit(request: HtmxHttpRequest, code: str) -> HttpResponse:
     experiment = access_experiment(request, code, write=True)
     return _experiment_form(request, experiment.org, experiment)
 
 
 def _experiment_form(
-    request: HttpRequest, org, experiment: Experiment | None, initial: dict | None = None
+    request: HtmxHttpRequest, org, experiment: Experiment | None, initial: dict | None = None
 ) -> HttpResponse:
     if request.method == "POST":
         form = ExperimentForm(request.POST, org=org, instance=experiment)
-        arms = ArmFormSet(request.POST, prefix="arms", form_kwargs={"org": org})
+        arms = arm_formset(org, data=request.POST)
+        change = rows_change(request.POST, arms)
+        if change is not None:
+            return _arm_rows_redrawn(request, org, experiment, form, arms, change)
         if form.is_valid() and arms.is_valid():
-            saved = do_save_experiment(org, spec_from_forms(form, cast(BaseArmFormSet, arms)), request.user, experiment)
+            saved = do_save_experiment(org, spec_from_forms(form, arms), request.user, experiment)
             messages.success(request, f"Saved {saved.name}.")
             return redirect("experiments:detail", code=saved.code)
     else:
         form = ExperimentForm(org=org, instance=experiment, initial=initial)
-        arms = ArmFormSet(
-            prefix="arms",
-            form_kwargs={"org": org},
-            initial=arm_initial(experiment) if experiment else [{"provider": "mock", "config": {}}],
-        )
+        rows = [arm_initial(arm) for arm in experiment.arms.all()] if experiment else [dict(FRESH_ARM)]
+        arms = arm_formset(org, initial=rows)
     context = {"form": form, "arms": arms, "experiment": experiment, "model_suggestions": model_suggestions()}
+    return render(request, "experiments/experiment_form.html", context)
+
+
+def _arm_rows_redrawn(
+    request: HtmxHttpRequest,
+    org,
+    experiment: Experiment | None,
+    form: ExperimentForm,
+    arms: BaseArmFormSet,
+    change: RowsChange,
+) -> HttpResponse:
+    """A submit that adds, removes or redraws arm rows saves nothing: the page comes back as
+    typed, unchecked, with the rows changed. htmx gets only what changed: the new row (and
+    the formset's count), the row whose provider changed, or the rows."""
+    if request.htmx and change.action == "add":
+        row = fresh_arm_form(org, len(arms.forms))
+        return render(request, "experiments/_arms.html#added-row", {"arm": row, "total": len(arms.forms) + 1})
+    redrawn = rows_redrawn(org, arms, change)
+    if request.htmx and change.action == "show" and change.row is not None:
+        return render(request, "experiments/_arms.html#arm-row", {"arm": redrawn.forms[change.row]})
+    if request.htmx:
+        return render(request, "experiments/_arms.html#arms", {"arms": redrawn})
+    typed = {
+        name: field.widget.value_from_datadict(form.data, form.files, form.add_prefix(name))
+        for name, field in form.fields.items()
+    }
+    shown = ExperimentForm(org=org, instance=experiment, initial=typed)
+    context = {"form": shown, "arms": redrawn, "experiment": experiment, "model_suggestions": model_suggestions()}
     return render(request, "experiments/experiment_form.html", context)
 
 

@@ -27,7 +27,18 @@ class AnthropicAdapter(Adapter):
     name = "anthropic"
     needs_credential = True
     test_model = "claude-haiku-4-5"
-    config_keys = COMMON_KEYS | HTTP_KEYS | {"thinking_budget_tokens": integer(THINKING_BUDGET_MIN, 1_000_000)}
+    config_keys = (
+        COMMON_KEYS
+        | HTTP_KEYS
+        | {
+            "thinking_budget_tokens": integer(
+                THINKING_BUDGET_MIN,
+                1_000_000,
+                label="Thinking budget (tokens)",
+                help="Extended thinking: less than max output tokens, and no temperature with it",
+            )
+        }
+    )
 
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, ClassVar
 
-from providers.adapters.config import COMMON_KEYS, Check, config_key_errors
+from providers.adapters.config import COMMON_KEYS, Setting, config_key_errors
 from providers.types import ArmSpec, Completion, CompletionRequest
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class Adapter:
     # where an organisation's prompts may be sent, so it has nothing to say about such an arm.
     sends_requests: ClassVar[bool] = True
     # Every arm setting this adapter, the gateway or the request builder reads, with its check.
-    config_keys: ClassVar[dict[str, Check]] = COMMON_KEYS
+    config_keys: ClassVar[dict[str, Setting]] = COMMON_KEYS
     # What "Test connection" asks when the user names no model: a cheap one still served.
     test_model: ClassVar[str] = "default"
 

@@ -4,7 +4,8 @@ Every key an adapter, the gateway or the request builder reads is declared with 
 and nothing else is accepted: a typo (``qualty``) or a wrong type (``temperature: "hot"``)
 is refused at save with the key named, by the web form, ``apply_experiment`` and the API
 alike, because all of them ask ``config_errors``. Adding a setting is one line in the
-adapter's ``config_keys``.
+adapter's ``config_keys``: a ``Setting``, which is the check (call it with a value) and also
+says how the experiment form asks for the value (its kind, bounds or choices, label, help).
 
 Where a request goes, and with which identity, belongs to the credential an owner set up,
 never to an arm: an arm that could choose the URL could send the organisation's key to its
@@ -15,7 +16,8 @@ is not declared, so one written straight into an old row is ignored by the gatew
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 # Returns what is wrong with a value ("must be ..."), or None when it is fine.
 Check = Callable[[Any], str | None]
@@ -58,63 +60,164 @@ ROUTING_KEYS = frozenset(
 RESERVED_BODY_KEYS = frozenset({"model", "models", "route", "stream", "messages"})
 
 
-def number(low: float, high: float) -> Check:
-    def check(value: Any) -> str | None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
-        return None if ok else f"must be a number between {low} and {high}"
+@dataclass(frozen=True, kw_only=True)
+class Setting:
+    """One declared arm setting. Called with a value it is the check: what is wrong with the
+    value ("must be ..."), or None. Read, it says how a form asks for it: its ``kind`` (the
+    input), its bounds or choices, a label and help. The experiment form builds its typed
+    fields from these, and still judges every value by calling the setting: one rule."""
 
-    return check
+    kind: ClassVar[str]
+    # A template reads a setting's attributes; calling it there would ask for a value.
+    do_not_call_in_templates: ClassVar[bool] = True
+    label: str = ""
+    help: str = ""
 
+    def __call__(self, value: Any) -> str | None:
+        raise NotImplementedError
 
-def integer(low: int, high: int) -> Check:
-    def check(value: Any) -> str | None:
-        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-        return None if ok else f"must be a whole number between {low} and {high}"
-
-    return check
-
-
-def positive_seconds(high: float = 86_400) -> Check:
-    def check(value: Any) -> str | None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= high
-        return None if ok else f"must be a positive number of seconds, at most {high:g}"
-
-    return check
+    def values_in_words(self) -> str:
+        """What it takes, for the form's help ("0 to 2"); empty when the input says it."""
+        return ""
 
 
-def boolean(value: Any) -> str | None:
-    return None if isinstance(value, bool) else "must be true or false"
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def choice(*values: str) -> Check:
-    def check(value: Any) -> str | None:
-        return None if value in values else f"must be one of {', '.join(values)}"
+@dataclass(frozen=True, kw_only=True)
+class Number(Setting):
+    kind = "number"
+    low: float
+    high: float
 
-    return check
+    def __call__(self, value: Any) -> str | None:
+        ok = _is_number(value) and self.low <= value <= self.high
+        return None if ok else f"must be a number between {self.low} and {self.high}"
+
+    def values_in_words(self) -> str:
+        return f"{self.low:g} to {self.high:g}"
 
 
-def body_fields(value: Any) -> str | None:
+@dataclass(frozen=True, kw_only=True)
+class Integer(Setting):
+    kind = "integer"
+    low: int
+    high: int
+
+    def __call__(self, value: Any) -> str | None:
+        ok = isinstance(value, int) and not isinstance(value, bool) and self.low <= value <= self.high
+        return None if ok else f"must be a whole number between {self.low} and {self.high}"
+
+    def values_in_words(self) -> str:
+        return f"a whole number, {self.low:,} to {self.high:,}" if self.high < 2**31 else f"at least {self.low}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Seconds(Setting):
+    kind = "seconds"
+    high: float = 86_400
+
+    def __call__(self, value: Any) -> str | None:
+        ok = _is_number(value) and 0 < value <= self.high
+        return None if ok else f"must be a positive number of seconds, at most {self.high:g}"
+
+    def values_in_words(self) -> str:
+        return f"seconds, more than 0, at most {self.high:g}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Boolean(Setting):
+    kind = "boolean"
+    # What the adapter does when the arm does not say: a form's unticked box is only a
+    # setting when it differs from this.
+    default: bool
+
+    def __call__(self, value: Any) -> str | None:
+        return None if isinstance(value, bool) else "must be true or false"
+
+    def values_in_words(self) -> str:
+        return f"{'on' if self.default else 'off'} unless set"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice(Setting):
+    kind = "choice"
+    values: tuple[str, ...]
+
+    def __call__(self, value: Any) -> str | None:
+        return None if value in self.values else f"must be one of {', '.join(self.values)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BodyFields(Setting):
     """``extra_body`` only adds JSON fields to the request body; it may not replace the
     model or carry anything that looks like routing."""
-    if not isinstance(value, dict):
-        return "must be an object"
-    refused = sorted(k for k in value if k in RESERVED_BODY_KEYS or k in ROUTING_KEYS)
-    if refused:
-        return f"may not set {', '.join(refused)} (the model and the endpoint are not the arm's to change)"
-    return None
+
+    kind = "object"  # no input of its own: a form takes it as JSON
+
+    def __call__(self, value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return "must be an object"
+        refused = sorted(k for k in value if k in RESERVED_BODY_KEYS or k in ROUTING_KEYS)
+        if refused:
+            return f"may not set {', '.join(refused)} (the model and the endpoint are not the arm's to change)"
+        return None
+
+    def values_in_words(self) -> str:
+        return "a JSON object"
+
+
+def number(low: float, high: float, *, label: str = "", help: str = "") -> Number:
+    return Number(low=low, high=high, label=label, help=help)
+
+
+def integer(low: int, high: int, *, label: str = "", help: str = "") -> Integer:
+    return Integer(low=low, high=high, label=label, help=help)
+
+
+def positive_seconds(high: float = 86_400, *, label: str = "", help: str = "") -> Seconds:
+    return Seconds(high=high, label=label, help=help)
+
+
+def boolean(*, default: bool, label: str = "", help: str = "") -> Boolean:
+    return Boolean(default=default, label=label, help=help)
+
+
+def choice(*values: str, label: str = "", help: str = "") -> Choice:
+    return Choice(values=values, label=label, help=help)
+
+
+body_fields = BodyFields(
+    label="Extra body fields", help="JSON fields added to the request body as they are (a vendor's own parameters)"
+)
+
+
+def label_of(name: str, setting: Setting) -> str:
+    """The declared label, else the key in words ("max_tokens": "Max tokens")."""
+    return setting.label or name.replace("_", " ").capitalize()
 
 
 # Read for every provider: the gateway's retry and concurrency settings, and the request
 # builder's sampling settings (experiments/prompts.py).
-COMMON_KEYS: dict[str, Check] = {
-    "max_retries": integer(0, 20),
-    "retry_base_ms": number(0, 600_000),
-    "retry_deadline_s": number(0.001, 86_400),
-    "timeout_total_s": number(0.001, 86_400),
-    "max_concurrency": integer(1, 1024),
-    "max_tokens": integer(1, 1_000_000),
-    "temperature": number(0, 2),
-    "top_p": number(0, 1),
+COMMON_KEYS: dict[str, Setting] = {
+    "max_retries": integer(0, 20, label="Retries", help="Tries after the first when the provider fails transiently"),
+    "retry_base_ms": number(
+        0,
+        600_000,
+        label="Retry wait (ms)",
+        help="The wait before the first retry when the provider names none; it doubles per retry, up to 8 s",
+    ),
+    "retry_deadline_s": number(
+        0.001, 86_400, label="Retry deadline (s)", help="The whole call, every try and wait included"
+    ),
+    "timeout_total_s": number(
+        0.001, 86_400, label="Total timeout (s)", help="The whole call; never more than the retry deadline"
+    ),
+    "max_concurrency": integer(1, 1024, label="Concurrent calls", help="At most this many of the arm's calls at once"),
+    "max_tokens": integer(1, 1_000_000, label="Max output tokens", help="The longest answer the model may give"),
+    "temperature": number(0, 2, label="Temperature", help="Sampling temperature; 0 is the most repeatable"),
+    "top_p": number(0, 1, label="Top p", help="Nucleus sampling"),
 }
 # OpenAI's ReasoningEffort enum (the OpenAPI document in shared/specs); not every reasoning
 # model takes every value, and the provider says which in its 400.
@@ -123,13 +226,15 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 THINKING_BUDGET_MIN = 1024
 
 # Read by every adapter that speaks HTTP (providers/adapters/timeouts.py).
-HTTP_KEYS: dict[str, Check] = {
-    "timeout_connect_s": positive_seconds(),
-    "timeout_read_s": positive_seconds(),
+HTTP_KEYS: dict[str, Setting] = {
+    "timeout_connect_s": positive_seconds(label="Connect timeout (s)"),
+    "timeout_read_s": positive_seconds(label="Read timeout (s)", help="The longest wait for the next bytes"),
     "extra_body": body_fields,
     # Stream the answer (SSE), for time to first token and output speed; off for a server
     # that cannot stream.
-    "stream": boolean,
+    "stream": boolean(
+        default=True, label="Stream the answer", help="Measures time to first token; untick for a server that cannot"
+    ),
 }
 
 
@@ -158,7 +263,7 @@ def answer_config(config: dict) -> dict:
     return {name: value for name, value in config.items() if name not in OPERATIONAL_KEYS}
 
 
-def config_key_errors(provider: str, keys: Mapping[str, Check], config: dict) -> list[str]:
+def config_key_errors(provider: str, keys: Mapping[str, Setting], config: dict) -> list[str]:
     """Every routing, unknown or ill-typed key, each named, in a stable order."""
     errors = []
     for name in sorted(config, key=str):
@@ -176,7 +281,7 @@ def config_key_errors(provider: str, keys: Mapping[str, Check], config: dict) ->
     return errors
 
 
-def runtime_config(keys: Mapping[str, Check], config: dict) -> dict:
+def runtime_config(keys: Mapping[str, Setting], config: dict) -> dict:
     """The config the gateway hands an adapter: declared, well-formed keys only, whatever
     an old row (written before these checks, or straight into the database) holds."""
     return {name: value for name, value in config.items() if name in keys and keys[name](value) is None}

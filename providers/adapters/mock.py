@@ -39,6 +39,14 @@ NUMBER_FIELDS = {
     "price_input_per_mtok": (0, 10_000),
     "price_output_per_mtok": (0, 10_000),
 }
+SETTING_WORDS = {
+    "quality": {"help": "noisy mode: how often the answer is right"},
+    "failure_rate": {"help": "How often a call fails, before any retry"},
+    "latency_ms": {"label": "Latency (ms)", "help": "Simulated time per call"},
+    "jitter_ms": {"label": "Jitter (ms)", "help": "Up to this much more per call, at random"},
+    "price_input_per_mtok": {"label": "Input price ($/Mtok)"},
+    "price_output_per_mtok": {"label": "Output price ($/Mtok)"},
+}
 
 
 class MockAdapter(Adapter):
@@ -46,10 +54,13 @@ class MockAdapter(Adapter):
     uses_credential = False
     test_model = "mock"
     config_keys = COMMON_KEYS | {
-        "mode": choice(*MODES),
-        **{name: number(low, high) for name, (low, high) in NUMBER_FIELDS.items()},
-        "invalid": choice(*INVALID_ANSWERS),
-        "failure_category": choice(*ErrorCategory.values),
+        "mode": choice(
+            *MODES,
+            help="oracle answers right, noisy as often as quality says; wrong, empty and error fail; evaluator judges",
+        ),
+        **{name: number(low, high, **SETTING_WORDS.get(name, {})) for name, (low, high) in NUMBER_FIELDS.items()},
+        "invalid": choice(*INVALID_ANSWERS, label="Invalid verdicts", help="Evaluator mode: when to answer malformed"),
+        "failure_category": choice(*ErrorCategory.values, help="What the simulated failures are"),
     }
 
     @classmethod

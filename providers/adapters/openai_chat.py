@@ -50,9 +50,17 @@ class OpenAIChatAdapter(Adapter):
         COMMON_KEYS
         | HTTP_KEYS
         | {
-            "send_seed": boolean,
-            "structured_output": boolean,
-            "reasoning_effort": choice(*REASONING_EFFORTS),
+            "send_seed": boolean(
+                default=True, label="Send the seed", help="Ask for repeatable sampling with the attempt's seed"
+            ),
+            "structured_output": boolean(
+                default=True,
+                label="Structured output",
+                help="Send a request's JSON schema (the judge's) as response_format; untick for a server without it",
+            ),
+            "reasoning_effort": choice(
+                *REASONING_EFFORTS, label="Reasoning effort", help="Reasoning models only (o1, o3, o4, gpt-5)"
+            ),
         }
     )
 

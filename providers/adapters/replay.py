@@ -32,7 +32,11 @@ class ReplayAdapter(Adapter):
     sends_requests = False
     test_model = "replay"
     # Nothing else: a temperature or token limit would pretend to shape answers already given.
-    config_keys = {PREDICTIONS_KEY: integer(1, 2**63 - 1)}
+    config_keys = {
+        PREDICTIONS_KEY: integer(
+            1, 2**63 - 1, label="Predictions", help="The id of the imported predictions (import_predictions sets it)"
+        )
+    }
 
     @classmethod
     def configured_price(cls, config: dict) -> Price | None:

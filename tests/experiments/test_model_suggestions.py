@@ -97,7 +97,7 @@ def test_the_edit_page_points_saved_arms_at_their_lists(bob, experiment, var_dir
     page = client_for(bob).get(reverse("experiments:edit", args=[experiment.code])).content.decode()
     rows = re.findall(r'name="(arms-\d+-model_name)"', page)
     assert list_of(page, rows[0]) == "model-suggestions-anthropic"
-    assert list_of(page, rows[-1]) == "model-suggestions"  # the blank spare row
+    assert list_of(page, rows[-1]) == "model-suggestions"  # the mock arm
 
 
 def test_the_form_says_how_old_the_catalog_is(bob, var_dir):
