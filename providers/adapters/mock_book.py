@@ -40,7 +40,7 @@ class Entry:
     __slots__ = ("_make_wrong", "_wrong", "keys", "right")
 
     def __init__(self, keys: Sequence[str], right: str, wrong: Callable[[], Sequence[str]] | Sequence[str] = ()):
-        self.keys = tuple(keys)
+        self.keys = tuple(_plain(key).strip() for key in keys)
         self.right = right
         self._make_wrong = wrong if callable(wrong) else None
         self._wrong: tuple[str, ...] | None = None if callable(wrong) else tuple(wrong)
@@ -62,7 +62,7 @@ class Book:
         self.size = 0
         self._automaton = ahocorasick.Automaton()
         for entry in entries:
-            if not entry.keys or not entry.keys[0].strip():
+            if not entry.keys or not entry.keys[0]:
                 continue  # a task with nothing to recognise it by is never asked
             tail = entry.keys[0][-TAIL:]
             sharing = self._automaton.get(tail, None)
@@ -91,6 +91,12 @@ class Book:
 
 def _holds_after(prompt: str, keys: tuple[str, ...], start: int) -> bool:
     return all(prompt.find(key, start) >= 0 for key in keys)
+
+
+def _plain(text: str) -> str:
+    """Line endings as one: a task's text may hold CRLF (SWE-bench's problem statements do),
+    and a prompt's rendering may fold them."""
+    return text.replace("\r\n", "\n") if "\r" in text else text
 
 
 _books: OrderedDict[Hashable, Book] = OrderedDict()
@@ -127,6 +133,7 @@ def look_up(prompt: str) -> Entry | None:
     question) answer from the more recently used one, the run's own."""
     with _lock:
         books = list(_books.values())  # least recently used first
+    prompt = _plain(prompt)
     best: tuple[tuple[int, int, int], Entry] | None = None
     for recency, book in enumerate(books):
         for end, length, entry in book.matches(prompt):

@@ -46,8 +46,8 @@ def request(seed_key="7:task:arm:0", prompt=None):
     return CompletionRequest(messages=(Message("user", prompt or pr_prompt(TASK)),), seed_key=seed_key)
 
 
-def generate(config, seed_key="7:task:arm:0", model="m"):
-    return MockAdapter(ArmSpec("mock", model, config)).generate(request(seed_key))
+def generate(config, seed_key="7:task:arm:0", model="m", prompt=None):
+    return MockAdapter(ArmSpec("mock", model, config)).generate(request(seed_key, prompt))
 
 
 def test_oracle_returns_the_gold_patch():
@@ -211,6 +211,17 @@ def test_two_questions_with_the_same_text_and_other_options_each_get_their_own_l
     assert answer_of({"mode": "oracle"}, prompt=mc_prompt(second)) == "Answer: C"
     wrong = {answer_of({"mode": "wrong"}, f"1:m2:a:{i}", mc_prompt(second)) for i in range(20)}
     assert wrong == {"Answer: A", "Answer: B"}
+
+
+def test_a_task_is_known_by_its_text_whatever_its_line_endings_and_outer_spaces():
+    """SWE-bench's problem statements hold CRLF line endings; a rendering may fold them, or
+    trim the text it puts in a template."""
+    statement = "Logging is set up on import.\r\nExample:\r\n```\r\nCould not import pillow\r\n```\r\n"
+    task = ReferenceTask("pydicom-901", statement, {}, TASK["gold_patch"])
+    mock_book.register_book("swebench", book_of(workload_for("pr_patch"), [task]))
+    folded = statement.replace("\r\n", "\n")
+    for prompt in (statement, folded, folded.strip(), f"Problem:\n{statement.strip()}\n\nFiles: ..."):
+        assert extract_patch(generate({"mode": "oracle"}, prompt=prompt).text) == TASK["gold_patch"], repr(prompt)
 
 
 def test_a_question_in_two_books_is_answered_from_the_one_used_last(quiz):
