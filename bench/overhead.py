@@ -65,6 +65,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     from experiments.actions import ExperimentSpec, do_save_experiment, do_start_run
     from experiments.demo import load_demo_dataset
     from experiments.management.commands.demo import start_workers, stop_workers
+    from experiments.mock_books import register_mock_books
     from experiments.models import Run
     from experiments.progress import run_progress
     from experiments.prompts import build_request
@@ -114,6 +115,8 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     total = run.total_attempts
 
     requests = [build_request(a) for a in run.attempts.select_related("run", "task", "arm")]
+    # What a worker's job does first: the bare calls look their tasks up in the same book.
+    register_mock_books([dataset])
     arm = ArmSpec("mock", "mock-zero", config)
     bare_started = time.perf_counter()
     for request in requests:

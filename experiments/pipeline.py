@@ -51,6 +51,7 @@ from experiments import answer_journal, liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.few_shot import load_pools
+from experiments.mock_books import register_books_for
 from experiments.models import (
     ATTEMPT_TERMINAL,
     Artifact,
@@ -195,6 +196,7 @@ class RelatedCache:
         arms = {attempt.arm_id: attempt.arm for attempt in attempts}.values()
         load_recorded_answers(arms, {run_id: run.org_id for run_id, run in self.runs.items()})
         load_pools({attempt.run_id: attempt.run for attempt in attempts}.values())
+        register_books_for(attempts)
 
     def load_runs(self, ids: set[int]) -> None:
         # The experiment's budget comes along: one query per job, not one per claimed chunk.
@@ -749,9 +751,7 @@ def request_record(request: CompletionRequest | None) -> dict:
     if request is None:
         return {}
     record = asdict(request)
-    record.pop("reference_output")  # the gold answer is never part of what a model was sent
     record.pop("recorded_answer")  # a replayed answer is the attempt's output, not its request
-    record.pop("distractors")  # the mock's wrong answers, never part of a request either
     return record
 
 

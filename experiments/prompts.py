@@ -9,7 +9,6 @@ files BM25 retrieves for the problem statement ("bm25"), read at the base commit
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 
 from evaluation.repositories import ensure_commit
 from evaluation.workloads import workload_for
@@ -71,17 +70,11 @@ def build_request(attempt: Attempt) -> CompletionRequest:
         raise PromptNotFillable(f"the run's prompt template cannot be rendered: {'; '.join(problems)}")
     examples = examples_for(run, task) if EXAMPLES in template else ""
     prompt = render_prompt(template, task, snapshot.get("context_mode", ContextMode.ORACLE), examples)
-    workload = workload_for(task.dataset.kind)
-    request = prompt_request(
-        prompt,
-        arm.config,
-        seed_key=f"{run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}",
-        reference_output=workload.reference_output(task),
-    )
-    return replace(request, distractors=workload.distractors(task))
+    seed_key = f"{run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}"
+    return prompt_request(prompt, arm.config, seed_key=seed_key)
 
 
-def prompt_request(prompt: str, config: dict, seed_key: str = "", reference_output: str = "") -> CompletionRequest:
+def prompt_request(prompt: str, config: dict, seed_key: str = "") -> CompletionRequest:
     """The request an arm with this config is sent for this prompt: an attempt's, or the
     one the pre-run estimate prices."""
     return CompletionRequest(
@@ -90,5 +83,4 @@ def prompt_request(prompt: str, config: dict, seed_key: str = "", reference_outp
         temperature=config.get("temperature"),
         top_p=config.get("top_p"),
         seed_key=seed_key,
-        reference_output=reference_output,
     )

@@ -36,14 +36,9 @@ class CompletionRequest:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     # Stable per (run seed, task, arm, repetition): providers that accept a seed get it, and
-    # the mock derives all of its choices from it, which makes runs reproducible.
+    # the mock derives all of its choices from it, which makes runs reproducible. Nothing
+    # else here tells a task's answer: the mock, like a model, reads the task in the messages.
     seed_key: str = ""
-    # The task's known-good answer. Only the mock reads it (to play an oracle); real
-    # adapters never send it anywhere.
-    reference_output: str = ""
-    # Answers that score 0 for a question-answer task, for the mock to give when it answers
-    # wrongly (a PR patch has none: the mock spoils the gold patch instead). Never sent.
-    distractors: tuple[str, ...] = ()
     # Structured output: the JSON schema the answer must follow, named. Sent as OpenAI's
     # response_format or as a forced Anthropic tool call; the answer's text is the JSON.
     response_schema: dict[str, Any] | None = None

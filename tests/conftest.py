@@ -22,6 +22,7 @@ from experiments.models import Attempt, WorkerLease
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, worker_queues
+from providers.adapters.mock_book import forget_books
 from providers.pricing import forget_catalog
 from providers.redaction import forget_secrets
 
@@ -60,6 +61,13 @@ def fresh_secret_registry():
     forget_secrets()  # the per-process registry of keys to redact must not outlive a test
     yield
     forget_secrets()
+
+
+@pytest.fixture(autouse=True)
+def fresh_mock_books():
+    forget_books()  # what the mock knows is what each test's own runs (or the test) registered
+    yield
+    forget_books()
 
 
 @pytest.fixture(autouse=True)

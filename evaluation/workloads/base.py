@@ -1,12 +1,13 @@
 """One workload interface: what a dataset's kind does with a task and a model's answer.
 
-A kind says how a task becomes a prompt, what the right answer is (for the mock oracle) and
-which wrong ones a mock may give, and how an answer is extracted, validated and scored. The
-pipeline asks the kind of the task's dataset and knows nothing else about it: adding a kind
-is a module here, a line in ``WORKLOADS`` (evaluation/workloads/__init__.py), its importer
-and its templates. Every kind ends an answered attempt the same way, a correct-or-not
-verdict (the boards' quality), a score in [0, 1] and the artifacts that show why, so boards,
-statistics and exports work for all of them.
+A kind says how a task becomes a prompt, what the right answer is (for the mock oracle),
+which wrong ones a mock may give and by what text the mock recognises the task in a prompt,
+and how an answer is extracted, validated and scored. The pipeline asks the kind of the
+task's dataset and knows nothing else about it: adding a kind is a module here, a line in
+``WORKLOADS`` (evaluation/workloads/__init__.py), its importer and its templates. Every
+kind ends an answered attempt the same way, a correct-or-not verdict (the boards' quality),
+a score in [0, 1] and the artifacts that show why, so boards, statistics and exports work
+for all of them.
 
 ``evaluate`` runs on a job's pool threads: it must not touch the database. Whatever it needs
 beyond the task (the pipeline's validator, say) comes in its ``Context``.
@@ -143,6 +144,13 @@ class Workload:
     def reference_output(self, task: Any) -> str:
         """A model's output that scores 1: what the mock oracle answers."""
         raise NotImplementedError
+
+    def reference_keys(self, task: Any) -> tuple[str, ...]:
+        """Texts that, all in a prompt, show it asks ``task``: how the mock, which sees only
+        the prompt, knows what it is asked. The first is the one searched for (the most
+        telling); the others must come after it. Each is part of what ``render_prompt``
+        puts in any template of the kind."""
+        return (task.problem_statement,)
 
     def expected_answer(self, task: Any) -> str:
         """The right answer as a person reads it, beside the model's in the transcript and

@@ -133,6 +133,11 @@ class MultipleChoice(Workload):
     def reference_output(self, task: Any) -> str:
         return f"Answer: {task.payload['answer']}"
 
+    def reference_keys(self, task: Any) -> tuple[str, ...]:
+        # Two tasks may ask the same question with other options (MMLU has many a "Which of
+        # the following is true?"): the options tell them apart.
+        return (task.problem_statement, list_choices(task.payload["choices"]))
+
     def expected_answer(self, task: Any) -> str:
         letter = task.payload["answer"]
         return f"{letter}. {task.payload['choices'][LETTERS.index(letter)]}"

@@ -1,5 +1,9 @@
 """A deterministic fake provider for demos, tests and platform benchmarks.
 
+It sees only the messages it is sent, as a real provider does: it finds the task they ask in
+its reference books (mock_book.py, filled from the datasets being run) and answers "I don't
+know." to a prompt that carries none.
+
 Every choice it makes (answer quality, failures, jitter) comes from a PRNG seeded with the
 request's ``seed_key`` (run seed, task, arm, repetition) and the try number, so the same run
 seed reproduces the same outputs byte for byte.
@@ -19,6 +23,7 @@ from decimal import Decimal
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from providers.adapters import mock_book
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, choice, number
 from providers.adapters.streaming import tokens_per_second
@@ -30,6 +35,8 @@ from providers.types import Completion, CompletionRequest, Usage
 # A prompt that asks for a confidence ("... Confidence: N%"): the mock states one.
 ASKS_CONFIDENCE = re.compile(r"\bconfidence\s*:", re.IGNORECASE)
 MODES = ("oracle", "noisy", "empty", "error", "evaluator", "wrong")
+# What the mock answers a prompt that carries no task it knows: plain text, wrong for every kind.
+DONT_KNOW = "I don't know."
 INVALID_ANSWERS = ("never", "first", "always")  # the mock evaluator's broken answers, for tests
 NUMBER_FIELDS = {
     "quality": (0.0, 1.0),
@@ -135,13 +142,18 @@ def _cost(config: dict, usage: Usage) -> Decimal | None:
 
 
 def _answer(mode: str, quality: float, request: CompletionRequest, rng: random.Random) -> str:
-    gold = request.reference_output
     if mode == "empty":
         return ""
-    if request.distractors:  # a question: the right answer, or one of the task's wrong ones
+    prompt = request.prompt_text()
+    # Like a model, the mock knows the answer only when it reads the task in the prompt.
+    entry = mock_book.look_up(prompt)
+    if entry is None:
+        return DONT_KNOW
+    gold = entry.right
+    if entry.wrong:  # a question: the right answer, or one of the task's wrong ones
         right = mode == "oracle" or (mode == "noisy" and rng.random() < quality)
-        answer = gold if right else rng.choice(request.distractors)
-        if ASKS_CONFIDENCE.search(request.prompt_text()):
+        answer = gold if right else rng.choice(entry.wrong)
+        if ASKS_CONFIDENCE.search(prompt):
             # Surer when right, and overconfident when wrong, as models tend to be.
             answer += f"\nConfidence: {rng.randint(65, 99) if right else rng.randint(30, 90)}%"
         return answer

@@ -24,7 +24,8 @@ REQUEST = CompletionRequest(
     max_output_tokens=64,
     temperature=0.0,
     seed_key="7:task:arm:0",
-    reference_output="GOLD-PATCH-NEVER-SENT",
+    # The one answer a request may carry (a replay arm's, played back by that adapter alone).
+    recorded_answer="RECORDED-ANSWER-NEVER-SENT",
 )
 FAST = {"max_retries": 0, "timeout_read_s": 5}
 
@@ -162,12 +163,12 @@ def test_success_is_normalised(wire, fake):
         seen.headers.get("authorization", "") + seen.headers.get("api-key", "") + seen.headers.get("x-api-key", "")
     )
     assert KEY in sent_key
-    assert "GOLD-PATCH-NEVER-SENT" not in json.dumps(seen.body)
+    assert "RECORDED-ANSWER-NEVER-SENT" not in json.dumps(seen.body)
     # OpenAI and Azure refuse max_tokens for their current models (tests/providers/test_request_params.py).
     assert seen.body[spec.token_limit_field] == 64 and seen.body["temperature"] == 0.0
     assert not ({"max_tokens", "max_completion_tokens"} - {spec.token_limit_field}) & set(seen.body)
     stored = json.dumps([completion.raw_request, completion.raw_response])
-    assert KEY not in stored and "GOLD-PATCH" not in stored
+    assert KEY not in stored and "RECORDED-ANSWER" not in stored
 
 
 def test_provider_specifics(wire, fake):

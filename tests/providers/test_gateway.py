@@ -7,7 +7,7 @@ from providers.types import ArmSpec, CompletionRequest, Message
 
 pytestmark = pytest.mark.django_db  # the gateway reads the org's allowlist and credentials
 
-REQUEST = CompletionRequest(messages=(Message("user", "hi"),), seed_key="1:t:a:0", reference_output="")
+REQUEST = CompletionRequest(messages=(Message("user", "hi"),), seed_key="1:t:a:0")
 
 
 def test_it_returns_a_normalised_completion():

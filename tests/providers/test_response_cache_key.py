@@ -18,7 +18,7 @@ REQUEST = CompletionRequest(
     max_output_tokens=1000,
     temperature=0,
     seed_key="1:task:arm:0",
-    reference_output="--- a/x\n+++ b/x\n",
+    recorded_answer="--- a/x\n+++ b/x\n",
 )
 KEY = response_cache_key(1, ARM, REQUEST)
 
@@ -75,7 +75,7 @@ def test_the_schema_name_counts_only_with_a_schema():
     ("arm", "request_"),
     [
         (ARM, replace(REQUEST, seed_key="2:task:arm:1")),  # another run or repetition
-        (ARM, replace(REQUEST, reference_output="")),  # never sent to a model
+        (ARM, replace(REQUEST, recorded_answer=None)),  # never sent to a model
         (ARM, replace(REQUEST, temperature=0.0)),
         (replace(ARM, key="run-arm:7"), REQUEST),  # the concurrency bucket
         (replace(ARM, config=ARM.config | {"temperature": 0.0, "max_tokens": 1000.0}), REQUEST),
