@@ -118,7 +118,7 @@ def attempt_transcript(attempt: Attempt, artifacts: dict[str, Artifact]) -> Tran
     request = attempt.request if isinstance(attempt.request, dict) else {}
     messages = sent_messages(request.get("system"), request.get("messages"), attempt.arm.provider)
     grading = answer_fields(artifacts.get("answer"))
-    extracted = attempt.extracted_answer or recorded_read(attempt, grading, artifacts.get("patch"))
+    extracted = attempt.extracted_answer or recorded_read(grading, artifacts.get("patch"))
     verdict = answer_verdict(
         workload,
         status=attempt.status,
@@ -184,7 +184,7 @@ def grading_fields(content: str | None) -> dict[str, Any] | None:
     return fields if isinstance(fields, dict) else {"answer": content}
 
 
-def recorded_read(attempt: Attempt, grading: dict[str, Any] | None, patch: Artifact | None) -> str:
+def recorded_read(grading: dict[str, Any] | None, patch: Artifact | None) -> str:
     """What the kind read, for an attempt recorded before ``extracted_answer`` was kept:
     its answer artifact's letter, response or completion, or its patch."""
     if grading:

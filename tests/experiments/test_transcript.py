@@ -269,6 +269,16 @@ def test_a_retired_poison_attempt_says_its_request_was_never_kept(experiment, st
     assert "None recorded: the platform failed on this attempt before its request was kept" in content
 
 
+def test_messages_a_budget_stopped_are_shown_as_never_sent(experiment, start, alice):
+    run = start(experiment)
+    work_queue()
+    attempt = run.attempts.filter(status=AttemptStatus.COMPLETED).first()
+    Attempt.objects.filter(pk=attempt.pk).update(status="failed", error_category=ErrorCategory.BUDGET_EXCEEDED)
+    content = page_of(alice, attempt)
+    assert "Prepared but never sent: the call was stopped before it was made (budget_exceeded)." in content
+    assert escape(user_message(attempt)) in content
+
+
 @pytest.mark.parametrize("status", ["queued", "cancelled"])
 def test_an_attempt_that_never_ran_says_so(experiment, start, alice, status):
     run = start(experiment)
