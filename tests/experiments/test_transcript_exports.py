@@ -49,7 +49,7 @@ def api_attempts(org, run) -> list[dict]:
     return [client.get(f"/api/attempts/{attempt.code}").json() | {"_task": attempt.task} for attempt in attempts]
 
 
-def parquet_of(org, run) -> pd.DataFrame:
+def parquet_of(org, run):
     response = api_client(make_api_key(org, ["read"])).get(f"/api/runs/{run.code}/attempts.parquet")
     assert response.status_code == 200
     return pd.read_parquet(io.BytesIO(b"".join(response.streaming_content)))
