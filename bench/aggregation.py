@@ -4,17 +4,20 @@ It creates a fresh database, prbench_aggbench, on the Postgres server DATABASE_U
 drops it at the end, however it ends), migrates it and builds one finished run of 8 arms on
 the demo dataset's 12 tasks with N attempts (default 1,000,000), inserted with
 generate_series: mostly completed, some failed (rate limits, timeouts, server errors), a few
-cancelled, resolved at a different rate per arm, with latencies, costs and patch metrics.
+cancelled, resolved at a different rate per arm, with latencies, costs and patch metrics, and
+each attempt's transcript as the pipeline keeps it: the prompt it was sent (the demo's PR
+prompt with the task's files, about 4 kB), and for an answered one its answer and the patch
+read in it (--no-transcripts leaves them empty, as attempts were before issue 24).
 Then it runs each section asked for:
 
     exports   `manage.py export_run --format json | csv | swebench-preds > /dev/null`, each in
               a child process (its wall time, and its peak RSS from wait4), beside a raw COPY
-              of the same rows from the same join; then the SWE-bench report of every model
-              and one model's predictions and report (--arm --rep). Targets: < 30 s and
-              < 256 MB each.
+              of the same rows from the same join; attempts.parquet likewise; then the
+              SWE-bench report of every model and one model's predictions and report (--arm
+              --rep). Targets: < 30 s and < 256 MB each.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports]
+        .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports] [--no-transcripts]
 
 It always exits 0 and marks a missed target with `!`.
 """
@@ -54,6 +57,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attempts", type=int, default=1_000_000)
     parser.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument(
+        "--no-transcripts", action="store_true", help="attempts without their prompts and answers (before issue 24)"
+    )
     args = parser.parse_args()
     sections = args.only.split(",") if args.only else list(SECTIONS)
     if unknown := set(sections) - set(SECTIONS):
@@ -66,7 +72,7 @@ def main() -> int:
     recreate_database(server)
     try:
         os.environ.update(env)
-        bench = seed(args.attempts, env)
+        bench = seed(args.attempts, env, transcripts=not args.no_transcripts)
         for name in sections:
             SECTIONS[name](bench)
     finally:
@@ -95,7 +101,7 @@ def drop_database(server: str) -> None:
 # --- the run ---------------------------------------------------------------------------------
 
 
-def seed(attempts: int, env: dict[str, str]) -> Bench:
+def seed(attempts: int, env: dict[str, str], transcripts: bool = True) -> Bench:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
     import django
 
@@ -108,6 +114,7 @@ def seed(attempts: int, env: dict[str, str]) -> Bench:
     run = create_run(attempts)
     task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
     arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
+    create_transcripts(task_ids if transcripts else [])
     insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts, ATTEMPT_VALUES)
     started = time.perf_counter()
     with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
@@ -116,6 +123,7 @@ def seed(attempts: int, env: dict[str, str]) -> Bench:
             last = min(first + BATCH, attempts) - 1
             cursor.execute(insert, [*params, first, last])
             progress.update(last - first + 1)
+        cursor.execute("DROP TABLE bench_transcripts")
         cursor.execute("VACUUM ANALYZE experiments_attempt")
     print(f"seeded {attempts:,} attempts in {time.perf_counter() - started:.1f} s")
     from leaderboards.summaries import refresh_run_summaries
@@ -124,6 +132,32 @@ def seed(attempts: int, env: dict[str, str]) -> Bench:
     refresh_run_summaries(run.pk)  # as the run's end does: the JSON export's head reads them
     print(f"refreshed the run's summaries in {time.perf_counter() - started:.1f} s")
     return Bench(run.pk, str(run.code), attempts, env)
+
+
+def create_transcripts(task_ids: list[int]) -> None:
+    """bench_transcripts: each task's request (its prompt as the demo's PR template renders it,
+    recorded as the pipeline records it), an answer (its gold patch in a fenced block) and the
+    patch read in it, for the insert to copy onto the task's attempts. Empty: no transcripts."""
+    import json
+
+    from django.db import connection
+
+    from evaluation.workloads import workload_for
+    from experiments.models import TaskInstance
+    from experiments.pipeline import request_record
+    from experiments.prompts import prompt_request, render_prompt
+
+    with connection.cursor() as cursor:
+        columns = "task_id bigint PRIMARY KEY, request jsonb, output text, patch text"
+        cursor.execute(f"CREATE TABLE bench_transcripts ({columns})")
+        for task in TaskInstance.objects.filter(pk__in=task_ids).select_related("dataset"):
+            prompt = render_prompt(workload_for(task.dataset.kind).default_prompt, task)
+            request = request_record(prompt_request(prompt, {}, seed_key=f"13:{task.external_id}"))
+            output = f"Here is the fix.\n\n```diff\n{task.gold_patch}```\n"
+            cursor.execute(
+                "INSERT INTO bench_transcripts VALUES (%s, %s, %s, %s)",
+                [task.pk, json.dumps(request), output, task.gold_patch],
+            )
 
 
 def create_run(attempts: int):
@@ -159,6 +193,11 @@ def create_run(attempts: int):
     return run
 
 
+# The row's task's transcript column, from bench_transcripts.
+TRANSCRIPT = (
+    "SELECT b.{column} FROM bench_transcripts b "
+    "WHERE b.task_id = (%(tasks)s::bigint[])[mod(g / %(arm_count)s, %(task_count)s) + 1]"
+)
 # Values an attempt of a finished run has, from the uniform draws r1..r6 of its row.
 ATTEMPT_VALUES = {
     "code": "gen_random_uuid()",
@@ -200,6 +239,11 @@ ATTEMPT_VALUES = {
     "started_at": "CASE WHEN r1 < 0.99 THEN now() - interval '1 hour' END",
     "responded_at": "CASE WHEN r1 < 0.91 THEN now() - interval '30 minutes' END",
     "validated_at": "CASE WHEN r1 < 0.91 THEN now() - interval '20 minutes' END",
+    # The transcript (bench_transcripts, empty with --no-transcripts): what every attempt that ran
+    # was sent, and what an answered one answered.
+    "request": f"CASE WHEN r1 < 0.99 THEN coalesce(({TRANSCRIPT.format(column='request')}), '{{}}') ELSE '{{}}' END",
+    "output": f"CASE WHEN r1 < 0.91 THEN coalesce(({TRANSCRIPT.format(column='output')}), '') ELSE '' END",
+    "extracted_answer": f"CASE WHEN r1 < 0.91 THEN coalesce(({TRANSCRIPT.format(column='patch')}), '') ELSE '' END",
 }
 
 
@@ -212,17 +256,20 @@ SELECT t.external_id AS task_id, a.label AS arm_label, x.repetition, x.status, N
        x.patch_well_formed, x.patch_applied, x.fail_to_pass_fraction, x.pass_to_pass_regressions,
        x.lines_changed, x.files_changed, x.lint_clean, x.build_ok, x.latency_ms, x.first_token_ms,
        x.output_tokens_per_s, x.wall_ms, x.cost_usd::float8 AS cost_usd, x.response_cached AS cached,
-       NULLIF(x.error_category, '') AS error_category
+       NULLIF(x.error_category, '') AS error_category, x.score, t.problem_statement AS question,
+       x.extracted_answer, t.gold_patch AS expected_answer{transcript}
 FROM experiments_attempt x
 JOIN experiments_taskinstance t ON t.id = x.task_id
 JOIN experiments_runarm a ON a.id = x.arm_id
 WHERE x.run_id = {run}
 ORDER BY x.sequence
 """
-RAW_COPIES = {
-    "json": "COPY (SELECT row_to_json(r) FROM ({rows}) AS r) TO STDOUT",
-    "csv": "COPY ({rows}) TO STDOUT (FORMAT csv, HEADER)",
-    "swebench-preds": "COPY ({rows}) TO STDOUT (FORMAT csv)",
+# The JSON export and Parquet also hold the raw answer and the messages sent.
+RAW_TRANSCRIPT = ", x.output, x.request -> 'messages' AS messages"
+RAW_COPIES = {  # format: (COPY, with the transcript's columns)
+    "json": ("COPY (SELECT row_to_json(r) FROM ({rows}) AS r) TO STDOUT", True),
+    "csv": ("COPY ({rows}) TO STDOUT (FORMAT csv, HEADER)", False),
+    "swebench-preds": ("COPY ({rows}) TO STDOUT (FORMAT csv)", False),
 }
 
 
@@ -230,14 +277,22 @@ def exports(bench: Bench) -> None:
     print(f"\nexports of one run of {bench.attempts:,} attempts, {ARMS} arms (written to /dev/null)")
     seconds, peak_mb = manage(bench, "help", "export_run")
     print(f"  start-up alone  {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB (manage.py help export_run)")
-    for format, copy in RAW_COPIES.items():
+    for format, (copy, transcript) in RAW_COPIES.items():
         seconds, peak_mb = manage(bench, "export_run", bench.run_code, "--format", format)
-        raw = raw_copy(copy.format(rows=RAW_ROWS.format(run=bench.run_id)))
+        rows = RAW_ROWS.format(run=bench.run_id, transcript=RAW_TRANSCRIPT if transcript else "")
+        raw = raw_copy(copy.format(rows=rows))
         met = seconds < EXPORT_SECONDS and peak_mb < EXPORT_MB
         print(
             f"  {format:<15} {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB | raw COPY {raw:5.1f} s "
             f"({seconds / raw:4.1f}x) | target < {EXPORT_SECONDS} s, < {EXPORT_MB} MB {'met' if met else '! NOT met'}"
         )
+    # attempts.parquet (the API's, for notebooks), written by the same code in a child process.
+    seconds, peak_mb = manage(bench, "shell", "-c", PARQUET.format(run=bench.run_id))
+    met = seconds < EXPORT_SECONDS and peak_mb < EXPORT_MB
+    print(
+        f"  {'attempts.parquet':<15} {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB | "
+        f"target < {EXPORT_SECONDS} s, < {EXPORT_MB} MB {'met' if met else '! NOT met'}"
+    )
     # The SWE-bench files: every model (arm and repetition) in a zip or a report keyed by model,
     # and one arm's repetition alone.
     for title, extra in SWEBENCH_EXPORTS.items():
@@ -249,6 +304,10 @@ def exports(bench: Bench) -> None:
         )
 
 
+PARQUET = (
+    "import os; from experiments.exports import parquet_chunks; from experiments.models import Run; "
+    "out = open(os.devnull, 'wb'); [out.write(chunk) for chunk in parquet_chunks(Run.objects.get(pk={run}))]"
+)
 SWEBENCH_EXPORTS = {
     "swebench-report (every model)": ("--format", "swebench-report"),
     "swebench-preds --arm arm-3 --rep 7": ("--format", "swebench-preds", "--arm", "arm-3", "--rep", "7"),

@@ -74,7 +74,7 @@ def main() -> None:
         page.go_back()
 
         page.locator("table.attempts tbody tr td a").first.click()
-        expect(page.locator("h2", has_text="Patch")).to_be_visible()
+        expect(page.locator("h2", has_text="What was read")).to_be_visible()
         page.screenshot(path=out / "5-attempt.png", full_page=True)
         print("attempt page:", page.locator("h1").inner_text())
 
@@ -91,6 +91,7 @@ def main() -> None:
         check_arm_form_without_javascript(browser, args.base, out)
         check_boards(page, args.base, out)
         check_repository_pages(page, args.base, out)
+        check_transcripts(page, args.base, out)
         check_evaluator_admin(page, args.base, out)
         check_providers_page(page, out)
         check_members_page(page, args.base, out)
@@ -222,6 +223,33 @@ def check_boards(page, base: str, out: Path) -> None:
         page.locator("table.ratings tbody tr").count(),
     )
     page.screenshot(path=out / "4d-pairwise.png", full_page=True)
+
+
+TRANSCRIPT = ("What was asked", "What came back", "What was read", "What was expected", "How it was graded")
+
+
+def check_transcripts(page, base: str, out: Path) -> None:
+    """One attempt of each demo experiment (a PR patch, multiple choice, code): its transcript's
+    sections in order, the prompt it was sent (a long one folded, opened here), the kind's row."""
+    for name, quality in (
+        ("Demo: three mock arms", "Resolved"),
+        ("Demo: multiple choice, how sure?", "Correct"),
+        ("Demo: code that runs", "Passed"),
+    ):
+        page.goto(f"{base}/experiments/")
+        page.click(f"text={name}")
+        page.locator("a[href^='/runs/']").first.click()
+        page.locator("table.attempts tbody tr td a[href^='/attempts/']").last.click()
+        headings = page.locator("section.transcript h2").all_inner_texts()
+        assert headings == list(TRANSCRIPT), headings
+        assert page.locator(f"dl.facts dt:text-is('{quality}')").count() == 1, quality
+        for fold in page.locator("section.transcript details.fold summary").all():
+            fold.click()  # a long prompt (a PR task's files) opens in place
+        role = page.locator("h3.message-role").first.inner_text()
+        verdict = page.locator(f"dl.facts dt:text-is('{quality}') + dd").inner_text()
+        stem = name.split(": ")[1].split(",")[0].replace(" ", "-")
+        page.screenshot(path=out / f"17-transcript-{stem}.png", full_page=True)
+        print(f"transcript of {name!r}: {role}; {quality}: {verdict}")
 
 
 def check_evaluator_admin(page, base: str, out: Path) -> None:

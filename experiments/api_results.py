@@ -4,12 +4,13 @@ prbench/api.py).
 
 An attempt's evaluator rationale is staff-only: it is never read here (experiments/reporting.py
 ``verdict_scores`` hands out the scores alone), nor is anything the attempt page does not show
-its customers (the raw request and response, the claim, the cost source).
+its customers (the raw provider request and response, the claim, the cost source). What the
+model was sent is shown on purpose: the messages of its normalised request, as its page shows
+them (experiments/transcript.py).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from experiments.forms import AttemptListForm
 from experiments.models import Artifact, Attempt, Run
 from experiments.reporting import cache_source, tests_with_roles, verdict_scores
 from experiments.swebench_export import ExportRefused
+from experiments.transcript import attempt_transcript
 from orgs.access import access_attempt, access_run
 from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, READ, Page, form_invalid, paginate
 
@@ -109,6 +111,11 @@ class ValidationOut(Schema):
     checks: list[CheckOut]
 
 
+class MessageOut(Schema):
+    role: str  # system, user, assistant
+    content: str  # as rendered and sent
+
+
 class AttemptDetail(AttemptSummary):
     provider: str
     model: str
@@ -137,10 +144,19 @@ class AttemptDetail(AttemptSummary):
     scored_at: datetime | None
     verdicts: list[VerdictOut]
     patch: str | None  # a PR task's diff; null for a question, or when the answer had none
-    answer: dict[str, Any] | None  # a question's extracted answer and its grading
+    answer: dict[str, Any] | None  # the same as grading (the name it had first)
     answer_status: str
     validation: ValidationOut | None
+    # The transcript, as the attempt page shows it: what the model was sent (system first),
+    # why there is nothing (or that it was prepared and never sent), its raw answer, what its
+    # kind read in it, the expected answer in a person's words, and how it was graded (a
+    # question kind's answer artifact; null for a PR patch, whose validation says it).
+    messages: list[MessageOut]
+    messages_note: str
     output: str
+    extracted_answer: str
+    expected_answer: str
+    grading: dict[str, Any] | None
 
 
 class AttemptFilters(Schema):
@@ -226,6 +242,7 @@ def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
     cached_from = cache_source(attempt)
     patch = artifacts.get("patch")
     answer = artifacts.get("answer")
+    transcript = attempt_transcript(attempt, artifacts)
     return AttemptDetail(
         **_summary_fields(attempt),
         provider=attempt.arm.provider,
@@ -261,10 +278,15 @@ def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
         scored_at=attempt.scored_at,
         verdicts=[VerdictOut(**scores) for scores in verdict_scores(attempt)],
         patch=patch.content if patch and patch.content else None,
-        answer=_answer(answer),
+        answer=transcript.grading,
         answer_status=answer.status if answer else "",
         validation=_validation(attempt, artifacts),
-        output=attempt.output,
+        messages=[MessageOut(**message.as_dict()) for message in transcript.messages],
+        messages_note=transcript.messages_note,
+        output=transcript.output,
+        extracted_answer=transcript.extracted,
+        expected_answer=transcript.expected,
+        grading=transcript.grading,
     )
 
 
@@ -276,17 +298,6 @@ def _retry(entry: dict[str, Any]) -> RetryOut:
         category=entry.get("category"),
         wait_s=float(wait) if isinstance(wait, int | float) else None,
     )
-
-
-def _answer(artifact: Artifact | None) -> dict[str, Any] | None:
-    """The answer artifact's fields (the page shows each of them), or its text as ``answer``."""
-    if artifact is None:
-        return None
-    try:
-        fields = json.loads(artifact.content or "{}")
-    except ValueError:
-        return {"answer": artifact.content}
-    return fields if isinstance(fields, dict) else {"answer": artifact.content}
 
 
 def _validation(attempt: Attempt, artifacts: dict[str, Artifact]) -> ValidationOut | None:

@@ -5,7 +5,15 @@ boards, verdicts and charts), shared by the run page and `export_run`.
 
 A run can have a million attempts, so each export is a stream of text chunks: attempts are
 read a chunk at a time through a server-side cursor, joined to their task and arm in SQL, and
-written out before the next chunk is read. Memory stays flat whatever the run's size."""
+written out before the next chunk is read. Memory stays flat whatever the run's size.
+
+Each attempt carries its transcript (experiments/transcript.py): the CSV its question, what its
+kind read in the answer, the expected answer and the score, each text cut at
+``CSV_CELL_MAX`` characters with a visible marker; the JSON export and attempts.parquet all of
+that uncut, with the messages the model was sent, its raw answer and its grading. A task's
+question and expected answer are read with the first chunk that needs them, a chunk's new
+tasks in one query, and kept for the chunks after (``TaskTexts``, bounded): never a query
+per attempt. The raw provider response and the evaluator's rationale are in none of them."""
 
 from __future__ import annotations
 
@@ -22,10 +30,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from django.db.models import FloatField, Value
+from django.db.models import FloatField, OuterRef, Subquery, Value
 from django.db.models.functions import Cast, NullIf
 
-from experiments.models import Run
+from evaluation.workloads import workload_for
+from experiments.models import Artifact, ArtifactKind, Run, TaskInstance
 from experiments.swebench_export import (
     ExportRefused,
     HarnessModel,
@@ -36,6 +45,7 @@ from experiments.swebench_export import (
     run_models,
     select_models,
 )
+from experiments.transcript import expected_answer, grading_fields, sent_messages
 from leaderboards.aggregation import PatchQualityRow
 from leaderboards.boards import Entry, run_boards
 from leaderboards.jobs import ensure_fresh_summaries
@@ -44,6 +54,13 @@ from leaderboards.report import run_report
 # Rows per fetch from the cursor and per chunk written: large enough that a round trip and a
 # write cost little per row, small enough that a chunk stays around a megabyte.
 CHUNK_ROWS = 2000
+# Rows per chunk of an export with transcripts: a PR prompt with its repository's files can be
+# tens of kilobytes, so fewer rows keep a chunk to a few megabytes.
+TRANSCRIPT_CHUNK_ROWS = 250
+# The CSV's text cells (question, extracted and expected answer) are cut to this many
+# characters, the cut marked at the end: a spreadsheet holds at most 32,767 in a cell, and a
+# PR task's statement or patch can be longer. The JSON export and Parquet keep them whole.
+CSV_CELL_MAX = 2000
 
 
 class AsFloat(Cast):
@@ -55,8 +72,8 @@ class AsFloat(Cast):
         return []
 
 
-# Each attempt's export field and where it comes from. Nothing in an attempt's free text (its
-# output, error message, or any evaluator rationale) is exported.
+# Each attempt's export field read from its row and where it comes from. Its error message is
+# not exported, nor is any evaluator rationale or raw provider response.
 ATTEMPT_FIELDS: dict[str, Any] = {
     "task_id": "task__external_id",
     "arm_label": "arm__label",
@@ -80,8 +97,17 @@ ATTEMPT_FIELDS: dict[str, Any] = {
     "cost_usd": AsFloat("cost_usd", FloatField()),
     "cached": "response_cached",
     "error_category": NullIf("error_category", Value("")),
+    "score": "score",
 }
-ATTEMPT_COLUMNS = list(ATTEMPT_FIELDS)
+# Every attempts export's columns (the CSV's): the row's fields, then the task's question, what
+# the kind read in the answer and the expected answer (in a person's words).
+ATTEMPT_COLUMNS = [*ATTEMPT_FIELDS, "question", "extracted_answer", "expected_answer"]
+# The JSON export's and Parquet's, whole: then the raw answer, the messages sent (system first)
+# and the grading (a question kind's answer artifact; null for a PR patch).
+TRANSCRIPT_COLUMNS = [*ATTEMPT_COLUMNS, "output", "messages", "grading"]
+# What a row also reads: the task (for its question and expected answer) and the transcript.
+ROW_EXTRAS = ("extracted_answer", "task_id")
+TRANSCRIPT_EXTRAS = ("output", "arm__provider", "request__system", "request__messages")
 
 
 @dataclass(frozen=True)
@@ -103,13 +129,82 @@ def export_chunks(run: Run, format: str) -> Iterator[str | bytes]:
     return chain(first, chunks)
 
 
-def _attempt_batches(run: Run) -> Iterator[list[tuple]]:
-    rows = run.attempts.order_by("sequence").values_list(*ATTEMPT_FIELDS.values()).iterator(chunk_size=CHUNK_ROWS)
-    return _batches(rows)
+def _attempt_batches(run: Run, transcripts: bool = False) -> Iterator[list[tuple]]:
+    """Batches of rows in ``ATTEMPT_COLUMNS`` order (``TRANSCRIPT_COLUMNS`` with
+    ``transcripts``, its messages a list of role and content, its grading the answer
+    artifact's text), in execution order."""
+    extras = ROW_EXTRAS + (TRANSCRIPT_EXTRAS if transcripts else ())
+    attempts = run.attempts.order_by("sequence")
+    if transcripts:
+        answers = Artifact.objects.filter(attempt=OuterRef("pk"), kind=ArtifactKind.ANSWER).values("content")[:1]
+        attempts = attempts.annotate(answer_artifact=Subquery(answers))
+        extras += ("answer_artifact",)
+    chunk = min(CHUNK_ROWS, TRANSCRIPT_CHUNK_ROWS) if transcripts else CHUNK_ROWS
+    rows = attempts.values_list(*ATTEMPT_FIELDS.values(), *extras).iterator(chunk_size=chunk)
+    tasks = TaskTexts(run)
+    width = len(ATTEMPT_FIELDS)
+    for batch in _batches(rows, chunk):
+        tasks.load({row[width + 1] for row in batch})
+        if transcripts:
+            yield [_transcript_row(row, width, tasks) for row in batch]
+        else:
+            yield [
+                (*row[:width], tasks.question(row[width + 1]), row[width], tasks.expected(row[width + 1]))
+                for row in batch
+            ]
 
 
-def _batches(rows: Iterator[Any]) -> Iterator[list[Any]]:
-    while batch := list(islice(rows, CHUNK_ROWS)):
+def _transcript_row(row: tuple, width: int, tasks: TaskTexts) -> tuple:
+    extracted, task_id, output, provider, system, messages, answer = row[width:]
+    sent = [message.as_dict() for message in sent_messages(system, messages, provider)]
+    return (*row[:width], tasks.question(task_id), extracted, tasks.expected(task_id), output, sent, answer)
+
+
+class TaskTexts:
+    """Each task's question and expected answer, for the attempts of one run: a chunk's tasks
+    not yet known are read in one query, and kept for the chunks after, up to ``MAX_CHARS``
+    characters in all (then forgotten and read again as needed), so memory stays bounded
+    however many tasks a run has and queries do not grow with its repetitions or arms."""
+
+    MAX_CHARS = 20_000_000
+    # Fields the question and expected answers never read, and large: left in the database.
+    UNREAD = ("repo_files", "test_patch", "hints_text", "gold_detail", "metadata")
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.known: dict[int, tuple[str, str]] = {}
+        self.chars = 0
+        self._workload: Any = None
+
+    def load(self, task_ids: set[int]) -> None:
+        missing = task_ids - self.known.keys()
+        if not missing:
+            return
+        if self.chars > self.MAX_CHARS:
+            self.known.clear()
+            self.chars = 0
+            missing = task_ids
+        workload = self.workload()
+        for task in TaskInstance.objects.filter(pk__in=missing).defer(*self.UNREAD):
+            texts = (task.problem_statement, expected_answer(workload, task))
+            self.known[task.pk] = texts
+            self.chars += len(texts[0]) + len(texts[1])
+
+    def workload(self) -> Any:
+        if self._workload is None:  # one query, with the first chunk: a run's tasks share its dataset's kind
+            kind = Run.objects.filter(pk=self.run.pk).values_list("experiment__dataset__kind", flat=True).get()
+            self._workload = workload_for(kind)
+        return self._workload
+
+    def question(self, task_id: int) -> str:
+        return self.known[task_id][0]
+
+    def expected(self, task_id: int) -> str:
+        return self.known[task_id][1]
+
+
+def _batches(rows: Iterator[Any], size: int | None = None) -> Iterator[list[Any]]:
+    while batch := list(islice(rows, size or CHUNK_ROWS)):
         yield batch
 
 
@@ -121,7 +216,7 @@ def json_chunks(run: Run) -> Iterator[str]:
     head = json.dumps(run_summary(run), indent=2)
     yield head.removesuffix("\n}") + ',\n  "attempts": ['
     written = False
-    for batch in _attempt_batches(run):
+    for batch in _attempt_batches(run, transcripts=True):
         yield (",\n    " if written else "\n    ") + ",\n    ".join(map(_json_attempt, batch))
         written = True
     yield "\n  ]\n}\n" if written else "]\n}\n"
@@ -132,9 +227,40 @@ def json_chunks(run: Run) -> Iterator[str]:
 _encode_flat = json.JSONEncoder(separators=(",\n      ", ": "), check_circular=False).encode
 
 
+# The columns written flat (numbers, flags, text) and those holding a list or an object, last.
+FLAT_COLUMNS = TRANSCRIPT_COLUMNS[:-2]
+
+
 def _json_attempt(row: tuple) -> str:
     """The row as json.dumps(indent=2) writes it inside the document's "attempts" list."""
-    return "{\n      " + _encode_flat(dict(zip(ATTEMPT_COLUMNS, row, strict=True)))[1:-1] + "\n    }"
+    *flat, messages, answer = row
+    return (
+        "{\n      "
+        + _encode_flat(dict(zip(FLAT_COLUMNS, flat, strict=True)))[1:-1]
+        + ',\n      "messages": '
+        + _indented(messages, ATTEMPT_DEPTH)
+        + ',\n      "grading": '
+        + _indented(grading_fields(answer), ATTEMPT_DEPTH)
+        + "\n    }"
+    )
+
+
+ATTEMPT_DEPTH = 3  # the document, its "attempts" list, an attempt: its keys are 3 levels in
+_encode_value = json.JSONEncoder(check_circular=False).encode
+
+
+def _indented(value: Any, depth: int) -> str:
+    """``value`` as json.dumps(indent=2) writes it ``depth`` levels into a document: the C
+    encoder for every scalar, and the nesting's newlines and indents written out here (the
+    indenting encoder is pure Python, and twice as slow on a million attempts)."""
+    if isinstance(value, dict) and value:
+        inner = "\n" + "  " * (depth + 1)
+        items = ",".join(f"{inner}{_encode_value(str(k))}: {_indented(v, depth + 1)}" for k, v in value.items())
+        return "{" + items + "\n" + "  " * depth + "}"
+    if isinstance(value, list | tuple) and value:
+        inner = "\n" + "  " * (depth + 1)
+        return "[" + ",".join(inner + _indented(v, depth + 1) for v in value) + "\n" + "  " * depth + "]"
+    return _encode_value(value)
 
 
 def run_summary(run: Run) -> dict:
@@ -248,11 +374,27 @@ def _drain(buffer: io.StringIO) -> str:
 
 
 def _spreadsheet_safe_row(row: tuple) -> tuple:
-    # The task id and the arm label lead the row and are the only cells someone typed; the rest
-    # are numbers, flags and the platform's own words, and checking all 21 cells took about a
-    # third of the time Python spends on a row.
-    task_id, arm_label, *rest = row
-    return (spreadsheet_safe(task_id), spreadsheet_safe(arm_label), *rest)
+    # The task id and the arm label lead the row, and the question and the answers end it: the
+    # cells someone (or a model) wrote. The rest are numbers, flags and the platform's own
+    # words, and checking all the cells took about a third of the time Python spends on a row.
+    task_id, arm_label, *rest, question, extracted, expected = row
+    return (
+        spreadsheet_safe(task_id),
+        spreadsheet_safe(arm_label),
+        *rest,
+        spreadsheet_safe(cut_cell(question)),
+        spreadsheet_safe(cut_cell(extracted)),
+        spreadsheet_safe(cut_cell(expected)),
+    )
+
+
+def cut_cell(text: str | None) -> str | None:
+    """A text cell of at most ``CSV_CELL_MAX`` characters: a longer one keeps its start and
+    ends with a marker that says how long it was."""
+    if text is None or len(text) <= CSV_CELL_MAX:
+        return text
+    marker = f" […cut: {len(text):,} characters in all]"
+    return text[: CSV_CELL_MAX - len(marker)] + marker
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -268,9 +410,10 @@ def spreadsheet_safe(value: Any) -> Any:
 
 # --- Parquet (notebooks) ---------------------------------------------------------------------
 
-# The CSV export's columns with their types, for a notebook: pandas reads nullable flags,
-# counts and ratios without guessing from text. Task ids and labels are kept as typed, with no
-# spreadsheet apostrophe: a Parquet file is not opened by a spreadsheet.
+# The JSON export's attempt columns with their types, for a notebook: pandas reads nullable
+# flags, counts and ratios without guessing from text. Task ids, labels and answers are kept as
+# typed, whole, with no spreadsheet apostrophe: a Parquet file is not opened by a spreadsheet.
+# The messages are a list of (role, content); the grading the answer artifact's JSON text.
 ATTEMPT_ARROW_TYPES: dict[str, pa.DataType] = {
     "task_id": pa.string(),
     "arm_label": pa.string(),
@@ -294,10 +437,19 @@ ATTEMPT_ARROW_TYPES: dict[str, pa.DataType] = {
     "cost_usd": pa.float64(),
     "cached": pa.bool_(),
     "error_category": pa.string(),
+    "score": pa.float64(),
+    "question": pa.string(),
+    "extracted_answer": pa.string(),
+    "expected_answer": pa.string(),
+    "output": pa.string(),
+    "messages": pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])),
+    "grading": pa.string(),
 }
 ATTEMPT_ARROW_SCHEMA = pa.schema(list(ATTEMPT_ARROW_TYPES.items()))
-# Batches per Parquet row group: ~50,000 rows, what readers skip and decompress at a time.
-ROW_GROUP_BATCHES = 25
+# A Parquet row group (what readers skip and decompress at a time) holds up to this many rows,
+# and fewer when their transcripts pass ROW_GROUP_BYTES: only one group is ever held.
+ROW_GROUP_ROWS = 50_000
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
 def parquet_chunks(run: Run) -> Iterator[bytes]:
@@ -306,11 +458,14 @@ def parquet_chunks(run: Run) -> Iterator[bytes]:
     sink = _TellingSink()
     with pq.ParquetWriter(sink, ATTEMPT_ARROW_SCHEMA, compression="zstd") as writer:
         group: list[pa.RecordBatch] = []
-        for batch in _attempt_batches(run):
-            group.append(_record_batch(batch))
-            if len(group) == ROW_GROUP_BATCHES:
+        rows = size = 0
+        for batch in _attempt_batches(run, transcripts=True):
+            group.append(record := _record_batch(batch))
+            rows, size = rows + record.num_rows, size + record.nbytes
+            if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
                 writer.write_table(pa.Table.from_batches(group, ATTEMPT_ARROW_SCHEMA))
                 group.clear()
+                rows = size = 0
                 yield sink.drain()
         if group:
             writer.write_table(pa.Table.from_batches(group, ATTEMPT_ARROW_SCHEMA))

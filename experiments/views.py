@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -42,7 +41,7 @@ from experiments.dataset_history import dataset_versions, recent_imports
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
-from experiments.models import Artifact, AttemptStatus, Dataset, Experiment, Run
+from experiments.models import AttemptStatus, Dataset, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
 from experiments.reporting import (
@@ -52,6 +51,7 @@ from experiments.reporting import (
     verdict_scores,
 )
 from experiments.swebench_export import ExportRefused, run_models
+from experiments.transcript import attempt_transcript
 from leaderboards.pages import run_page_boards
 from orgs.access import (
     access_attempt,
@@ -368,38 +368,25 @@ def run_action(request: HttpRequest, code: str, action: str) -> HttpResponse:
 
 @login_required
 def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
+    """One attempt's transcript: what it was asked, what came back, what its kind read in it,
+    what was expected and how it was graded, in the kind's words."""
     attempt = access_attempt(request, code)
     artifacts = {a.kind: a for a in attempt.artifacts.all()}
+    workload = workload_for(attempt.task.dataset.kind)
     context = {
         "attempt": attempt,
+        "workload": workload,
+        "transcript": attempt_transcript(attempt, artifacts),
         "patch": artifacts.get("patch"),
         "validation": artifacts.get("validation"),
         "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
         "tests": tests_with_roles(attempt, artifacts.get("tests")),
-        "verdicts": verdict_scores(attempt),
+        # A kind never judged has no evaluator rows at all, not a row saying "none".
+        "verdicts": verdict_scores(attempt) if workload.judged_by_evaluator else [],
         "cached_from": cache_source(attempt),
-        "answer": answer_fields(artifacts.get("answer")),
         "answer_status": artifacts["answer"].status if "answer" in artifacts else "",
     }
     return render(request, "experiments/attempt_detail.html", context)
-
-
-def answer_fields(artifact: Artifact | None) -> list[tuple[str, str, bool]] | None:
-    """A question kind's answer artifact as (field, value, shown as a block) rows; None for
-    an attempt without one (a PR patch's page shows its diff and validation instead)."""
-    if artifact is None:
-        return None
-    try:
-        fields = json.loads(artifact.content or "{}")
-    except ValueError:
-        return [("answer", artifact.content, True)]
-    if not isinstance(fields, dict):
-        return [("answer", artifact.content, True)]
-    rows = []
-    for name, value in fields.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        rows.append((name.replace("_", " "), text, "\n" in text or len(text) > 120))
-    return rows
 
 
 @login_required

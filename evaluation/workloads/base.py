@@ -81,6 +81,16 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
+class GradingRow:
+    """One line of how an answer was graded, as the attempt page shows it: a label in a
+    person's words and its value (``block``: shown as a block of text, a test's output say)."""
+
+    label: str
+    value: str
+    block: bool = False
+
+
+@dataclass(frozen=True)
 class Context:
     """What the pipeline gives a kind to evaluate with (plain values and callables)."""
 
@@ -157,6 +167,16 @@ class Workload:
         the exports (the letter and its option, the response and its aliases, ...)."""
         return self.reference_output(task)
 
+    def expected_in_short(self, task: Any) -> str:
+        """The right answer in a word or two, to set beside a wrong one ("wrong: B, expected
+        D"); empty for a kind whose answer is not one short thing (code, a patch, free text)."""
+        return ""
+
+    def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
+        """How an answer was graded, from its answer artifact's fields (``detail``), in the
+        kind's words. By default each field as it is; a kind says it better for its own."""
+        return [GradingRow(name.replace("_", " ").capitalize(), _text(value)) for name, value in detail.items()]
+
     def distractors(self, task: Any) -> tuple[str, ...]:
         """Outputs that score 0, for the mock to give when it answers wrongly; empty for a
         PR patch, whose wrong answers the mock makes from the gold patch itself."""
@@ -177,3 +197,11 @@ def _template_errors(kind: str, placeholders: tuple[str, ...], template: str) ->
     if "{{" in PLACEHOLDER.sub("", template):
         errors.append("has a {{ that opens no placeholder (a placeholder is written {{name}}, e.g. " + QUESTION + ")")
     return tuple(errors)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "; ".join(_text(item) for item in value) or "—"
+    return "—" if value is None else str(value)

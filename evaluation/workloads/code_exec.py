@@ -34,7 +34,7 @@ from django.conf import settings
 
 from evaluation.sandbox import SandboxFailed, sandbox_session
 from evaluation.validation import ValidationStatus
-from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
+from evaluation.workloads.base import ArtifactRow, Context, Evaluation, GradingRow, Workload
 from prbench.inputs import storable_problem
 
 PAYLOAD_FIELDS = ("prompt", "entry_point", "test", "canonical_solution")
@@ -59,6 +59,16 @@ ARTIFACT_STATUS = {
     NOT_RUN: ValidationStatus.SKIPPED,
     SANDBOX_FAILED: "",
 }
+OUTCOME_WORDS = {
+    PASSED: "passed: the hidden tests ran to their end",
+    FAILED: "failed: the program exited non-zero (an assertion, an exception, a syntax error)",
+    TIMED_OUT: "failed: the program ran out of time",
+    EXITED_EARLY: "failed: the program exited before the tests had finished",
+    NO_CODE: "not run: no code in the answer",
+    SANDBOX_FAILED: "not run: the sandbox could not start the program (the platform's failure)",
+    NOT_RUN: "not run: an inference-only run",
+}
+COMPLETION_FORMS = {BODY: "the function's body, after the prompt", FUNCTION: "a whole function, after the prompt"}
 OUTPUT_TAIL = 2000  # characters of the program's output kept in the answer artifact
 
 # Fenced blocks; one a truncated answer never closed runs to the end of the output.
@@ -118,6 +128,23 @@ class CodeExec(Workload):
 
     def distractors(self, task: Any) -> tuple[str, ...]:
         return ("    return None\n", "    raise NotImplementedError('not solved')\n")
+
+    def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
+        """What became of the program built with the task's hidden tests, and its output."""
+        outcome = str(detail.get("outcome", ""))
+        rows = [GradingRow("Tests", OUTCOME_WORDS.get(outcome, outcome))]
+        if form := str(detail.get("form") or ""):
+            rows.append(GradingRow("Completion used as", COMPLETION_FORMS.get(form, form)))
+        if detail.get("exit_code") is not None:
+            rows.append(GradingRow("Exit code", str(detail["exit_code"])))
+        if detail.get("duration_ms") is not None:
+            limit = f" of {detail['timeout_s']:g} s allowed" if detail.get("timeout_s") else ""
+            rows.append(GradingRow("Ran for", f"{detail['duration_ms']} ms{limit}"))
+        if detail.get("problem"):
+            rows.append(GradingRow("Sandbox", str(detail["problem"])))
+        if outcome not in (NO_CODE, NOT_RUN):
+            rows.append(GradingRow("Test output", str(detail.get("output_tail") or "(none)"), block=True))
+        return rows
 
     def evaluate(self, task: Any, output: str, context: Context) -> Evaluation:
         payload = task.payload

@@ -20,7 +20,7 @@ import re
 import unicodedata
 from typing import Any
 
-from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
+from evaluation.workloads.base import ArtifactRow, Context, Evaluation, GradingRow, Workload
 
 DEFAULT_PROMPT = """Answer the question truthfully, in one or two sentences. If you do not know, say so.
 
@@ -94,6 +94,10 @@ class FreeText(Workload):
 
     def distractors(self, task: Any) -> tuple[str, ...]:
         return tuple(task.payload["incorrect_answers"])
+
+    def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
+        """Who grades it: the evaluator's scores are on the page, its rationale is staff-only."""
+        return [GradingRow("Graded", str(detail.get("grading") or "judged by the evaluator"))]
 
     def evaluate(self, task: Any, output: str, context: Context) -> Evaluation:
         answer = output.strip()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from evaluation.workloads.answer_matching import basic_form
-from evaluation.workloads.base import QUESTION, ArtifactRow, Context, Evaluation, Workload
+from evaluation.workloads.base import QUESTION, ArtifactRow, Context, Evaluation, GradingRow, Workload
 
 LETTERS = string.ascii_uppercase
 MIN_CHOICES, MAX_CHOICES = 2, len(LETTERS)
@@ -100,6 +100,15 @@ BUILTIN_PROMPTS = {
 }
 
 
+# How a letter was read (``Reading.how``), in words.
+READ_FROM = {
+    "answer line": 'an "Answer: X" line',
+    "answer phrase": 'a phrase such as "the answer is X"',
+    "letter": "a reply that is a letter",
+    "option text": "a reply that is one option's text",
+}
+
+
 class MultipleChoice(Workload):
     kind = "multiple_choice"
     quality_metric = ("Accuracy", "answers correctly")
@@ -141,6 +150,23 @@ class MultipleChoice(Workload):
     def expected_answer(self, task: Any) -> str:
         letter = task.payload["answer"]
         return f"{letter}. {task.payload['choices'][LETTERS.index(letter)]}"
+
+    def expected_in_short(self, task: Any) -> str:
+        return str(task.payload["answer"])
+
+    def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
+        """The options, the letter read and how it was read (or why none was)."""
+        letter = str(detail.get("letter") or "")
+        read = f"{letter}, from {READ_FROM.get(str(detail.get('how')), detail.get('how') or 'the answer')}"
+        rows = [
+            GradingRow("Options", list_choices(task.payload["choices"]), block=True),
+            GradingRow("Letter read", read if letter else f"none: {detail.get('reason') or 'no answer found'}"),
+        ]
+        claimed = [str(c) for c in detail.get("claimed") or []]
+        if len(claimed) > 1 or (claimed and claimed != [letter]):
+            rows.append(GradingRow("Letters claimed", ", ".join(claimed)))
+        rows.append(GradingRow("Expected", str(detail.get("expected") or task.payload["answer"])))
+        return rows
 
     def distractors(self, task: Any) -> tuple[str, ...]:
         letters = LETTERS[: len(task.payload["choices"])]

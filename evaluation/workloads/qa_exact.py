@@ -10,7 +10,7 @@ import json
 from typing import Any, ClassVar
 
 from evaluation.workloads.answer_matching import MODES, extract_response, grade
-from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
+from evaluation.workloads.base import ArtifactRow, Context, Evaluation, GradingRow, Workload
 
 ANSWER_MAX = 1000  # a response is a name or a phrase; a long one is a paste gone wrong
 ALIASES_MAX = 50
@@ -77,6 +77,27 @@ class QaExact(Workload):
         answer, *aliases = _expected(task)
         return f"{answer} (also accepted: {'; '.join(aliases)})" if aliases else answer
 
+    def expected_in_short(self, task: Any) -> str:
+        return " ".join(task.payload["answer"].split())
+
+    def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
+        """The mode, both sides' normalised forms, and the similarity against the threshold."""
+        mode = str(detail.get("mode", ""))
+        if detail.get("graded") is False:
+            return [GradingRow("Grading mode", mode), GradingRow("Graded", "no: an inference-only run grades nothing")]
+        rows = [
+            GradingRow("Grading mode", mode),
+            GradingRow("Response, normalised", "; ".join(detail.get("response_forms") or []) or "—"),
+            GradingRow("Expected, normalised", "; ".join(detail.get("expected_forms") or []) or "—"),
+        ]
+        if detail.get("matched"):
+            rows.append(GradingRow("Nearest expected form", str(detail["matched"])))
+        if isinstance(detail.get("similarity"), int | float) and isinstance(detail.get("threshold"), int | float):
+            rows.append(GradingRow("Similarity", _similarity_words(detail)))
+        if detail.get("reason"):
+            rows.append(GradingRow("Why", str(detail["reason"])))
+        return rows
+
     def distractors(self, task: Any) -> tuple[str, ...]:
         """A few of ``WRONG_RESPONSES``, which ones by the task's id (so the same every time),
         none that any mode would take for one of the task's answers."""
@@ -110,6 +131,13 @@ def _distractors(external_id: str, expected: tuple[str, ...]) -> tuple[str, ...]
 
 def _right_in_any_mode(output: str, expected: list[str]) -> bool:
     return any(grade(extract_response(output), expected, mode).correct for mode in MODES)
+
+
+def _similarity_words(detail: dict[str, Any]) -> str:
+    """ "0.92, threshold 0.85 (short answer): accepted"."""
+    answer_type = f" ({detail['answer_type']} answer)" if detail.get("answer_type") else ""
+    verdict = "accepted" if detail.get("correct") else "rejected"
+    return f"{detail['similarity']:.2f}, threshold {detail['threshold']:.2f}{answer_type}: {verdict}"
 
 
 def _expected(task: Any) -> list[str]:

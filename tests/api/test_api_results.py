@@ -11,7 +11,15 @@ import pytest
 from django.urls import reverse
 
 from evaluation.models import Verdict
-from experiments.exports import ATTEMPT_ARROW_TYPES, ATTEMPT_COLUMNS, EXPORT_FORMATS, run_summary
+from experiments.exports import (
+    ATTEMPT_ARROW_TYPES,
+    ATTEMPT_COLUMNS,
+    EXPORT_FORMATS,
+    TRANSCRIPT_COLUMNS,
+    cut_cell,
+    run_summary,
+    spreadsheet_safe,
+)
 from experiments.models import Attempt
 from leaderboards.pairwise import run_pairwise
 from leaderboards.summaries import refresh_run_summaries
@@ -211,7 +219,11 @@ def test_an_attempt_shows_what_its_page_shows(org, experiment, start):
     assert body["validation"]["status"] == attempt.artifacts.get(kind="validation").status
     assert body["validation"]["tests"], "the task's tests, each with its role"
     assert {test["role"] for test in body["validation"]["tests"]} <= {"must fix", "must keep passing", ""}
-    assert "request" not in body and "raw_response" not in body
+    # What the model was sent is shown on purpose (its messages, as its page shows them); the
+    # raw provider request and response, and the rest of the stored request, never are.
+    assert body["messages"] == attempt.request["messages"] and body["messages"][0]["content"]
+    assert "request" not in body and "raw_response" not in body and "raw_request" not in body
+    assert "seed_key" not in json.dumps(body)
 
 
 def test_no_evaluator_rationale_in_any_response(org, judged_run):
@@ -299,9 +311,11 @@ def test_the_notebook_files_have_the_csv_exports_columns_and_values(reader, judg
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     assert b"".join(response.streaming_content) == exported
-    from_csv = pd.read_csv(io.BytesIO(exported))
+    from_csv = pd.read_csv(io.BytesIO(exported), keep_default_na=False, na_values=[""])
     from_parquet = parquet_of(reader, judged_run)
-    assert list(from_parquet.columns) == list(from_csv.columns) == ATTEMPT_COLUMNS
+    # The CSV's columns, then the rest of each transcript (the messages, the raw answer, the grading).
+    assert list(from_csv.columns) == ATTEMPT_COLUMNS
+    assert list(from_parquet.columns) == TRANSCRIPT_COLUMNS == [*ATTEMPT_COLUMNS, "output", "messages", "grading"]
     assert len(from_parquet) == len(from_csv) == judged_run.attempts.count()
     # Typed: counts are integers (nullable), figures floats, flags booleans, not text.
     assert str(from_parquet["repetition"].dtype) == "int64"
@@ -310,7 +324,9 @@ def test_the_notebook_files_have_the_csv_exports_columns_and_values(reader, judg
     assert from_parquet["cached"].dtype == bool
     for column in ATTEMPT_COLUMNS:
         a, b = from_parquet[column], from_csv[column]
-        if ATTEMPT_ARROW_TYPES[column].equals(ATTEMPT_ARROW_TYPES["status"]):  # text
+        if column in ("question", "extracted_answer", "expected_answer"):  # whole in Parquet, cut in the CSV
+            assert [spreadsheet_safe(cut_cell(text)) for text in a.fillna("")] == b.fillna("").tolist(), column
+        elif ATTEMPT_ARROW_TYPES[column].equals(ATTEMPT_ARROW_TYPES["status"]):  # text
             assert a.fillna("").tolist() == b.fillna("").astype(str).tolist(), column
         elif str(ATTEMPT_ARROW_TYPES[column]) == "bool":
             assert a.map(_flag).tolist() == b.map(_flag).tolist(), column
@@ -325,7 +341,7 @@ def _flag(value) -> str:
 def test_a_run_without_attempts_gives_an_empty_parquet_file_with_its_columns(reader, experiment, dataset):
     run, _ = build_run(experiment, dataset, [])
     frame = parquet_of(reader, run)
-    assert list(frame.columns) == ATTEMPT_COLUMNS and len(frame) == 0
+    assert list(frame.columns) == TRANSCRIPT_COLUMNS and len(frame) == 0
 
 
 def test_the_boards_are_kept_per_refresh_and_follow_the_next_one(reader, judged_run):

@@ -84,8 +84,8 @@ def test_a_code_runs_pages_show_its_answers_not_patches(code_experiment, start, 
     assert "Passed" in quality and "FAIL_TO_PASS" not in quality and "Patch details" not in quality
     attempt = run.attempts.filter(arm__label="wrong").first()
     page = client_for(alice).get(reverse("experiments:attempt", args=[attempt.code])).content.decode()
-    assert "Answer and its grading" in page and "<code>failed</code>" in page
-    assert "No patch was found" not in page and "<h2>Patch</h2>" not in page
+    assert "<h2>How it was graded</h2>" in page and "<th>Tests</th><td>failed: the program exited non-zero" in page
+    assert "No patch was found" not in page and "<dt>Patch</dt>" not in page
 
 
 def test_swebench_formats_are_refused_for_a_run_that_answered_no_patches(code_experiment, start, alice):

@@ -64,7 +64,13 @@ COLUMNS = [
     "cost_usd",
     "cached",
     "error_category",
+    "score",
+    "question",
+    "extracted_answer",
+    "expected_answer",
 ]
+# The JSON export (and Parquet) add the rest of each attempt's transcript.
+JSON_COLUMNS = [*COLUMNS, "output", "messages", "grading"]
 PINNED = {
     "resolved": True,
     "patch_present": True,
@@ -89,8 +95,12 @@ def expected_attempts(run) -> list[dict]:
 
     def row(attempt, status, **fields):
         identity = {"task_id": attempt.task.external_id, "arm_label": attempt.arm.label, "repetition": 0}
-        values = {**identity, "status": status, "cached": False, **fields}
-        return {column: values.get(column) for column in COLUMNS}
+        # Nothing was sent or answered (the attempts were given results by hand): the task's
+        # question and its expected answer (a PR task's gold patch) are there all the same.
+        texts = {"question": attempt.task.problem_statement, "expected_answer": attempt.task.gold_patch}
+        transcript = {"extracted_answer": "", "output": "", "messages": []}
+        values = {**identity, "status": status, "cached": False, **texts, **transcript, **fields}
+        return {column: values.get(column) for column in JSON_COLUMNS}
 
     return [
         row(first, "completed", **PINNED, outcome="model_success", cost_usd=0.00123456),
@@ -139,7 +149,7 @@ def test_the_json_export_is_the_documented_document(run):
     text = command_output(run, "json")
     document = json.loads(text)
     assert document["attempts"] == expected_attempts(run)
-    assert all(list(attempt) == COLUMNS for attempt in document["attempts"])
+    assert all(list(attempt) == JSON_COLUMNS for attempt in document["attempts"])
     assert document["run"] == {
         "id": str(run.code),
         "experiment": "Mock duel",
@@ -157,15 +167,18 @@ def test_the_json_export_is_the_documented_document(run):
 
 def test_the_csv_export_has_one_row_per_attempt_in_execution_order(run):
     text = command_output(run, "csv")
-    header, first, second, *rest = text.splitlines()
-    assert header.split(",") == COLUMNS
+    header, first, second, *rest = csv.reader(io.StringIO(text))
+    assert header == COLUMNS
     attempts = expected_attempts(run)
     first_attempt = attempts[0]
-    assert first == (
-        f"{first_attempt['task_id']},{first_attempt['arm_label']},0,completed,model_success,True,True,True,True,1.0,0,7,2,"
-        "True,False,1234,210,41.5,1300,0.00123456,False,"
-    )
-    assert second.endswith(",0,failed,model_failure,,,,,,,,,,,,,,30000,,False,timeout")
+    assert first[:22] == [
+        first_attempt["task_id"], first_attempt["arm_label"], "0", "completed", "model_success", "True", "True",
+        "True", "True", "1.0", "0", "7", "2", "True", "False", "1234", "210", "41.5", "1300", "0.00123456", "False", "",
+    ]  # fmt: skip
+    identity = [attempts[1]["task_id"], attempts[1]["arm_label"]]
+    assert second[:22] == [*identity, "0", "failed", "model_failure", *[""] * 13, "30000", "", "False", "timeout"]
+    for row, attempt in zip((first, second, *rest), attempts, strict=True):
+        assert row[22:] == ["", attempt["question"], "", attempt["expected_answer"]]
     assert len(rest) == 6 and text.endswith("\n")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [(row["task_id"], row["arm_label"]) for row in rows] == [(a["task_id"], a["arm_label"]) for a in attempts]
@@ -209,7 +222,7 @@ def test_a_member_downloads_each_format(bob, run, format):
 def test_a_viewer_may_download(vera, run):
     response = download(client_for(vera), run, "csv")
     assert response.status_code == 200
-    assert len(body(response).splitlines()) == 9
+    assert len(list(csv.reader(io.StringIO(body(response))))) == 9  # a header and 8 attempts
 
 
 @pytest.mark.parametrize("format", [*FORMATS, "xlsx"])

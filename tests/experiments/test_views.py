@@ -857,7 +857,7 @@ def test_attempt_detail_works(bob, validated_attempt):
     assert '<span class="hdr">+++ b/' in content
     assert '<span class="hunk">@@ ' in content
     assert '<span class="add">+' in content and '<span class="del">-' in content
-    assert '<span class="good">yes</span>' in content
+    assert '<dt>Resolved</dt><dd><span class="good">resolved</span></dd>' in content
     assert '<span class="good">compiles</span> · <span class="good">lint clean</span>' in content
     assert '<h3>Lint <span class="status passed">Passed</span></h3>' in content
     assert '<table class="tests">' in content and '<span class="status passed">passed</span>' in content
@@ -884,7 +884,8 @@ def test_attempt_detail_of_a_queued_attempt(bob, attempt):
     assert response.status_code == 200
     content = response.content.decode()
     assert '<span class="status queued">queued</span>' in content
-    assert "No patch was found in the model's answer." in content
+    assert "None yet: the attempt has not run." in content  # no messages sent yet
+    assert "Nothing: there is no answer to read." in content  # and no patch
     assert "Not validated." in content
     assert "reference_output" not in content
 
