@@ -20,6 +20,7 @@ from experiments.ingest import IngestOptions, ingest
 from experiments.models import Dataset, DatasetKind, Experiment, TaskInstance
 from experiments.task_formats import FormatOptions
 from experiments.task_formats.humaneval import parse as parse_humaneval
+from experiments.task_formats.jeopardy import parse as parse_jeopardy
 from experiments.task_formats.mmlu import parse as parse_mmlu
 from orgs.models import Organization
 
@@ -33,6 +34,8 @@ DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
 DEMO_CODE_DATASET = "Demo: HumanEval sample"
 DEMO_CODE_EXPERIMENT = "Demo: code that runs"
 CODE_SAMPLE = 12
+DEMO_JEOPARDY_DATASET = "Demo: Jeopardy sample"
+DEMO_JEOPARDY_EXPERIMENT = "Demo: Jeopardy clues"
 DEMO_MMLU_DATASET = "Demo: MMLU sample"
 DEMO_MMLU_EXPERIMENT = "Demo: multiple choice, how sure?"
 # Simulated models for questions: one that knows, one that mostly does, one that guesses.
@@ -239,6 +242,23 @@ def load_mmlu_experiment(org: Organization, user=None) -> Experiment:
         stratify_by="category",
         allocation="equal",
         template="confidence@1",
+    )
+
+
+def load_jeopardy_experiment(org: Organization, user=None) -> Experiment:
+    """Ten Jeopardy-style clues in the published TSV layout (made up for PRBench, under
+    tests/data/qa), imported once, and the three mock arms answering them in the jeopardy
+    grading mode: the attempt pages show each response as read, the expected answer and why
+    the judge took it or not."""
+    if not Dataset.objects.filter(org=org, name=DEMO_JEOPARDY_DATASET).exists():
+        path = DEMO_DATA_DIR / "qa" / "jeopardy_sample.tsv"
+        tasks = parse_jeopardy(path.name, path.read_bytes(), FormatOptions())
+        do_import_questions(org, DEMO_JEOPARDY_DATASET, tasks, path.name)
+        Dataset.objects.filter(org=org, name=DEMO_JEOPARDY_DATASET).update(
+            description="Ten clues in the Jeopardy! archive's layout, graded as a Jeopardy judge rules."
+        )
+    return _question_experiment(
+        org, user, DEMO_JEOPARDY_EXPERIMENT, DEMO_JEOPARDY_DATASET, "Short answers, judged as the show judges them."
     )
 
 

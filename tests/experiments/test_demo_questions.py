@@ -5,8 +5,10 @@ from experiments.actions import sampled_task_ids
 from experiments.demo import (
     CODE_SAMPLE,
     DEMO_CODE_DATASET,
+    DEMO_JEOPARDY_DATASET,
     DEMO_MMLU_DATASET,
     load_code_experiment,
+    load_jeopardy_experiment,
     load_mmlu_experiment,
 )
 from experiments.models import Dataset, DatasetKind, TaskInstance
@@ -42,3 +44,14 @@ def test_the_mmlu_sample_is_loaded_once_and_sampled_by_subject(org, alice):
     sampled = TaskInstance.objects.filter(pk__in=sampled_task_ids(experiment, experiment.sample_seed))
     # Equal allocation: five from each subject (each has at least five).
     assert sorted(sampled.values_list("category", flat=True)).count("world_religions") == 5
+
+
+def test_the_jeopardy_sample_is_loaded_once_and_asked_with_its_kinds_prompt(org, alice):
+    experiment = load_jeopardy_experiment(org, alice)
+    assert load_jeopardy_experiment(org, alice).pk == experiment.pk
+    dataset = Dataset.objects.get(org=org, name=DEMO_JEOPARDY_DATASET)
+    assert dataset.kind == DatasetKind.QA_EXACT and dataset.tasks.count() == 10
+    assert (experiment.grading, experiment.prompt_template.splitlines()[0]) == (
+        "jeopardy",
+        "This is a Jeopardy! clue. Give the correct response, phrased as a question.",
+    )

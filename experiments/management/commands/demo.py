@@ -22,6 +22,7 @@ from experiments.demo import (
     load_code_experiment,
     load_demo_evaluator,
     load_demo_experiment,
+    load_jeopardy_experiment,
     load_mmlu_experiment,
     load_repository_experiment,
 )
@@ -65,6 +66,7 @@ class Command(BaseCommand):
             load_demo_experiment(org, user),
             load_repository_experiment(org, user),
             load_mmlu_experiment(org, user),
+            load_jeopardy_experiment(org, user),
             load_code_experiment(org, user),
         ]
         for experiment in experiments:
