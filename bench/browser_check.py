@@ -92,6 +92,7 @@ def main() -> None:
         check_boards(page, args.base, out)
         check_repository_pages(page, args.base, out)
         check_transcripts(page, args.base, out)
+        check_question_experiments(page, args.base, out)
         check_evaluator_admin(page, args.base, out)
         check_providers_page(page, out)
         check_members_page(page, args.base, out)
@@ -250,6 +251,57 @@ def check_transcripts(page, base: str, out: Path) -> None:
         stem = name.split(": ")[1].split(",")[0].replace(" ", "-")
         page.screenshot(path=out / f"17-transcript-{stem}.png", full_page=True)
         print(f"transcript of {name!r}: {role}; {quality}: {verdict}")
+
+
+# The question datasets of the demo, the first line of their kind's default prompt, and a word
+# of what their attempt page calls a success.
+QUESTION_DATASETS = (
+    ("Demo: Jeopardy sample", "This is a Jeopardy! clue.", "Correct"),
+    ("Demo: MMLU sample", "Answer the following multiple-choice question.", "Correct"),
+    ("Demo: HumanEval sample", "Complete the following Python function.", "Passed"),
+)
+
+
+def check_question_experiments(page, base: str, out: Path) -> None:
+    """A Jeopardy, an MMLU and a HumanEval experiment built in the browser as a new customer
+    would: choose the dataset (htmx swaps in its kind's prompt, the default left as it is),
+    two mock arms, save, start, watch it finish; then the oracle's attempt page shows the
+    question as sent, the answer, what was read and expected, and the oracle scored 100%."""
+    stamp = time.strftime("%H%M%S")
+    for dataset, first_line, quality in QUESTION_DATASETS:
+        page.goto(f"{base}/experiments/new/")
+        name = f"{dataset.split(': ')[1]} in the browser {stamp}"
+        page.fill("input[name=name]", name)
+        page.select_option("select[name=dataset]", label=dataset)
+        prompt = page.locator("textarea[name=prompt_template]")
+        expect(prompt).to_have_value(re.compile("^" + re.escape(first_line)))
+        assert "{{repository}}" not in prompt.input_value(), "a question kind must not be asked for files"
+        page.fill("input[name=sample_size]", "4")
+        page.fill("input[name=arms-0-label]", "oracle")
+        page.fill("input[name=arms-0-model_name]", "mock-oracle")
+        page.select_option("select[name=arms-0-set_mode]", "oracle")
+        page.click("button:has-text('Add an arm')")
+        expect(page.locator("#arms-1-row")).to_be_visible()
+        page.fill("input[name=arms-1-label]", "wrong")
+        page.fill("input[name=arms-1-model_name]", "mock-wrong")
+        page.select_option("select[name=arms-1-set_mode]", "wrong")
+        page.click("button:has-text('Save experiment')")
+        expect(page.locator(".messages")).to_contain_text("Saved")
+        page.click("text=Start run")
+        page.click("button:has-text('Start run')")
+        expect(page.locator("#live .status")).to_have_text("completed", timeout=120_000)
+        page.reload()
+        page.screenshot(path=out / f"18-{dataset.split(': ')[1].split()[0]}-run.png", full_page=True)
+        oracle = page.locator("table.attempts tbody tr", has_text="oracle").first
+        oracle.locator("a[href^='/attempts/']").first.click()
+        sent = page.locator("section.transcript").inner_text()
+        assert first_line in sent, f"{dataset}: the attempt was not sent its kind's prompt"
+        assert "{{" not in sent and "unified diff" not in sent, f"{dataset}: the pull-request prompt was sent"
+        verdict = page.locator(f"dl.facts dt:text-is('{quality}') + dd").inner_text()
+        assert not verdict.startswith(("wrong", "not")), f"{dataset}: the oracle's answer was {verdict!r}"
+        read = page.locator("section.transcript h2:text-is('What was read') + *").first.inner_text()
+        page.screenshot(path=out / f"19-{dataset.split(': ')[1].split()[0]}-attempt.png", full_page=True)
+        print(f"{name!r}: built in the browser with {first_line!r}; oracle attempt {quality}: {verdict}; read {read!r}")
 
 
 def check_evaluator_admin(page, base: str, out: Path) -> None:
