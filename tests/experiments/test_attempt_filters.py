@@ -5,6 +5,7 @@ in the URL with and without htmx, and never for an outsider."""
 from __future__ import annotations
 
 import html
+import json
 from decimal import Decimal
 
 import pytest
@@ -252,3 +253,14 @@ def test_a_filtered_page_costs_the_same_queries_whatever_the_run_size(bob, org, 
     ):
         queries(small, params)  # warm up anything cached per process
         assert queries(small, params) == queries(graded_run, params), params
+
+
+def test_a_swapped_list_settles_no_style_attribute(bob, graded_run):
+    """Chromium gives the filters' text inputs a style attribute; htmx carried it over to the
+    list swapped in (its "settle"), and the Content-Security-Policy refused each one: no style
+    attribute ever applies under it, so htmx is told to settle none."""
+    content = client_for(bob).get(live_url(graded_run)).content.decode()
+
+    config = html.unescape(content.split('<meta name="htmx-config" content=')[1].split(">")[0]).strip("'")
+    assert "style" not in json.loads(config)["attributesToSettle"]
+    assert 'name="answer"' in content and 'type="text"' in content
