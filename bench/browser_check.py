@@ -90,6 +90,7 @@ def main() -> None:
         check_arm_form(page, args.base, out)
         check_arm_form_without_javascript(browser, args.base, out)
         check_boards(page, args.base, out)
+        check_question_run(page, args.base, out)
         check_repository_pages(page, args.base, out)
         check_transcripts(page, args.base, out)
         check_question_experiments(page, args.base, out)
@@ -302,6 +303,52 @@ def check_question_experiments(page, base: str, out: Path) -> None:
         read = page.locator("section.transcript h2:text-is('What was read') + *").first.inner_text()
         page.screenshot(path=out / f"19-{dataset.split(': ')[1].split()[0]}-attempt.png", full_page=True)
         print(f"{name!r}: built in the browser with {first_line!r}; oracle attempt {quality}: {verdict}; read {read!r}")
+
+
+def check_question_run(page, base: str, out: Path) -> None:
+    """A multiple-choice run in its own words: its boards fill in while it records, its
+    attempts say "wrong: B, expected D" and filter to the wrong ones, its task page shows
+    the options and the expected answer, the matrix shows every arm's letters, and the
+    dataset page its questions and choices."""
+    page.goto(f"{base}/experiments/")
+    page.click("text=Demo: multiple choice, how sure?")
+    page.click("text=Start run")
+    page.click("button:has-text('Start run')")
+    expect(page.locator("#live .status")).to_be_visible()
+    started, first_figures = time.monotonic(), None
+    scored = page.locator("#board-quality table tbody tr td:nth-child(3)")
+    while page.locator("#live .status").inner_text() == "running" and time.monotonic() - started < 120:
+        if first_figures is None and any(text.strip() not in ("", "0") for text in scored.all_inner_texts()):
+            first_figures = time.monotonic() - started
+            page.screenshot(path=out / "12-question-run-recording.png", full_page=True)
+        time.sleep(0.2)
+    expect(page.locator("#live .status")).to_have_text("completed", timeout=120_000)
+    took = time.monotonic() - started
+    print(f"question run: boards first showed figures after {first_figures}s of a {took:.1f}s run")
+    results = page.locator("table.attempts td.result").all_inner_texts()
+    assert any(r.startswith("wrong: ") and ", expected " in r for r in results), results
+    assert not any(r in ("no patch", "did not apply", "tests fail") for r in results), results
+    assert page.locator("#board-evaluator").count() == 0, "a quiz is never judged: no evaluator board"
+    page.select_option("select[name=result]", "wrong")
+    page.click("form.filters button[type=submit]")
+    expect(page).to_have_url(re.compile(r"result=wrong"))
+    wrong = page.locator("table.attempts td.result").all_inner_texts()
+    assert wrong and all(r.startswith("wrong: ") for r in wrong), wrong
+    print("wrong answers only:", wrong[:3], "| task:", page.locator("table.attempts td.task").first.inner_text())
+    page.screenshot(path=out / "13-question-wrong-answers.png", full_page=True)
+    page.locator("table.attempts td.task a").first.click()
+    expect(page.locator("h2", has_text="Expected answer")).to_be_visible()
+    print("task page:", page.locator("ol.choices li").count(), "options,", page.locator("p.expected").inner_text())
+    page.screenshot(path=out / "14-question-task.png", full_page=True)
+    page.click("text=answers")
+    expect(page.locator("table.matrix")).to_be_visible()
+    columns = " · ".join(page.locator("table.matrix thead th").all_inner_texts())
+    print("answers matrix:", page.locator("table.matrix tbody tr").count(), "tasks |", columns)
+    page.screenshot(path=out / "15-question-matrix.png", full_page=True)
+    page.goto(f"{base}/datasets/")
+    page.click("text=Demo: MMLU sample")
+    expect(page.locator("th", has_text="Choices")).to_be_visible()
+    page.screenshot(path=out / "16-question-dataset.png", full_page=True)
 
 
 def check_evaluator_admin(page, base: str, out: Path) -> None:

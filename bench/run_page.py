@@ -1,7 +1,7 @@
 """The run page of one large live run (issue 13): each request a member's browser makes, timed.
 
-It creates a fresh database, prbench_runpagebench, on the Postgres server DATABASE_URL names
-(and drops it at the end, however it ends), migrates it and builds one running run of 8 arms
+It creates a fresh database, prbench_runpagebench (or --database), on the Postgres server
+DATABASE_URL names (and drops it at the end, however it ends), migrates it and builds one running run of 8 arms
 on the demo dataset's 12 tasks with N attempts (default 1,000,000), inserted with
 generate_series: the first 97% (in execution order) finished, mostly completed, some failed,
 then a few running and the rest queued; an evaluator profile has judged 90% of the answered
@@ -9,7 +9,10 @@ attempts and holds the rest pending. Then, through Django's test Client logged i
 (production settings, DEBUG off), it times each request a browser makes of the run page:
 
     the full run page, one live poll of it, the first attempts page, one refresh of that
-    page's rows, filtered and sorted pages, and a deep page each way (its cursor near the end)
+    page's rows, filtered and sorted pages, and a deep page each way (its cursor near the end);
+    the list filtered to wrong answers, to an error category, to one task, to text in the
+    question and to text in the answers (one answer in a thousand holds it); the answers
+    matrix, first and deep
 
 each the median of up to 5 after one warm-up, against the target (< 0.3 s whatever the run's
 size), with EXPLAIN ANALYZE execution times of its slowest queries on attempts and verdicts
@@ -18,7 +21,7 @@ one: the run bar's counts, the boards and charts (from the run's summaries, refr
 after seeding) and the budget line.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/run_page.py [--attempts 1000000]
+        .venv/bin/python bench/run_page.py [--attempts 1000000] [--database prbench_runpagebench]
 
 It always exits 0 and marks a missed target with `!`.
 """
@@ -60,14 +63,18 @@ class Bench:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attempts", type=int, default=1_000_000)
+    parser.add_argument("--database", default=DATABASE, help="the database to create (and drop) for the bench")
     args = parser.parse_args()
+    database = args.database
+    if not database.replace("_", "").isalnum():
+        parser.error("--database: letters, digits and underscores only")
     server = os.environ.get("DATABASE_URL", "")
     if not server.startswith(("postgres://", "postgresql://")):
         parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
     os.environ.update(
-        {**production_environment(), "DATABASE_URL": urlunsplit(urlsplit(server)._replace(path=f"/{DATABASE}"))}
+        {**production_environment(), "DATABASE_URL": urlunsplit(urlsplit(server)._replace(path=f"/{database}"))}
     )
-    recreate_database(server)
+    recreate_database(server, database)
     try:
         bench = seed(args.attempts)
         time_requests(bench)
@@ -78,23 +85,23 @@ def main() -> int:
 
         stop_embedded_redis()  # the run page asked Redis who waits for a slot
         connections.close_all()
-        drop_database(server)
+        drop_database(server, database)
     return 0
 
 
-def recreate_database(server: str) -> None:
+def recreate_database(server: str, database: str) -> None:
     import psycopg
 
     with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {DATABASE}")
+        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {database}")
 
 
-def drop_database(server: str) -> None:
+def drop_database(server: str, database: str) -> None:
     import psycopg
 
     with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -166,6 +173,7 @@ def create_run(attempts: int):
     return run
 
 
+RARE_TEXT = "needle_in_the_patch.py"
 # Values an attempt of the live run has, from its place in execution order (the share `done`
 # of the run before it) and the uniform draws r1..r6 of its row.
 FINISHED, RUNNING = 0.97, 0.975
@@ -181,6 +189,10 @@ ATTEMPT_VALUES = {
     "error_category": f"CASE WHEN done < {FINISHED} AND r1 >= 0.92 THEN (ARRAY['rate_limited', 'timeout',"
     " 'server_error', 'overloaded', 'connection', 'context_length_exceeded'])[1 + floor(r2 * 6)::int] ELSE '' END",
     "error_message": f"CASE WHEN done < {FINISHED} AND r1 >= 0.92 THEN 'the provider gave up' ELSE '' END",
+    # What the kind read in the answer: a patch's first line, and one in a thousand holds the
+    # text the answer search looks for.
+    "extracted_answer": f"CASE WHEN done < {FINISHED} AND r1 < 0.92 THEN CASE WHEN r4 < 0.001"
+    f" THEN 'diff --git a/{RARE_TEXT} b/{RARE_TEXT}' ELSE 'diff --git a/src/module.py b/src/module.py' END ELSE '' END",
     # As providers/outcomes.py classes them: timeouts and context lengths are the model's, and
     # three answers in a thousand the validation harness gave no verdict on.
     "outcome": f"CASE WHEN done >= {FINISHED} THEN '' WHEN r1 < 0.92 THEN CASE WHEN r4 < 0.003"
@@ -284,6 +296,9 @@ def time_requests(bench: Bench) -> None:
     page = reverse("experiments:run", args=[bench.run_code])
     rows = reverse("experiments:run_attempts", args=[bench.run_code])
     deep = deep_cursor(bench)
+    answered = int(bench.attempts * 0.9)  # deep among the answered (the last 3% are not)
+    matrix = reverse("experiments:run_answers", args=[bench.run_code])
+    task, question, last_but_one = task_words(bench)
     live = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "live"}
     refresh = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "attempt-rows"}
     navigate = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "attempts"}
@@ -296,6 +311,17 @@ def time_requests(bench: Bench) -> None:
         ("outcome filter, by cost", rows, {"outcome": "infrastructure_failure", "sort": "cost"}, navigate),
         (f"deep page (after #{deep:,})", rows, {"after": deep}, navigate),
         ("deep page back (before it)", rows, {"before": deep}, navigate),
+        ("wrong answers, slowest first", rows, {"result": "wrong", "sort": "-latency"}, navigate),
+        ("wrong answers, deep page", rows, {"result": "wrong", "after": answered}, navigate),
+        ("one error category, by cost", rows, {"error": "timeout", "sort": "cost"}, navigate),
+        ("one task's attempts", rows, {"task": task, "sort": "-latency"}, navigate),
+        ("text in the question", rows, {"question": question}, navigate),
+        ("text in the question, wrong answers", rows, {"question": question, "result": "wrong"}, navigate),
+        ("text in the answer (1 in 1,000)", rows, {"answer": RARE_TEXT}, navigate),
+        ("text in the answer, deep page", rows, {"answer": RARE_TEXT, "after": answered}, navigate),
+        ("text in the answer, none has it", rows, {"answer": "no answer says this"}, navigate),
+        ("answers matrix, first page", matrix, {}, {}),
+        ("answers matrix, last page", matrix, {"after": last_but_one}, {}),
     ]
     print(f"\none running run of {bench.attempts:,} attempts, {ARMS} arms; medians of up to {REPEATS} after a warm-up")
     for label, url, params, headers in requests:
@@ -306,6 +332,16 @@ def time_requests(bench: Bench) -> None:
         for ms, sql in slowest:
             print(f"      EXPLAIN ANALYZE {ms:9.2f} ms  {sql}")
     time_parts(bench)
+
+
+def task_words(bench: Bench) -> tuple[str, str, str]:
+    """A task's id, words of its question (asked by it alone), and the task before the last
+    (the matrix's last page starts after it)."""
+    from experiments.models import Run
+
+    tasks = list(Run.objects.get(pk=bench.run_id).experiment.dataset.tasks.order_by("pk"))
+    task = tasks[len(tasks) // 2]
+    return task.external_id, " ".join(task.problem_statement.splitlines()[0].split()[:3]), str(tasks[-2].code)
 
 
 def deep_cursor(bench: Bench) -> int:

@@ -733,10 +733,12 @@ def do_resume_run(run: Run) -> bool:
 
 
 @transaction.atomic
-def do_cancel_run(run: Run) -> bool:
+def do_cancel_run(run: Run, by: Any = None) -> bool:
+    """Cancel the run; ``by``: the person who asked, for its page to say."""
     active = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED)
+    cancelled_by = by if getattr(by, "is_authenticated", False) else None
     if not Run.objects.filter(pk=run.pk, status__in=active).update(
-        status=RunStatus.CANCELLED, finished_at=timezone.now()
+        status=RunStatus.CANCELLED, finished_at=timezone.now(), cancelled_by=cancelled_by
     ):
         return False
     run.attempts.filter(status=AttemptStatus.QUEUED).update(status=AttemptStatus.CANCELLED)
@@ -745,8 +747,11 @@ def do_cancel_run(run: Run) -> bool:
     return True
 
 
-def do_run_action(run: Run, action: str) -> bool:
-    return {"pause": do_pause_run, "resume": do_resume_run, "cancel": do_cancel_run}[action](run)
+def do_run_action(run: Run, action: str, by: Any = None) -> bool:
+    """Pause, resume or cancel the run; ``by``: who asked (a cancelled run names them)."""
+    if action == "cancel":
+        return do_cancel_run(run, by)
+    return {"pause": do_pause_run, "resume": do_resume_run}[action](run)
 
 
 # --- recovery ----------------------------------------------------------------------------

@@ -3,22 +3,43 @@
 Pages are cut by cursor (the sequence of the row a page starts after or ends before), never
 by OFFSET, so a page deep into a million attempts costs what the first one costs: a page reads,
 for each status and outcome class the filters allow, one range of an index on (run, status,
-outcome, sort field, sequence) for as many rows as it shows, and merges them.
+outcome, sort field, sequence) for as many rows as it shows, and merges them; the answered
+attempts have an index of their own with their verdict after the class (resolved: true, false
+or none), so that the wrong answers are a range too. An error category reads a partial index
+of the failures on (run, error_category, status, outcome, sort field, sequence) the same way.
+
+A task, or text in the question, is resolved to task ids from the dataset's tasks first (at
+most ``QUESTION_TASKS``), and the streams are filtered to them: their attempts are few per
+task (arms times repetitions), read through the (run, task, arm, repetition) index.
+
+Text in the answer (the extracted answer) has no index that keeps the list's order on both
+Postgres and SQLite, so a page searches a bounded window: the next ``SEARCH_WINDOW`` attempts
+in the list's order, and shows those that match. A page that finds fewer than a page's worth
+still links on, from the last attempt it read, so a search walks the run a window at a time
+and no page costs more than a window, however large the run and however rare the text.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Q, QuerySet
+from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Left
 
+from evaluation.workloads.wording import ANSWER_CHARS, Wording, task_label
 from experiments.models import Attempt, AttemptStatus, Run
 from providers.outcomes import OUTCOME_STATUSES
 
 PAGE_SIZE = 50
+SEARCH_WINDOW = 1000  # attempts an answer search reads for one page, at most
+QUESTION_TASKS = 200  # tasks a question search lists the attempts of, at most
+RESULTS = {"right": True, "wrong": False}  # the result filter: the verdict it lists
+VERDICTS = (True, False, None)  # every value ``resolved`` can take: each its own index range
 DEFAULT_SORT = "sequence"
 # The sort keys a URL may name, and the column each one orders by.
 SORT_FIELDS = {"sequence": "sequence", "latency": "latency_ms", "cost": "cost_usd", "status": "status"}
@@ -37,10 +58,13 @@ ROW_FIELDS = (
     "latency_ms",
     "cost_usd",
     "retries",
+    "outcome",
     "task__code",
     "task__external_id",
+    "task__title",
     "arm__label",
 )
+LABEL_QUESTION_CHARS = 120  # of a question read for its task's label
 
 
 @dataclass(frozen=True)
@@ -50,6 +74,11 @@ class AttemptQuery:
     arm: str = ""  # an arm's label
     status: str = ""
     outcome: str = ""  # an outcome class (providers/outcomes.py)
+    result: str = ""  # "right" or "wrong": answers graded so (a key of RESULTS)
+    error: str = ""  # an error category (providers/errors.py)
+    task: str = ""  # a task's external id
+    question: str = ""  # text in the task's question
+    answer: str = ""  # text in the extracted answer
     sort: str = DEFAULT_SORT  # a key of SORT_FIELDS, with "-" in front for descending
     after: int | None = None  # the sequence of the attempt this page starts after
     before: int | None = None  # the sequence of the attempt this page ends before
@@ -63,6 +92,11 @@ class AttemptQuery:
             "arm": changed.arm,
             "status": changed.status,
             "outcome": changed.outcome,
+            "result": changed.result,
+            "error": changed.error,
+            "task": changed.task,
+            "question": changed.question,
+            "answer": changed.answer,
             "sort": "" if changed.sort == DEFAULT_SORT else changed.sort,
             "after": "" if changed.after is None else changed.after,
             "before": "" if changed.before is None else changed.before,
@@ -87,41 +121,164 @@ class SortHeading:
 @dataclass(frozen=True)
 class AttemptPage:
     rows: list[Attempt]
-    has_previous: bool
-    has_next: bool
+    previous_before: int | None  # the previous page ends before this sequence; None: no previous page
+    next_after: int | None  # the next page starts after this sequence; None: no next page
+    searched: int = 0  # an answer search: the attempts this page read to find its rows
+
+    @property
+    def has_previous(self) -> bool:
+        return self.previous_before is not None
+
+    @property
+    def has_next(self) -> bool:
+        return self.next_after is not None
 
 
-def attempt_page(run: Run, query: AttemptQuery, arm_id: int | None) -> AttemptPage:
-    """The page of the run's attempts the query asks for. ``arm_id`` is the arm the query's
-    label names (the form resolved it), so the filter is on the attempts' own column."""
-    streams = _streams(run, query, arm_id)
+@dataclass(frozen=True)
+class Scope:
+    """What the form resolved the query's names to: the arm's id, and the tasks a task or
+    question filter leaves (None: every task)."""
+
+    arm_id: int | None = None
+    task_ids: Sequence[int] | None = None
+
+
+def attempt_page(run: Run, query: AttemptQuery, scope: Scope) -> AttemptPage:
+    """The page of the run's attempts the query asks for."""
+    if query.answer:
+        return _search_page(run, query, scope)
+    streams = _streams(query, scope, _rows(run))
     order = _segments(query.sort)
     if query.before is not None:
         rows = _read(streams, _reversed(order), _cursor(run, query.sort, query.before), PAGE_SIZE + 1)
         if len(rows) > PAGE_SIZE:
-            return AttemptPage(rows[PAGE_SIZE - 1 :: -1], has_previous=True, has_next=True)
+            shown = rows[PAGE_SIZE - 1 :: -1]
+            return AttemptPage(shown, shown[0].sequence, shown[-1].sequence)
         query = replace(query, before=None)  # back at the start: show the first page, full
     cursor = None if query.after is None else _cursor(run, query.sort, query.after)
     rows = _read(streams, order, cursor, PAGE_SIZE + 1)
-    return AttemptPage(rows[:PAGE_SIZE], has_previous=cursor is not None, has_next=len(rows) > PAGE_SIZE)
+    shown = rows[:PAGE_SIZE]
+    previous = shown[0].sequence if shown and cursor is not None else None
+    return AttemptPage(shown, previous, shown[-1].sequence if len(rows) > PAGE_SIZE else None)
 
 
-def _streams(run: Run, query: AttemptQuery, arm_id: int | None) -> list[QuerySet[Attempt]]:
-    """The filtered attempts, one queryset per status they can have. Each is read from its
-    own range of an index led by (run, status), so no filter makes Postgres wade through
-    other statuses' rows: queued attempts all sit at the end of the execution order, and
-    failed ones have no latency or cost, which a plain (run, latency) index would read past
-    one by one to find none."""
-    attempts = run.attempts.select_related("task", "arm").only(*ROW_FIELDS)
-    if arm_id is not None:
-        attempts = attempts.filter(arm_id=arm_id)
+def _rows(run: Run) -> QuerySet[Attempt]:
+    """The rows as the list shows them: their columns, the start of each answer, and their
+    tasks' words (each cut in the query: a patch or a long question is never read whole)."""
+    return (
+        run.attempts.select_related("task", "arm")
+        .only(*ROW_FIELDS)
+        .annotate(
+            answer_start=Left("extracted_answer", ANSWER_CHARS + 1),
+            question_start=Left("task__problem_statement", LABEL_QUESTION_CHARS),
+            # A question kind keeps its short right answer under "answer" (a letter, a
+            # response); the kinds that show none ignore it (Wording.expected_key).
+            expected_short=Left(KeyTextTransform("answer", "task__payload"), ANSWER_CHARS + 1),
+        )
+    )
+
+
+def describe_rows(rows: list[Attempt], words: Wording, inference_only: bool) -> list[Attempt]:
+    """Each row with its result and its task's label in the kind's words, for the template."""
+    for row in rows:
+        if not words.expected_key:
+            row.expected_short = ""  # type: ignore[attr-defined]
+        row.result = words.result(row, inference_only)  # type: ignore[attr-defined]
+        row.task_label = task_label(words, row.task.external_id, row.task.title, row.question_start)  # type: ignore[attr-defined]
+    return rows
+
+
+def _search_page(run: Run, query: AttemptQuery, scope: Scope) -> AttemptPage:
+    """A page of an answer search: the matches among the next SEARCH_WINDOW attempts past
+    the cursor in the list's order (see the module's docstring). Only answered attempts
+    have an answer to search."""
+    if query.status not in ("", AttemptStatus.COMPLETED):
+        return AttemptPage([], None, None)
+    hit = When(extracted_answer__icontains=query.answer, then=Value(True))
+    # A window is read as plain tuples of its order's keys, not as attempts: a thousand rows
+    # made into model instances cost more than the query.
+    keys = run.attempts.annotate(hit=Case(hit, default=Value(False), output_field=BooleanField())).values_list(
+        "pk", *dict.fromkeys(SORT_FIELDS.values()), "hit", named=True
+    )
+    streams = _streams(replace(query, status=AttemptStatus.COMPLETED), scope, keys)
+    order = _segments(query.sort)
+    if query.before is not None:
+        window, more = _window(streams, _reversed(order), _cursor(run, query.sort, query.before))
+        found = _hits(window)
+        if len(found) > PAGE_SIZE:
+            shown = found[PAGE_SIZE - 1 :: -1]
+            return _found(run, shown, shown[0].sequence, shown[-1].sequence, window.index(shown[0]) + 1)
+        if more:
+            # Not a page's worth this far back: the page ends where it read, and leads on
+            # past what it read (to the page it came from, when it found nothing).
+            shown = found[::-1]
+            onward = shown[-1].sequence if shown else window[0].sequence
+            return _found(run, shown, window[-1].sequence, onward, len(window))
+        query = replace(query, before=None)  # back at the start: search from there
+    cursor = None if query.after is None else _cursor(run, query.sort, query.after)
+    window, more = _window(streams, order, cursor)
+    found = _hits(window)
+    shown = found[:PAGE_SIZE]
+    previous = None if cursor is None or not window else (shown or window)[0].sequence
+    if len(found) > PAGE_SIZE:
+        return _found(run, shown, previous, shown[-1].sequence, window.index(shown[-1]) + 1)
+    # Links on only while there is more to read: no page leads to an empty one.
+    return _found(run, shown, previous, window[-1].sequence if more else None, len(window))
+
+
+def _window(streams: list[QuerySet[Any]], order: list[_Segment], cursor: dict | None) -> tuple[list[Any], bool]:
+    """The next SEARCH_WINDOW rows past the cursor, and whether more follow."""
+    rows = _read(streams, order, cursor, SEARCH_WINDOW + 1)
+    return rows[:SEARCH_WINDOW], len(rows) > SEARCH_WINDOW
+
+
+def _hits(window: list[Any]) -> list[Any]:
+    return [row for row in window if row.hit]
+
+
+def _found(run: Run, keys: list[Any], previous: int | None, following: int | None, searched: int) -> AttemptPage:
+    """The page's rows, read whole by their ids (a page's worth at most), in ``keys``' order."""
+    by_pk = {row.pk: row for row in _rows(run).filter(pk__in=[key.pk for key in keys])}
+    return AttemptPage([by_pk[key.pk] for key in keys], previous, following, searched)
+
+
+def _streams(query: AttemptQuery, scope: Scope, attempts: QuerySet[Any]) -> list[QuerySet[Any]]:
+    """The filtered attempts, one queryset per status, outcome class and (answered) verdict
+    they can have. Each is read from its own range of an index led by (run, status,
+    outcome), or (run, outcome, resolved) for the answered, so no filter makes Postgres wade
+    through other rows: queued attempts all sit at the end of the execution order, failed
+    ones have no latency or cost, which a plain (run, latency) index would read past one by
+    one to find none, and a good arm's few wrong answers sit among its many right ones."""
+    if scope.arm_id is not None:
+        attempts = attempts.filter(arm_id=scope.arm_id)
+    if scope.task_ids is not None:
+        attempts = attempts.filter(task_id__in=scope.task_ids)
     statuses = [query.status] if query.status else list(AttemptStatus.values)
+    if query.result:
+        statuses = [status for status in statuses if status == AttemptStatus.COMPLETED]
+    verdicts: tuple[bool | None, ...] = (RESULTS[query.result],) if query.result else VERDICTS
     return [
-        attempts.filter(status=status, outcome=outcome)
+        attempts.filter(_range(query.error, status, verdict), status=status, outcome=outcome)
         for status in statuses
         for outcome in STATUS_OUTCOMES[status]
         if not query.outcome or outcome == query.outcome
+        for verdict in (verdicts if status == AttemptStatus.COMPLETED and not query.error else (ANY,))
     ]
+
+
+ANY = object()  # no condition on the verdict
+
+
+def _range(error: str, status: str, verdict: object) -> Q:
+    """The rest of a stream's conditions, as its partial index's: an error category's, the
+    answered attempts' (by verdict) or the others'. Each index's own condition is said
+    outright, though the stream's status or category implies it: SQLite only uses a partial
+    index when the query repeats its condition."""
+    if error:
+        return ~Q(error_category="") & Q(error_category=error)
+    if status != AttemptStatus.COMPLETED:
+        return ~Q(status=AttemptStatus.COMPLETED)
+    return Q(resolved__isnull=True) if verdict is None else Q(resolved=verdict)
 
 
 # The outcome classes an attempt of each status can have ("": none yet, or cancelled). A
@@ -143,6 +300,12 @@ class _Segment:
     without_value: bool
     where: Q
     order: tuple[str, ...]  # field names, "-" in front for descending
+    # The order the query asks for, when it is not ``order``: the rows without a value ask
+    # for (field, sequence), the same order since the field is null in all of them, because
+    # that is the order of the index that holds them and the planner cannot tell a column
+    # that IS NULL is constant: asked for sequence alone, it may walk the sequence index
+    # instead, past every row of the stream that has a value, to find the few without.
+    index_order: tuple[str, ...] = ()
 
     def holds(self, value: Any) -> bool:
         """Whether a row with this value of the sort field lies in the segment."""
@@ -159,13 +322,13 @@ def _segments(sort: str) -> list[_Segment]:
         return [_Segment(field, False, Q(), (sign + field, sign + "sequence"))]
     return [
         _Segment(field, False, Q(**{f"{field}__isnull": False}), (sign + field, sign + "sequence")),
-        _Segment(field, True, Q(**{f"{field}__isnull": True}), (sign + "sequence",)),
+        _Segment(field, True, Q(**{f"{field}__isnull": True}), (sign + "sequence",), (sign + field, sign + "sequence")),
     ]
 
 
 def _reversed(segments: list[_Segment]) -> list[_Segment]:
-    flip = lambda name: name[1:] if name.startswith("-") else "-" + name  # noqa: E731
-    return [replace(s, order=tuple(flip(name) for name in s.order)) for s in reversed(segments)]
+    flip = lambda names: tuple(name[1:] if name.startswith("-") else "-" + name for name in names)  # noqa: E731
+    return [replace(s, order=flip(s.order), index_order=flip(s.index_order)) for s in reversed(segments)]
 
 
 def _cursor(run: Run, sort: str, sequence: int) -> dict[str, Any]:
@@ -174,16 +337,16 @@ def _cursor(run: Run, sort: str, sequence: int) -> dict[str, Any]:
     return run.attempts.values("sequence", SORT_FIELDS[sort.lstrip("-")]).get(sequence=sequence)
 
 
-def _read(streams: list[QuerySet[Attempt]], segments: list[_Segment], cursor: dict | None, limit: int) -> list[Attempt]:
+def _read(streams: list[QuerySet[Any]], segments: list[_Segment], cursor: dict | None, limit: int) -> list[Any]:
     """Up to ``limit`` rows in the segments' order from just past the cursor (or the start):
     as many from each stream, put in order together."""
     rows = [row for stream in streams for row in _walk(stream, segments, cursor, limit)]
     return _in_order(rows, segments)[:limit]
 
 
-def _walk(attempts: QuerySet[Attempt], segments: list[_Segment], cursor: dict | None, limit: int) -> list[Attempt]:
+def _walk(attempts: QuerySet[Any], segments: list[_Segment], cursor: dict | None, limit: int) -> list[Any]:
     """Up to ``limit`` rows of one stream in the segments' order, from just past the cursor."""
-    rows: list[Attempt] = []
+    rows: list[Any] = []
     for segment in segments:
         if cursor is not None:
             if not segment.holds(cursor[segment.field]):
@@ -192,15 +355,15 @@ def _walk(attempts: QuerySet[Attempt], segments: list[_Segment], cursor: dict | 
             cursor = None  # the segments after it are read from their start
         else:
             stretch = attempts.filter(segment.where)
-        rows += stretch.order_by(*segment.order)[: limit - len(rows)]
+        rows += stretch.order_by(*(segment.index_order or segment.order))[: limit - len(rows)]
         if len(rows) == limit:
             break
     return rows
 
 
-def _in_order(rows: list[Attempt], segments: list[_Segment]) -> list[Attempt]:
+def _in_order(rows: list[Any], segments: list[_Segment]) -> list[Any]:
     """The rows in the segments' order, as Postgres ordered each stream."""
-    ordered: list[Attempt] = []
+    ordered: list[Any] = []
     for segment in segments:
         stretch = [row for row in rows if segment.holds(getattr(row, segment.field))]
         for name in reversed(segment.order):  # stable sorts, the last key first
@@ -234,7 +397,8 @@ def page_links(query: AttemptQuery, page: AttemptPage | None) -> dict[str, Any]:
         "first": query.query_string(after=None, before=None),
         "sort": {key: query.heading(key) for key in SORT_FIELDS},
     }
-    if page and page.rows:
-        links["previous"] = query.query_string(after=None, before=page.rows[0].sequence)
-        links["next"] = query.query_string(after=page.rows[-1].sequence, before=None)
+    if page and page.previous_before is not None:
+        links["previous"] = query.query_string(after=None, before=page.previous_before)
+    if page and page.next_after is not None:
+        links["next"] = query.query_string(after=page.next_after, before=None)
     return links

@@ -9,6 +9,7 @@ from django.http import Http404
 from django.urls import reverse
 
 from evaluation.workloads import workload_for, workload_kinds
+from evaluation.workloads.wording import wording_for
 from experiments.actions import (
     SEED_LIMIT,
     ArmSpec,
@@ -23,7 +24,7 @@ from experiments.actions import (
     prompt_template_errors,
 )
 from experiments.arm_forms import BaseArmFormSet
-from experiments.attempt_list import AttemptQuery
+from experiments.attempt_list import QUESTION_TASKS, AttemptQuery, Scope
 from experiments.models import (
     Allocation,
     AttemptStatus,
@@ -40,6 +41,7 @@ from prbench.inputs import (
     TextValidator,
     normalised_newlines,
 )
+from providers.errors import ErrorCategory
 from providers.outcomes import OUTCOME_LABELS
 
 
@@ -228,15 +230,24 @@ SORT_CHOICES = [
     ("-status", "status, reversed"),
 ]
 SEQUENCE_MAX = 2**31 - 1  # the column's range: a larger cursor names no attempt
+SEARCH_MAX = 200  # characters of text to search for in questions or answers
 
 
 class AttemptListForm(forms.Form):
     """The attempts list's filters, sort and page, from the URL; only the run's own arms and
-    the known statuses, outcome classes and sort keys pass."""
+    tasks and the known statuses, outcome classes, verdicts, error categories and sort keys
+    pass. Labels in the run's kind's words (a PR run lists "resolved", a quiz "right answers")."""
 
     arm = forms.ChoiceField(required=False)
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *AttemptStatus.choices])
     outcome = forms.ChoiceField(required=False, choices=[("", "any outcome"), *OUTCOME_LABELS.items()])
+    result = forms.ChoiceField(required=False, label="Answers")
+    error = forms.ChoiceField(
+        required=False, label="Error", choices=[("", "any error"), *((c, c) for c in ErrorCategory.values)]
+    )
+    task = forms.CharField(required=False, max_length=200, label="Task id")
+    question = forms.CharField(required=False, max_length=SEARCH_MAX, label="Question has")
+    answer = forms.CharField(required=False, max_length=SEARCH_MAX, label="Answer has")
     sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
     after = forms.IntegerField(required=False, min_value=0, max_value=SEQUENCE_MAX)
     before = forms.IntegerField(required=False, min_value=0, max_value=SEQUENCE_MAX)
@@ -245,13 +256,30 @@ class AttemptListForm(forms.Form):
         super().__init__(data)
         self.run = run
         self.arm_ids = dict(run.arms.values_list("label", "pk"))
+        self.task_ids: list[int] | None = None
+        self.questions_cut = False  # the question matched more tasks than a page lists the attempts of
+        self.question_tasks = QUESTION_TASKS
+        words = wording_for(run.experiment.dataset.kind)
         cast(forms.ChoiceField, self.fields["arm"]).choices = [("", "any arm"), *((a, a) for a in self.arm_ids)]
+        cast(forms.ChoiceField, self.fields["result"]).choices = [
+            ("", "any"),
+            ("right", words.right_filter),
+            ("wrong", words.wrong_filter),
+        ]
+        self.fields["question"].label = f"{words.question} has"
+        self.fields["answer"].label = f"{words.answer.capitalize()} has"
 
     def clean_after(self) -> int | None:
         return self._cursor("after")
 
     def clean_before(self) -> int | None:
         return self._cursor("before")
+
+    def clean_question(self) -> str:
+        return " ".join(self.cleaned_data["question"].split())
+
+    def clean_answer(self) -> str:
+        return self.cleaned_data["answer"].strip()
 
     def _cursor(self, name: str) -> int | None:
         sequence = self.cleaned_data[name]
@@ -260,12 +288,38 @@ class AttemptListForm(forms.Form):
         return sequence
 
     def clean(self) -> None:
-        if self.cleaned_data.get("after") is not None and self.cleaned_data.get("before") is not None:
+        data = self.cleaned_data
+        if data.get("after") is not None and data.get("before") is not None:
             raise forms.ValidationError("A page starts after one attempt or ends before one, not both.")
+        if data.get("error") and (data.get("result") or data.get("answer")):
+            raise forms.ValidationError(
+                "An attempt that ended in an error has no answer: filter by its error, or by its answer, not both."
+            )
+        if data.get("task") or data.get("question"):
+            self.task_ids = self._tasks(data.get("task", ""), data.get("question", ""))
+
+    def _tasks(self, external_id: str, question: str) -> list[int] | None:
+        """The dataset's tasks the task id and the question's text leave, by their ids: at
+        most QUESTION_TASKS, in dataset order (the form says when there were more)."""
+        tasks = self.run.experiment.dataset.tasks.all()
+        if external_id:
+            tasks = tasks.filter(external_id=external_id)
+            if not tasks.exists():
+                self.add_error("task", f"This run's dataset has no task {external_id!r}.")
+                return None
+        if question:
+            tasks = tasks.filter(problem_statement__icontains=question)
+        ids = list(tasks.order_by("position", "pk").values_list("pk", flat=True)[: QUESTION_TASKS + 1])
+        self.questions_cut = len(ids) > QUESTION_TASKS
+        return ids[:QUESTION_TASKS]
 
     def query(self) -> AttemptQuery:
         """What the valid form asks for."""
         return AttemptQuery(**{name: value for name, value in self.cleaned_data.items() if value not in ("", None)})
+
+    def scope(self) -> Scope:
+        """The run's arm and tasks the valid form names, if any."""
+        return Scope(self.arm_ids.get(self.cleaned_data["arm"]), self.task_ids)
 
     def arm_id(self) -> int | None:
         """The run's arm the valid form names, if any."""

@@ -352,6 +352,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Who cancelled it, for its page to say (empty: not cancelled, cancelled by a command or
+    # the API, or by someone since removed).
+    cancelled_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
 
     class Meta:
         ordering = ["-created_at"]
@@ -414,6 +417,8 @@ class AttemptStatus(models.TextChoices):
 
 
 ATTEMPT_TERMINAL = (AttemptStatus.COMPLETED, AttemptStatus.FAILED, AttemptStatus.CANCELLED)
+# The orders the run page's attempts list is read in, each ending in the sequence that breaks ties.
+LIST_ORDERS = (("sequence", ["sequence"]), ("latency", ["latency_ms", "sequence"]), ("cost", ["cost_usd", "sequence"]))
 
 
 class Attempt(models.Model):
@@ -525,10 +530,35 @@ class Attempt(models.Model):
             # a page of 500 rows sorts all of a large run's attempts first.
             models.Index(fields=["run", "sequence"]),
             # The run page's attempts list reads a page from one range per status and outcome
-            # class, in the order it is sorted by (experiments/attempt_list.py).
-            models.Index(fields=["run", "status", "outcome", "sequence"]),
-            models.Index(fields=["run", "status", "outcome", "latency_ms", "sequence"]),
-            models.Index(fields=["run", "status", "outcome", "cost_usd", "sequence"]),
+            # class, in the order it is sorted by (experiments/attempt_list.py); an answered
+            # attempt's range is also its verdict's, so a run's wrong answers are one range
+            # too. Each row is in one of the first two (its status decides which): no more
+            # index entries than one index per order over every attempt.
+            *(
+                models.Index(
+                    fields=["run", "status", "outcome", *order],
+                    name=f"attempt_unanswered_by_{name}",
+                    condition=~models.Q(status="completed"),
+                )
+                for name, order in LIST_ORDERS
+            ),
+            *(
+                models.Index(
+                    fields=["run", "outcome", "resolved", *order],
+                    name=f"attempt_answered_by_{name}",
+                    condition=models.Q(status="completed"),
+                )
+                for name, order in LIST_ORDERS
+            ),
+            # ... and an error category's from these, of the failures alone (small).
+            *(
+                models.Index(
+                    fields=["run", "error_category", "status", "outcome", *order],
+                    name=f"attempt_errors_by_{name}",
+                    condition=~models.Q(error_category=""),
+                )
+                for name, order in LIST_ORDERS
+            ),
         ]
         ordering = ["run", "sequence"]
 

@@ -859,9 +859,11 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     _judge_once_committed([o.attempt_id for o in completed])
     recorded = [o.attempt_id for o in completed]
     transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
-    # After the commit, and throttled: the boards' summaries are rebuilt from what committed.
+    # After the commit, and throttled: the boards' summaries are rebuilt from what committed,
+    # by this job (a queued refresh would wait for a free worker, and a run's attempt jobs
+    # keep them all busy: leaderboards/jobs.py).
     runs = {ours[o.attempt_id][0] for o in mine if not o.give_back}
-    transaction.on_commit(functools.partial(request_summary_refresh, runs), robust=True)
+    transaction.on_commit(functools.partial(request_summary_refresh, runs, in_this_job=True), robust=True)
     return len(mine)
 
 

@@ -8,6 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 from evaluation.models import Verdict
+from evaluation.workloads import workload_for
+from evaluation.workloads.wording import LETTERS, Wording, wording_for
 from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm, TaskInstance
 from leaderboards.aggregation import (
     ArmRow,
@@ -19,6 +21,8 @@ from leaderboards.aggregation import (
 )
 from leaderboards.boards import RunBoards, run_boards
 from leaderboards.jobs import ensure_fresh_summaries
+
+REPETITIONS_SHOWN = 10  # of each arm on a task's page
 
 VERDICT_SCORES = ("status", "overall", "technical_quality", "correctness_confidence", "change_risk")
 
@@ -105,30 +109,55 @@ def format_leaderboard(boards: RunBoards) -> str:
 
 @dataclass
 class TaskComparison:
-    """One task of a run and every arm's attempts at it, each with its patch."""
+    """One task of a run and every arm's attempts at it, each with its answer (a patch, a
+    letter, a response, a function) and its result in the kind's words."""
 
     task: TaskInstance
     arms: list[tuple[RunArm, list[Attempt]]]
+    words: Wording
+    expected: str  # the right answer as a person reads it (not for a patch: its diff is shown)
+    choices: list[tuple[str, str, bool]]  # a multiple-choice question's options: letter, text, right
 
 
 def task_comparison(run: Run, task_code: Any) -> TaskComparison | None:
     """None when the task is not part of the run (an outsider guessing codes gets a 404)."""
     attempts = list(
-        run.attempts.filter(task__code=task_code)
+        # A run of many samples per task shows the first ones (the attempts list has them all).
+        run.attempts.filter(task__code=task_code, repetition__lt=REPETITIONS_SHOWN)
         .select_related("task", "arm")
         .defer("request", "raw_response", "output")
         .order_by("arm__position", "arm_id", "repetition")
     )
     if not attempts:
         return None
+    task = attempts[0].task
+    words = wording_for(run.experiment.dataset.kind)
     patches = dict(
         Artifact.objects.filter(attempt__in=attempts, kind=ArtifactKind.PATCH).values_list("attempt_id", "content")
     )
     by_arm: dict[int, list[Attempt]] = {}
     for attempt in attempts:
         attempt.patch_text = patches.get(attempt.pk, "")  # type: ignore[attr-defined]
+        attempt.answer_start = attempt.extracted_answer  # type: ignore[attr-defined]
+        attempt.expected_short = words.short_expected(task.payload)  # type: ignore[attr-defined]
+        attempt.answer_text = words.spelled_answer(task.payload, attempt.extracted_answer)  # type: ignore[attr-defined]
+        attempt.result = words.result(attempt, run.inference_only)  # type: ignore[attr-defined]
         by_arm.setdefault(attempt.arm_id, []).append(attempt)
-    return TaskComparison(attempts[0].task, [(group[0].arm, group) for group in by_arm.values()])
+    return TaskComparison(
+        task=task,
+        arms=[(group[0].arm, group) for group in by_arm.values()],
+        words=words,
+        expected="" if words.patches else workload_for(words.kind).expected_answer(task),
+        choices=_choices(task),
+    )
+
+
+def _choices(task: TaskInstance) -> list[tuple[str, str, bool]]:
+    choices = task.payload.get("choices") if isinstance(task.payload, dict) else None
+    if not isinstance(choices, list):
+        return []
+    right = task.payload.get("answer")
+    return [(letter, str(text), letter == right) for letter, text in zip(LETTERS, choices, strict=False)]
 
 
 def cache_source(attempt: Attempt) -> Attempt | None:

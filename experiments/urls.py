@@ -15,6 +15,8 @@ urlpatterns = [
     path("runs/<uuid:code>/", views.run_detail, name="run"),
     path("runs/<uuid:code>/attempts/", views.run_attempts, name="run_attempts"),
     path("runs/<uuid:code>/tasks/<uuid:task_code>/", views.run_task, name="run_task"),
+    # Before the actions' pattern, which would take "answers" for an action.
+    path("runs/<uuid:code>/answers/", views.run_answers, name="run_answers"),
     path("runs/<uuid:code>/export.<str:format>", views.run_export, name="run_export"),
     path("runs/<uuid:code>/<str:action>/", views.run_action, name="run_action"),
     path("attempts/<uuid:code>/", views.attempt_detail, name="attempt"),

@@ -16,6 +16,7 @@ from django_htmx.http import HttpResponseStopPolling, push_url
 from django_htmx.middleware import HtmxDetails
 
 from evaluation.workloads import workload_for
+from evaluation.workloads.wording import wording_for
 from experiments.actions import (
     check_run_transition,
     check_start_run,
@@ -25,6 +26,7 @@ from experiments.actions import (
     prompt_for_kind,
     prompt_template_errors,
 )
+from experiments.answer_matrix import answer_matrix
 from experiments.arm_forms import (
     FRESH_ARM,
     BaseArmFormSet,
@@ -35,13 +37,13 @@ from experiments.arm_forms import (
     rows_change,
     rows_redrawn,
 )
-from experiments.attempt_list import AttemptQuery, attempt_page, page_links
+from experiments.attempt_list import AttemptQuery, attempt_page, describe_rows, page_links
 from experiments.budgets import budget_status, experiment_spend
 from experiments.dataset_history import dataset_versions, recent_imports
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
-from experiments.models import AttemptStatus, Dataset, Experiment, Run
+from experiments.models import AttemptStatus, Dataset, Experiment, Run, TaskInstance
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
 from experiments.reporting import (
@@ -50,6 +52,7 @@ from experiments.reporting import (
     tests_with_roles,
     verdict_scores,
 )
+from experiments.stoppage import why_stopped
 from experiments.swebench_export import ExportRefused, run_models
 from experiments.transcript import attempt_transcript
 from leaderboards.pages import run_page_boards
@@ -178,6 +181,8 @@ def experiment_detail(request: HttpRequest, code: str) -> HttpResponse:
     )
     context = {
         "experiment": experiment,
+        "words": wording_for(experiment.dataset.kind),
+        "grading_modes": workload_for(experiment.dataset.kind).grading_modes,
         "arms": arms_with_sources(experiment),
         "runs": runs,
         "can_write": membership_for(request, experiment.org).can_write,
@@ -249,8 +254,11 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     progress = run_progress(run)
     judging = judging_progress(run, progress)
     live = is_live(run, progress, judging)
+    words = wording_for(run.experiment.dataset.kind)
+    budget = budget_status(run)
     context = {
         "run": run,
+        "words": words,
         "can_write": membership_for(request, run.org).can_write,
         "progress": progress,
         "judging": judging,
@@ -259,15 +267,15 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
         **run_page_boards(run, request.path, request.GET),
-        "budget": budget_status(run),
+        "budget": budget,
+        "stopped": why_stopped(run, progress, budget),
     }
     if request.htmx:
         response = render(request, "experiments/run_detail.html#live", context)
         # The last state is rendered once more, then htmx stops asking.
         return response if live else HttpResponseStopPolling(response.content)
     # SWE-bench's formats hold patches: only a PR run offers them.
-    patches = workload_for(run.experiment.dataset.kind).answers_are_patches
-    downloads = {"swebench_downloads": _swebench_downloads(run) if patches else []}
+    downloads = {"swebench_downloads": _swebench_downloads(run) if words.patches else []}
     return render(request, "experiments/run_detail.html", {**context, **_attempt_list(run, request.GET), **downloads})
 
 
@@ -308,16 +316,20 @@ def run_attempts(request: HtmxHttpRequest, code: str) -> HttpResponse:
 
 def _attempt_list(run: Run, params: QueryDict) -> dict[str, Any]:
     form = AttemptListForm(params, run)
+    words = wording_for(run.experiment.dataset.kind)
     if form.is_valid():
         query = form.query()
-        page = attempt_page(run, query, form.arm_id())
+        page = attempt_page(run, query, form.scope())
+        describe_rows(page.rows, words, run.inference_only)
     else:
         query, page = AttemptQuery(), None
     return {
+        "words": words,
         "attempt_form": form,
         "query": query,
         "page": page,
         "links": page_links(query, page),
+        "questions_cut": form.questions_cut,
         # Attempts change until the run ends (its verdicts are not in the list).
         "refreshing": not run.is_finished,
     }
@@ -362,7 +374,7 @@ def run_action(request: HttpRequest, code: str, action: str) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     else:
-        do_run_action(run, action)
+        do_run_action(run, action, by=request.user)
     return redirect("experiments:run", code=run.code)
 
 
@@ -391,12 +403,34 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
 
 @login_required
 def run_task(request: HttpRequest, code: str, task_code: str) -> HttpResponse:
-    """One task of a run: the task, its gold patch, and every arm's attempts side by side."""
+    """One task of a run: what it asks, its right answer, and every arm's answers side by side."""
     run = access_run(request, code)
     comparison = task_comparison(run, task_code)
     if comparison is None:
         raise Http404("no such task in this run")
-    return render(request, "experiments/run_task.html", {"run": run, "comparison": comparison})
+    attempts = f"{reverse('experiments:run', args=[run.code])}?{urlencode({'task': comparison.task.external_id})}"
+    return render(
+        request, "experiments/run_task.html", {"run": run, "comparison": comparison, "task_attempts": attempts}
+    )
+
+
+@login_required
+def run_answers(request: HttpRequest, code: str) -> HttpResponse:
+    """The run as a table of answers: a page of its tasks, each arm's answers to each."""
+    run = access_run(request, code)
+    after = _task_of(run, request.GET.get("after"))
+    before = None if after is not None else _task_of(run, request.GET.get("before"))
+    return render(request, "experiments/run_answers.html", {"run": run, "matrix": answer_matrix(run, after, before)})
+
+
+def _task_of(run: Run, code: str | None) -> TaskInstance | None:
+    """The run's dataset's task a cursor names; an unknown one starts from the first page."""
+    if not code:
+        return None
+    try:
+        return run.experiment.dataset.tasks.only("pk").filter(code=code).first()
+    except ValidationError:  # not a UUID
+        return None
 
 
 @login_required
@@ -412,14 +446,22 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
     dataset = access_dataset(request, code)
-    tasks = dataset.tasks.only(
+    words = wording_for(dataset.kind)
+    columns = [
         "code", "external_id", "title", "position", "repo", "base_commit", "fail_to_pass", "quarantined",
         "quarantine_reason", "gold_status", "gold_detail", "dataset_version",
-    )  # fmt: skip
+    ]  # fmt: skip
+    if words.task_columns:  # a question kind's columns read its payload, its question and category
+        columns += ["payload", "problem_statement", "category", "difficulty"]
+    tasks = dataset.tasks.only(*columns)
     can_manage = membership_for(request, dataset.org).can_manage
     context: dict[str, Any] = {
         "dataset": dataset,
+        "words": words,
         "tasks": tasks,
+        "task_rows": [(task, [(column, column.cell(task)) for column in words.task_columns]) for task in tasks]
+        if words.task_columns
+        else [],
         "versions": dataset_versions(dataset),
         "can_manage": can_manage,
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +19,7 @@ from django.conf import settings
 from django.http import QueryDict
 
 from evaluation.workloads import workload_for
+from evaluation.workloads.wording import Wording, wording_for
 from experiments.models import Run, RunArm
 from leaderboards.aggregation import (
     LATENCY_BUCKETS_MS,
@@ -103,6 +104,7 @@ class RunBoards:
     low_sample_min: int = field(default_factory=low_sample_min)
     git_apply_only: bool = False
     patches: bool = True  # the answers are patches: the quality board shows their tests and whether they applied
+    words: Wording = field(default_factory=lambda: wording_for("pr_patch"))  # the run's kind's
 
     @property
     def fuzzed(self) -> int:
@@ -110,8 +112,15 @@ class RunBoards:
         return sum(entry.extra.get("applied_fuzzed", 0) for entry in self.quality.entries) if self.quality else 0
 
     @property
+    def judged(self) -> bool:
+        """Whether the evaluator reviews the run's kind: a page shows its board only then (the
+        exports keep the board, empty, so their shape does not depend on the kind)."""
+        return self.words.judged
+
+    @property
     def boards(self) -> list[Board]:
-        return [board for board in (self.quality, self.speed, self.cost, self.evaluator) if board]
+        evaluator = self.evaluator if self.judged else None
+        return [board for board in (self.quality, self.speed, self.cost, evaluator) if board]
 
 
 def run_boards(run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only: bool = False) -> RunBoards:
@@ -123,7 +132,8 @@ def run_boards(run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only
     summaries = [(arm, _summary_of(arm)) for arm in arms]
     rows = [ArmRow.from_totals(arm, summary) for arm, summary in summaries]
     metric, _ = quality_metric(run)
-    patches = workload_for(run.experiment.dataset.kind).answers_are_patches
+    words = wording_for(run.experiment.dataset.kind)
+    patches = words.patches
     board = _Builder(sorts, links)
     quality_summaries = [(arm, without_fuzzed(summary)) for arm, summary in summaries] if git_apply_only else summaries
     quality_rows = [ArmRow.from_totals(arm, summary) for arm, summary in quality_summaries]
@@ -132,8 +142,9 @@ def run_boards(run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only
         quality=None if run.inference_only else board.quality(quality_summaries, quality_rows, metric, patches),
         git_apply_only=git_apply_only,
         patches=patches,
+        words=words,
         speed=board.speed(summaries, rows),
-        cost=board.cost(summaries, rows),
+        cost=board.cost(summaries, rows, words.per_success),
         evaluator=board.evaluator(run, rows),
         reliability=reliability(summaries),
         refreshed_at=max((summary.refreshed_at for _, summary in summaries if summary.pk), default=None),
@@ -183,7 +194,7 @@ COST_COLUMNS = [
     Column("total", "Total", "What the arm's calls cost; unknown while any answer has no price"),
     Column("per_task", "Per task", "Mean cost of an answer that made a call"),
     Column("", "95% CI", "Normal interval of that mean"),
-    Column("per_resolved", "Per resolved task", "Total over the resolved answers that made a call"),
+    Column("per_resolved", "Per resolved task", "Total over the successful answers that made a call"),
 ]
 EVALUATOR_COLUMNS = [
     Column("rank", "Rank", "1 + the number of arms whose mean score is significantly higher, per evaluator"),
@@ -278,7 +289,9 @@ class _Builder:
         explanation = "Latency of the successful try of each answer that made a call; lower ranks first."
         return self._board("speed", "Speed", explanation, SPEED_COLUMNS, self._sorted("speed", entries))
 
-    def cost(self, summaries: list[tuple[RunArm, ArmSummary]], rows: list[ArmRow]) -> Board:
+    def cost(
+        self, summaries: list[tuple[RunArm, ArmSummary]], rows: list[ArmRow], per_success: str = "Per resolved task"
+    ) -> Board:
         entries = []
         for (_, summary), row in zip(summaries, rows, strict=True):
             per_task, interval = _mean_cost(summary)
@@ -296,7 +309,10 @@ class _Builder:
             "What the arm's calls cost. An arm with an answer of unknown price has an unknown cost, "
             "never a guessed one, and no rank."
         )
-        return self._board("cost", "Cost", explanation, COST_COLUMNS, self._sorted("cost", entries))
+        columns = [
+            replace(column, heading=per_success) if column.key == "per_resolved" else column for column in COST_COLUMNS
+        ]
+        return self._board("cost", "Cost", explanation, columns, self._sorted("cost", entries))
 
     def evaluator(self, run: Run, rows: list[ArmRow]) -> Board:
         by_arm = {row.arm_id: row for row in rows}

@@ -11,6 +11,7 @@ from django.db.models import Max
 from django.http import QueryDict
 
 from evaluation.workloads import workload_for
+from evaluation.workloads.wording import wording_for
 from experiments.models import Run
 from leaderboards.boards import run_boards, run_page_links, run_page_sorts
 from leaderboards.breakdowns import breakdowns
@@ -86,8 +87,9 @@ PAIRWISE_KEPT_S = 3600
 def pairwise_page(run: Run) -> dict[str, Any]:
     """The run's paired verdicts and ratings, computed once per refresh of its summaries (the
     bootstraps take up to a second on a large run) and kept in the cache under that refresh."""
+    words = wording_for(run.experiment.dataset.kind)
     if run.inference_only:
-        return {"pairwise": None, "heatmap": None}
+        return {"pairwise": None, "heatmap": None, "words": words}
     refresh_if_out_of_date(run.pk)
     refreshed = ArmSummary.objects.filter(run=run).aggregate(at=Max("refreshed_at"))["at"]
     key = f"prbench:pairwise:{run.pk}:{refreshed.isoformat() if refreshed else 'never'}"
@@ -95,7 +97,7 @@ def pairwise_page(run: Run) -> dict[str, Any]:
     if pairwise is None:
         pairwise = run_pairwise(run)
         cache.set(key, pairwise, PAIRWISE_KEPT_S)
-    return {"pairwise": pairwise, "heatmap": win_rate_heatmap(pairwise)}
+    return {"pairwise": pairwise, "heatmap": win_rate_heatmap(pairwise), "words": words}
 
 
 def cross_run_page(runs: list[Run]) -> dict[str, Any]:
@@ -115,8 +117,10 @@ def cross_run_page(runs: list[Run]) -> dict[str, Any]:
 
 def versus_page(a: Run, b: Run) -> dict[str, Any]:
     """Run A against run B, or why they do not compare."""
+    words = wording_for(a.experiment.dataset.kind)
     if a.experiment.dataset_id != b.experiment.dataset_id:
         return {"versus": None, "refusal": "These runs are on different datasets: their tasks do not compare."}
     if a.inference_only or b.inference_only:
-        return {"versus": None, "refusal": "An inference-only run resolved nothing: there is nothing to compare."}
-    return {"versus": run_versus(a, b), "refusal": ""}
+        refusal = f"An inference-only run graded nothing ({words.not_graded}): there is nothing to compare."
+        return {"versus": None, "refusal": refusal, "words": words}
+    return {"versus": run_versus(a, b), "refusal": "", "words": words}

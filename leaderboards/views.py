@@ -27,6 +27,8 @@ def run_board(request: HtmxHttpRequest, code: str, board: str) -> HttpResponse:
         "sort_target": f"#board-{board}",
         **one_board(run, board, request.GET.get("sort", "")),
     }
+    if context["board"] is None and board != "quality":  # the evaluator's, for a kind it never judges
+        raise Http404("no such board for this run's kind")
     template = "leaderboards/run_board.html#board" if request.htmx else "leaderboards/run_board.html"
     return render(request, template, context)
 

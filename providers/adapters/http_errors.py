@@ -182,7 +182,7 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
     elif isinstance(exc, (sdk.APITimeoutError, httpx2.TimeoutException)):  # before their parents
         error = ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time")
     elif isinstance(exc, sdk.APIConnectionError):
-        error = ProviderError(ErrorCategory.CONNECTION, "could not connect to the provider")
+        error = ProviderError(ErrorCategory.CONNECTION, connection_failure(exc))
     elif isinstance(exc, httpx2.TransportError):  # the Anthropic SDK lets a stream's read errors through
         error = ProviderError(ErrorCategory.CONNECTION, "the connection to the provider broke mid-answer")
     elif isinstance(exc, (sdk.APIResponseValidationError, ValueError)):
@@ -192,6 +192,31 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
     if error is not None:
         error.raw_request = request_record
     return error
+
+
+def connection_failure(exc: BaseException) -> str:
+    """Why no connection was made, as a person fixing it needs to read it: where to (the
+    request's host and port, never its path or query, which may carry a key) and what the
+    system said ("could not connect to the provider at 127.0.0.1:9: connection refused")."""
+    url = getattr(getattr(exc, "request", None), "url", None)
+    host = getattr(url, "host", "")
+    port = getattr(url, "port", None)
+    where = (f" at {host}:{port}" if port else f" at {host}") if host else ""
+    reason = _os_reason(exc)
+    return f"could not connect to the provider{where}" + (f": {reason}" if reason else "")
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The operating system's reason at the root of the SDK's exception ("connection
+    refused", "name or service not known"), or ""."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError) and current.strerror:
+            return current.strerror.lower()
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return ""
 
 
 # The HTTP status each documented error type is sent with when it comes before the stream

@@ -177,6 +177,9 @@ def test_a_budgeted_run_page_says_how_many_attempts_were_not_made(one_task_six_t
     content = response.content.decode()
     assert f"Run budget ${limit}: ${4 * cost:.4f} spent." in content
     assert "Budget reached: 2 attempts were not made" in content
+    # At the top, with the refusal's own words: which budget, and its limit.
+    top = content.split('class="runbar"')[0]
+    assert "Budget reached" in top and f"the run budget of ${limit} would be passed" in top
 
 
 def test_a_run_without_a_budget_says_nothing_of_budgets(experiment, start, bob):

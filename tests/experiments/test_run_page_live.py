@@ -407,3 +407,33 @@ def test_a_page_of_the_list_costs_the_same_queries_whatever_the_run_size(bob, or
 
     queries(small_run)  # warm up anything cached per process
     assert queries(small_run) == queries(wide_run)
+
+
+# --- the boards while the run records -------------------------------------------------------
+
+
+def test_the_boards_fill_in_while_the_run_records_with_no_worker_free(
+    bob, experiment, alice, django_capture_on_commit_callbacks
+):
+    """Every worker may be busy with the run's attempt jobs until its last are taken: the job
+    that records refreshes the boards itself, rather than queue a refresh behind them."""
+    from experiments.jobs import execute_attempts
+    from leaderboards.models import ArmSummary
+    from prbench.queues import get_queue
+
+    run = do_start_run(experiment, alice)  # not committed: no job queued, as if all were taken
+    first_half = list(run.attempts.order_by("sequence").values_list("pk", flat=True)[:4])
+    run.attempts.exclude(pk__in=first_half).update(status=AttemptStatus.RUNNING)  # in the other workers' jobs
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert execute_attempts(run.pk, first_half) == 4
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING  # four attempts still to come
+    assert sum(ArmSummary.objects.filter(run=run).values_list("scored", flat=True)) == 4
+    assert not [job for job in get_queue().get_jobs() if job.id.startswith("summaries-")]
+    response = client_for(bob).get(live_url(run), **LIVE)
+    assert response.status_code == 200
+    boards = response.context["boards"]
+    assert sum(entry.arm.n for entry in boards.quality.entries) == 4
+    assert "figures as of" in response.content.decode()
