@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import GradingRow, Workload
-from experiments.answer_words import AnswerWords, answer_verdict, quality_label
+from evaluation.workloads.wording import Said, wording_for
 from experiments.models import Artifact, Attempt, AttemptStatus
 from experiments.replay import REPLAY
 from providers.errors import ErrorCategory
@@ -83,7 +84,7 @@ class Transcript:
     expected: str
     grading: dict[str, Any] | None  # the answer artifact's fields (question kinds)
     grading_rows: list[GradingRow]
-    verdict: AnswerWords
+    verdict: Said
     quality_label: str
 
     @property
@@ -119,15 +120,17 @@ def attempt_transcript(attempt: Attempt, artifacts: dict[str, Artifact]) -> Tran
     messages = sent_messages(request.get("system"), request.get("messages"), attempt.arm.provider)
     grading = answer_fields(artifacts.get("answer"))
     extracted = attempt.extracted_answer or recorded_read(grading, artifacts.get("patch"))
-    verdict = answer_verdict(
-        workload,
+    words = wording_for(task.dataset.kind)
+    # The same words as the run page's list gives the attempt, from the same columns.
+    result = SimpleNamespace(
         status=attempt.status,
         resolved=attempt.resolved,
-        extracted=extracted,
-        expected=expected_in_short(workload, task),
         error_category=attempt.error_category,
+        outcome=attempt.outcome,
         patch_present=attempt.patch_present,
         patch_applied=attempt.patch_applied,
+        answer_start=extracted,
+        expected_short=words.short_expected(task.payload),
     )
     return Transcript(
         messages=messages,
@@ -137,8 +140,8 @@ def attempt_transcript(attempt: Attempt, artifacts: dict[str, Artifact]) -> Tran
         expected=expected_answer(workload, task),
         grading=grading,
         grading_rows=_grading_rows(workload, task, grading, artifacts.get("answer")),
-        verdict=verdict,
-        quality_label=quality_label(workload),
+        verdict=words.result(result, attempt.run.inference_only),
+        quality_label=words.verdict,
     )
 
 
@@ -200,13 +203,6 @@ def expected_answer(workload: Workload, task: Any) -> str:
     try:
         return workload.expected_answer(task)
     except (KeyError, IndexError, TypeError, ValueError, NotImplementedError):
-        return ""
-
-
-def expected_in_short(workload: Workload, task: Any) -> str:
-    try:
-        return workload.expected_in_short(task)
-    except (KeyError, IndexError, TypeError, ValueError):
         return ""
 
 

@@ -167,11 +167,6 @@ class Workload:
         the exports (the letter and its option, the response and its aliases, ...)."""
         return self.reference_output(task)
 
-    def expected_in_short(self, task: Any) -> str:
-        """The right answer in a word or two, to set beside a wrong one ("wrong: B, expected
-        D"); empty for a kind whose answer is not one short thing (code, a patch, free text)."""
-        return ""
-
     def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
         """How an answer was graded, from its answer artifact's fields (``detail``), in the
         kind's words. By default each field as it is; a kind says it better for its own."""

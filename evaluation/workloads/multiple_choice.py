@@ -151,9 +151,6 @@ class MultipleChoice(Workload):
         letter = task.payload["answer"]
         return f"{letter}. {task.payload['choices'][LETTERS.index(letter)]}"
 
-    def expected_in_short(self, task: Any) -> str:
-        return str(task.payload["answer"])
-
     def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
         """The options, the letter read and how it was read (or why none was)."""
         letter = str(detail.get("letter") or "")

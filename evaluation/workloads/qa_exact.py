@@ -77,9 +77,6 @@ class QaExact(Workload):
         answer, *aliases = _expected(task)
         return f"{answer} (also accepted: {'; '.join(aliases)})" if aliases else answer
 
-    def expected_in_short(self, task: Any) -> str:
-        return " ".join(task.payload["answer"].split())
-
     def grading_rows(self, task: Any, detail: dict[str, Any]) -> list[GradingRow]:
         """The mode, both sides' normalised forms, and the similarity against the threshold."""
         mode = str(detail.get("mode", ""))

@@ -47,6 +47,7 @@ class Wording:
     ``WORKLOADS``: a new kind comes with its words)."""
 
     kind: str
+    verdict: str  # one attempt's verdict, as a heading: "Resolved", "Correct", "Passed"
     question: str  # what a task asks, as a heading: "Problem statement", "Clue", "Question"
     answer: str  # what a model gives: "patch", "response", "answer", "completion"
     expected: str  # the right answer, as a heading: "Gold patch", "Expected answer"
@@ -226,6 +227,7 @@ CATEGORY_COLUMN = TaskColumn("Category", _category)
 WORDINGS: dict[str, Wording] = {
     "pr_patch": Wording(
         kind="pr_patch",
+        verdict="Resolved",
         question="Problem statement",
         answer="patch",
         expected="Gold patch",
@@ -239,6 +241,7 @@ WORDINGS: dict[str, Wording] = {
     ),
     "qa_exact": Wording(
         kind="qa_exact",
+        verdict="Correct",
         short_answers=True,
         question="Clue",
         answer="response",
@@ -261,6 +264,7 @@ WORDINGS: dict[str, Wording] = {
     ),
     "multiple_choice": Wording(
         kind="multiple_choice",
+        verdict="Correct",
         short_answers=True,
         question="Question",
         answer="answer",
@@ -282,6 +286,7 @@ WORDINGS: dict[str, Wording] = {
     ),
     "code_exec": Wording(
         kind="code_exec",
+        verdict="Passed",
         question="Function to complete",
         answer="completion",
         expected="Canonical solution",
@@ -299,6 +304,7 @@ WORDINGS: dict[str, Wording] = {
     ),
     "free_text": Wording(
         kind="free_text",
+        verdict="Truthful and informative",
         short_answers=True,
         question="Question",
         answer="answer",

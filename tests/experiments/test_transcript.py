@@ -88,7 +88,7 @@ def test_a_multiple_choice_attempt_reads_wrong_b_expected_d(org, alice, start):
     assert f"<th>Letter read</th><td>{wrong.extracted_answer}, from an &quot;Answer: X&quot; line</td>" in content
     assert_no_patch_or_evaluator_rows(content)
     oracle = run.attempts.filter(arm__label="oracle", task=task).get()
-    assert f'<dt>Correct</dt><dd><span class="good">correct: {expected}</span>' in page_of(alice, oracle)
+    assert f'<dt>Correct</dt><dd><span class="good">right: {expected}</span>' in page_of(alice, oracle)
 
 
 def test_a_jeopardy_attempt_shows_the_normalised_forms_similarity_and_threshold(org, alice, start):
@@ -117,12 +117,12 @@ def test_a_code_attempt_shows_the_test_output(org, alice, start, humaneval):  # 
     content = page_of(alice, wrong)
     assert_a_transcript(content, wrong)
     assert "def " in user_message(wrong)  # the function's signature, as the kind renders it
-    assert '<dt>Passed</dt><dd><span class="bad">not passed</span>' in content
+    assert '<dt>Passed</dt><dd><span class="bad">failed its tests</span>' in content
     assert "<th>Test output</th>" in content and escape(grading["output_tail"]) in content
     assert "<th>Exit code</th><td>1</td>" in content
     assert_no_patch_or_evaluator_rows(content)
     oracle = run.attempts.get(arm__label="oracle")
-    assert '<dt>Passed</dt><dd><span class="good">passed</span>' in page_of(alice, oracle)
+    assert '<dt>Passed</dt><dd><span class="good">passed its tests</span>' in page_of(alice, oracle)
 
 
 def test_a_pr_attempt_folds_its_long_prompt_and_shows_its_diff_and_validation(experiment, start, alice):
