@@ -17,7 +17,7 @@ from typing import Any
 
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import GradingRow, Workload
-from evaluation.workloads.wording import Said, wording_for
+from evaluation.workloads.wording import Said, task_label, wording_for
 from experiments.models import Artifact, Attempt, AttemptStatus
 from experiments.replay import REPLAY
 from providers.errors import ErrorCategory
@@ -86,6 +86,7 @@ class Transcript:
     grading_rows: list[GradingRow]
     verdict: Said
     quality_label: str
+    task_label: str  # the task's id with the first words of what it asks
 
     @property
     def output_passage(self) -> Passage:
@@ -142,6 +143,7 @@ def attempt_transcript(attempt: Attempt, artifacts: dict[str, Artifact]) -> Tran
         grading_rows=_grading_rows(workload, task, grading, artifacts.get("answer")),
         verdict=words.result(result, attempt.run.inference_only),
         quality_label=words.verdict,
+        task_label=task_label(words, task.external_id, task.title, task.problem_statement),
     )
 
 

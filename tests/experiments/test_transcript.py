@@ -102,6 +102,9 @@ def test_a_jeopardy_attempt_shows_the_normalised_forms_similarity_and_threshold(
     answer = attempt.task.payload["answer"]
     assert f'<span class="bad">wrong: {escape(attempt.extracted_answer)}, expected {escape(answer)}</span>' in content
     assert "<th>Grading mode</th><td>jeopardy</td>" in content
+    # The task is named by its id and the clue's first words, as on the run page.
+    clue_start = " ".join(attempt.task.problem_statement.split()[:3])
+    assert f"{attempt.task.external_id} · {escape(clue_start)}" in content
     assert f"<th>Response, normalised</th><td>{escape('; '.join(grading['response_forms']))}</td>" in content
     assert f"<th>Expected, normalised</th><td>{escape('; '.join(grading['expected_forms']))}</td>" in content
     similarity = f"{grading['similarity']:.2f}, threshold {grading['threshold']:.2f}"
