@@ -56,22 +56,25 @@ def _rank(rank: int | None) -> str:
     return "—" if rank is None else str(rank)
 
 
+# The quality column's heading, named for the run's kind when printed (Wording.rate: resolved,
+# right, passed, truthful).
+RATE = "{rate}"
 COLUMNS = [  # (heading, width, cell of an entry of the quality board, or of the speed board)
     ("#", 2, lambda e: _rank(e.rank)),
     ("arm", -16, lambda e: e.arm.label),
     ("provider/model", -24, lambda e: f"{e.arm.provider}/{e.arm.model_name}"),
     ("n", 4, lambda e: str(e.arm.n)),
-    ("resolved", 9, lambda e: _pct(e.arm.resolved_rate)),
+    (RATE, 9, lambda e: _pct(e.arm.resolved_rate)),
     ("95% CI", 15, lambda e: f"{_pct(e.arm.ci_low)}–{_pct(e.arm.ci_high)}" if e.arm.ci_low is not None else "—"),
     ("p50 ms", 7, lambda e: _ms(e.arm.latency_p50_ms)),
     ("p95 ms", 7, lambda e: _ms(e.arm.latency_p95_ms)),
     ("cost", 10, lambda e: _money(e.arm.cost_usd)),
-    ("$/resolved", 11, lambda e: _money(e.arm.cost_per_resolved_usd)),
+    (f"$/{RATE}", 11, lambda e: _money(e.arm.cost_per_resolved_usd)),
     ("errors", 7, lambda e: _pct(e.arm.error_rate)),
     ("infra", 6, lambda e: str(e.arm.infrastructure_failed)),
 ]
 # An inference-only run validated nothing: its arms are listed by speed, with no quality figures.
-INFERENCE_ONLY_HIDDEN = {"#", "resolved", "95% CI", "$/resolved"}
+INFERENCE_ONLY_HIDDEN = {"#", RATE, "95% CI", f"$/{RATE}"}
 
 
 def _cells(values: list[str]) -> str:
@@ -82,12 +85,12 @@ def run_board_text(run: Run) -> str:
     """The run's quality board as the command line prints it, from its summaries (rebuilt
     first if attempts were recorded since): best first, each arm with its CI-aware rank."""
     ensure_fresh_summaries(run.pk)
-    return format_leaderboard(run_boards(run, {}, lambda board, sort: ""))
+    return format_leaderboard(run_boards(run, {}, lambda board, sort: ""), wording_for(run.experiment.dataset.kind))
 
 
-def format_leaderboard(boards: RunBoards) -> str:
+def format_leaderboard(boards: RunBoards, words: Wording) -> str:
     board = boards.quality or boards.speed
-    header = _cells([heading for heading, _, _ in COLUMNS])
+    header = _cells([heading.format(rate=words.rate) for heading, _, _ in COLUMNS])
     lines = [header, "-" * len(header)]
     for entry in board.entries:
         hidden = INFERENCE_ONLY_HIDDEN if boards.quality is None else set()
@@ -103,7 +106,9 @@ def format_leaderboard(boards: RunBoards) -> str:
         )
     cached = sum(entry.arm.cached for entry in board.entries)
     if cached:
-        lines.append(f"{cached} attempt(s) reused a cached answer: counted in n and resolved, not in latency or cost")
+        lines.append(
+            f"{cached} attempt(s) reused a cached answer: counted in n and {words.rate}, not in latency or cost"
+        )
     return "\n".join(lines)
 
 

@@ -48,6 +48,7 @@ class Wording:
 
     kind: str
     verdict: str  # one attempt's verdict, as a heading: "Resolved", "Correct", "Passed"
+    rate: str  # a board's share of successes, as a short heading: "resolved", "right", "passed"
     question: str  # what a task asks, as a heading: "Problem statement", "Clue", "Question"
     answer: str  # what a model gives: "patch", "response", "answer", "completion"
     expected: str  # the right answer, as a heading: "Gold patch", "Expected answer"
@@ -228,6 +229,7 @@ WORDINGS: dict[str, Wording] = {
     "pr_patch": Wording(
         kind="pr_patch",
         verdict="Resolved",
+        rate="resolved",
         question="Problem statement",
         answer="patch",
         expected="Gold patch",
@@ -242,6 +244,7 @@ WORDINGS: dict[str, Wording] = {
     "qa_exact": Wording(
         kind="qa_exact",
         verdict="Correct",
+        rate="right",
         short_answers=True,
         question="Clue",
         answer="response",
@@ -265,6 +268,7 @@ WORDINGS: dict[str, Wording] = {
     "multiple_choice": Wording(
         kind="multiple_choice",
         verdict="Correct",
+        rate="right",
         short_answers=True,
         question="Question",
         answer="answer",
@@ -287,6 +291,7 @@ WORDINGS: dict[str, Wording] = {
     "code_exec": Wording(
         kind="code_exec",
         verdict="Passed",
+        rate="passed",
         question="Function to complete",
         answer="completion",
         expected="Canonical solution",
@@ -305,6 +310,7 @@ WORDINGS: dict[str, Wording] = {
     "free_text": Wording(
         kind="free_text",
         verdict="Truthful and informative",
+        rate="truthful",
         short_answers=True,
         question="Question",
         answer="answer",

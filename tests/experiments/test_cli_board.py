@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-from experiments.models import AttemptStatus
+from experiments.models import AttemptStatus, Dataset
 from experiments.reporting import run_board_text
 from leaderboards.jobs import OUT_OF_DATE
 from leaderboards.models import ArmSummary
 from prbench.queues import get_connection
+from tests.conftest import work_queue
+from tests.experiments.test_import_questions import JEOPARDY, import_file
 
 ARMS = [ArmSpec(label, "mock", f"mock-{label}", {"mode": "oracle"}) for label in ("strong", "middling", "close")]
 # Of each arm's 108 answers, how many resolved: 90% is far above the other two, and 52% and
@@ -72,3 +74,16 @@ def test_an_inference_only_run_ranks_nothing_on_quality(answered_run):
     assert all(cells[0] == "—" and cells[4] == "—" for cells in board_lines(text).values())
     assert "Inference only: nothing was validated" in text
     assert ArmSummary.objects.filter(run=answered_run).count() == 3
+
+
+def test_a_question_runs_board_is_headed_in_its_kinds_words(org, alice, dataset, start):
+    import_file(org, "jeopardy", JEOPARDY, dataset="jeopardy")
+    spec = ExperimentSpec(name="quiz", dataset=Dataset.objects.get(name="jeopardy"), arms=ARMS[:1], sample_size=3)
+    run = start(do_save_experiment(org, spec, alice))
+    work_queue()
+    header = run_board_text(run).splitlines()[0].split()
+    assert "right" in header and "$/right" in header and "resolved" not in header
+    patches = do_start_run(
+        do_save_experiment(org, ExperimentSpec(name="patches", dataset=dataset, arms=ARMS[:1]), alice)
+    )
+    assert "resolved" in run_board_text(patches).splitlines()[0].split()
