@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from redis.exceptions import RedisError
 
 from leaderboards.models import ArmSummary
-from leaderboards.summaries import refresh_run_summaries
+from leaderboards.summaries import refresh_run_summaries, wait_for_refresh
 from prbench.queues import get_connection, get_queue
 
 logger = logging.getLogger(__name__)
@@ -48,11 +48,11 @@ REFRESH_PAUSE_FACTOR = 4
 
 def refresh_summaries(run_id: int) -> bool:
     """The job. Unmarks the run before rebuilding, so whatever is recorded meanwhile marks it
-    again for the next refresh."""
+    again for the next refresh; and only once it holds the run's row, so a reader that finds
+    the run unmarked can wait for this refresh rather than read what it is replacing."""
     redis = get_connection()
-    redis.srem(OUT_OF_DATE, run_id)
     started = time.monotonic()
-    refreshed = refresh_run_summaries(run_id)
+    refreshed = refresh_run_summaries(run_id, on_locked=lambda: redis.srem(OUT_OF_DATE, run_id))
     redis.set(_throttle_key(run_id), 1, px=pause_after_refresh(time.monotonic() - started))
     return refreshed
 
@@ -125,7 +125,9 @@ def refresh_if_out_of_date(run_id: int) -> bool:
 def ensure_fresh_summaries(run_id: int) -> None:
     """For an export or a command's board, which must count every attempt recorded: the
     run's summaries rebuilt here and now when it was recorded into since its last refresh,
-    has none yet, or Redis cannot say."""
+    has none yet, or Redis cannot say. Unmarked, a refresh may still be under way (it
+    unmarked the run when it took it): wait for it, not read the summaries it replaces (the
+    demo printed a board of 15 answers of 20 that way)."""
     try:
         marked = bool(get_connection().srem(OUT_OF_DATE, run_id))
     except RedisError:
@@ -133,6 +135,8 @@ def ensure_fresh_summaries(run_id: int) -> None:
         marked = True
     if marked or not ArmSummary.objects.filter(run_id=run_id).exists():
         refresh_run_summaries(run_id)
+    else:
+        wait_for_refresh(run_id)
 
 
 def refresh_out_of_date() -> list[int]:

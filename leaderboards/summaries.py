@@ -7,6 +7,8 @@ over the arms, profiles and scores they return.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
@@ -19,14 +21,18 @@ from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
 TASK_SUMMARY_COLUMNS = ("run_id", "arm_id", "task_id", "scored", "successes")
 
 
-def refresh_run_summaries(run_id: int) -> bool:
+def refresh_run_summaries(run_id: int, on_locked: Callable[[], object] | None = None) -> bool:
     """Replace the run's summaries with ones aggregated from its attempts and verdicts now.
     Safe to run twice or at once: refreshes of one run take turns on its row. False when
-    the run no longer exists."""
+    the run no longer exists. ``on_locked`` runs once the row is held (the refresh job
+    unmarks the run there: whoever finds it unmarked then waits for this refresh, see
+    ``wait_for_refresh``)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None:
             return False
+        if on_locked is not None:
+            on_locked()
         for model in (TaskSummary, ArmEvaluatorSummary, ArmSummary):
             model.objects.filter(run_id=run_id).delete()
         attempts = Attempt.objects.filter(run_id=run_id)
@@ -34,6 +40,13 @@ def refresh_run_summaries(run_id: int) -> bool:
         _create_arm_summaries(run, attempts)
         _create_evaluator_summaries(run_id)
     return True
+
+
+def wait_for_refresh(run_id: int) -> None:
+    """Return once no refresh of the run is under way: one holds the run's row until its
+    summaries are committed, so taking the row (and letting it go) waits for it."""
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run_id).exists()
 
 
 def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:

@@ -4,15 +4,21 @@ refreshed on a throttle and at a run's end."""
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from collections import Counter
+from datetime import timedelta
 from decimal import Decimal
 
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.forms.models import model_to_dict
+from django.utils import timezone
 
-from experiments.models import Attempt
+from experiments.actions import do_start_run
+from experiments.models import Attempt, Run
 from leaderboards import jobs
 from leaderboards.aggregation import LATENCY_BUCKETS_MS
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
@@ -256,3 +262,65 @@ def test_a_page_asks_for_a_refresh_only_while_its_run_is_out_of_date(built_run, 
     assert jobs.refresh_if_out_of_date(run.pk) is True
     work_queue()
     assert jobs.refresh_if_out_of_date(run.pk) is False  # refreshed: no longer marked
+
+
+def _hold_the_run(run_id: int, held: threading.Event, release: threading.Event, while_held=None) -> None:
+    """A refresh under way, in a connection of its own: the run's row held until released,
+    ``while_held`` done in that transaction (the summaries it is writing)."""
+    try:
+        with transaction.atomic():
+            Run.objects.select_for_update().get(pk=run_id)
+            if while_held is not None:
+                while_held()
+            held.set()
+            release.wait(10)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reader_that_finds_its_run_unmarked_waits_for_the_refresh_under_way(experiment, clean_redis):
+    """An export or the command line's board must not read the summaries a refresh is
+    replacing: the refresh unmarked the run when it began, and commits a moment later."""
+    run = do_start_run(experiment)
+    refresh_run_summaries(run.pk)
+    written = timezone.now() + timedelta(days=1)
+    held, release = threading.Event(), threading.Event()
+
+    def rebuild():
+        ArmSummary.objects.filter(run_id=run.pk).update(refreshed_at=written)
+
+    refresh = threading.Thread(target=_hold_the_run, args=(run.pk, held, release, rebuild))
+    refresh.start()
+    assert held.wait(10)
+    threading.Timer(0.3, release.set).start()
+    jobs.ensure_fresh_summaries(run.pk)  # unmarked: it must wait for the refresh to commit
+    read = set(ArmSummary.objects.filter(run=run).values_list("refreshed_at", flat=True))
+    refresh.join(10)
+    assert read == {written}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_refresh_job_unmarks_its_run_only_once_it_holds_it(experiment, clean_redis):
+    run = do_start_run(experiment)
+    clean_redis.sadd(jobs.OUT_OF_DATE, run.pk)
+    held, release = threading.Event(), threading.Event()
+    other = threading.Thread(target=_hold_the_run, args=(run.pk, held, release))
+    other.start()
+    assert held.wait(10)
+
+    def refresh_then_close():
+        try:
+            jobs.refresh_summaries(run.pk)
+        finally:
+            connection.close()
+
+    job = threading.Thread(target=refresh_then_close)
+    job.start()
+    time.sleep(0.3)
+    assert clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)  # waiting for the row: still marked
+    release.set()
+    job.join(10)
+    other.join(10)
+    assert not clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)
+    assert ArmSummary.objects.filter(run=run).exists()
