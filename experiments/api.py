@@ -732,7 +732,7 @@ def _transition(request: HttpRequest, run_id: str, action: str) -> RunOut:
         check_run_transition(run, action)
     except ValidationError as exc:
         raise HttpError(409, "; ".join(exc.messages)) from None
-    if not do_run_action(run, action):
+    if not do_run_action(run, action, by=actor(request)):
         raise HttpError(409, f"the run changed while it was asked to {action}: read it again")
     return run_out(_run(run.pk), with_progress=True)
 

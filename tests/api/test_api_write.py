@@ -214,7 +214,7 @@ def waiting_on_a_lock() -> bool:
     return False
 
 
-def test_pause_resume_and_cancel(client, experiment, start, django_capture_on_commit_callbacks):
+def test_pause_resume_and_cancel(client, alice, experiment, start, django_capture_on_commit_callbacks):
     run = start(experiment)
     path = f"/api/runs/{run.code}"
 
@@ -228,6 +228,7 @@ def test_pause_resume_and_cancel(client, experiment, start, django_capture_on_co
     cancelled = client.post(f"{path}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["progress"]["cancelled"] > 0
     assert Run.objects.get().status == RunStatus.CANCELLED
+    assert Run.objects.get().cancelled_by == alice  # the key's maker, as the run page says
     for action in ("pause", "resume", "cancel"):
         refused = client.post(f"{path}/{action}")
         assert refused.status_code == 409, action
