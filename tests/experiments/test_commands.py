@@ -1,3 +1,4 @@
+import csv
 import json
 import os
 import subprocess
@@ -190,6 +191,14 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "cost_usd",
         "cached",
         "error_category",
+        # The transcript: what the attempt was asked, what came back, what was read and expected.
+        "score",
+        "question",
+        "extracted_answer",
+        "expected_answer",
+        "output",
+        "messages",
+        "grading",
     }
     oracle_attempt = next(a for a in data["attempts"] if a["arm_label"] == "oracle")
     assert oracle_attempt["patch_well_formed"] is True and oracle_attempt["files_changed"] >= 1
@@ -197,11 +206,13 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
 
 def test_export_csv(experiment, django_capture_on_commit_callbacks):
     run = finished_run(experiment, django_capture_on_commit_callbacks)
-    lines = run_command("export_run", str(run.code), "--format", "csv").splitlines()
+    rows = list(csv.reader(StringIO(run_command("export_run", str(run.code), "--format", "csv"))))
+    lines = [",".join(rows[0]), *rows[1:]]  # a question or a patch spans lines inside its quoted cell
     assert lines[0] == (
         "task_id,arm_label,repetition,status,outcome,resolved,patch_present,patch_well_formed,patch_applied,"
         "fail_to_pass_fraction,pass_to_pass_regressions,lines_changed,files_changed,"
-        "lint_clean,build_ok,latency_ms,first_token_ms,output_tokens_per_s,wall_ms,cost_usd,cached,error_category"
+        "lint_clean,build_ok,latency_ms,first_token_ms,output_tokens_per_s,wall_ms,cost_usd,cached,error_category,"
+        "score,question,extracted_answer,expected_answer"
     )
     assert len(lines) == 9
 
@@ -239,10 +250,11 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
     # Patches (self-contained, then a repository), multiple choice and code: four runs.
-    assert demo.stdout.count("completed") == 4, demo.stdout
+    assert demo.stdout.count("completed") == 5, demo.stdout
     assert "Running 'Demo: multiple choice, how sure?': 20 tasks × 3 arms × 2" in demo.stdout
     assert "Running 'Demo: code that runs': 12 tasks × 3 arms × 2" in demo.stdout
-    assert demo.stdout.count("Not judged by the evaluator: its workload is scored by rules alone.") == 2
+    assert "Running 'Demo: Jeopardy clues': 10 tasks × 3 arms × 2" in demo.stdout
+    assert demo.stdout.count("Not judged by the evaluator: its workload is scored by rules alone.") == 3
     for arm in ("oracle", "careful", "cheap-flaky"):
         assert arm in demo.stdout
     assert "Running 'Demo: textkit bug fixes': 3 tasks × 2 arms × 2" in demo.stdout

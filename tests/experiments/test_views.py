@@ -852,7 +852,8 @@ def test_attempt_detail_works(bob, validated_attempt):
     assert validated_attempt.build_ok is True and validated_attempt.lint_clean is True
     content = response.content.decode()
     task_url = reverse("experiments:run_task", args=[validated_attempt.run.code, validated_attempt.task.code])
-    assert f'oracle on <a href="{task_url}">{validated_attempt.task.external_id}</a>' in content
+    task = validated_attempt.task
+    assert f'oracle on <a href="{task_url}">{task.external_id} · {escape(task.title)[:20]}' in content
     assert '<span class="status passed">Passed</span>' in content
     assert '<span class="hdr">+++ b/' in content
     assert '<span class="hunk">@@ ' in content
