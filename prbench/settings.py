@@ -125,12 +125,15 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "csp.middleware.CSPMiddleware",
+    # django-csp's, which adds the exact hashes of django-rq's inline code on its admin pages.
+    "prbench.content_policy.ContentSecurityPolicyMiddleware",
     "prbench.middleware.ApiKeyAuditMiddleware",
 ]
 
 # Every page loads only our own script and style sheet (htmx is vendored under static/), so
 # the policy allows nothing else: no inline script, no inline style, no third-party origin.
+# django-rq's admin pages alone also allow the hashes of their own inline code
+# (prbench/content_policy.py).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
@@ -293,6 +296,10 @@ ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 # is refused (even if the 11th try is the right password), which tolerates a person's typos
 # and caps online guessing at 40 tries an hour per account; 20 failures a minute per client
 # address bound one address spraying many accounts without locking out an office behind one NAT.
+# The per-account ("key") limits are keyed by the lower-cased address alone: allauth's own key
+# for login_failed carried the request's Host header, which the client chooses (see
+# prbench/account_adapter.py). reset_password's key is already the lower-cased address.
+ACCOUNT_ADAPTER = "prbench.account_adapter.AccountAdapter"
 ACCOUNT_RATE_LIMITS = {
     "login": "30/m/ip",
     "login_failed": "20/m/ip,10/15m/key",

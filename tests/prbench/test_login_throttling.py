@@ -2,8 +2,9 @@
 
 Two real gunicorn servers share the test database and the test Redis (the cache, where
 allauth counts failed logins), as N web workers behind one load balancer do; the test's
-attempts alternate between them. Every request carries the same Host header, as requests
-through one load balancer do (allauth keys an account's failures by site and login).
+attempts alternate between them. Most requests carry the same Host header, as requests
+through one load balancer do; one test rotates it, as an attacker can (the count of an
+account's failures must not depend on it).
 """
 
 from __future__ import annotations
@@ -50,13 +51,15 @@ def database_url() -> str:
 
 
 class Browser:
-    """One client's cookies, sent to whichever server answers (all on 127.0.0.1)."""
+    """One client's cookies, sent to whichever server answers (all on 127.0.0.1), with the Host
+    header it chooses."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = HOST) -> None:
+        self.host = host
         self.cookies: dict[str, str] = {}
 
     def request(self, port: int, method: str, path: str, data: dict | None = None) -> tuple[int, str, str]:
-        headers = {"Host": HOST, "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
+        headers = {"Host": self.host, "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
         body = None
         if data is not None:
             body = urlencode(data)
@@ -181,6 +184,29 @@ def test_the_eleventh_wrong_password_is_refused_whichever_process_answers(alice,
             assert attacker.log_in(port, "guess 11") == "refused"
             assert attacker.log_in(port, PASSWORD) == "refused"
             assert Browser().log_in(port, PASSWORD) == "refused"  # a fresh client is no way round
+
+
+# Every one passes ALLOWED_HOSTS (127.0.0.1, localhost): Django ignores the port, the case and
+# a trailing dot when it checks a host, but allauth used the Host as sent in its counter's key.
+ROTATING_HOSTS = [f"127.0.0.1:{port}" for port in range(1000, 1008)] + ["localhost:8000", "LOCALHOST"]
+FRESH_HOSTS = ["localhost.", "127.0.0.1:1014", HOST]
+
+
+def test_no_host_header_starts_a_fresh_count(alice, tmp_path):
+    """The attacker sends each guess with another Host, to each of two processes in turn: the
+    account still locks after ten failures, whatever Host the next try names."""
+    with two_servers(tmp_path) as ports:
+        attacker = Browser()
+        answers = []
+        for n, host in enumerate(ROTATING_HOSTS):
+            attacker.host = host
+            answers.append(attacker.log_in(ports[n % 2], f"guess {n}"))
+        assert answers == ["wrong"] * 10
+
+        for n, host in enumerate(FRESH_HOSTS):
+            attacker.host = host
+            assert attacker.log_in(ports[n % 2], PASSWORD) == "refused", host
+            assert Browser(host).log_in(ports[(n + 1) % 2], PASSWORD) == "refused", host
 
 
 def test_the_admin_login_goes_through_the_same_limit(staff_alice, tmp_path):
