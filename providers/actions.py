@@ -106,6 +106,13 @@ def check_credential(
         errors.append("api_key: must not contain spaces or line breaks")
     if not api_key and editing is None and provider not in ("openai_compatible", "mock"):
         errors.append("api_key: required for a new credential")
+    if (
+        editing is not None
+        and deployments is not None  # an invalid value is already named above
+        and not api_key
+        and (problem := moved_key_problem(editing, endpoint_of(base_url, api_version, deployments)))
+    ):
+        errors.append(problem)
     requests_per_minute = _per_minute_limit(data, "requests_per_minute", errors)
     tokens_per_minute = _per_minute_limit(data, "tokens_per_minute", errors)
     if errors:
@@ -113,6 +120,29 @@ def check_credential(
     return CredentialInput(
         provider, name, api_key, base_url, api_version, deployments or {}, requests_per_minute, tokens_per_minute
     )
+
+
+def endpoint_of(base_url: str, api_version: str, deployments: dict[str, str]) -> dict[str, Any]:
+    """Everything that decides the host and path a credential's key is sent to (its provider
+    too, which never changes once saved)."""
+    return {"base_url": base_url, "api_version": api_version, "deployments": deployments}
+
+
+def _stored_endpoint(credential: ProviderCredential) -> dict[str, Any]:
+    return endpoint_of(credential.base_url, credential.api_version, credential.deployments)
+
+
+def moved_key_problem(credential: ProviderCredential, endpoint: dict[str, Any]) -> str | None:
+    """Why saving ``endpoint`` without the key typed again is refused, or None. The stored key
+    only ever goes where it was saved for: pointing it elsewhere takes someone who knows it,
+    not just someone who can open the settings page (or holds an admin's session)."""
+    if not credential.api_key_encrypted:
+        return None  # no key to carry anywhere
+    before = _stored_endpoint(credential)
+    changed = [name for name, value in endpoint.items() if before[name] != value]
+    if not changed:
+        return None
+    return f"api_key: enter the key again to change where this credential points ({', '.join(changed)} changed)"
 
 
 def _text(data: dict[str, Any], name: str) -> str:
@@ -179,6 +209,12 @@ def do_save_credential(
         credential = ProviderCredential(org=org, provider=values.provider)
     else:
         credential = ProviderCredential.objects.select_for_update().get(pk=editing.pk, org=org)
+    before = _stored_endpoint(credential)
+    endpoint = endpoint_of(values.base_url, values.api_version, values.deployments)
+    # Again under the lock: an edit saved since check_credential read the row (a new key, a new
+    # endpoint) must not be undone by a form that kept the key it never saw.
+    if not values.api_key and editing is not None and (problem := moved_key_problem(credential, endpoint)):
+        raise ValidationError(problem)
     if values.api_key:
         credential.set_api_key(values.api_key)
     credential.name = values.name
@@ -189,7 +225,13 @@ def do_save_credential(
     credential.tokens_per_minute = values.tokens_per_minute
     credential.save()
     # Whether the key changed, never the key: the log must not become a copy of the secret.
-    detail = {"provider": credential.provider, "base_url": credential.base_url, "key_replaced": bool(values.api_key)}
+    detail: dict[str, Any] = {
+        "provider": credential.provider,
+        "base_url": credential.base_url,
+        "key_replaced": bool(values.api_key),
+    }
+    if editing is not None and before != endpoint:
+        detail["endpoint_before"], detail["endpoint_after"] = before, endpoint
     audit.record(org, action, user=user, target=_credential_target(credential), detail=detail)
     return credential
 

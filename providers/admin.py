@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
 from providers.models import AllowedProvider, Price, ProviderCredential
 
@@ -34,6 +35,14 @@ class ProviderCredentialAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     ]
+    # Where a saved key goes (and whose it is) changes only with the key typed again
+    # (providers.actions.check_credential), and this page never takes a key: an endpoint is
+    # changed on the organisation's settings page, by someone who can type the key in.
+    endpoint_fields = ["org", "provider", "base_url", "api_version", "deployments"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ProviderCredential | None = None) -> list[str]:
+        readonly = list(super().get_readonly_fields(request, obj))
+        return readonly + self.endpoint_fields if obj is not None else readonly
 
 
 @admin.register(AllowedProvider)

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httpcore2
 import httpx2
+import idna
 from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -111,8 +112,43 @@ def url_problem(url: str) -> str | None:
     if not host:
         return "has no host"
     address = literal_address(host)
-    if address is not None and not address_allowed(address, allowed_networks()):
+    if address is None:
+        return host_name_problem(host)
+    if not address_allowed(address, allowed_networks()):
         return f"{host} is not a public internet address; platform staff can allow its network in {SETTING}"
+    return None
+
+
+HOST_MAX = 253  # RFC 1035, written out without the final dot
+LABEL_MAX = 63
+
+
+def host_name_problem(host: str) -> str | None:
+    """Why ``host`` cannot be a DNS name, or None. An internationalised label (non-ASCII, or
+    an ``xn--`` A-label) must be valid IDNA 2008, as the HTTP layer encodes it; plain ASCII
+    labels are left to the resolver, since self-hosted servers go by names such as
+    ``vllm_server`` that are not strict host names but resolve."""
+    name = host.removesuffix(".")  # one final dot is the fully qualified spelling
+    if len(name) > HOST_MAX:
+        return f"host is longer than {HOST_MAX} characters"
+    for label in name.split("."):
+        if not label:
+            return f"host {host!r} has an empty label (two dots in a row, or a leading dot)"
+        if len(label) > LABEL_MAX:
+            return f"host label {label[:20]!r}… is longer than {LABEL_MAX} characters"
+        if problem := _idna_problem(label):
+            return f"host label {label!r} is not a valid internationalised name: {problem}"
+    return None
+
+
+def _idna_problem(label: str) -> str | None:
+    try:
+        if not label.isascii():
+            idna.alabel(label)  # also refuses a label whose xn-- form, as sent, is too long
+        elif label.lower().startswith("xn--"):
+            idna.ulabel(label)
+    except (idna.IDNAError, UnicodeError) as exc:
+        return str(exc)
     return None
 
 

@@ -65,10 +65,10 @@ def save_credential(request: HttpRequest, code: str) -> HttpResponse:
     editing = access_credential(org, request.POST["credential"]) if request.POST.get("credential") else None
     try:
         values = check_credential(org, request.POST.dict(), editing)
+        do_save_credential(org, values, editing, user=request.user)
     except ValidationError as exc:
         messages.error(request, "Credential not saved: " + "; ".join(exc.messages))
     else:
-        do_save_credential(org, values, editing, user=request.user)
         messages.success(request, f"Saved the {values.provider} credential {values.name!r}.")
     return redirect("providers:settings", code=org.code)
 

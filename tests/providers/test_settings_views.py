@@ -51,9 +51,13 @@ def test_it_works(alice, bob, org):
 def test_an_empty_key_keeps_the_stored_one(alice, org):
     client = client_for(alice)
     save_key(client, org)
-    save_key(client, org, credential=code_of(org), api_key="", base_url="https://proxy.example.com/v1")
+    save_key(client, org, credential=code_of(org), api_key="", name="renamed")
     credential = ProviderCredential.objects.get(org=org)
-    assert credential.api_key() == KEY and credential.base_url == "https://proxy.example.com/v1"
+    assert credential.api_key() == KEY and credential.name == "renamed"
+    # Not when it would point the key somewhere else (tests/providers/test_key_stays_put.py).
+    save_key(client, org, credential=code_of(org), api_key="", base_url="https://proxy.example.com/v1")
+    credential.refresh_from_db()
+    assert credential.api_key() == KEY and credential.base_url == ""
 
 
 def test_rate_limits_are_saved_shown_and_cleared(alice, org):
@@ -302,8 +306,9 @@ def test_several_credentials_per_provider_each_edited_deleted_and_tested_by_code
         for m in response.wsgi_request._messages
     )
     save_key(
-        client, org, credential=str(staging.code), api_key="", name="staging-eu", base_url="https://eu.example.com"
-    )
+        client, org, credential=str(staging.code), api_key="sk-staging-key-00000000", name="staging-eu",
+        base_url="https://eu.example.com",
+    )  # fmt: skip
     staging.refresh_from_db()
     assert (staging.name, staging.base_url, staging.api_key()) == (
         "staging-eu",
