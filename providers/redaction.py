@@ -3,7 +3,10 @@
 Two kinds of secret are removed, each replaced by ``MARKER``:
 
 - a credential's own key, whole and any run of 8 or more of its characters (a provider that
-  echoes a key shortened, or a message cut in the middle of one, still gives nothing away);
+  echoes a key shortened, or a message cut in the middle of one, still gives nothing away),
+  and the forms a model or provider turns it into: any case, reversed, spelled out with
+  separators, hex, base64 (alone or inside a blob), percent-encoded or HTML- or
+  backslash-escaped (``providers/echoes.py`` finds them; each whole echo becomes one marker);
 - key-shaped tokens of any credential: ``sk-…`` (OpenAI, ``sk-proj-``, Anthropic's
   ``sk-ant-``, OpenRouter's ``sk-or-v1-``), ``Bearer …``, and the values of ``api-key``,
   ``x-api-key`` and friends, in header, query and JSON form; and PRBench's own secrets, an
@@ -25,9 +28,9 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+from providers.echoes import MIN_RUN, MIN_SECRET, EchoFinder
+
 MARKER = "[redacted]"
-MIN_RUN = 8  # the shortest run of a key's characters that counts as leaking it
-MIN_SECRET = 8  # shorter keys cannot be told from ordinary text, so are not searched for
 
 # Each pattern starts with plain characters (no flags, no alternation), so the regex engine
 # skips ahead to candidates: about 1 ms per 100 kB of prompt instead of 40.
@@ -91,18 +94,11 @@ def redact_data(value: Any, secrets: Iterable[str] = ()) -> Any:
 
 
 def remove_secrets(text: str, secrets: Iterable[str]) -> str:
-    """Every run of ``MIN_RUN`` or more characters of any of the keys, each as one marker."""
-    spans: list[tuple[int, int]] = []
+    """Every echo of any of the keys (``providers/echoes.py``), each as one marker."""
     if len(text) < MIN_RUN:  # most JSON keys and values of a response: nothing to look for
         return text
-    for secret in secrets:
-        if len(secret) < MIN_SECRET:
-            continue
-        for gram in _grams(secret):
-            start = text.find(gram)
-            while start != -1:
-                spans.append((start, start + MIN_RUN))
-                start = text.find(gram, start + 1)
+    finder = echo_finder(tuple(secrets))
+    spans = finder.spans(text) if finder is not None else []
     if not spans:
         return text
     pieces, last = [], 0
@@ -113,10 +109,13 @@ def remove_secrets(text: str, secrets: Iterable[str]) -> str:
     return "".join(pieces)
 
 
-@lru_cache(maxsize=64)
-def _grams(secret: str) -> frozenset[str]:
-    """Computed once per key, not once per text: a response has dozens of strings."""
-    return frozenset(secret[i : i + MIN_RUN] for i in range(len(secret) - MIN_RUN + 1))
+# Built once per set of keys, not once per text: a response has dozens of strings, and every
+# log line is searched for the process's known keys. Few sets: the gateway's are one key
+# each, and the registry's set replaces the one before it whenever it grows.
+@lru_cache(maxsize=16)
+def echo_finder(secrets: tuple[str, ...]) -> EchoFinder | None:
+    searchable = [secret for secret in secrets if len(secret) >= MIN_SECRET]
+    return EchoFinder(searchable) if searchable else None
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
