@@ -67,11 +67,16 @@ class BrowserSessionAuth(APIKeyCookie):
         super().__init__()
         self.scope = str(ApiScope(scope).value)
 
-    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
-        # A request that names a key is judged by that key alone: a revoked key sent from a
-        # signed-in browser must not fall back to the person's session.
+    def __call__(self, request: HttpRequest) -> Any:
+        # Only a signed-in browser that names no key is this scheme's to judge, and only then is
+        # its CSRF token checked: a script with no key, or a bad one, gets the 401 that tells it
+        # to send a key, not the CSRF check's 403. A request that names a key is judged by that
+        # key alone: a revoked key sent from a signed-in browser must not fall back to the session.
         if "authorization" in request.headers or not request.user.is_authenticated:
             return None
+        return super().__call__(request)
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
         request.is_api = True  # type: ignore[attr-defined]
         return request.user
 

@@ -1,0 +1,111 @@
+"""The API's answers when something is wrong: who is asking (401 vs 403), what the body says
+(422, nothing started), and whether an id exists (one 404 for every outsider).
+
+Clients here check CSRF as a browser's server does (``enforce_csrf_checks=True``): Django's test
+client skips the check by default, which hid every difference between a script and a browser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.middleware.csrf import _get_new_csrf_string
+from django.test import Client
+
+from experiments.models import Run, TaskUpload
+from orgs.api_keys import do_revoke_api_key
+from orgs.models import ApiKey
+from tests.api.test_api_schema import real_ids  # noqa: F401 (fixture)
+from tests.conftest import make_api_key
+from tests.experiments.test_import_tasks import LINES
+from tests.leaderboards.test_gate import arm, finished_run, mmlu  # noqa: F401 (fixtures)
+
+
+def error_of(response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "field"}, body
+    return body["error"]
+
+
+def script(authorization: str | None = None) -> Client:
+    """A client as curl or requests is: no cookies, CSRF checked as in production."""
+    return Client(enforce_csrf_checks=True, headers={"authorization": authorization} if authorization else {})
+
+
+def browser(user, *, with_token: bool) -> Client:
+    """A signed-in browser (the docs page, a script in the page): the session cookie, and the
+    CSRF cookie with its token in the header when ``with_token``."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    token = _get_new_csrf_string()
+    client.cookies["csrftoken"] = token
+    if with_token:
+        client.defaults["HTTP_X_CSRFTOKEN"] = token
+    return client
+
+
+def upload_form(lines: list[str]) -> dict[str, Any]:
+    data = ("\n".join(lines) + "\n").encode()
+    return {"format": "swebench", "dataset_name": "lite", "file": SimpleUploadedFile("tasks.jsonl", data)}
+
+
+# --- no key, a bad key: 401 on every method --------------------------------------------------------
+
+
+@pytest.fixture
+def revoked_key(org) -> str:
+    raw = make_api_key(org, name="old")
+    do_revoke_api_key(ApiKey.objects.get(name="old"))
+    return raw
+
+
+def test_no_key_or_a_bad_one_is_401_on_reads_and_writes(org, experiment, start, revoked_key):
+    run = start(experiment)
+    upload_body = upload_form(LINES[:2])
+    requests = [
+        ("get", "/api/runs", None),
+        ("get", f"/api/runs/{run.code}", None),
+        ("get", f"/api/experiments/{experiment.code}/estimate", None),
+        ("post", "/api/experiments", "{}"),
+        ("put", f"/api/experiments/{experiment.code}", "{}"),
+        ("post", f"/api/experiments/{experiment.code}/runs", "{}"),
+        ("post", f"/api/runs/{run.code}/cancel", None),
+        ("post", f"/api/runs/{run.code}/gate", '{"min_quality_lower_bound": 0.5}'),
+        ("post", "/api/datasets/uploads", upload_body),
+    ]
+    for authorization in (None, f"Bearer {revoked_key}", "Bearer prb_unknown", "Basic YWxpY2U6cHc="):
+        client = script(authorization)
+        for method, path, body in requests:
+            if isinstance(body, dict):
+                response = client.post(path, body)
+            elif body is not None:
+                response = getattr(client, method)(path, body, content_type="application/json")
+            else:
+                response = getattr(client, method)(path)
+            where = (authorization, method, path)
+            assert response.status_code == 401, (where, response.content)
+            assert response["WWW-Authenticate"] == "Bearer", where
+            assert error_of(response)["code"] == "unauthenticated", where
+    assert Run.objects.count() == 1 and Run.objects.get().status == "running"
+    assert not TaskUpload.objects.exists()
+
+
+def test_a_bad_key_from_a_signed_in_browser_is_401_on_writes_too(alice, experiment, start, revoked_key):
+    run = start(experiment)
+    client = browser(alice, with_token=False)
+    response = client.post(f"/api/runs/{run.code}/cancel", headers={"authorization": f"Bearer {revoked_key}"})
+    assert response.status_code == 401 and error_of(response)["code"] == "unauthenticated"
+    assert Run.objects.get().status == "running"
+
+
+def test_a_session_write_needs_its_csrf_token(alice, experiment, start):
+    run = start(experiment)
+    refused = browser(alice, with_token=False).post(f"/api/runs/{run.code}/pause")
+    assert refused.status_code == 403 and "CSRF" in error_of(refused)["message"]
+    assert Run.objects.get().status == "running"
+    assert browser(alice, with_token=False).get(f"/api/runs/{run.code}").status_code == 200  # reads need none
+    paused = browser(alice, with_token=True).post(f"/api/runs/{run.code}/pause")
+    assert paused.status_code == 200, paused.content
+    assert Run.objects.get().status == "paused"
