@@ -17,6 +17,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from ninja import Schema
 from ninja.security import APIKeyCookie, HttpBearer
+from ninja.utils import check_csrf
 
 from orgs import api_keys
 from orgs.models import ApiScope, Role
@@ -79,6 +80,15 @@ class BrowserSessionAuth(APIKeyCookie):
     def authenticate(self, request: HttpRequest, key: str | None) -> Any:
         request.is_api = True  # type: ignore[attr-defined]
         return request.user
+
+
+def check_session_csrf(request: HttpRequest) -> None:
+    """The CSRF check of a browser session's write, for an endpoint marked ``csrf_exempt`` so
+    that it can prepare the request before the check reads the body (an upload sets its size
+    limit: Django refuses new upload handlers once the body has been parsed). A key's request
+    carries no cookie to forge and needs none."""
+    if getattr(request, "api_key", None) is None and check_csrf(request) is not None:
+        raise PermissionDenied("CSRF check Failed")
 
 
 def api_auth(scope: str) -> list[Any]:

@@ -51,6 +51,34 @@ def upload_form(lines: list[str]) -> dict[str, Any]:
     return {"format": "swebench", "dataset_name": "lite", "file": SimpleUploadedFile("tasks.jsonl", data)}
 
 
+# --- a browser session uploads ---------------------------------------------------------------------
+
+
+def test_a_signed_in_browser_uploads_with_its_csrf_token(alice):
+    response = browser(alice, with_token=True).post("/api/datasets/uploads", upload_form(LINES[:2]))
+    assert response.status_code == 201, response.content
+    assert TaskUpload.objects.get().file_name == "tasks.jsonl"
+    assert response.json()["id"] == str(TaskUpload.objects.get().code)
+
+
+def test_a_browser_upload_keeps_the_size_limit(alice, settings):
+    settings.PRBENCH_UPLOAD_MAX_BYTES = 1000
+    response = browser(alice, with_token=True).post("/api/datasets/uploads", upload_form(LINES))
+    assert response.status_code == 422, response.content
+    assert error_of(response)["field"] == "file" and "larger than the upload limit" in error_of(response)["message"]
+    assert not TaskUpload.objects.exists()
+
+
+def test_a_browser_upload_without_its_csrf_token_is_refused(alice, bob):
+    response = browser(alice, with_token=False).post("/api/datasets/uploads", upload_form(LINES[:2]))
+    assert response.status_code == 403, response.content
+    assert error_of(response)["code"] == "forbidden" and "CSRF" in error_of(response)["message"]
+    # A member may not upload at all: the role is refused before the body is read.
+    member = browser(bob, with_token=True).post("/api/datasets/uploads", upload_form(LINES[:2]))
+    assert member.status_code == 403 and "admin" in error_of(member)["message"].lower()
+    assert not TaskUpload.objects.exists()
+
+
 # --- no key, a bad key: 401 on every method --------------------------------------------------------
 
 
