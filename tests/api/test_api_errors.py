@@ -137,3 +137,79 @@ def test_a_session_write_needs_its_csrf_token(alice, experiment, start):
     paused = browser(alice, with_token=True).post(f"/api/runs/{run.code}/pause")
     assert paused.status_code == 200, paused.content
     assert Run.objects.get().status == "paused"
+
+
+# --- bodies are read as they are written ------------------------------------------------------------
+
+
+@pytest.fixture
+def key_client(org) -> Client:
+    return script(f"Bearer {make_api_key(org)}")
+
+
+def post_raw(client: Client, path: str, body: str):
+    return client.post(path, body, content_type="application/json")
+
+
+@pytest.mark.parametrize(
+    "body, field, says",
+    [
+        ("[]", None, "JSON object"),
+        ('"str"', None, "JSON object"),
+        ("null", None, "JSON object"),
+        ("3", None, "JSON object"),
+        ('{"inference_only": "yes"}', "inference_only", "boolean"),
+        ('{"inference_only": "1"}', "inference_only", "boolean"),
+        ('{"inference_only": 1}', "inference_only", "boolean"),
+        ('{"seed": true}', "seed", "integer"),
+        ('{"seed": "7"}', "seed", "integer"),
+        ('{"inference-only": true}', "inference-only", "not permitted"),
+    ],
+)
+def test_a_start_body_that_is_not_what_it_seems_is_422_and_starts_nothing(key_client, experiment, body, field, says):
+    response = post_raw(key_client, f"/api/experiments/{experiment.code}/runs", body)
+    assert response.status_code == 422, (body, response.content)
+    error = error_of(response)
+    assert error["code"] == "invalid" and error["field"] == field, (body, error)
+    assert says in error["message"], (body, error)
+    assert not Run.objects.exists()
+
+
+def test_no_body_still_starts_with_every_default_and_money_may_be_a_string(key_client, experiment):
+    response = post_raw(key_client, f"/api/experiments/{experiment.code}/runs", "")  # documented: all optional
+    assert response.status_code == 201, response.content
+    assert response.json()["inference_only"] is False and response.json()["seed"] == experiment.sample_seed
+    spelled = post_raw(key_client, f"/api/experiments/{experiment.code}/runs", '{"budget_usd": "25.00", "seed": 7}')
+    assert spelled.status_code == 201, spelled.content
+    assert spelled.json()["budget_usd"] == "25.00" and spelled.json()["seed"] == 7
+    assert Run.objects.count() == 2
+
+
+def test_a_gate_body_that_is_not_what_it_seems_is_422(org, finished_run):  # noqa: F811
+    run = finished_run(arm("model"))
+    client = script(f"Bearer {make_api_key(org, ['read'])}")
+    for body, field in (
+        ("[]", None),
+        ("null", None),
+        ('{"min_quality_lower_bound": 0.5, "max_p95_latncy": 30}', "max_p95_latncy"),  # misspelt: not ignored
+        ('{"min_quality_lower_bound": true}', "min_quality_lower_bound"),
+    ):
+        response = post_raw(client, f"/api/runs/{run.code}/gate", body)
+        assert response.status_code == 422, (body, response.content)
+        assert error_of(response)["field"] == field, (body, response.json())
+    assert post_raw(client, f"/api/runs/{run.code}/gate", '{"max_p95_latency": 30}').status_code == 200
+
+
+def test_the_schema_documents_401_and_422_and_strict_bodies(db):
+    schema = Client().get("/api/openapi.json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            assert {"401", "422"} <= set(operation["responses"]), (method, path)
+    bodies = {path: operations.get("post", {}).get("requestBody") for path, operations in schema["paths"].items()}
+    start_in = bodies["/api/experiments/{experiment_id}/runs"]
+    gate_in = bodies["/api/runs/{run_id}/gate"]
+    assert start_in["required"] is False and gate_in["required"] is True  # no body: a start with every default
+    start_schema = start_in["content"]["application/json"]["schema"]
+    assert start_schema["additionalProperties"] is False
+    assert start_schema["properties"]["inference_only"]["type"] == "boolean"
+    assert gate_in["content"]["application/json"]["schema"]["additionalProperties"] is False
