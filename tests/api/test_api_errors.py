@@ -7,16 +7,18 @@ client skips the check by default, which hid every difference between a script a
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.middleware.csrf import _get_new_csrf_string
-from django.test import Client
+from django.test import Client, override_settings
 
 from experiments.models import Run, TaskUpload
 from orgs.api_keys import do_revoke_api_key
-from orgs.models import ApiKey
+from orgs.models import ApiKey, Organization
 from tests.api.test_api_schema import real_ids  # noqa: F401 (fixture)
 from tests.conftest import make_api_key
 from tests.experiments.test_import_tasks import LINES
@@ -213,3 +215,36 @@ def test_the_schema_documents_401_and_422_and_strict_bodies(db):
     assert start_schema["additionalProperties"] is False
     assert start_schema["properties"]["inference_only"]["type"] == "boolean"
     assert gate_in["content"]["application/json"]["schema"]["additionalProperties"] is False
+
+
+# --- an outsider cannot tell another organisation's id from an unknown one --------------------------
+
+BODIES = {"put": "{}", "post": "{}"}  # valid for every body schema: the answer is the access layer's
+VARYING_HEADERS = {"X-Request-ID"}  # a fresh id per request, whatever it asks
+
+
+def answer(client: Client, method: str, path: str):
+    body = BODIES.get(method)
+    response = getattr(client, method)(path, body, content_type="application/json") if body else client.get(path)
+    headers = {name: value for name, value in response.headers.items() if name not in VARYING_HEADERS}
+    return response.status_code, response.content, headers
+
+
+@override_settings(PRBENCH_API_REQUESTS_PER_MINUTE=0)
+def test_another_organisations_id_answers_exactly_as_an_unknown_one(org, real_ids, charlie):  # noqa: F811
+    outsider = script(f"Bearer {make_api_key(Organization.objects.get(slug='other'))}")
+    fixed = {"format": "json"}  # path parameters that are not ids: the same real value both times
+    compared = []
+    for template, operations in Client().get("/api/openapi.json").json()["paths"].items():
+        names = [part[1:-1] for part in template.split("/") if part.startswith("{")]
+        ids = [name for name in names if name not in fixed]
+        if not ids:
+            continue
+        for method in operations:
+            real = template.format(**fixed, **{name: real_ids[name] for name in ids})
+            made_up = template.format(**fixed, **{name: str(uuid.uuid4()) for name in ids})
+            theirs, unknown = answer(outsider, method, real), answer(outsider, method, made_up)
+            assert theirs[0] == 404, (method, template, theirs)
+            assert theirs == unknown, (method, template, json.loads(theirs[1]), json.loads(unknown[1]))
+            compared.append((method, template))
+    assert len(compared) >= 15, compared  # every {id} path of the document, each method
