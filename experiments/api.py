@@ -21,7 +21,8 @@ from django.db.models import Count, Prefetch, QuerySet
 from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
-from ninja import Body, Field, Header, Query, Router, Schema, Status
+from django.views.decorators.csrf import csrf_exempt
+from ninja import Field, Header, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
 from experiments.actions import (
@@ -72,7 +73,22 @@ from orgs.access import (
     access_task_upload,
 )
 from orgs.models import Organization
-from prbench.api_support import ADMIN, COMMON_ERRORS, MAX_LIMIT, READ, RUN, ErrorBody, Page, actor, paginate
+from prbench.api_support import (
+    ADMIN,
+    COMMON_ERRORS,
+    MAX_LIMIT,
+    READ,
+    RUN,
+    ErrorBody,
+    JsonBody,
+    JsonDecimal,
+    Page,
+    actor,
+    check_session_csrf,
+    json_body,
+    paginate,
+    read_body,
+)
 from prbench.inputs import NAME_MAX, load_spec
 
 router = Router(tags=["runs"])
@@ -324,10 +340,12 @@ UPLOAD_BODY = {
     tags=["datasets"],
     openapi_extra=UPLOAD_BODY,
 )
+@csrf_exempt  # checked below, once the size limit is in place: the CSRF check reads the body
 def create_upload(request: HttpRequest) -> Status[UploadOut]:
     membership = access_current_org(request, manage=True)  # refused before a byte of the file is read
     limit = UploadSizeLimit(request, settings.PRBENCH_UPLOAD_MAX_BYTES)
     request.upload_handlers.insert(0, limit)
+    check_session_csrf(request)
     try:
         form = TaskUploadForm(request.POST, request.FILES, too_large=limit.refused)
     except MultiPartParserError as exc:  # Django would answer an undocumented 400
@@ -670,10 +688,10 @@ def estimate(
     )
 
 
-class StartRunIn(Schema):
+class StartRunIn(JsonBody):
     seed: int | None = Field(default=None, ge=-SEED_LIMIT, le=SEED_LIMIT, description="Default: the experiment's")
     inference_only: bool = Field(default=False, description="Skip patch validation")
-    budget_usd: Decimal | None = Field(default=None, description="A hard limit on this run's spend")
+    budget_usd: JsonDecimal | None = Field(default=None, description="A hard limit on this run's spend")
 
 
 IDEMPOTENCY_KEY_HELP = (
@@ -682,7 +700,6 @@ IDEMPOTENCY_KEY_HELP = (
     f"{IDEMPOTENCY_KEY_TTL.total_seconds() / 3600:g} hours."
 )
 
-OPTIONAL_BODY = Body(None)  # every choice of a start has a default: no body is a start with them all
 IDEMPOTENCY_KEY_HEADER = Header(
     None, alias="Idempotency-Key", max_length=255, pattern=r"^[!-~]+$", description=IDEMPOTENCY_KEY_HELP
 )
@@ -694,15 +711,14 @@ IDEMPOTENCY_KEY_HEADER = Header(
     auth=RUN,
     summary="Start a run (201), or return the run an earlier request with this Idempotency-Key started (200)",
     tags=["runs"],
+    openapi_extra=json_body(StartRunIn, required=False),
 )
 def start_run(
-    request: HttpRequest,
-    experiment_id: str,
-    choices: StartRunIn = OPTIONAL_BODY,
-    idempotency_key: str | None = IDEMPOTENCY_KEY_HEADER,
+    request: HttpRequest, experiment_id: str, idempotency_key: str | None = IDEMPOTENCY_KEY_HEADER
 ) -> Status[RunOut]:
     experiment = access_experiment(request, experiment_id, write=True)
-    choices = choices or StartRunIn()
+    # Every choice of a start has a default: no body is a start with them all.
+    choices = read_body(request, StartRunIn, empty_means_defaults=True)
     budget_usd, problem = parse_budget_usd(choices.budget_usd)
     if problem:
         raise ValidationError({"budget_usd": problem})

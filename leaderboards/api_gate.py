@@ -7,7 +7,6 @@ again), and the answer carries the verdict per arm and check and the Markdown fo
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from django.http import HttpRequest
@@ -16,12 +15,12 @@ from pydantic import Field
 
 from leaderboards.gate import BOARD_CONFIDENCE, GateRequest, evaluate_gate, gate_markdown
 from orgs.access import access_run
-from prbench.api_support import READ, WITH_CONFLICT
+from prbench.api_support import READ, WITH_CONFLICT, JsonBody, JsonDecimal, json_body, read_body
 
 router = Router(tags=["gate"])
 
 
-class GateIn(Schema):
+class GateIn(JsonBody):
     min_quality_lower_bound: float | None = Field(
         None, description="Each arm's quality Wilson lower bound must reach this share"
     )
@@ -29,7 +28,7 @@ class GateIn(Schema):
         None,
         description="A run of the organisation, by public id: no significant regression against it on shared tasks",
     )
-    max_cost_per_task: Decimal | None = Field(None, description="USD; an unknown cost fails")
+    max_cost_per_task: JsonDecimal | None = Field(None, description="USD; an unknown cost fails")
     max_p95_latency: float | None = Field(None, description="Seconds")
     arms: list[str] = Field(default_factory=list, description="Arm labels to gate; empty: every arm")
     baseline_arms: dict[str, str] = Field(
@@ -72,9 +71,11 @@ class GateOut(Schema):
     response={200: GateOut, **WITH_CONFLICT},
     auth=READ,
     summary="Gate a finished run on thresholds and a baseline (the CI gate)",
+    openapi_extra=json_body(GateIn),
 )
-def gate_run(request: HttpRequest, run_id: str, payload: GateIn) -> dict[str, Any]:
+def gate_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
     run = access_run(request, run_id)
+    payload = read_body(request, GateIn)
     gate_request = GateRequest(
         min_quality_lower_bound=payload.min_quality_lower_bound,
         baseline=payload.baseline,

@@ -148,16 +148,27 @@ def access_offered_invitation(request: HttpRequest, code: Any) -> Invitation:
     return _get_or_404(invitations_for(request.user), code=code)
 
 
+def _not_found(model: type[Model]) -> Http404:
+    return Http404(f"No such {model._meta.verbose_name}")
+
+
 def _get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
     try:
         return queryset.get(**lookup)
     except (ObjectDoesNotExist, ValidationError, ValueError):
         # A malformed public id in the URL is just "not found", never a 500.
-        raise Http404(f"No such {queryset.model._meta.verbose_name}") from None
+        raise _not_found(queryset.model) from None
 
 
-def _scoped(request: HttpRequest, org: Organization, write: bool, manage: bool = False) -> None:
-    check_role(membership_for(request, org), write=write, manage=manage)
+def _scoped(request: HttpRequest, found: Model, org: Organization, write: bool, manage: bool = False) -> None:
+    """The role check for ``found``, an object of ``org``. An outsider gets the very 404 an
+    unknown id gets (not membership_for's "No such organisation"): the answer must not tell
+    another organisation's id from a made-up one."""
+    try:
+        membership = membership_for(request, org)
+    except Http404:
+        raise _not_found(type(found)) from None
+    check_role(membership, write=write, manage=manage)
 
 
 def access_dataset(request: HttpRequest, code: Any, *, write: bool = False, manage: bool = False) -> Dataset:
@@ -165,7 +176,7 @@ def access_dataset(request: HttpRequest, code: Any, *, write: bool = False, mana
     from experiments.models import Dataset
 
     dataset = _get_or_404(Dataset.objects.select_related("org"), code=code)
-    _scoped(request, dataset.org, write, manage)
+    _scoped(request, dataset, dataset.org, write, manage)
     return dataset
 
 
@@ -175,7 +186,7 @@ def access_task_upload(request: HttpRequest, code: Any) -> TaskUpload:
     from experiments.models import TaskUpload
 
     upload = _get_or_404(TaskUpload.objects.select_related("org", "dataset").defer("data"), code=code)
-    _scoped(request, upload.org, write=True, manage=True)
+    _scoped(request, upload, upload.org, write=True, manage=True)
     return upload
 
 
@@ -183,7 +194,7 @@ def access_mining_job(request: HttpRequest, code: Any) -> MiningJob:
     from experiments.models import MiningJob
 
     job = _get_or_404(MiningJob.objects.select_related("org", "source", "dataset"), code=code)
-    _scoped(request, job.org, write=True, manage=True)
+    _scoped(request, job, job.org, write=True, manage=True)
     return job
 
 
@@ -191,7 +202,7 @@ def access_experiment(request: HttpRequest, code: Any, *, write: bool = False) -
     from experiments.models import Experiment
 
     experiment = _get_or_404(Experiment.objects.select_related("org", "dataset"), code=code)
-    _scoped(request, experiment.org, write)
+    _scoped(request, experiment, experiment.org, write)
     return experiment
 
 
@@ -199,7 +210,7 @@ def access_run(request: HttpRequest, code: Any, *, write: bool = False) -> Run:
     from experiments.models import Run
 
     run = _get_or_404(Run.objects.select_related("org", "experiment__dataset"), code=code)
-    _scoped(request, run.org, write)
+    _scoped(request, run, run.org, write)
     bind_contextvars(run=str(run.code))
     return run
 
@@ -208,7 +219,7 @@ def access_attempt(request: HttpRequest, code: Any) -> Attempt:
     from experiments.models import Attempt
 
     attempt = _get_or_404(Attempt.objects.select_related("run__org", "run__experiment", "task", "arm"), code=code)
-    _scoped(request, attempt.run.org, write=False)
+    _scoped(request, attempt, attempt.run.org, write=False)
     bind_contextvars(run=str(attempt.run.code), attempt=str(attempt.code))
     return attempt
 

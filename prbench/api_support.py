@@ -8,7 +8,8 @@ member of its own organisation (orgs/access.py): the rules are the browser's, wr
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from decimal import Decimal
+from typing import Annotated, Any, Generic, TypeVar
 
 from django.conf import settings
 from django.core import signing
@@ -17,9 +18,14 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from ninja import Schema
 from ninja.security import APIKeyCookie, HttpBearer
+from ninja.utils import check_csrf
+from pydantic import BaseModel, ConfigDict, Strict, model_validator
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import PydanticCustomError
 
 from orgs import api_keys
 from orgs.models import ApiScope, Role
+from prbench.inputs import load_spec
 
 # What a signed-in person's role allows, in the API's scopes.
 ROLE_SCOPES = {
@@ -67,13 +73,27 @@ class BrowserSessionAuth(APIKeyCookie):
         super().__init__()
         self.scope = str(ApiScope(scope).value)
 
-    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
-        # A request that names a key is judged by that key alone: a revoked key sent from a
-        # signed-in browser must not fall back to the person's session.
+    def __call__(self, request: HttpRequest) -> Any:
+        # Only a signed-in browser that names no key is this scheme's to judge, and only then is
+        # its CSRF token checked: a script with no key, or a bad one, gets the 401 that tells it
+        # to send a key, not the CSRF check's 403. A request that names a key is judged by that
+        # key alone: a revoked key sent from a signed-in browser must not fall back to the session.
         if "authorization" in request.headers or not request.user.is_authenticated:
             return None
+        return super().__call__(request)
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
         request.is_api = True  # type: ignore[attr-defined]
         return request.user
+
+
+def check_session_csrf(request: HttpRequest) -> None:
+    """The CSRF check of a browser session's write, for an endpoint marked ``csrf_exempt`` so
+    that it can prepare the request before the check reads the body (an upload sets its size
+    limit: Django refuses new upload handlers once the body has been parsed). A key's request
+    carries no cookie to forge and needs none."""
+    if getattr(request, "api_key", None) is None and check_csrf(request) is not None:
+        raise PermissionDenied("CSRF check Failed")
 
 
 def api_auth(scope: str) -> list[Any]:
@@ -98,6 +118,59 @@ def current_org_or_404(request: HttpRequest) -> Any:
     from orgs.access import access_current_org
 
     return access_current_org(request).org
+
+
+# --- request bodies ----------------------------------------------------------------------------
+
+
+class JsonBody(BaseModel):
+    """A JSON request body, read as it is written.
+
+    ninja's ``Schema`` reads any value by attribute, so a body of ``[]``, ``"str"`` or ``null``
+    read as "every default" (and started a full run); pydantic's lax mode reads ``"yes"``,
+    ``"1"`` and ``1`` as true and ``true`` as the integer 1; and a misspelt field was dropped,
+    its default silently taken. Each turns a wrong request into a different one, so a body
+    must be an object, its fields strictly typed (``JsonDecimal`` for money, which is sent as
+    a string or a number alike), and nothing in it unknown.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        if not isinstance(data, dict | BaseModel):
+            raise PydanticCustomError("body_not_object", "the body must be a JSON object")
+        return data
+
+
+JsonDecimal = Annotated[Decimal, Strict(False)]
+B = TypeVar("B", bound=JsonBody)
+
+
+def read_body(request: HttpRequest, schema: type[B], *, empty_means_defaults: bool = False) -> B:
+    """The request's JSON body as ``schema``: read by the endpoint after its access check, so an
+    outsider gets the same 404 whatever it sends, and through the spec files' reader (a parse
+    error names its line). A problem is a 422 naming its field."""
+    if empty_means_defaults and not request.body:
+        return schema()
+    data = load_spec(request.body, "request body.json")
+    try:
+        return schema.model_validate(data)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        names = [str(part) for part in first["loc"] if not isinstance(part, int)]
+        raise ValidationError({names[-1] if names else "__all__": first["msg"]}) from None
+
+
+def json_body(schema: type[JsonBody], *, required: bool = True) -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of an endpoint that reads ``schema`` with ``read_body``."""
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {"application/json": {"schema": schema.model_json_schema()}},
+        }
+    }
 
 
 # --- errors ------------------------------------------------------------------------------------
