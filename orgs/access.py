@@ -105,7 +105,10 @@ def access_current_org(request: HttpRequest, *, write: bool = False, manage: boo
 
 def access_org(request: HttpRequest, code: Any, *, manage: bool = False) -> Membership:
     org = _get_or_404(Organization.objects.all(), code=code)
-    membership = membership_for(request, org)
+    try:
+        membership = membership_for(request, org)
+    except Http404:
+        raise _not_found(Organization) from None  # an outsider learns no more than from a made-up code
     check_role(membership, manage=manage)
     return membership
 

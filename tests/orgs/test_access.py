@@ -93,10 +93,15 @@ def test_unknown_code_is_404(alice, objects, name):
 
 @pytest.mark.parametrize("name", HELPERS)
 def test_it_checks_ownership(charlie, objects, name):
+    """An outsider's 404 for a real id says what an unknown id's says, word for word: the
+    answer must not tell another organisation's id from a made-up one."""
     helper, _, code = objects[name]
 
-    with pytest.raises(Http404):
+    with pytest.raises(Http404) as foreign:
         helper(request_for(charlie), code)
+    with pytest.raises(Http404) as unknown:
+        helper(request_for(charlie), uuid.uuid4())
+    assert str(foreign.value) == str(unknown.value)
 
 
 @pytest.mark.parametrize("name", HELPERS)
