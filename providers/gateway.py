@@ -22,7 +22,7 @@ from tenacity.stop import stop_base
 from prbench import metrics
 from providers import budget, redaction
 from providers.adapters.base import Adapter
-from providers.adapters.config import runtime_config
+from providers.adapters.config import COST_REFUSAL, cost_fields, runtime_config
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import (
@@ -83,12 +83,29 @@ def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     ``ProviderError`` before any network traffic when the org may not, or cannot, call it."""
     version = governance_version(org_id)
     adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, arm.credential, version, _minute())
+    _refuse_unpriced_body(adapter_class, arm.config)
     if credential is not None:
         redaction.remember_secret(credential.api_key)  # so this process's logs never show it
     # Only the settings the adapter declares, well-formed: a routing key (base_url, …) or
     # anything else written into an old row past the save-time checks never reaches it.
     arm = replace(arm, config=runtime_config(adapter_class.config_keys, arm.config))
     return PreparedArm(arm, adapter_class, credential, arm_price(arm.provider, arm.model_name, arm.config))
+
+
+def _refuse_unpriced_body(adapter_class: type[Adapter], config: dict) -> None:
+    """An arm saved before ``extra_body`` was refused fields that change what a call can cost
+    (``n``, a second token ceiling, tools …) makes no call at all. ``runtime_config`` would
+    drop its whole extra_body and call a different arm under its name; this way its attempts
+    fail as the platform's configuration error, never scored against the model, never paid."""
+    body = config.get("extra_body")
+    if "extra_body" not in adapter_class.config_keys or not isinstance(body, dict):
+        return
+    if priced := sorted(cost_fields(body)):
+        raise ProviderError(
+            ErrorCategory.PLATFORM_ERROR,
+            f"config.extra_body may not set {', '.join(priced)} {COST_REFUSAL}; the arm was saved before "
+            "that was refused, so none of its calls is made until its settings are changed",
+        )
 
 
 def arm_price(provider: str, model_name: str, config: dict) -> Price | None:

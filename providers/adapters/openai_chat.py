@@ -255,6 +255,16 @@ class OpenRouterAdapter(OpenAIChatAdapter):
     token_limit_field = "max_tokens"
     model_ids_are_openais = False  # it reasons with Anthropic, Google, DeepSeek … models too
 
+    @classmethod
+    def config_errors(cls, model_name: str, config: dict) -> list[str]:
+        errors = super().config_errors(model_name, config)
+        if model_name.strip().lower().endswith(":online"):
+            errors.append(
+                f"model_name {model_name}: the :online suffix turns on OpenRouter's web search, billed per "
+                "result beyond tokens, which a budget cannot hold a call to"
+            )
+        return errors
+
     def reasoning_params(self, effort: str) -> dict[str, Any]:
         return {}  # OpenRouter's own field, sent in extra_body: the SDK takes no such argument
 
