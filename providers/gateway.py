@@ -22,7 +22,7 @@ from tenacity.stop import stop_base
 from prbench import metrics
 from providers import budget, redaction
 from providers.adapters.base import Adapter
-from providers.adapters.config import COST_REFUSAL, cost_fields, runtime_config
+from providers.adapters.config import COST_REFUSAL, UnboundedCost, cost_fields, runtime_config
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import (
@@ -171,8 +171,21 @@ def _reserve_budgets(prepared: PreparedArm, request: CompletionRequest) -> budge
             ErrorCategory.BUDGET_EXCEEDED,
             f"{arm.provider}/{arm.model_name} has no known price, so its calls cannot be held to a budget",
         )
-    most = ceiling_cost(estimated_prompt_tokens(request), request.max_output_tokens, prepared.price)
+    most = ceiling_cost(estimated_prompt_tokens(request), _billed_output_tokens(prepared, request), prepared.price)
     return budget.reserve(prepared.budgets, most)
+
+
+def _billed_output_tokens(prepared: PreparedArm, request: CompletionRequest) -> int:
+    """The output the adapter's request as sent can be billed for (every answer it asks for,
+    each up to its token ceiling), not the arm's max_tokens: a setting that raises either is
+    reserved for, or the call is not made."""
+    adapter = prepared.adapter_class(prepared.arm, prepared.credential)
+    try:
+        return adapter.billed_output_tokens(request)
+    except UnboundedCost as exc:
+        raise ProviderError(
+            ErrorCategory.PLATFORM_ERROR, f"{exc}, so what the call can cost has no bound and it was not made"
+        ) from None
 
 
 @sensitive_variables("secrets")  # Test connection runs this in a web request: no key on an error page

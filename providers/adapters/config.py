@@ -129,6 +129,26 @@ COST_REFUSAL = (
 )
 
 
+class UnboundedCost(ValueError):
+    """A request body as it would be sent has no bound on what it can cost."""
+
+
+def billed_output_tokens(body: Mapping) -> int:
+    """The most output tokens a provider can bill for this request body as it is sent: every
+    answer it asks for (``n``, ``best_of`` …) up to its largest token ceiling. Read from the
+    final body, so whatever put a field there (the arm's settings, the adapter, a setting
+    added later), the budget reserves for it. Raises ``UnboundedCost`` naming the field when a
+    ceiling is missing or a count is not one."""
+    ceilings = {key: value for key, value in body.items() if TOKEN_LIMIT_KEY.match(key) and key[:3].lower() == "max"}
+    if not ceilings:
+        raise UnboundedCost("the request sets no output token ceiling")
+    counts = {key: value for key, value in body.items() if key in COMPLETION_COUNT_KEYS}
+    for key, value in (ceilings | counts).items():
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise UnboundedCost(f"the request's {key} is {value!r}, not a positive whole number")
+    return max(ceilings.values()) * max(counts.values(), default=1)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Setting:
     """One declared arm setting. Called with a value it is the check: what is wrong with the

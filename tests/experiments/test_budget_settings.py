@@ -10,6 +10,7 @@ what it was asked for, as a provider does when every answer runs to its limit: `
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -19,11 +20,14 @@ import pytest
 from experiments.actions import ArmSpec, SpecError, check_experiment_spec, do_replace_arms
 from experiments.models import AttemptStatus
 from prbench.queues import get_connection
-from providers.budget import run_budget_key
-from providers.errors import ErrorCategory
+from providers import gateway
+from providers.budget import Budget, run_budget_key
+from providers.errors import ErrorCategory, ProviderError
 from providers.models import Price, ProviderCredential
 from providers.outcomes import OutcomeClass
 from providers.registry import arm_errors
+from providers.types import ArmSpec as GatewayArm
+from providers.types import CompletionRequest, Message
 from tests.conftest import work_queue
 from tests.providers.fake_server import FakeProvider, Reply, Seen
 
@@ -259,3 +263,63 @@ def test_an_arm_saved_before_the_refusal_makes_no_call(six_calls, server, start,
     }
     assert all(a.cost_usd in (None, 0) for a in attempts)
     assert all(a.error_message.startswith("config.extra_body may not set") for a in attempts)
+
+
+# --- the gateway reserves for the request as sent -------------------------------------------
+
+REQUEST = CompletionRequest(messages=(Message("user", "x" * 399),), max_output_tokens=MAX_TOKENS)
+PROMPT_COST = 100 * INPUT_PER_MTOK / 1_000_000  # 400 characters with the empty system prompt
+
+
+def spend(key: str = "prbench:budget:test") -> Decimal:
+    return Decimal(int(get_connection().get(key) or 0)) / 10**9
+
+
+def past_the_checks(org, provider: str, config: dict) -> gateway.PreparedArm:
+    """The arm as prepared, then given settings no check saw: a setting added to an adapter
+    later, say, that raises the count or the ceiling of what it sends."""
+    prepared = gateway.prepare(org.pk, GatewayArm(provider, MODELS[provider], QUIET | {"max_tokens": MAX_TOKENS}))
+    return replace(prepared, arm=replace(prepared.arm, config=prepared.arm.config | config))
+
+
+SMUGGLED = [
+    ("openai", {"extra_body": {"n": 4}}, 4 * MAX_TOKENS),
+    ("azure_openai", {"extra_body": {"max_completion_tokens": 3 * MAX_TOKENS}}, 3 * MAX_TOKENS),
+    ("openrouter", {"extra_body": {"n": 2, "max_tokens": 2 * MAX_TOKENS}}, 4 * MAX_TOKENS),
+    ("openai_compatible", {"extra_body": {"best_of": 3}}, 3 * MAX_TOKENS),
+    ("anthropic", {"extra_body": {"max_tokens": 5 * MAX_TOKENS}}, 5 * MAX_TOKENS),
+]
+
+
+@pytest.mark.parametrize(("provider", "config", "billed"), SMUGGLED, ids=[p for p, _, _ in SMUGGLED])
+def test_the_reservation_counts_what_the_request_asks_for(org, priced, server, provider, config, billed):
+    arm = past_the_checks(org, provider, config)
+    most = PROMPT_COST + billed * OUTPUT_PER_MTOK / 1_000_000
+    just_short = replace(arm, budgets=(Budget("prbench:budget:test", "run budget", most - Decimal("0.000001")),))
+
+    with pytest.raises(ProviderError) as refused:
+        gateway.call(just_short, REQUEST)
+
+    assert refused.value.category == ErrorCategory.BUDGET_EXCEEDED
+    assert f"this call may cost up to ${most.normalize()}" in refused.value.message
+    assert server.seen == []
+
+    enough = replace(arm, budgets=(Budget("prbench:budget:test", "run budget", most),))
+    completion = gateway.call(enough, REQUEST)
+    assert completion.cost_usd == most and spend() == most  # billed all it asked for, and no more than reserved
+
+
+@pytest.mark.parametrize("ceiling", [None, 0, "4096", 1.5])
+def test_a_request_without_a_bounded_ceiling_is_not_made(org, priced, server, ceiling):
+    arm = past_the_checks(org, "openai", {"extra_body": {"max_completion_tokens": ceiling}})
+    budgeted = replace(arm, budgets=(Budget("prbench:budget:test", "run budget", Decimal(100)),))
+
+    with pytest.raises(ProviderError) as refused:
+        gateway.call(budgeted, REQUEST)
+
+    assert refused.value.category == ErrorCategory.PLATFORM_ERROR
+    assert refused.value.message == (
+        f"the request's max_completion_tokens is {ceiling!r}, not a positive whole number, so what the call "
+        "can cost has no bound and it was not made"
+    )
+    assert server.seen == []
