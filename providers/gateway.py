@@ -22,7 +22,7 @@ from tenacity.stop import stop_base
 from prbench import metrics
 from providers import budget, redaction
 from providers.adapters.base import Adapter
-from providers.adapters.config import runtime_config
+from providers.adapters.config import COST_REFUSAL, UnboundedCost, cost_fields, runtime_config
 from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import (
@@ -83,12 +83,29 @@ def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     ``ProviderError`` before any network traffic when the org may not, or cannot, call it."""
     version = governance_version(org_id)
     adapter_class, credential = _governance(org_id, arm.provider, arm.model_name, arm.credential, version, _minute())
+    _refuse_unpriced_body(adapter_class, arm.config)
     if credential is not None:
         redaction.remember_secret(credential.api_key)  # so this process's logs never show it
     # Only the settings the adapter declares, well-formed: a routing key (base_url, …) or
     # anything else written into an old row past the save-time checks never reaches it.
     arm = replace(arm, config=runtime_config(adapter_class.config_keys, arm.config))
     return PreparedArm(arm, adapter_class, credential, arm_price(arm.provider, arm.model_name, arm.config))
+
+
+def _refuse_unpriced_body(adapter_class: type[Adapter], config: dict) -> None:
+    """An arm saved before ``extra_body`` was refused fields that change what a call can cost
+    (``n``, a second token ceiling, tools …) makes no call at all. ``runtime_config`` would
+    drop its whole extra_body and call a different arm under its name; this way its attempts
+    fail as the platform's configuration error, never scored against the model, never paid."""
+    body = config.get("extra_body")
+    if "extra_body" not in adapter_class.config_keys or not isinstance(body, dict):
+        return
+    if priced := sorted(cost_fields(body)):
+        raise ProviderError(
+            ErrorCategory.PLATFORM_ERROR,
+            f"config.extra_body may not set {', '.join(priced)} {COST_REFUSAL}; the arm was saved before "
+            "that was refused, so none of its calls is made until its settings are changed",
+        )
 
 
 def arm_price(provider: str, model_name: str, config: dict) -> Price | None:
@@ -154,8 +171,21 @@ def _reserve_budgets(prepared: PreparedArm, request: CompletionRequest) -> budge
             ErrorCategory.BUDGET_EXCEEDED,
             f"{arm.provider}/{arm.model_name} has no known price, so its calls cannot be held to a budget",
         )
-    most = ceiling_cost(estimated_prompt_tokens(request), request.max_output_tokens, prepared.price)
+    most = ceiling_cost(estimated_prompt_tokens(request), _billed_output_tokens(prepared, request), prepared.price)
     return budget.reserve(prepared.budgets, most)
+
+
+def _billed_output_tokens(prepared: PreparedArm, request: CompletionRequest) -> int:
+    """The output the adapter's request as sent can be billed for (every answer it asks for,
+    each up to its token ceiling), not the arm's max_tokens: a setting that raises either is
+    reserved for, or the call is not made."""
+    adapter = prepared.adapter_class(prepared.arm, prepared.credential)
+    try:
+        return adapter.billed_output_tokens(request)
+    except UnboundedCost as exc:
+        raise ProviderError(
+            ErrorCategory.PLATFORM_ERROR, f"{exc}, so what the call can cost has no bound and it was not made"
+        ) from None
 
 
 @sensitive_variables("secrets")  # Test connection runs this in a web request: no key on an error page

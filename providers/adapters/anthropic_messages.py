@@ -11,7 +11,7 @@ from anthropic.types import Message
 
 from providers import egress
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, THINKING_BUDGET_MIN, integer
+from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, THINKING_BUDGET_MIN, billed_output_tokens, integer
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.streaming import StreamClock, cut_error, read_response, tokens_per_second
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
@@ -98,6 +98,13 @@ class AnthropicAdapter(Adapter):
         if self.arm.config.get("stream", True):
             params["stream"] = True
         return params
+
+    def sent_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The JSON body as the SDK sends it: ``extra_body`` merged over the arguments."""
+        return self.params(request) | self.arm.config.get("extra_body", {})
+
+    def billed_output_tokens(self, request: CompletionRequest) -> int:
+        return billed_output_tokens(self.sent_body(request))
 
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)

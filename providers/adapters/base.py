@@ -43,6 +43,12 @@ class Adapter:
     def generate(self, request: CompletionRequest) -> Completion:
         raise NotImplementedError
 
+    def billed_output_tokens(self, request: CompletionRequest) -> int:
+        """The most output tokens this request, as this adapter sends it, can be billed for:
+        what the gateway reserves a budget for. Adapters that send a body read it from that
+        body (``config.billed_output_tokens``), so no setting asks for more than is reserved."""
+        return request.max_output_tokens
+
     @classmethod
     def configured_price(cls, config: dict) -> Price | None:
         """The price an arm's own settings give its calls, for adapters that price

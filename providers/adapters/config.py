@@ -15,6 +15,7 @@ is not declared, so one written straight into an old row is ignored by the gatew
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -58,6 +59,94 @@ ROUTING_KEYS = frozenset(
 # Body fields an arm may not set through ``extra_body``: the model is the arm's (and the
 # allowlist checks it); ``models``/``route`` are OpenRouter's fallbacks to other models.
 RESERVED_BODY_KEYS = frozenset({"model", "models", "route", "stream", "messages"})
+
+# Body fields that change what a call can cost past what a budget reserves for it (the
+# prompt and one answer of the arm's max_tokens, at the catalog's token prices), on any
+# provider: refused in ``extra_body`` at any depth, since what a vendor reads there is its
+# own affair. Output length and reasoning are the arm's own settings (max_tokens,
+# reasoning_effort, thinking_budget_tokens), which the adapters send within max_tokens.
+COMPLETION_COUNT_KEYS = frozenset(
+    {"n", "best_of", "num_completions", "num_return_sequences", "num_generations", "candidate_count", "num_beams"}
+)
+COST_BODY_KEYS = COMPLETION_COUNT_KEYS | {
+    "candidateCount",
+    "use_beam_search",
+    # Token ceilings the pattern below does not catch (Ollama's, Hugging Face's).
+    "num_predict",
+    "max_length",
+    # Reasoning: OpenAI's, OpenRouter's, Anthropic's, Gemini's (through its OpenAI endpoint).
+    "reasoning",
+    "reasoning_effort",
+    "include_reasoning",
+    "thinking",
+    "thinking_config",
+    "thinkingConfig",
+    "thinking_budget",
+    "thinkingBudget",
+    "budget_tokens",
+    # Billed beyond tokens (tool and search calls, containers), or tokens at another rate
+    # (a priority tier, audio, rejected predictions, a fast or region-pinned model).
+    "tools",
+    "tool_choice",
+    "functions",
+    "function_call",
+    "web_search_options",
+    "plugins",
+    "mcp_servers",
+    "container",
+    "data_sources",
+    "search_parameters",
+    "service_tier",
+    "prediction",
+    "audio",
+    "modalities",
+    "speed",
+    "inference_geo",
+}
+# Any vendor's token ceiling or floor: max_tokens, max_completion_tokens, max_output_tokens,
+# maxOutputTokens, max_new_tokens, min_tokens, max_tokens_to_sample …
+TOKEN_LIMIT_KEY = re.compile(r"^(max|min)_?\w*tokens", re.IGNORECASE)
+# Fields whose values are the arm's own data, not the vendor's settings: a JSON schema may
+# name a property "n" or "tools" without asking for anything.
+DATA_BODY_KEYS = frozenset({"response_format", "metadata"})
+
+
+def cost_fields(body: Mapping, prefix: str = "") -> list[str]:
+    """The fields of ``body``, at any depth, that change what a call can cost, as dotted paths."""
+    found = []
+    for key, value in body.items():
+        path = f"{prefix}{key}"
+        if key in COST_BODY_KEYS or TOKEN_LIMIT_KEY.match(str(key)):
+            found.append(path)
+        elif isinstance(value, Mapping) and key not in DATA_BODY_KEYS:
+            found += cost_fields(value, f"{path}.")
+    return found
+
+
+COST_REFUSAL = (
+    "(each changes what a call can cost past what a budget can hold it to: output length and reasoning "
+    "are the arm's own settings, and tools, search and other tiers are not priced)"
+)
+
+
+class UnboundedCost(ValueError):
+    """A request body as it would be sent has no bound on what it can cost."""
+
+
+def billed_output_tokens(body: Mapping) -> int:
+    """The most output tokens a provider can bill for this request body as it is sent: every
+    answer it asks for (``n``, ``best_of`` …) up to its largest token ceiling. Read from the
+    final body, so whatever put a field there (the arm's settings, the adapter, a setting
+    added later), the budget reserves for it. Raises ``UnboundedCost`` naming the field when a
+    ceiling is missing or a count is not one."""
+    ceilings = {key: value for key, value in body.items() if TOKEN_LIMIT_KEY.match(key) and key[:3].lower() == "max"}
+    if not ceilings:
+        raise UnboundedCost("the request sets no output token ceiling")
+    counts = {key: value for key, value in body.items() if key in COMPLETION_COUNT_KEYS}
+    for key, value in (ceilings | counts).items():
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise UnboundedCost(f"the request's {key} is {value!r}, not a positive whole number")
+    return max(ceilings.values()) * max(counts.values(), default=1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,17 +241,21 @@ class Choice(Setting):
 @dataclass(frozen=True, kw_only=True)
 class BodyFields(Setting):
     """``extra_body`` only adds JSON fields to the request body; it may not replace the
-    model or carry anything that looks like routing."""
+    model, carry anything that looks like routing, or change what a call can cost."""
 
     kind = "object"  # no input of its own: a form takes it as JSON
 
     def __call__(self, value: Any) -> str | None:
         if not isinstance(value, dict):
             return "must be an object"
+        problems = []
         refused = sorted(k for k in value if k in RESERVED_BODY_KEYS or k in ROUTING_KEYS)
         if refused:
-            return f"may not set {', '.join(refused)} (the model and the endpoint are not the arm's to change)"
-        return None
+            routing = "(the model and the endpoint are not the arm's to change)"
+            problems.append(f"may not set {', '.join(refused)} {routing}")
+        if priced := sorted(cost_fields(value)):
+            problems.append(f"may not set {', '.join(priced)} {COST_REFUSAL}")
+        return "; ".join(problems) or None
 
     def values_in_words(self) -> str:
         return "a JSON object"
@@ -189,7 +282,9 @@ def choice(*values: str, label: str = "", help: str = "") -> Choice:
 
 
 body_fields = BodyFields(
-    label="Extra body fields", help="JSON fields added to the request body as they are (a vendor's own parameters)"
+    label="Extra body fields",
+    help="JSON fields added to the request body as they are (a vendor's own parameters); not ones that change "
+    "what a call can cost (n, token limits, reasoning, tools, service tier)",
 )
 
 

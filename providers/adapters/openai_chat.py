@@ -12,7 +12,7 @@ from openai.types.chat import ChatCompletion
 
 from providers import egress
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, boolean, choice
+from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, billed_output_tokens, boolean, choice
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.streaming import StreamClock, cut_error, read_response, tokens_per_second
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
@@ -122,6 +122,13 @@ class OpenAIChatAdapter(Adapter):
             # Without include_usage a stream carries no token counts at all.
             params |= {"stream": True, "stream_options": {"include_usage": True}}
         return params
+
+    def sent_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The JSON body as the SDK sends it: ``extra_body`` merged over the arguments."""
+        return self.params(request) | self.extra_body()
+
+    def billed_output_tokens(self, request: CompletionRequest) -> int:
+        return billed_output_tokens(self.sent_body(request))
 
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
@@ -254,6 +261,16 @@ class OpenRouterAdapter(OpenAIChatAdapter):
     # OpenRouter's documented field; it maps it onto each upstream's own.
     token_limit_field = "max_tokens"
     model_ids_are_openais = False  # it reasons with Anthropic, Google, DeepSeek … models too
+
+    @classmethod
+    def config_errors(cls, model_name: str, config: dict) -> list[str]:
+        errors = super().config_errors(model_name, config)
+        if model_name.strip().lower().endswith(":online"):
+            errors.append(
+                f"model_name {model_name}: the :online suffix turns on OpenRouter's web search, billed per "
+                "result beyond tokens, which a budget cannot hold a call to"
+            )
+        return errors
 
     def reasoning_params(self, effort: str) -> dict[str, Any]:
         return {}  # OpenRouter's own field, sent in extra_body: the SDK takes no such argument

@@ -8,6 +8,8 @@ extended thinking and a thinking budget that is not below ``max_tokens``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from orgs.models import Organization
@@ -266,10 +268,15 @@ def test_current_openai_models_are_answered(setup, fake, provider, model):
 
 def test_the_fake_refuses_max_tokens_as_openai_does(setup, fake):
     """The refusal the tests above rely on is live: max_tokens smuggled in through
-    extra_body gets OpenAI's 400, mapped to a bad request (not retried) with its message."""
+    extra_body (past the arm checks, which refuse it) gets OpenAI's 400, mapped to a bad
+    request (not retried) with its message."""
     org = setup("openai")
+    prepared = gateway.prepare(org.pk, ArmSpec("openai", "gpt-4.1", FAST | {"max_retries": 2}))
+    smuggled = replace(
+        prepared, arm=replace(prepared.arm, config=prepared.arm.config | {"extra_body": {"max_tokens": 64}})
+    )
     with pytest.raises(ProviderError) as caught:
-        call(org, "openai", "gpt-4.1", max_retries=2, extra_body={"max_tokens": 64})
+        gateway.call(smuggled, REQUEST)
     assert caught.value.category == ErrorCategory.BAD_REQUEST
     assert "Unsupported parameter: 'max_tokens' is not supported with this model" in caught.value.message
     assert len(fake.seen) == 1 and caught.value.retries == 0
