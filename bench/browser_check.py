@@ -1,6 +1,6 @@
 """Drive the running demo in headless Chromium: log in, start a run, watch htmx progress.
 
-    .venv/bin/python bench/browser_check.py [--base http://127.0.0.1:8000] [--out var/screens]
+    .venv/bin/python bench/browser_check.py [--base http://127.0.0.1:8000] [--out var/screens] [--var-dir var]
 
 Needs Debian's chromium (/usr/bin/chromium). Prints what it checked and saves screenshots.
 """
@@ -30,6 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default="http://127.0.0.1:8000")
     parser.add_argument("--out", default="var/screens")
+    # The demo's PRBENCH_VAR_DIR: its embedded Redis, where the queue check puts jobs that fail.
+    parser.add_argument("--var-dir", default="var")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -95,6 +97,7 @@ def main() -> None:
         check_transcripts(page, args.base, out)
         check_question_experiments(page, args.base, out)
         check_evaluator_admin(page, args.base, out)
+        check_queue_admin(page, args.base, Path(args.var_dir), out)
         check_providers_page(page, out)
         check_members_page(page, args.base, out)
         check_api_pages(page, args.base, out)
@@ -359,6 +362,34 @@ def check_evaluator_admin(page, base: str, out: Path) -> None:
     print("admin verdict rationale:", rationale[:80])
     page.screenshot(path=out / "11-admin-verdict.png", full_page=True)
     page.goto(f"{base}/experiments/")  # back to the product's own pages
+
+
+def check_queue_admin(page, base: str, var_dir: Path, out: Path) -> None:
+    """django-rq's queue pages work under the Content-Security-Policy (their inline script and
+    styles are allowed by hash): three jobs that cannot run fail in the demo's worker, then the
+    failed list's header box selects them all and the Delete bulk action, confirmed, empties it."""
+    import redis
+    import rq
+
+    connection = redis.Redis(unix_socket_path=str(var_dir / "redis.sock"))
+    queue = rq.Queue("default", connection=connection)
+    for n in range(3):
+        queue.enqueue(f"os.path.no_such_function_{n}")  # the worker fails them: the failed list fills
+    registry = rq.registry.FailedJobRegistry(queue=queue)
+    deadline = time.monotonic() + 60
+    while registry.count < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    page.goto(f"{base}/admin/django_rq/dashboard/queues/0/failed/")
+    jobs = page.locator("tr input.action-select").count()
+    page.click("#action-toggle")
+    assert all(box.is_checked() for box in page.locator("tr input.action-select").all()), "select-all did nothing"
+    page.select_option("select[name=action]", "delete")
+    page.click("button:has-text('Go')")
+    page.screenshot(path=out / "11b-admin-queue-confirm.png", full_page=True)
+    page.click(f"input[type=submit][value='Delete {jobs} jobs']")
+    assert registry.count == 0, f"{registry.count} failed jobs left after the bulk delete"
+    print(f"django-rq failed jobs: {jobs} selected with one click and deleted in bulk")
+    page.goto(f"{base}/experiments/")
 
 
 def check_repository_pages(page, base: str, out: Path) -> None:
