@@ -167,7 +167,11 @@ def json_nesting(text: str) -> int:
     return deepest
 
 
-_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string runs to its closing quote, or to the end of an unterminated one: were an
+# unterminated string no match, the search would start again at each later quote and scan to
+# the end each time (quadratic: one malformed 8 MiB line took hours). Possessive, so no
+# backtracking either.
+_JSON_STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\Z)', re.DOTALL)
 _JSON_BRACKETS = re.compile(r"[\[\]{}]")
 
 
