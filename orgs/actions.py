@@ -14,6 +14,7 @@ import smtplib
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
@@ -49,16 +50,38 @@ def check_org_fields(slug: str, name: str) -> None:
         raise ValidationError(f"an organisation with slug {slug!r} already exists")
 
 
-def check_create_org(slug: str, name: str, owner_email: str) -> None:
+def check_create_org(
+    slug: str, name: str, owner_email: str, password: str | None = None, reset_password: bool = False
+) -> None:
+    """``password`` goes through the validators signup applies; an existing owner's password
+    is replaced only when ``reset_password`` says so, never as a side effect of a new org."""
     check_text(owner_email, "owner email", EMAIL_MAX)
     check_org_fields(slug, name)
     if "@" not in owner_email:
         raise ValidationError(f"owner email {owner_email!r} is not an email address")
+    if reset_password and not password:
+        raise ValidationError("--reset-password needs --password (the new password)")
+    if password is None:
+        return
+    User = get_user_model()
+    existing = User.objects.filter(email__iexact=owner_email).first()
+    if existing is not None and not reset_password:
+        raise ValidationError(
+            f"--password: {owner_email} already has an account and its password is left alone; "
+            "add --reset-password to replace it, or leave --password out"
+        )
+    try:
+        validate_password(password, existing or User(username=owner_email[:150], email=owner_email))
+    except ValidationError as exc:
+        raise ValidationError([f"--password: {message}" for message in exc.messages]) from None
 
 
 @transaction.atomic
-def do_create_org(slug: str, name: str, owner_email: str, password: str | None = None) -> tuple[Organization, Any]:
-    """Create the org and its owner (creating the user and their allauth email if new).
+def do_create_org(
+    slug: str, name: str, owner_email: str, password: str | None = None, reset_password: bool = False
+) -> tuple[Organization, Any]:
+    """Create the org and its owner (creating the user and their allauth email if new). An
+    existing owner's password is set to ``password`` only with ``reset_password``.
 
     The operator typing the address vouches for it, so the address is stored verified: the
     owner can log in at once even with ``ACCOUNT_EMAIL_VERIFICATION=mandatory``.
@@ -69,7 +92,7 @@ def do_create_org(slug: str, name: str, owner_email: str, password: str | None =
     user = User.objects.filter(email__iexact=owner_email).first()
     if user is None:
         user = User.objects.create_user(username=owner_email[:150], email=owner_email, password=password)
-    elif password:
+    elif password and reset_password:
         user.set_password(password)
         user.save(update_fields=["password"])
     if not EmailAddress.objects.filter(user=user, email__iexact=owner_email).exists():

@@ -12,10 +12,14 @@ keys, and JSON numbers such as NaN parse in Python but are refused by ``jsonb``.
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 import re
-from typing import Any
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import yaml
 from django.core.exceptions import ValidationError
@@ -167,7 +171,11 @@ def json_nesting(text: str) -> int:
     return deepest
 
 
-_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string runs to its closing quote, or to the end of an unterminated one: were an
+# unterminated string no match, the search would start again at each later quote and scan to
+# the end each time (quadratic: one malformed 8 MiB line took hours). Possessive, so no
+# backtracking either.
+_JSON_STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\Z)', re.DOTALL)
 _JSON_BRACKETS = re.compile(r"[\[\]{}]")
 
 
@@ -318,3 +326,80 @@ class CheckedCommand(BaseCommand):
                 if isinstance(item, str) and (problem := argument_problem(item)):
                     raise CommandError(f"{option} {problem}")
         return super().execute(*args, **options)
+
+
+# --- files named on a command line ---------------------------------------------------------------
+
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def open_input_file(path: str | Path, max_bytes: int, limit_name: str = "") -> BinaryIO:
+    """``path`` opened for reading if it is a regular file of at most ``max_bytes``; a
+    CommandError naming the path otherwise, before a byte is read. A named pipe would block
+    the command, a device such as /dev/zero never end, a directory fail mid-read. The file
+    is opened without blocking (so a pipe cannot hang the open itself) and checked on the
+    open descriptor, so what was checked is what is read. A file of /proc says it is empty
+    whatever it holds, so reading past ``max_bytes`` is a CommandError too."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read: {exc.strerror}; nothing read") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+            raise CommandError(f"{path}: not a regular file ({kind}); nothing read")
+        if info.st_size > max_bytes:
+            raise CommandError(_too_large(path, max_bytes, limit_name, f"it has {info.st_size:,}"))
+        os.set_blocking(descriptor, True)
+        raw = io.FileIO(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return io.BufferedReader(_CappedFile(raw, _too_large(path, max_bytes, limit_name, "it has more"), max_bytes))
+
+
+class _CappedFile(io.RawIOBase):
+    """A file that refuses to be read past ``max_bytes``, with ``refusal`` as the CommandError."""
+
+    def __init__(self, raw: io.FileIO, refusal: str, max_bytes: int):
+        self.raw, self.refusal, self.left = raw, refusal, max_bytes
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = self.raw.readinto(buffer) or 0
+        self.left -= count
+        if self.left < 0:
+            raise CommandError(self.refusal)
+        return count
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def read_input_file(path: str | Path, max_bytes: int, limit_name: str = "") -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (see ``open_input_file``;
+    ``limit_name`` says where the limit is set). A read the kernel refuses (/proc/self/mem)
+    is a CommandError too."""
+    with open_input_file(path, max_bytes, limit_name) as handle:
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise CommandError(f"{path}: cannot read: {exc.strerror}; nothing read") from None
+
+
+def _too_large(path: str | Path, max_bytes: int, limit_name: str, size: str) -> str:
+    limit = f" ({limit_name})" if limit_name else ""
+    return f"{path}: larger than {max_bytes:,} bytes{limit}, {size}; nothing read"

@@ -16,6 +16,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from prbench.inputs import NESTING_MAX, json_nesting
+
 SNAPSHOT = Path(__file__).parent / "data" / "litellm_prices.json"
 SOURCE = "LiteLLM model_prices_and_context_window.json"
 
@@ -113,11 +115,21 @@ def parse_price_file(data: Any) -> tuple[list[ImportedPrice], int]:
 
 def read_price_text(text: str | bytes, name: str) -> tuple[list[ImportedPrice], int]:
     try:
+        text = text.decode("utf-8") if isinstance(text, bytes) else text
+    except UnicodeDecodeError:
+        raise PriceFileError(f"{name}: not UTF-8 text") from None
+    # Python's JSON parser recurses once per level: a deep file would end in RecursionError.
+    # The real file is two levels deep (model id -> facts).
+    if json_nesting(text) > NESTING_MAX:
+        raise PriceFileError(
+            f"{name}: nested more than {NESTING_MAX} levels deep; expected a JSON object of model id -> prices"
+        )
+    try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PriceFileError(f"{name}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except UnicodeDecodeError:
-        raise PriceFileError(f"{name}: not UTF-8 text") from None
+    except ValueError as exc:  # an integer too long to convert
+        raise PriceFileError(f"{name}: not JSON we can read: {exc}") from None
     return parse_price_file(data)
 
 

@@ -1,11 +1,13 @@
 """Evaluator agreement against values worked out by hand."""
 
 import pytest
+from django.core.management import CommandError
 from django.utils import timezone
 
 from evaluation.agreement import agreement
 from evaluation.models import EvaluatorProfile, Verdict
 from experiments.models import Attempt, Run, RunArm, RunStatus
+from tests.cli import assert_clean_refusal, run_manage
 from tests.experiments.test_commands import run_command
 
 # Five attempts, two profiles.
@@ -59,6 +61,22 @@ def test_the_command_prints_them(judged):
     assert "Spearman correlation of overall scores: 0.900" in output
     assert "Cohen's kappa of change risk: 0.412" in output
     assert "AUC of correctness confidence for resolved, first:v1 (mock): 0.833" in output
+
+
+@pytest.mark.parametrize("run", ["zzz", "00000000-0000-0000-0000-000000000000"])
+def test_an_unknown_run_is_named(judged, run):
+    with pytest.raises(CommandError) as excinfo:
+        run_command("evaluator_agreement", "--profile", "first", "--profile", "second", "--run", run)
+    assert str(excinfo.value) == f"no run with id {run!r}"
+
+
+def test_an_unknown_run_is_a_clean_error_on_the_command_line(transactional_db):
+    for name in ("first", "second"):
+        EvaluatorProfile.objects.create(name=name, provider="mock", model_name="m")
+
+    result = run_manage("evaluator_agreement", "--profile", "first", "--profile", "second", "--run", "zzz")
+
+    assert_clean_refusal(result, "no run with id 'zzz'")
 
 
 def test_too_little_overlap_says_not_available(judged):

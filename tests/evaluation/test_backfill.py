@@ -9,6 +9,7 @@ from django.utils import timezone
 from evaluation.evaluator import claim_verdicts
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.models import AttemptStatus
+from tests.cli import assert_clean_refusal, run_manage
 from tests.conftest import work_queue
 from tests.experiments.test_commands import run_command
 
@@ -100,3 +101,19 @@ def test_requeue_stale_judges_what_a_lost_evaluator_job_left(experiment, start, 
     work_queue()
     assert Verdict.objects.filter(status=VerdictStatus.JUDGED).count() == len(ids) - 1
     assert do_requeue_stale(stale_after_seconds=600).unjudged == 0
+
+
+@pytest.mark.parametrize("run", ["bad", "00000000-0000-0000-0000-000000000000"])
+def test_an_unknown_run_is_named(profile, run):
+    with pytest.raises(CommandError) as excinfo:
+        run_command("backfill_evaluations", "--profile", "late", "--run", run)
+    assert str(excinfo.value) == f"no run with id {run!r}"
+    assert not Verdict.objects.exists()
+
+
+def test_an_unknown_run_is_a_clean_error_on_the_command_line(transactional_db):
+    EvaluatorProfile.objects.create(name="late", provider="mock", model_name="mock-evaluator")
+
+    result = run_manage("backfill_evaluations", "--profile", "late", "--run", "bad")
+
+    assert_clean_refusal(result, "no run with id 'bad'")

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from orgs.models import Membership, Organization, Role
+from tests.cli import assert_clean_refusal, run_manage
 from tests.conftest import PASSWORD
 
 
@@ -40,7 +41,10 @@ def test_it_works(db):
     assert list(EmailAddress.objects.values_list("user", "email", "primary", "verified")) == [
         (user.pk, "nina@example.com", True, True)
     ]
-    assert output == f"Created organisation newco ({org.code}) owned by nina@example.com\n"
+    assert output == (
+        f"Created organisation newco ({org.code}) owned by nina@example.com\n"
+        "New user nina@example.com created with the given password\n"
+    )
 
 
 def test_it_works_without_a_password(db):
@@ -65,11 +69,83 @@ def test_it_reuses_an_existing_user(alice, org):
     assert alice.password == get_user_model().objects.get(pk=alice.pk).password
 
 
-def test_it_resets_an_existing_users_password(alice, org):
-    create_org(slug="newco", name="New Co", owner_email="alice@example.com", password="a brand new passphrase")
+def test_it_resets_an_existing_users_password_only_when_asked(alice, org):
+    output = create_org(
+        slug="newco",
+        name="New Co",
+        owner_email="alice@example.com",
+        password="a brand new passphrase",
+        reset_password=True,
+    )
 
     alice.refresh_from_db()
     assert alice.check_password("a brand new passphrase")
+    assert output.endswith("Existing user alice@example.com: password reset\n")
+
+
+def test_it_leaves_an_existing_users_password_alone_without_reset_password(alice, org):
+    before = db_state()
+
+    with pytest.raises(CommandError) as excinfo:
+        create_org(slug="newco", name="New Co", owner_email="alice@example.com", password="a brand new passphrase")
+
+    assert str(excinfo.value) == (
+        "--password: alice@example.com already has an account and its password is left alone; "
+        "add --reset-password to replace it, or leave --password out"
+    )
+    assert db_state() == before
+    alice.refresh_from_db()
+    assert alice.check_password(PASSWORD)
+
+
+def test_it_says_an_existing_users_password_is_unchanged(alice, org):
+    output = create_org(slug="newco", name="New Co", owner_email="alice@example.com")
+
+    assert output.endswith("Existing user alice@example.com: password unchanged\n")
+
+
+@pytest.mark.parametrize(
+    ("password", "message"),
+    [
+        ("123", "--password: This password is too short. It must contain at least 8 characters."),
+        ("password123", "--password: This password is too common."),
+    ],
+)
+def test_it_checks_a_new_owners_password_as_signup_does(alice, org, password, message):
+    before = db_state()
+
+    with pytest.raises(CommandError) as excinfo:
+        create_org(slug="newco", name="New Co", owner_email="nina@example.com", password=password)
+
+    assert message in str(excinfo.value)
+    assert db_state() == before
+
+
+def test_it_checks_a_reset_password_as_signup_does(alice, org):
+    before = db_state()
+
+    with pytest.raises(CommandError, match="--password: This password is too short"):
+        create_org(slug="newco", name="New Co", owner_email="alice@example.com", password="123", reset_password=True)
+
+    assert db_state() == before
+
+
+def test_reset_password_needs_a_password(alice, org):
+    before = db_state()
+
+    with pytest.raises(CommandError, match="--reset-password needs --password"):
+        create_org(slug="newco", name="New Co", owner_email="alice@example.com", reset_password=True)
+
+    assert db_state() == before
+
+
+def test_a_weak_password_is_a_clean_error_on_the_command_line(transactional_db):
+    result = run_manage(
+        "create_org", "--slug", "newco", "--name", "New Co", "--owner-email", "nina@example.com", "--password", "123"
+    )
+
+    assert_clean_refusal(result, "--password: This password is too short")
+    assert not Organization.objects.exists()
 
 
 def test_it_refuses_a_duplicate_slug(alice, org):

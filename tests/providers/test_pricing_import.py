@@ -192,3 +192,18 @@ def test_a_failed_download_is_reported(price_server):
     price_server.script(Reply(404, "Not Found"))
     with pytest.raises(CommandError, match="HTTP 404"):
         run_import(price_server.url + "/prices.json")
+
+
+def test_a_deeply_nested_file_is_refused_by_name(tmp_path):
+    """Python's JSON parser recurses once per level: 100,000 nested arrays ended in RecursionError."""
+    path = tmp_path / "prices.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    before = Price.objects.count()
+
+    with pytest.raises(CommandError) as excinfo:
+        run_import(str(path))
+
+    assert str(excinfo.value) == (
+        f"{path}: nested more than 64 levels deep; expected a JSON object of model id -> prices"
+    )
+    assert Price.objects.count() == before

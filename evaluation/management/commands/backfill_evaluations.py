@@ -6,6 +6,7 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from evaluation.evaluator import estimated_cost, judge_attempts, profile_by_reference, unjudged_attempts
+from experiments.management.commands._helpers import run_by_code
 from prbench.inputs import CheckedCommand
 
 CHUNK = 20  # attempts claimed and judged at a time: an interruption loses at most this many claims
@@ -32,6 +33,8 @@ class Command(CheckedCommand):
             raise CommandError(str(exc)) from None
         if limit is not None and limit < 1:
             raise CommandError("--limit must be at least 1")
+        if run:
+            run_by_code(run)  # an unknown id is named, not a traceback
         attempts = unjudged_attempts(chosen, run, since_at)
         ids = list(attempts.values_list("pk", flat=True)[:limit])
         if dry_run:

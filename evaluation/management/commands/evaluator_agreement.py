@@ -2,6 +2,7 @@ from django.core.management.base import CommandError
 
 from evaluation.agreement import agreement, describe
 from evaluation.evaluator import profile_by_reference
+from experiments.management.commands._helpers import run_by_code
 from prbench.inputs import CheckedCommand
 
 
@@ -22,4 +23,6 @@ class Command(CheckedCommand):
             first, second = (profile_by_reference(reference) for reference in profile)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        if run:
+            run_by_code(run)  # an unknown id is named, not a traceback
         self.stdout.write("\n".join(describe(agreement(first, second, run))))

@@ -1,11 +1,9 @@
-from pathlib import Path
-
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from experiments.actions import SpecError, check_experiment_spec, do_apply_experiment
 from experiments.management.commands._helpers import org_by_slug
-from prbench.inputs import SPEC_FILE_MAX_BYTES, CheckedCommand, load_spec
+from prbench.inputs import SPEC_FILE_MAX_BYTES, CheckedCommand, load_spec, read_input_file
 
 
 class Command(CheckedCommand):
@@ -18,7 +16,7 @@ class Command(CheckedCommand):
     def handle(self, *args, org, file, **options):
         organisation = org_by_slug(org)
         try:
-            raw = load_spec(read_spec(Path(file)), file)
+            raw = load_spec(read_input_file(file, SPEC_FILE_MAX_BYTES), file)
         except ValidationError as exc:
             raise CommandError("\n".join(exc.messages)) from None
         try:
@@ -28,12 +26,3 @@ class Command(CheckedCommand):
         experiment, created = do_apply_experiment(organisation, spec)
         verb = "Created" if created else "Updated"
         self.stdout.write(f"{verb} experiment {experiment.name!r} ({experiment.code}) with {len(spec.arms)} arm(s)")
-
-
-def read_spec(path: Path) -> bytes:
-    """The file's bytes, reading no more than one byte past the limit (so load_spec refuses it)."""
-    try:
-        with path.open("rb") as handle:
-            return handle.read(SPEC_FILE_MAX_BYTES + 1)
-    except OSError as exc:
-        raise CommandError(f"{path}: cannot read: {exc.strerror}") from None

@@ -96,7 +96,7 @@ class Command(BaseCommand):
     def demo_org(self):
         org = Organization.objects.filter(slug="demo").first()
         if org is None:
-            org, user = do_create_org("demo", "Demo Org", DEMO_EMAIL, DEMO_PASSWORD)
+            org, user = do_create_org("demo", "Demo Org", DEMO_EMAIL, DEMO_PASSWORD, reset_password=True)
         else:
             user = org.memberships.get(user__email=DEMO_EMAIL).user
         # The demo user is staff too, so the admin (evaluator rationale, raw records) is one click away.

@@ -1,12 +1,13 @@
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from experiments.management.commands._helpers import org_by_slug
 from experiments.models import Experiment
 from experiments.replay import PredictionsRejected, check_replay_label, do_import_predictions, parse_predictions
-from prbench.inputs import CheckedCommand
+from prbench.inputs import CheckedCommand, read_input_file
 
 SHOWN_IGNORED = 5
 
@@ -37,11 +38,9 @@ class Command(CheckedCommand):
         path = Path(file)
         try:
             check_replay_label(chosen, arm)  # before reading a large file for nothing
-            data = path.read_bytes()
         except ValidationError as exc:
             raise CommandError("nothing imported:\n  " + "\n  ".join(exc.messages)) from None
-        except OSError as exc:
-            raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
+        data = read_input_file(path, settings.PRBENCH_UPLOAD_MAX_BYTES, "PRBENCH_UPLOAD_MAX_BYTES, as for uploads")
         try:
             report = do_import_predictions(chosen, arm, parse_predictions(path.name, data))
         except PredictionsRejected as exc:

@@ -1,6 +1,8 @@
+import os
 import sys
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from tqdm import tqdm
@@ -18,7 +20,7 @@ from experiments.imports import (
 from experiments.management.commands._helpers import org_by_slug
 from experiments.swebench import TaskFileRejected
 from experiments.task_formats import FormatOptions, ParsedTask, format_names, parser_for
-from prbench.inputs import CheckedCommand
+from prbench.inputs import CheckedCommand, open_input_file, read_input_file
 
 
 class Command(CheckedCommand):
@@ -48,7 +50,11 @@ class Command(CheckedCommand):
             "{junit} where the JUnit report goes (e.g. '{python} -m pytest --junitxml={junit}')",
         )
         parser.add_argument("--build-command", help="the dataset's build command (default: byte-compile)")
-        parser.add_argument("file", help="the task file (SWE-bench JSONL: one task instance per line)")
+        parser.add_argument(
+            "file",
+            help="the task file (SWE-bench JSONL: one task instance per line), or for question formats a "
+            "directory of them; each a regular file of at most PRBENCH_UPLOAD_MAX_BYTES (the upload limit)",
+        )
 
     def handle(self, *args, org, dataset, format, repo_source, test_command, build_command, file, **options):
         organisation = org_by_slug(org)
@@ -97,14 +103,18 @@ class Command(CheckedCommand):
             if spec.format == "swebench":
                 raise CommandError(f"nothing imported: {path} is a directory; give a SWE-bench file")
             return _directory_tasks(spec.format, path, spec.options)
-        try:
-            size = path.stat().st_size
-            handle = path.open("rb")
-        except OSError as exc:
-            raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
+        handle = open_input_file(path, settings.PRBENCH_UPLOAD_MAX_BYTES, UPLOAD_LIMIT)
+        size = os.fstat(handle.fileno()).st_size
         with handle, tqdm(total=size, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
-            return parse_task_file(spec, handle, lambda lines, read: bar.update(read - bar.n))
+            try:
+                return parse_task_file(spec, handle, lambda lines, read: bar.update(read - bar.n))
+            except OSError as exc:  # a file of /proc whose reads the kernel refuses (/proc/self/mem)
+                raise CommandError(f"nothing imported: {path}: cannot read: {exc.strerror}") from None
 
+
+# The web upload's limit: a larger file is refused on the command line too, naming it. The
+# import reads the whole file into memory and saves it in one transaction, as the upload does.
+UPLOAD_LIMIT = "PRBENCH_UPLOAD_MAX_BYTES, as for uploads"
 
 # What a directory's task files are named (MMLU ships one CSV per subject and split).
 TASK_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
@@ -121,10 +131,7 @@ def _directory_tasks(format: str, path: Path, options: FormatOptions) -> list[Pa
     problems: list[str] = []
     seen: dict[str, str] = {}  # id -> where it first was
     for file in files:
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            raise CommandError(f"nothing imported: {file}: cannot read: {exc.strerror}") from None
+        data = read_input_file(file, settings.PRBENCH_UPLOAD_MAX_BYTES, UPLOAD_LIMIT)
         try:
             parsed = parser_for(format)(file.name, data, options)
         except TaskFileRejected as exc:

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from tqdm import tqdm
 
-from prbench.inputs import CheckedCommand
+from prbench.inputs import CheckedCommand, read_input_file
 from providers import egress
 from providers.models import Price
 from providers.price_import import (
@@ -122,14 +122,7 @@ def _fetch(source: str) -> bytes:
         return SNAPSHOT.read_bytes()
     if source.startswith(("http://", "https://")):
         return _download(source)
-    try:
-        with open(source, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise CommandError(f"{source}: {exc.strerror}") from None
-    if len(data) > MAX_BYTES:
-        raise CommandError(f"{source}: larger than {MAX_BYTES // (1024 * 1024)} MB")
-    return data
+    return read_input_file(source, MAX_BYTES)
 
 
 def _download(url: str) -> bytes:
