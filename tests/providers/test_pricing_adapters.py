@@ -209,3 +209,64 @@ def test_the_attempt_keeps_each_part_and_its_page_shows_them(org, alice, dataset
     call_command("recompute_costs", "--run", str(run.code))
     attempt.refresh_from_db()
     assert attempt.cost_usd == Decimal("1.18546750") and attempt.cost_breakdown["cache write"] == "1.17553750"
+
+
+# Anthropic's usage with the 1-hour cache (prompt-caching docs, "1-hour cache duration") and
+# extended thinking's output_tokens_details, as the Messages API returns them.
+ONE_HOUR_USAGE = {
+    "input_tokens": 2_048,
+    "cache_creation_input_tokens": 248,
+    "cache_read_input_tokens": 1_800,
+    "cache_creation": {"ephemeral_5m_input_tokens": 48, "ephemeral_1h_input_tokens": 200},
+    "output_tokens": 503,
+    "output_tokens_details": {"thinking_tokens": 480},
+    "service_tier": "standard",
+}
+
+
+def test_anthropic_one_hour_writes_and_thinking_are_recorded_and_priced(org_for, fake):
+    org = org_for("anthropic")
+    fake.script(Reply(200, anthropic_body(ONE_HOUR_USAGE)))
+    completion = call(org, "anthropic", "claude-opus-4-6")
+    usage = completion.usage
+    assert (usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens) == (4_096, 1_800, 248)
+    assert (usage.cache_write_1h_tokens, usage.reasoning_tokens, usage.output_tokens) == (200, 480, 503)
+    # Opus 4.6: 2,048 x $5 + 1,800 read x $0.50 + 48 written for 5 minutes x $6.25 + 200 for
+    # an hour x $10 + 503 out x $25 (thinking is output), per million.
+    assert completion.cost_breakdown == {
+        "input": "0.01024000",
+        "output": "0.01257500",
+        "cache read": "0.00090000",
+        "cache write": "0.00030000",
+        "cache write 1h": "0.00200000",
+    }
+    assert completion.cost_usd == Decimal("0.02601500")
+
+
+def test_openrouter_cache_writes_are_recorded(org_for, fake):
+    org = org_for("openrouter")
+    usage = openrouter_usage(
+        cost=0.0061,
+        prompt_tokens_details={"cached_tokens": 0, "cache_write_tokens": 1_500, "audio_tokens": 0},
+    )
+    fake.script(Reply(200, openai_body(usage, model="anthropic/claude-sonnet-4.5")))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.5")
+    assert (completion.usage.input_tokens, completion.usage.cache_write_tokens) == (194, 1_500)
+    assert completion.cost_usd == Decimal("0.0061") and completion.cost_source == "provider"
+
+
+def test_the_attempt_keeps_one_hour_writes(org, alice, dataset, fake, start):
+    credential(org, "anthropic", fake)
+    fake.default = Reply(200, anthropic_body(ONE_HOUR_USAGE))
+    arm = ExperimentArm("opus", "anthropic", "claude-opus-4-6", dict(FAST))
+    spec = ExperimentSpec(name="Hour", dataset=dataset, arms=[arm], sample_size=1, seed=3)
+    run = start(do_save_experiment(org, spec, alice), inference_only=True)
+    work_queue()
+    attempt = run.attempts.get()
+    assert (attempt.cache_write_tokens, attempt.cache_write_1h_tokens, attempt.reasoning_tokens) == (248, 200, 480)
+    assert attempt.cost_usd == Decimal("0.02601500")
+    attempt.cost_usd, attempt.cost_breakdown = None, {}
+    attempt.save()
+    call_command("recompute_costs", "--run", str(run.code))
+    attempt.refresh_from_db()
+    assert attempt.cost_usd == Decimal("0.02601500") and attempt.cost_breakdown["cache write 1h"] == "0.00200000"
