@@ -129,6 +129,7 @@ def _total(parts: dict[str, Decimal]) -> Decimal:
 
 CATALOG_TTL_S = 60.0
 _catalog: dict[str, tuple[float, list]] = {}
+OPENROUTER_LIST = "openrouter model list"  # its key in _catalog
 
 
 def _prices(provider: str) -> list:
@@ -148,7 +149,11 @@ def forget_catalog() -> None:
 
 
 def catalog_price(provider: str, model_name: str, on: date):
-    """The catalog entry in force for this model on that day, or None (price unknown)."""
+    """The catalog entry in force for this model on that day, or None (price unknown). An
+    OpenRouter model is priced from OpenRouter's own model list first (``models refresh``):
+    LiteLLM's file no longer lists OpenRouter, and OpenRouter's list is what it charges."""
+    if provider == "openrouter" and (listed := _openrouter_price(model_name)) is not None:
+        return listed
     candidates = []
     for price in _prices(provider):
         if price.valid_from <= on and (rank := match_rank(price.model_pattern, model_name)) is not None:
@@ -156,6 +161,17 @@ def catalog_price(provider: str, model_name: str, on: date):
     if not candidates:
         return None
     return max(candidates, key=lambda c: (c[0], c[1]))[2]
+
+
+def _openrouter_price(model_name: str):
+    """OpenRouter's list price, re-read with the catalog's rows (at most once a minute)."""
+    from providers import catalog
+
+    loaded_at, rows = _catalog.get(OPENROUTER_LIST, (0.0, []))
+    if time.monotonic() - loaded_at > CATALOG_TTL_S:
+        rows = catalog.listed_prices()
+        _catalog[OPENROUTER_LIST] = (time.monotonic(), rows)
+    return next((price for price in rows if price.model_pattern == model_name), None)
 
 
 def catalog_cost(provider: str, model_name: str, usage: Usage, on: date) -> Decimal | None:

@@ -3,6 +3,8 @@ a local server; and the parts of the cost stored on the attempt and shown on its
 
 from __future__ import annotations
 
+import json
+import time
 from decimal import Decimal
 
 import pytest
@@ -270,3 +272,63 @@ def test_the_attempt_keeps_one_hour_writes(org, alice, dataset, fake, start):
     call_command("recompute_costs", "--run", str(run.code))
     attempt.refresh_from_db()
     assert attempt.cost_usd == Decimal("0.02601500") and attempt.cost_breakdown["cache write 1h"] == "0.00200000"
+
+
+# OpenRouter's /api/v1/models entry for a model, with its cache prices, as `models refresh`
+# stores it. LiteLLM's file no longer lists OpenRouter at all.
+OPENROUTER_LIST = {
+    "data": [
+        {
+            "id": "anthropic/claude-sonnet-4.6",
+            "name": "Anthropic: Claude Sonnet 4.6",
+            "context_length": 1000000,
+            "pricing": {
+                "prompt": "0.000003",
+                "completion": "0.000015",
+                "request": "0",
+                "image": "0",
+                "web_search": "0.01",
+                "internal_reasoning": "0",
+                "input_cache_read": "0.0000003",
+                "input_cache_write": "0.00000375",
+            },
+        },
+        {"id": "openrouter/auto", "name": "Auto Router", "pricing": {"prompt": "-1", "completion": "-1"}},
+    ]
+}
+
+
+@pytest.fixture
+def openrouter_list(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "model_catalog.json").write_text(json.dumps({"fetched_at": time.time()} | OPENROUTER_LIST))
+
+
+def test_openrouter_is_priced_from_its_own_model_list_when_it_reports_no_cost(org_for, fake, openrouter_list):
+    org = org_for("openrouter")
+    usage = openrouter_usage(prompt_tokens_details={"cached_tokens": 100, "cache_write_tokens": 50})
+    fake.script(Reply(200, openai_body(usage, model="anthropic/claude-sonnet-4.6")))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.6")
+    # 44 x $3 + 100 read x $0.30 + 50 written x $3.75 + 2 out x $15, per million.
+    assert completion.cost_source == "catalog"
+    assert completion.cost_breakdown == {
+        "input": "0.00013200",
+        "output": "0.00003000",
+        "cache read": "0.00003000",
+        "cache write": "0.00018750",
+    }
+    assert completion.cost_usd == Decimal("0.00037950")
+
+
+def test_openrouters_reported_cost_wins_over_its_list(org_for, fake, openrouter_list):
+    org = org_for("openrouter")
+    fake.script(Reply(200, openai_body(openrouter_usage(cost=0.00061), model="anthropic/claude-sonnet-4.6")))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.6")
+    assert completion.cost_usd == Decimal("0.00061") and completion.cost_source == "provider"
+
+
+def test_openrouters_list_is_what_its_arms_are_estimated_at(db, openrouter_list):
+    price = gateway.arm_price("openrouter", "anthropic/claude-sonnet-4.6", {})
+    assert (price.input_per_mtok, price.cache_write_per_mtok, price.output_per_mtok) == (3, Decimal("3.75"), 15)
+    assert price.source.startswith("OpenRouter model list (catalog fetched less than an hour ago")
+    assert gateway.arm_price("openrouter", "openrouter/auto", {}) is None  # a variable price is no price
