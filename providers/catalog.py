@@ -136,10 +136,13 @@ def info(model_id: str, within: Listing | None = None) -> CatalogModel | None:
 
 def listed_prices() -> list:
     """OpenRouter's list prices as unsaved catalog rows, one per model with a fixed price (a
-    router priced "-1" has none), for ``pricing.catalog_price``."""
+    router priced "-1" has none), for ``pricing.catalog_price``. Only a fetched list prices
+    anything: the shipped fallback's figures were written from memory."""
     from providers.models import Price
 
     current = listing()
+    if current.source != "cache":
+        return []
     source = f"OpenRouter model list ({current.describe()})"[:300]
     today = timezone.now().date()
     return [

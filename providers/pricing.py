@@ -62,7 +62,9 @@ def cost_parts(
     or output price."""
     cached = usage.cached_tokens if price_cached_per_mtok is not None else 0
     hour_tokens = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
-    hour_price = price_cache_write_1h_per_mtok if price_cache_write_1h_per_mtok is not None else price_cache_write_per_mtok
+    hour_price = (
+        price_cache_write_1h_per_mtok if price_cache_write_1h_per_mtok is not None else price_cache_write_per_mtok
+    )
     written = usage.cache_write_tokens - hour_tokens if price_cache_write_per_mtok is not None else 0
     written_1h = hour_tokens if hour_price is not None else 0
     reasoning = usage.reasoning_tokens if price_reasoning_per_mtok is not None else 0
@@ -150,17 +152,16 @@ def forget_catalog() -> None:
 
 def catalog_price(provider: str, model_name: str, on: date):
     """The catalog entry in force for this model on that day, or None (price unknown). An
-    OpenRouter model is priced from OpenRouter's own model list first (``models refresh``):
-    LiteLLM's file no longer lists OpenRouter, and OpenRouter's list is what it charges."""
-    if provider == "openrouter" and (listed := _openrouter_price(model_name)) is not None:
-        return listed
+    OpenRouter model no catalog row prices (staff add one for a negotiated price) is priced
+    from OpenRouter's own model list as ``models refresh`` last fetched it: LiteLLM's file no
+    longer lists OpenRouter, and the list is what OpenRouter charges today."""
     candidates = []
     for price in _prices(provider):
         if price.valid_from <= on and (rank := match_rank(price.model_pattern, model_name)) is not None:
             candidates.append((rank, price.valid_from, price))
-    if not candidates:
-        return None
-    return max(candidates, key=lambda c: (c[0], c[1]))[2]
+    if candidates:
+        return max(candidates, key=lambda c: (c[0], c[1]))[2]
+    return _openrouter_price(model_name) if provider == "openrouter" else None
 
 
 def _openrouter_price(model_name: str):

@@ -2,7 +2,8 @@
 
 """Anthropic's 1-hour cache writes and long-context tiers, and the snapshot regenerated from
 LiteLLM 1.110.2's file: a fresh install prices gpt-5.x, the o-series, Claude Opus 4.5 to 4.8,
-Sonnet 4.5 and 4.6, Haiku 4.5 and their dated snapshots. Dated like the first seed
+Sonnet 4.5 and 4.6, Haiku 4.5 and their dated snapshots; OpenRouter's rows from the first
+snapshot go, since OpenRouter is priced from its own model list. Dated like the first seed
 (2025-01-01), as 0008 is: the rows correct and complete the base catalog; staff-made rows and
 imports on other dates are left alone.
 """
@@ -15,9 +16,14 @@ FIRST_SEED_DAY = date(2025, 1, 1)
 
 
 def seed(apps, schema_editor):
-    from providers.price_import import seed_snapshot
+    from providers.price_import import SOURCE, seed_snapshot
 
-    seed_snapshot(apps.get_model("providers", "Price"), FIRST_SEED_DAY)
+    Price = apps.get_model("providers", "Price")
+    # OpenRouter is priced from its own model list now (LiteLLM's file no longer has it): the
+    # four rows the first snapshot gave it would otherwise outrank the list for good.
+    first_snapshot = f"{SOURCE} (snapshot shipped with PRBench)"
+    Price.objects.filter(provider="openrouter", valid_from=FIRST_SEED_DAY, source=first_snapshot).delete()
+    seed_snapshot(Price, FIRST_SEED_DAY)
 
 
 class Migration(migrations.Migration):

@@ -97,7 +97,6 @@ FAMILIES = [
     ("azure_openai", "gpt-4.1-2025-04-14", "2", "8"),
     ("azure_openai", "gpt-4o-mini", "0.15", "0.6"),
     ("azure_openai", "o4-mini", "1.1", "4.4"),
-    ("openrouter", "anthropic/claude-opus-4.5", "5", "25"),
 ]
 
 

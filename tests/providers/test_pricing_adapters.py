@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -16,7 +17,7 @@ from experiments.actions import ExperimentSpec, do_save_experiment
 from experiments.models import AttemptStatus
 from orgs.models import Organization
 from providers import gateway
-from providers.models import ProviderCredential
+from providers.models import Price, ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
 from tests.conftest import client_for, work_queue
 from tests.providers.fake_server import FakeProvider, Reply
@@ -177,12 +178,30 @@ def test_openrouter_cost_includes_the_upstream_spend(org_for, fake, usage, cost,
     assert completion.cost_breakdown == breakdown
 
 
-def test_openrouter_byok_without_the_upstream_figure_falls_back_to_the_catalog(org_for, fake):
+def test_openrouter_byok_without_the_upstream_figure_falls_back_to_its_list_price(org_for, fake, openrouter_list):
     org = org_for("openrouter")
-    fake.script(Reply(200, openai_body(openrouter_usage(cost=0.0000306, is_byok=True), model="openai/gpt-4o-mini")))
-    completion = call(org, "openrouter", "openai/gpt-4o-mini")
-    # The fee alone would be a twentieth of the spend: 194 x $0.15 + 2 x $0.60 instead.
-    assert completion.cost_usd == Decimal("0.00003030") and completion.cost_source == "catalog"
+    body = openai_body(openrouter_usage(cost=0.0000306, is_byok=True), model="anthropic/claude-sonnet-4.6")
+    fake.script(Reply(200, body))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.6")
+    # The fee alone would be a twentieth of the spend: 194 x $3 + 2 x $15 instead.
+    assert completion.cost_usd == Decimal("0.00061200") and completion.cost_source == "catalog"
+
+
+def test_a_catalog_row_outranks_openrouters_list(org_for, fake, openrouter_list):
+    Price.objects.create(
+        provider="openrouter",
+        model_pattern="anthropic/claude-sonnet-4.6",
+        input_per_mtok=1,
+        output_per_mtok=1,
+        valid_from=date(2025, 1, 1),
+        source="negotiated",
+    )
+    assert gateway.arm_price("openrouter", "anthropic/claude-sonnet-4.6", {}).source == "negotiated"
+
+
+def test_the_shipped_fallback_list_prices_nothing(db, settings, tmp_path):
+    settings.VAR_DIR = tmp_path  # no list fetched: the fallback's figures were written from memory
+    assert gateway.arm_price("openrouter", "anthropic/claude-opus-4.5", {}) is None
 
 
 def test_the_attempt_keeps_each_part_and_its_page_shows_them(org, alice, dataset, fake, start):
