@@ -20,7 +20,8 @@ from providers import gateway
 from providers.models import Price, ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
 from tests.conftest import client_for, work_queue
-from tests.providers.fake_server import FakeProvider, Reply
+from tests.providers.fake_server import FakeProvider, Reply, sse
+from tests.providers.sse_fixtures import anthropic_block
 
 KEY = "sk-live-PRICING-0123456789abcdef"
 REQUEST = CompletionRequest(messages=(Message("user", "Fix the bug"),), max_output_tokens=64)
@@ -351,3 +352,23 @@ def test_openrouters_list_is_what_its_arms_are_estimated_at(db, openrouter_list)
     assert (price.input_per_mtok, price.cache_write_per_mtok, price.output_per_mtok) == (3, Decimal("3.75"), 15)
     assert price.source.startswith("OpenRouter model list (catalog fetched less than an hour ago")
     assert gateway.arm_price("openrouter", "openrouter/auto", {}) is None  # a variable price is no price
+
+
+def test_a_streamed_answer_keeps_one_hour_writes_and_thinking(org_for, fake):
+    # message_start carries the prompt side (cache_creation split by lifetime), message_delta
+    # the final output count and its thinking part, as Anthropic's streaming docs show.
+    start = anthropic_body(ONE_HOUR_USAGE | {"output_tokens": 1}) | {"content": [], "stop_reason": None}
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}
+    final = {"output_tokens": 503, "output_tokens_details": {"thinking_tokens": 480}}
+    events = [
+        sse({"type": "message_start", "message": start}, "message_start"),
+        *anthropic_block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "diff --git a/x b/x"}]),
+        sse(delta | {"usage": final}, "message_delta"),
+        sse({"type": "message_stop"}, "message_stop"),
+    ]
+    org = org_for("anthropic")
+    fake.script(Reply(events=events))
+    completion = call(org, "anthropic", "claude-opus-4-6")
+    usage = completion.usage
+    assert (usage.cache_write_1h_tokens, usage.reasoning_tokens, usage.output_tokens) == (200, 480, 503)
+    assert completion.cost_usd == Decimal("0.02601500")
