@@ -4,15 +4,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0039_run_stoppage_and_attempt_list_filters'),
+        ("experiments", "0039_run_stoppage_and_attempt_list_filters"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='attempt',
-            name='cache_write_1h_tokens',
-            field=models.PositiveIntegerField(blank=True, help_text="Part of cache_write_tokens: Anthropic's 1-hour cache, dearer", null=True),
+            model_name="attempt",
+            name="cache_write_1h_tokens",
+            field=models.PositiveIntegerField(
+                blank=True, help_text="Part of cache_write_tokens: Anthropic's 1-hour cache, dearer", null=True
+            ),
         ),
     ]
