@@ -755,7 +755,14 @@ def request_record(request: CompletionRequest | None) -> dict:
     return record
 
 
-TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens")
+TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "reasoning_tokens",
+)
 
 
 def _completed_row(outcome: Outcome, now: datetime) -> dict:

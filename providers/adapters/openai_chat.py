@@ -224,11 +224,15 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
 
 def openai_usage(usage: dict) -> Usage:
     """OpenAI counts cache reads inside ``prompt_tokens`` and reasoning inside
-    ``completion_tokens``; it has no cache-write count (its prompt cache is free to fill)."""
+    ``completion_tokens``; it has no cache-write count (its prompt cache is free to fill).
+    OpenRouter adds ``cache_write_tokens`` beside ``cached_tokens``, for upstreams (Anthropic,
+    Gemini) that bill writing the cache, also inside ``prompt_tokens``."""
+    prompt_details = usage.get("prompt_tokens_details") or {}
     return Usage(
         input_tokens=usage.get("prompt_tokens") or 0,
         output_tokens=usage.get("completion_tokens") or 0,
-        cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
+        cached_tokens=prompt_details.get("cached_tokens") or 0,
+        cache_write_tokens=prompt_details.get("cache_write_tokens") or 0,
         reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0,
     )
 

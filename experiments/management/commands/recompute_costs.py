@@ -45,6 +45,7 @@ def _catalog_cost(attempt: Attempt) -> tuple[Decimal | None, dict[str, str]]:
         output_tokens=attempt.output_tokens or 0,
         cached_tokens=attempt.cached_tokens or 0,
         cache_write_tokens=attempt.cache_write_tokens or 0,
+        cache_write_1h_tokens=attempt.cache_write_1h_tokens or 0,
         reasoning_tokens=attempt.reasoning_tokens or 0,
     )
     answered = attempt.responded_at or attempt.queued_at  # completed attempts have both
