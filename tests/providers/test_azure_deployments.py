@@ -4,19 +4,23 @@ it, and the credential's api-version; the price is the served model's."""
 
 from __future__ import annotations
 
-from datetime import date
+import io
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.management import call_command
 
-from experiments.actions import unenforceable_budget_problems
-from experiments.models import Dataset, Experiment, ModelArm
+from experiments.actions import ArmSpec as ExperimentArm
+from experiments.actions import do_replace_arms, unenforceable_budget_problems
+from experiments.models import AttemptStatus, Dataset, Experiment, ModelArm, RunArm
 from providers import gateway
 from providers.models import Price, ProviderCredential
 from providers.policy import served_model
 from providers.pricing import forget_catalog
 from providers.registry import arm_errors
 from providers.types import ArmSpec, CompletionRequest, Message
+from tests.conftest import work_queue
 from tests.providers.fake_server import FakeProvider, Reply
 
 KEY = "azure-key-0123456789abcdef"
@@ -136,3 +140,27 @@ def test_a_budget_holds_an_arm_that_names_a_deployment(azure, org):
     unpriced = ModelArm(experiment=experiment, label="x", provider="azure_openai", model_name="unknown-deployment")
     problems = unenforceable_budget_problems(experiment, [arm, unpriced], Decimal("5"))
     assert len(problems) == 1 and "unknown-deployment" in problems[0]
+
+
+def test_recompute_costs_prices_a_deployment_as_its_model(azure, org, experiment, start):
+    """Attempts answered before the served model had a price are re-priced as that model."""
+    do_replace_arms(experiment, [ExperimentArm("azure", "mock", "m", {"mode": "oracle"})])
+    run = start(experiment, inference_only=True)
+    work_queue()
+    answered = run.attempts.filter(status=AttemptStatus.COMPLETED)
+    assert answered.count() == 4 and set(answered.values_list("cost_usd", flat=True)) == {None}
+    # The arm as it would be on Azure, naming its deployment.
+    RunArm.objects.filter(run=run).update(provider="azure_openai", model_name="reasoner-prod")
+    azure("2024-10-21")
+    Price.objects.create(
+        provider="azure_openai",
+        model_pattern="o3",
+        input_per_mtok=Decimal("3"),
+        output_per_mtok=Decimal("11"),
+        valid_from=date.today() - timedelta(days=1),
+        source="test",
+    )
+    call_command("recompute_costs", "--run", str(run.code), stdout=io.StringIO())
+    for attempt in answered:
+        expected = (attempt.input_tokens * Decimal("3") + attempt.output_tokens * Decimal("11")) / 1_000_000
+        assert attempt.cost_source == "catalog" and attempt.cost_usd == expected.quantize(attempt.cost_usd)
