@@ -47,8 +47,8 @@ REFRESH_PAUSE_FACTOR = 4
 
 def refresh_summaries(run_id: int) -> bool:
     """The job. Unmarks the run before rebuilding, so whatever is recorded meanwhile marks it
-    again for the next refresh; and only once it holds the run's row, so a reader that finds
-    the run unmarked can wait for this refresh rather than read what it is replacing."""
+    again for the next refresh; and only once it has its turn, so a reader that finds the run
+    unmarked can wait for this refresh rather than read what it is replacing."""
     redis = get_connection()
     started = time.monotonic()
     refreshed = refresh_run_summaries(run_id, on_locked=lambda: redis.srem(OUT_OF_DATE, run_id))
@@ -140,7 +140,7 @@ def ensure_fresh_summaries(run_id: int) -> None:
 
 
 def _unmark(run_id: int) -> None:
-    """Under the run's row, as the refresh job does: a recording after this marks it again."""
+    """In the refresh's turn, as the refresh job does: a recording after this marks it again."""
     with contextlib.suppress(RedisError):  # the mark only spares a later refresh
         get_connection().srem(OUT_OF_DATE, run_id)
 

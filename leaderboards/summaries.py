@@ -32,15 +32,15 @@ def refresh_run_summaries(
     run_id: int, on_locked: Callable[[], object] | None = None, *, if_stale: bool = False
 ) -> bool:
     """Replace the run's summaries with ones aggregated from its attempts and verdicts now.
-    Safe to run twice or at once: refreshes of one run take turns on its row. False when
-    the run no longer exists. ``on_locked`` runs once the row is held (the refresh job
+    Safe to run twice or at once: refreshes of one run take turns (take_refresh_turn). False
+    when the run no longer exists. ``on_locked`` runs once the turn is taken (the refresh job
     unmarks the run there, so whatever records after it marks the run again). ``if_stale``:
-    only if, once the row is held, its summaries no longer match its attempts (a reader that
+    only if, once the turn is taken, its summaries no longer match its attempts (a reader that
     waited for another refresh finds it did the work)."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None:
+        if not take_refresh_turn(run_id):
             return False
+        run = Run.objects.get(pk=run_id)
         if on_locked is not None:
             on_locked()
         if if_stale and not stale_arms(run_id):
@@ -57,6 +57,26 @@ def refresh_run_summaries(
         _create_arm_summaries(run, totals)
         _create_evaluator_summaries(run_id)
     return True
+
+
+# The namespace of the refreshes' advisory locks (the first key of pg_advisory_xact_lock's pair).
+REFRESH_LOCK_SPACE = 0x5052_4253
+
+
+def take_refresh_turn(run_id: int) -> bool:
+    """Make the rest of this transaction the run's one refresh; False when the run is gone.
+
+    Refreshes of a run take turns on an advisory lock, not on the run's row: a refresh of a
+    million attempts held that row for seconds, and pausing, resuming or cancelling the run,
+    or its end, waited for it. FOR KEY SHARE only keeps the run from being deleted meanwhile,
+    and lets every update of its row through. SQLite writes one transaction at a time anyway."""
+    if connection.vendor != "postgresql":
+        return Run.objects.filter(pk=run_id).exists()
+    table = connection.ops.quote_name(Run._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [REFRESH_LOCK_SPACE, run_id])
+        cursor.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR KEY SHARE", [run_id])
+        return cursor.fetchone() is not None
 
 
 def stale_arms(run_id: int) -> list[int]:

@@ -17,12 +17,12 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.forms.models import model_to_dict
 
-from experiments.actions import do_start_run
-from experiments.models import Attempt, Run
+from experiments.actions import do_pause_run, do_start_run
+from experiments.models import Attempt
 from leaderboards import jobs
 from leaderboards.aggregation import LATENCY_BUCKETS_MS
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
-from leaderboards.summaries import refresh_run_summaries
+from leaderboards.summaries import refresh_run_summaries, take_refresh_turn
 from prbench.queues import get_queue
 from tests.conftest import ZERO_LATENCY_ARMS, work_queue
 from tests.leaderboards.conftest import ArmPlan
@@ -265,11 +265,11 @@ def test_a_page_asks_for_a_refresh_only_while_its_run_is_out_of_date(built_run, 
 
 
 def _hold_the_run(run_id: int, held: threading.Event, release: threading.Event, while_held=None) -> None:
-    """A refresh under way, in a connection of its own: the run's row held until released,
-    ``while_held`` done in that transaction (the summaries it is writing)."""
+    """A refresh under way, in a connection of its own: the run's refresh turn held until
+    released, ``while_held`` done in that transaction (the summaries it is writing)."""
     try:
         with transaction.atomic():
-            Run.objects.select_for_update().get(pk=run_id)
+            assert take_refresh_turn(run_id)
             if while_held is not None:
                 while_held()
             held.set()
@@ -358,3 +358,37 @@ def test_a_board_read_while_refreshes_race_the_recording_is_never_stale(experime
         for thread in threads:
             thread.join(30)
     assert stale == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pausing_or_cancelling_a_run_does_not_wait_for_its_refresh(experiment, clean_redis):
+    """A refresh of a million attempts takes seconds: the run's row is not what it holds."""
+    run = do_start_run(experiment)
+    held, release = threading.Event(), threading.Event()
+    refresh = threading.Thread(target=_hold_the_run, args=(run.pk, held, release))
+    refresh.start()
+    try:
+        assert held.wait(10)
+        threading.Timer(2, release.set).start()  # a long refresh
+        started = time.monotonic()
+        assert do_pause_run(run)
+        assert time.monotonic() - started < 1
+    finally:
+        release.set()
+        refresh.join(10)
+    run.refresh_from_db()
+    assert run.status == "paused"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refreshes_of_one_run_take_turns(experiment, clean_redis):
+    run = do_start_run(experiment)
+    held, release = threading.Event(), threading.Event()
+    refresh = threading.Thread(target=_hold_the_run, args=(run.pk, held, release))
+    refresh.start()
+    assert held.wait(10)
+    threading.Timer(0.5, release.set).start()
+    started = time.monotonic()
+    assert refresh_run_summaries(run.pk)
+    assert time.monotonic() - started >= 0.4  # waited for the one under way
+    refresh.join(10)
