@@ -84,10 +84,9 @@ def stale_arms(run_id: int) -> list[int]:
     yet, or attempts recorded, re-priced or judged since it was built. Exact on Postgres
     (the rows' versions, whatever order the writes committed in), however the out-of-date
     mark in Redis went; one pass over the run's attempts (an index scan), with no lock."""
-    now = {
-        row["arm_id"]: (row["attempts_seen"], row["attempts_version"])
-        for row in Attempt.objects.filter(run_id=run_id).values("arm_id").annotate(**attempts_fingerprint()).order_by()
-    }
+    fingerprint = attempts_fingerprint()
+    by_arm = Attempt.objects.filter(run_id=run_id).values("arm_id").annotate(**fingerprint).order_by()
+    now = {arm_id: (seen, version) for arm_id, seen, version in by_arm.values_list("arm_id", *fingerprint)}
     stored = {
         arm_id: (seen, version)
         for arm_id, seen, version in ArmSummary.objects.filter(run_id=run_id).values_list(
