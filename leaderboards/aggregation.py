@@ -14,7 +14,7 @@ import numpy as np
 from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
 from django.db.models.functions import Cast, JSONArray, JSONObject
 
-from leaderboards.sql import Percentile, Quantiles
+from leaderboards.sql import Percentile, Quantiles, RowVersion
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
 from providers.outcomes import INFRASTRUCTURE_FAILURES, SCORED, OutcomeClass
 
@@ -84,14 +84,22 @@ def arm_totals() -> dict[str, Any]:
     }
 
 
+def attempts_fingerprint() -> dict[str, Any]:
+    """How many attempts there are and the sum of their row versions: the same two numbers
+    only while none of them was written (ArmSummary.attempts_seen and attempts_version)."""
+    return {"attempts_seen": Count("id"), "attempts_version": Sum(RowVersion(), default=0)}
+
+
 # Annotations may not share a name with a field of the model (``cost_usd``, ``resolved``):
 # a filter or F() naming the field would read the aggregate instead.
 TOTAL = "total__"
 
 
-def totals_by(attempts: QuerySet, *group: str) -> list[dict[str, Any]]:
-    """arm_totals() of each group of these attempts, in one query, named as the fields."""
-    rows = attempts.values(*group).annotate(**{TOTAL + name: total for name, total in arm_totals().items()})
+def totals_by(attempts: QuerySet, *group: str, also: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """arm_totals() (and ``also``'s aggregates) of each group of these attempts, in one query,
+    named as the fields."""
+    aggregates = arm_totals() | dict(also or {})
+    rows = attempts.values(*group).annotate(**{TOTAL + name: total for name, total in aggregates.items()})
     return [{key.removeprefix(TOTAL): value for key, value in row.items()} for row in rows.order_by(*group)]
 
 

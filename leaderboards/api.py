@@ -25,6 +25,7 @@ from leaderboards.jobs import refresh_if_out_of_date
 from leaderboards.models import ArmSummary
 from leaderboards.pages import GIT_APPLY_ONLY, cross_run_page, pairwise_page, per_refresh
 from leaderboards.pairwise import RunPairwise
+from leaderboards.stats import PairedVerdict
 from orgs.access import access_current_org, access_run
 from prbench.api_support import COMMON_ERRORS, READ, form_invalid
 
@@ -192,9 +193,10 @@ class MatchedArmOut(Schema):
 
 
 class CrossRunEntryOut(Schema):
-    rank: int | None
+    rank: int | None  # 1 + the arms significantly better in a paired verdict; null: no scored task
     arm: MatchedArmOut
     runs: list[UUID]
+    tasks: int  # tasks it was scored on, in any of its runs
     scored: int
     successes: int
     rate: float | None
@@ -228,9 +230,9 @@ class ArmTrendOut(Schema):
 class CrossRunOut(Schema):
     metric: str
     runs: list[UUID]  # in time order
-    shared_tasks: int
     low_sample_min: int
     entries: list[CrossRunEntryOut]
+    pairs: list[PairOut]  # every two arms with a scored task, on the tasks both were scored on
     trends: list[ArmTrendOut]
 
 
@@ -436,23 +438,7 @@ def pairwise_out(run: Run, pairwise: RunPairwise) -> RunPairwiseOut:
         metric=pairwise.metric,
         refusal="",
         arms=pairwise.labels,
-        pairs=[
-            PairOut(
-                a=pair.a,
-                b=pair.b,
-                shared_tasks=pair.verdict.shared_tasks,
-                wins=pair.verdict.wins,
-                ties=pair.verdict.ties,
-                losses=pair.verdict.losses,
-                mean_difference=pair.verdict.mean_difference,
-                ci_low=pair.verdict.ci_low,
-                ci_high=pair.verdict.ci_high,
-                p_value=pair.verdict.p_value,
-                significant=pair.verdict.significant,
-                verdict=pair.sentence,
-            )
-            for pair in pairwise.pairs
-        ],
+        pairs=[_pair_out(pair.a, pair.b, pair.verdict, pair.sentence) for pair in pairwise.pairs],
         matrix=[
             [CellOut(win_rate=cell.win_rate, shared_tasks=cell.shared, significant=cell.significant) for cell in row]
             for row in pairwise.matrix
@@ -475,18 +461,35 @@ def _matched(arm: MatchedArm) -> MatchedArmOut:
     return MatchedArmOut(key=arm.key, label=arm.label, provider=arm.provider, model=arm.model_name, config=arm.config)
 
 
+def _pair_out(a: str, b: str, verdict: PairedVerdict, sentence: str) -> PairOut:
+    return PairOut(
+        a=a,
+        b=b,
+        shared_tasks=verdict.shared_tasks,
+        wins=verdict.wins,
+        ties=verdict.ties,
+        losses=verdict.losses,
+        mean_difference=verdict.mean_difference,
+        ci_low=verdict.ci_low,
+        ci_high=verdict.ci_high,
+        p_value=verdict.p_value,
+        significant=verdict.significant,
+        verdict=sentence,
+    )
+
+
 def cross_run_out(board: CrossRunBoard, trends: list[ArmTrend]) -> CrossRunOut:
     codes = {run.pk: run.code for run in board.runs}
     return CrossRunOut(
         metric=board.metric,
         runs=[run.code for run in board.runs],
-        shared_tasks=board.shared_tasks,
         low_sample_min=board.low_sample_min,
         entries=[
             CrossRunEntryOut(
                 rank=entry.rank,
                 arm=_matched(entry.arm),
                 runs=[codes[run_id] for run_id in entry.arm.run_ids],
+                tasks=entry.tasks,
                 scored=entry.scored,
                 successes=entry.successes,
                 rate=entry.rate,
@@ -496,6 +499,7 @@ def cross_run_out(board: CrossRunBoard, trends: list[ArmTrend]) -> CrossRunOut:
             )
             for entry in board.entries
         ],
+        pairs=[_pair_out(pair.a.label, pair.b.label, pair.verdict, pair.sentence) for pair in board.pairs],
         trends=[
             ArmTrendOut(
                 arm=_matched(trend.arm),

@@ -2,7 +2,8 @@
 
 One validation (``check_gate_request``, inside ``evaluate_gate``) serves both; a refused request
 is a 422 naming its field, a run not finished yet a 409 (poll ``GET /api/runs/{id}`` and ask
-again), and the answer carries the verdict per arm and check and the Markdown for a PR comment.
+again), and the answer carries the verdict per arm and check and the Markdown for a PR comment. An
+"inconclusive" verdict is the caller's to treat as a pass or a failure (``ci_gate --inconclusive``).
 """
 
 from __future__ import annotations
@@ -49,12 +50,15 @@ class GateCheckOut(Schema):
 class GateArmOut(Schema):
     label: str
     baseline_label: str | None
+    verdict: str = Field(description="pass, fail or inconclusive")
     passed: bool
     checks: list[GateCheckOut]
 
 
 class GateOut(Schema):
-    verdict: str = Field(description="pass or fail")
+    verdict: str = Field(
+        description="pass, fail, or inconclusive: a baseline shares too few tasks to tell, and no check failed"
+    )
     passed: bool
     run: str
     run_url: str

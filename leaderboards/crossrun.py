@@ -2,9 +2,11 @@
 dataset, each arm's trend from run to run, and run A against run B task by task.
 
 Arms are matched across runs by what they are, not what they are called (``arm_key``).
-Everything reads the runs' task summaries (leaderboards/models.py), never their attempts,
-and only the tasks every compared arm was scored on count, so a pooled rate never mixes an
-easy sample with a hard one.
+Everything reads the runs' task summaries (leaderboards/models.py), never their attempts.
+Arms are compared pair by pair, on the tasks both were scored on, so a comparison never mixes
+an easy sample with a hard one; and never on the tasks every arm shares: one arm whose provider
+was down (no scored task) or twenty runs that sampled different tasks left none, and emptied
+the board for every arm.
 """
 
 from __future__ import annotations
@@ -14,12 +16,19 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db.models import Case, Count, IntegerField, Sum, Value, When
+from django.db.models import Case, IntegerField, Value, When
 
 from experiments.models import Run, RunArm, TaskInstance
 from leaderboards.boards import low_sample_min, quality_metric
 from leaderboards.models import TaskSummary
-from leaderboards.stats import PairedVerdict, ci_aware_ranks, paired_verdict, paired_verdicts, wilson_interval
+from leaderboards.stats import (
+    PairedVerdict,
+    paired_ranks,
+    paired_verdict,
+    paired_verdicts,
+    pairwise_verdicts,
+    wilson_interval,
+)
 from providers.adapters.config import answer_config
 from providers.response_cache import canonical_json
 
@@ -88,27 +97,11 @@ def _matched(arms: Sequence[MatchedArm]) -> Case:
     )
 
 
-def shared_tasks(runs: Sequence[Run], arms: Sequence[MatchedArm]) -> list[int]:
-    """The ids of the tasks every matched arm was scored on in at least one of its runs (task
-    summaries exist only for scored tasks). Read once: a dataset's tasks are a few thousand
-    ids at most, and every later query filters on them."""
-    if not arms:
-        return []
-    tasks = (
-        TaskSummary.objects.filter(run__in=runs)
-        .annotate(matched=_matched(arms))
-        .values("task_id")
-        .annotate(arms=Count("matched", distinct=True))
-        .filter(arms=len(arms))
-        .values_list("task_id", flat=True)
-    )
-    return list(tasks)
-
-
 @dataclass
 class CrossRunEntry:
     arm: MatchedArm
-    scored: int  # attempts on the shared tasks, over every run the arm appears in
+    tasks: int  # tasks it was scored on, in any of its runs; 0: listed as not scored
+    scored: int  # attempts at those tasks, over every run the arm appears in
     successes: int
     rate: float | None
     interval: tuple[float, float] | None
@@ -116,50 +109,76 @@ class CrossRunEntry:
     rank: int | None = None
 
 
+@dataclass(frozen=True)
+class CrossRunPair:
+    """Two arms on the tasks both were scored on (each task's share of successes, pooled
+    over their runs): the paired verdict the ranks are drawn from."""
+
+    a: MatchedArm
+    b: MatchedArm
+    verdict: PairedVerdict  # A against B
+    sentence: str
+
+
 @dataclass
 class CrossRunBoard:
     runs: list[Run]  # in time order
     metric: str
-    shared_tasks: int
-    entries: list[CrossRunEntry]  # best first
+    entries: list[CrossRunEntry]  # best first; the arms with no scored task last
+    pairs: list[CrossRunPair]  # every two arms with a scored task, in the order of entries
     low_sample_min: int = field(default_factory=low_sample_min)
+
+    @property
+    def unscored(self) -> list[CrossRunEntry]:
+        return [entry for entry in self.entries if not entry.tasks]
 
 
 def cross_run_board(runs: Sequence[Run]) -> CrossRunBoard:
-    """The quality board over the runs' matched arms, pooled over the shared tasks: rate with
-        its Wilson interval and a CI-aware rank. Three queries, whatever the runs' sizes (the
-    pooled totals are summed per run arm in SQL, then per matched arm over a few rows)."""
-    arms = match_arms(runs)
-    shared = shared_tasks(runs, arms)
-    totals = (
-        TaskSummary.objects.filter(run__in=runs, task_id__in=shared)
-        .values("arm_id")
-        .annotate(scored=Sum("scored"), successes=Sum("successes"))
-        .order_by()
-    )
-    by_run_arm = {row["arm_id"]: (row["scored"], row["successes"]) for row in totals}
-    shared_count, minimum = len(shared), low_sample_min()
-    entries = []
-    for arm in arms:
-        pooled = [by_run_arm.get(arm_id, (0, 0)) for arm_id in arm.arm_ids]
-        scored, successes = sum(n for n, _ in pooled), sum(s for _, s in pooled)
-        entries.append(
-            CrossRunEntry(
-                arm=arm,
-                scored=scored,
-                successes=successes,
-                rate=successes / scored if scored else None,
-                interval=wilson_interval(successes, scored),
-                low_sample=shared_count < minimum,
-            )
-        )
-    ranks = ci_aware_ranks(
-        {i: (*e.interval, e.rate) if e.interval and e.rate is not None else None for i, e in enumerate(entries)}
-    )
-    for index, rank in ranks.items():
+    """The quality board over the runs' matched arms: each arm's rate over the tasks it was
+    scored on (pooled over its runs) with its Wilson interval, and a rank from paired verdicts,
+    one per pair of arms on the tasks both were scored on: 1 + the arms significantly better in
+    theirs. An arm with no scored task is listed, unranked. Two queries, whatever the runs'
+    sizes."""
+    ordered = in_time_order(runs)
+    arms = match_arms(ordered)
+    pooled = _pooled_by_arm(_task_scores(ordered, arms, None), len(arms))
+    minimum = low_sample_min()
+    entries = [_entry(arm, per_task, minimum) for arm, per_task in zip(arms, pooled, strict=True)]
+    scored = [index for index, per_task in enumerate(pooled) if per_task]
+    verdicts = pairwise_verdicts({index: _shares(pooled[index]) for index in scored}, seed=ordered[-1].seed)
+    for index, rank in paired_ranks(scored, verdicts).items():
         entries[index].rank = rank
-    metric, _ = quality_metric(runs[0])
-    return CrossRunBoard(in_time_order(runs), metric, shared_count, [entries[i] for i in ranks], minimum)
+    order = sorted(range(len(arms)), key=lambda i: _board_order(entries[i], i))
+    metric, verb = quality_metric(ordered[0])
+    place = {index: position for position, index in enumerate(order)}
+    pairs = []
+    for (a, b), verdict in verdicts.items():
+        first, second = (a, b) if place[a] < place[b] else (b, a)
+        oriented = verdict if first == a else verdict.flipped()
+        sentence = oriented.sentence(arms[first].label, arms[second].label, verb)
+        pairs.append((place[first], place[second], CrossRunPair(arms[first], arms[second], oriented, sentence)))
+    return CrossRunBoard(
+        ordered, metric, [entries[i] for i in order], [pair for *_, pair in sorted(pairs, key=lambda p: p[:2])]
+    )
+
+
+def _board_order(entry: CrossRunEntry, index: int) -> tuple:
+    unranked = entry.rank is None
+    return (unranked, entry.rank or 0, -(entry.rate or 0), not entry.tasks, index)
+
+
+def _entry(arm: MatchedArm, per_task: TaskScores, minimum: int) -> CrossRunEntry:
+    successes = sum(s for s, _ in per_task.values())
+    scored = sum(n for _, n in per_task.values())
+    return CrossRunEntry(
+        arm=arm,
+        tasks=len(per_task),
+        scored=scored,
+        successes=successes,
+        rate=successes / scored if scored else None,
+        interval=wilson_interval(successes, scored),
+        low_sample=len(per_task) < minimum,
+    )
 
 
 TaskScores = dict[int, tuple[int, int]]  # task id -> (successes, scored)
@@ -168,6 +187,8 @@ TaskScores = dict[int, tuple[int, int]]  # task id -> (successes, scored)
 def _task_scores(runs: Sequence[Run], arms: Sequence[MatchedArm], tasks: list[int] | None) -> dict:
     """(matched arm index, run id) -> TaskScores, from one query over the task summaries (two
     arms of one run that match are one arm: their attempts add up)."""
+    if not arms:
+        return {}
     summaries = TaskSummary.objects.filter(run__in=runs).annotate(matched=_matched(arms))
     if tasks is not None:
         summaries = summaries.filter(task_id__in=tasks)
@@ -178,6 +199,16 @@ def _task_scores(runs: Sequence[Run], arms: Sequence[MatchedArm], tasks: list[in
         before = per_task.get(task_id, (0, 0))
         per_task[task_id] = (before[0] + successes, before[1] + scored)
     return scores
+
+
+def _pooled_by_arm(scores: dict, arms: int) -> list[TaskScores]:
+    """Each matched arm's TaskScores over all its runs."""
+    pooled: list[TaskScores] = [{} for _ in range(arms)]
+    for (index, _), per_task in scores.items():
+        for task, (successes, scored) in per_task.items():
+            before = pooled[index].get(task, (0, 0))
+            pooled[index][task] = (before[0] + successes, before[1] + scored)
+    return pooled
 
 
 def _shares(scores: TaskScores) -> dict[int, float]:
@@ -215,11 +246,12 @@ class ArmTrend:
 
 
 def arm_trends(runs: Sequence[Run]) -> list[ArmTrend]:
-    """Each matched arm's rate run by run on the shared tasks, and a paired verdict of each
-    run against the arm's previous one (so a model version that got worse is flagged)."""
+    """Each matched arm's rate run by run on the tasks it was scored on, and a paired verdict of
+    each run against the arm's previous one on the tasks both scored (so a model version that
+    got worse is flagged). A run where the arm scored nothing is left out of its line."""
     ordered = in_time_order(runs)
     arms = match_arms(ordered)
-    scores = _task_scores(ordered, arms, shared_tasks(ordered, arms))
+    scores = _task_scores(ordered, arms, None)
     _, verb = quality_metric(ordered[0])
     # Each arm's runs with scores, in time order; every run but an arm's first is then
     # compared with the one before it, all the verdicts in one batch.

@@ -10,12 +10,15 @@ pull-request comment.
 
 A check the gate cannot measure (no scored attempt, an answer without a price, no call timed)
 is "unknown", and an unknown check fails its arm: a gate passes only what it has seen pass.
+A baseline comparison on fewer shared tasks than a verdict needs is "inconclusive", with the
+smallest difference those tasks could have shown, unless even they show a significant drop
+(which fails): the caller decides what CI does with a gate that could not decide.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -30,11 +33,18 @@ from experiments.progress import judging_progress, run_progress
 from leaderboards.boards import Entry, RunBoards, quality_metric, run_boards
 from leaderboards.jobs import ensure_fresh_summaries
 from leaderboards.models import TaskSummary
-from leaderboards.stats import LOW_SAMPLE, PairedVerdict, paired_verdict, wilson_interval
+from leaderboards.stats import (
+    DETECTION_POWER,
+    LOW_SAMPLE,
+    PairedVerdict,
+    minimum_detectable_difference,
+    paired_verdict,
+    wilson_interval,
+)
 from prbench.inputs import LABEL_MAX, text_problem
 
 BOARD_CONFIDENCE = 0.95  # what the boards' intervals and the pairwise page use
-PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+PASS, FAIL, UNKNOWN, INCONCLUSIVE = "pass", "fail", "unknown", "inconclusive"
 CHECKS = ("min_quality_lower_bound", "baseline", "max_cost_per_task", "max_p95_latency")
 # A threshold no real run comes near: a typo (an extra digit of cost) is refused, not obeyed.
 MAX_COST_PER_TASK = Decimal(1_000_000)
@@ -204,7 +214,7 @@ def check_gate_ready(plan: GatePlan) -> None:
 @dataclass(frozen=True)
 class CheckResult:
     name: str  # one of CHECKS
-    verdict: str  # PASS, FAIL or UNKNOWN (which fails too)
+    verdict: str  # PASS, FAIL, UNKNOWN (which fails too) or INCONCLUSIVE
     value: str  # the arm's figure, as the summary shows it
     threshold: str
     detail: str = ""  # a sentence: why unknown, or the paired test in words
@@ -225,6 +235,18 @@ class ArmResult:
     def passed(self) -> bool:
         return all(check.passed for check in self.checks)
 
+    @property
+    def verdict(self) -> str:
+        return overall_verdict(check.verdict for check in self.checks)
+
+
+def overall_verdict(verdicts: Iterable[str]) -> str:
+    """Fail if anything failed (or is unknown); else inconclusive if anything is; else pass."""
+    found = set(verdicts)
+    if found & {FAIL, UNKNOWN}:
+        return FAIL
+    return INCONCLUSIVE if INCONCLUSIVE in found else PASS
+
 
 @dataclass(frozen=True)
 class GateResult:
@@ -240,13 +262,19 @@ class GateResult:
     def passed(self) -> bool:
         return all(arm.passed for arm in self.arms)
 
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL or INCONCLUSIVE (a check could not decide, and none failed)."""
+        return overall_verdict(arm.verdict for arm in self.arms)
+
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON types only (costs and thresholds as they are written, in strings)."""
         data = asdict(self)
         data["passed"] = self.passed
-        data["verdict"] = PASS if self.passed else FAIL
+        data["verdict"] = self.verdict
         for arm, raw in zip(self.arms, data["arms"], strict=True):
             raw["passed"] = arm.passed
+            raw["verdict"] = arm.verdict
         return data
 
 
@@ -369,22 +397,38 @@ def _regressions(plan: GatePlan) -> dict[str, CheckResult]:
     _, verb = quality_metric(plan.run)
     results = {}
     for label, theirs in plan.arms:
-        verdict = paired_verdict(
-            _task_scores(plan.run, label), _task_scores(baseline, theirs), seed=baseline.seed, confidence=confidence
-        )
+        ours_scores, their_scores = _task_scores(plan.run, label), _task_scores(baseline, theirs)
+        verdict = paired_verdict(ours_scores, their_scores, seed=baseline.seed, confidence=confidence)
         if not verdict.shared_tasks:
             raise _invalid(
                 "baseline",
                 f"baseline: arm {label!r} shares no scored task with arm {theirs!r} of run {baseline.code}",
                 "no_shared_tasks",
             )
-        results[label] = _regression_check(verdict, label, theirs, verb)
+        differences = [ours_scores[task] - their_scores[task] for task in ours_scores.keys() & their_scores.keys()]
+        detectable = minimum_detectable_difference(differences, confidence)
+        results[label] = _regression_check(verdict, detectable, label, theirs, verb)
     return results
 
 
-def _regression_check(verdict: PairedVerdict, label: str, theirs: str, verb: str) -> CheckResult:
+def regression_verdict(verdict: PairedVerdict) -> str:
+    """FAIL on a significant drop; PASS on enough shared tasks otherwise. On fewer, the
+    bootstrap interval is too narrow to trust, but McNemar's exact p-value holds on any number
+    of tasks: a drop it calls significant fails (an 80-point drop on 20 tasks passed once),
+    an improvement it calls significant passes, and anything else is INCONCLUSIVE."""
     assert verdict.mean_difference is not None
-    regressed = verdict.significant and verdict.mean_difference < 0
+    if verdict.enough_tasks:
+        return FAIL if verdict.significant and verdict.mean_difference < 0 else PASS
+    if verdict.p_value < 1 - verdict.confidence and verdict.mean_difference != 0:
+        return FAIL if verdict.mean_difference < 0 else PASS
+    return INCONCLUSIVE
+
+
+def _regression_check(
+    verdict: PairedVerdict, detectable: float | None, label: str, theirs: str, verb: str
+) -> CheckResult:
+    assert verdict.mean_difference is not None
+    outcome = regression_verdict(verdict)
     figures = {
         "difference": verdict.mean_difference,
         "ci_low": verdict.ci_low,
@@ -396,6 +440,8 @@ def _regression_check(verdict: PairedVerdict, label: str, theirs: str, verb: str
         "losses": verdict.losses,
         "significant": verdict.significant,
         "min_shared_tasks": verdict.min_shared_tasks,
+        "minimum_detectable_difference": detectable,
+        "power": DETECTION_POWER,
     }
     value = (
         f"{_points(verdict.mean_difference)} points ({verdict.confidence:.0%} CI {_points(verdict.ci_low)} to "
@@ -403,7 +449,19 @@ def _regression_check(verdict: PairedVerdict, label: str, theirs: str, verb: str
     )
     threshold = f"no significant regression against {theirs!r}"
     sentence = verdict.sentence(f"{label!r}", f"baseline {theirs!r}", verb)
-    return CheckResult("baseline", FAIL if regressed else PASS, value, threshold, sentence, figures)
+    if outcome == INCONCLUSIVE:
+        sentence += (
+            f". Inconclusive: {verdict.shared_tasks} shared tasks, fewer than the {verdict.min_shared_tasks} a "
+            f"verdict needs; {_detectable(detectable)} at {1 - verdict.confidence:.2g} significance with "
+            f"{DETECTION_POWER:.0%} power"
+        )
+    return CheckResult("baseline", outcome, value, threshold, sentence, figures)
+
+
+def _detectable(difference: float | None) -> str:
+    if difference is None or difference >= 1:
+        return "they could not show any difference"
+    return f"the smallest difference they could show is {difference * 100:.1f} points"
 
 
 def _points(share: float | None) -> str:
@@ -422,7 +480,9 @@ CHECK_TITLES = {
     "max_cost_per_task": "Cost per task",
     "max_p95_latency": "p95 latency",
 }
-VERDICT_MARKS = {PASS: "✅ pass", FAIL: "❌ fail", UNKNOWN: "⚠️ unknown (fails)"}
+VERDICT_MARKS = {PASS: "✅ pass", FAIL: "❌ fail", UNKNOWN: "⚠️ unknown (fails)", INCONCLUSIVE: "❔ inconclusive"}
+TITLE_MARKS = {PASS: "✅", FAIL: "❌", INCONCLUSIVE: "❔"}
+ARM_OUTCOMES = {PASS: "passes", FAIL: "fails", INCONCLUSIVE: "inconclusive"}
 
 
 def _cell(text: str) -> str:
@@ -440,17 +500,15 @@ def _linked(text: str, url: str) -> str:
 
 
 def gate_markdown(result: GateResult) -> str:
-    """A pull-request comment: PASS or FAIL in the title, then one table per arm."""
-    verdict = "PASS" if result.passed else "FAIL"
-    mark = "✅" if result.passed else "❌"
-    lines = [f"## {mark} PRBench gate: {verdict}", ""]
+    """A pull-request comment: PASS, FAIL or INCONCLUSIVE in the title, then one table per arm."""
+    lines = [f"## {TITLE_MARKS[result.verdict]} PRBench gate: {result.verdict.upper()}", ""]
     runs = f"Run {_linked(result.run, result.run_url)}"
     if result.baseline:
         runs += f" against baseline {_linked(result.baseline, result.baseline_url)}"
     lines += [f"{runs}. Quality is {result.metric.lower()}; infrastructure failures are not counted.", ""]
     for arm in result.arms:
         against = f" (baseline arm {_code(arm.baseline_label)})" if arm.baseline_label not in (None, arm.label) else ""
-        outcome = "passes" if arm.passed else "fails"
+        outcome = ARM_OUTCOMES[arm.verdict]
         lines += [f"### Arm {_code(arm.label)}{against}: {outcome}", ""]
         lines += ["| Check | Value | Threshold | Verdict |", "| --- | --- | --- | --- |"]
         for check in arm.checks:
@@ -461,7 +519,8 @@ def gate_markdown(result: GateResult) -> str:
         lines += ["", *(f"> {_cell(note)}" for note in notes)] if notes else []
         lines.append("")
     lines.append(
-        f"Significance at {result.confidence:.0%}; a regression needs at least {LOW_SAMPLE} shared tasks to count."
+        f"Significance at {result.confidence:.0%}; below {LOW_SAMPLE} shared tasks only a drop McNemar's exact test "
+        "finds significant counts, and anything else is inconclusive."
         if result.baseline
         else f"Intervals at {result.confidence:.0%}."
     )

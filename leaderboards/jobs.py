@@ -26,8 +26,7 @@ from collections.abc import Iterable
 
 from redis.exceptions import RedisError
 
-from leaderboards.models import ArmSummary
-from leaderboards.summaries import refresh_run_summaries, wait_for_refresh
+from leaderboards.summaries import refresh_run_summaries, stale_arms
 from prbench.queues import get_connection, get_queue
 
 logger = logging.getLogger(__name__)
@@ -48,8 +47,8 @@ REFRESH_PAUSE_FACTOR = 4
 
 def refresh_summaries(run_id: int) -> bool:
     """The job. Unmarks the run before rebuilding, so whatever is recorded meanwhile marks it
-    again for the next refresh; and only once it holds the run's row, so a reader that finds
-    the run unmarked can wait for this refresh rather than read what it is replacing."""
+    again for the next refresh; and only once it has its turn, so a reader that finds the run
+    unmarked can wait for this refresh rather than read what it is replacing."""
     redis = get_connection()
     started = time.monotonic()
     refreshed = refresh_run_summaries(run_id, on_locked=lambda: redis.srem(OUT_OF_DATE, run_id))
@@ -123,20 +122,27 @@ def refresh_if_out_of_date(run_id: int) -> bool:
 
 
 def ensure_fresh_summaries(run_id: int) -> None:
-    """For an export or a command's board, which must count every attempt recorded: the
-    run's summaries rebuilt here and now when it was recorded into since its last refresh,
-    has none yet, or Redis cannot say. Unmarked, a refresh may still be under way (it
-    unmarked the run when it took it): wait for it, not read the summaries it replaces (the
-    demo printed a board of 15 answers of 20 that way)."""
+    """For an export, a command's board or the gate, which must count every attempt recorded:
+    the run's summaries rebuilt here and now unless they describe its attempts as they are
+    (summaries.stale_arms). The out-of-date mark cannot tell: it is set once an attempt has
+    committed, so a reader can come between the two (``start_run --wait`` printed boards of
+    20 answers of 40 that way), and a refresh under way may have read the attempts before the
+    last one committed. A refresh under way is waited for, and this one is skipped if it left
+    nothing to do. Marked (a verdict, which the attempts' versions do not show), or when Redis
+    cannot say, they are rebuilt regardless."""
     try:
         marked = bool(get_connection().srem(OUT_OF_DATE, run_id))
     except RedisError:
         logger.warning("summaries of run %s rebuilt: Redis cannot say whether they are fresh", run_id, exc_info=True)
         marked = True
-    if marked or not ArmSummary.objects.filter(run_id=run_id).exists():
-        refresh_run_summaries(run_id)
-    else:
-        wait_for_refresh(run_id)
+    if marked or stale_arms(run_id):
+        refresh_run_summaries(run_id, on_locked=lambda: _unmark(run_id), if_stale=not marked)
+
+
+def _unmark(run_id: int) -> None:
+    """In the refresh's turn, as the refresh job does: a recording after this marks it again."""
+    with contextlib.suppress(RedisError):  # the mark only spares a later refresh
+        get_connection().srem(OUT_OF_DATE, run_id)
 
 
 def refresh_out_of_date() -> list[int]:

@@ -17,6 +17,11 @@ class ArmSummary(models.Model):
     run = models.ForeignKey("experiments.Run", models.CASCADE, related_name="arm_summaries")
     arm = models.OneToOneField("experiments.RunArm", models.CASCADE, related_name="summary")
     refreshed_at = models.DateTimeField()
+    # What the summary was built from: the arm's attempt rows, how many and the sum of their
+    # versions (leaderboards/sql.py RowVersion). A reader that must count every attempt
+    # recorded compares them with the rows as they are now (summaries.stale_arms).
+    attempts_seen = models.PositiveIntegerField(default=0, help_text="The arm's attempts, of any status")
+    attempts_version = models.BigIntegerField(default=0, help_text="Sum of those attempts' row versions")
 
     scored = models.PositiveIntegerField(default=0, help_text="Model successes and model failures")
     scored_tasks = models.PositiveIntegerField(default=0, help_text="Distinct tasks with a scored attempt")

@@ -1,4 +1,4 @@
-"""Percentile aggregates that run in the database on both Postgres and SQLite."""
+"""Percentile aggregates that run in the database on both Postgres and SQLite, and the rows' versions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 from django.db.backends.signals import connection_created
-from django.db.models import Aggregate, FloatField, Func, JSONField, Value
+from django.db.models import Aggregate, BigIntegerField, Expression, FloatField, Func, JSONField, Value
 
 
 class Percentile(Aggregate):
@@ -96,3 +96,19 @@ def register_sqlite_percentile(sender: Any, connection: Any, **kwargs: Any) -> N
 
 
 connection_created.connect(register_sqlite_percentile)
+
+
+class RowVersion(Expression):
+    """The version of the row as the statement reads it: on Postgres the id of the transaction
+    that last wrote it (the ``xmin`` system column), which every UPDATE changes, committed in
+    whatever order. Summed with the rows' count, it tells whether a set of rows is still the
+    one a summary was built from. SQLite has no row versions: 0, and only the count is told."""
+
+    output_field = BigIntegerField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        table = compiler.quote_name_unless_alias(compiler.query.get_initial_alias())
+        return f"{table}.xmin::text::bigint", []
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return "0", []

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.special import expit, log_expit, ndtri
-from scipy.stats import binom, bootstrap
+from scipy.stats import binom, bootstrap, nct
+from scipy.stats import t as t_distribution
 
 LOW_SAMPLE = 30  # below this many attempts (or shared tasks) an interval is too wide to rank on
 
@@ -82,6 +84,32 @@ def _mcnemar_exact(b: np.ndarray, c: np.ndarray) -> np.ndarray:
 # Per-task scores closer than this are a tie: the same counts averaged in another order can
 # differ in the last bit.
 TIE_TOLERANCE = 1e-9
+DETECTION_POWER = 0.8  # the chance a real difference of the minimum detectable size is found
+
+
+def minimum_detectable_difference(
+    differences: Sequence[float], confidence: float = 0.95, power: float = DETECTION_POWER
+) -> float | None:
+    """The smallest mean per-task difference (a share: 0.1 is 10 points) a two-sided paired
+    test at ``1 - confidence`` finds with probability ``power`` on this many tasks: the
+    t-test's standardised effect (solved from the noncentral t, as statsmodels' TTestPower
+    does) times the standard deviation of the differences observed, or 1, the largest two
+    shares' difference can have, when they do not vary. None below two tasks."""
+    n = len(differences)
+    if n < 2:
+        return None
+    spread = float(np.std(differences, ddof=1)) or 1.0
+    alpha, df = 1 - confidence, n - 1
+    critical = t_distribution.ppf(1 - alpha / 2, df)
+
+    def shortfall(effect: float) -> float:
+        noncentrality = effect * math.sqrt(n)
+        found = float(nct.sf(critical, df, noncentrality) + nct.cdf(-critical, df, noncentrality))
+        return (1.0 if math.isnan(found) else found) - power  # NaN: scipy's tail far past any doubt
+
+    return float(brentq(shortfall, 1e-9, 100.0)) * spread
+
+
 PAIRED_RESAMPLES = 1000
 
 

@@ -60,3 +60,17 @@ def test_an_unfinished_run_is_a_409_and_an_outsider_gets_404(org, finished_run, 
 def test_gating_needs_the_read_scope(org, finished_run, scopes):  # noqa: F811
     run = finished_run(arm("model"))
     assert gate(api_client(make_api_key(org, scopes)), run, min_quality_lower_bound=0.5).status_code == 403
+
+
+def test_a_gate_that_cannot_decide_says_inconclusive(org, finished_run):  # noqa: F811
+    baseline = finished_run(arm("model", "noisy", 0.8), sample_size=20)
+    candidate = finished_run(arm("model", "noisy", 0.7), sample_size=20)
+    client = api_client(make_api_key(org, ["read"]))
+    response = gate(client, candidate, baseline=str(baseline.code))
+    body = response.json()
+    assert response.status_code == 200, response.content
+    assert (body["verdict"], body["passed"]) == ("inconclusive", False)
+    [model] = body["arms"]
+    assert model["verdict"] == "inconclusive" and model["checks"][0]["verdict"] == "inconclusive"
+    assert 0 < model["checks"][0]["figures"]["minimum_detectable_difference"] < 1
+    assert body["markdown"].startswith("## ❔ PRBench gate: INCONCLUSIVE")

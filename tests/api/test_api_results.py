@@ -21,6 +21,7 @@ from experiments.exports import (
     spreadsheet_safe,
 )
 from experiments.models import Attempt
+from leaderboards.models import TaskSummary
 from leaderboards.pairwise import run_pairwise
 from leaderboards.summaries import refresh_run_summaries
 from orgs.models import Organization
@@ -118,7 +119,7 @@ def test_the_pairwise_matrix_is_the_pages(reader, judged_run):
     assert [rating["arm"] for rating in body["ratings"]] == [rated.label for rated in expected.ratings]
 
 
-def test_the_cross_run_board_pools_the_runs_shared_tasks(reader, experiment, dataset):
+def test_the_cross_run_board_pools_each_arms_tasks_and_compares_arms_pair_by_pair(reader, experiment, dataset):
     first, _ = build_run(experiment, dataset, PLANS, seed=1)
     second, _ = build_run(experiment, dataset, PLANS, seed=2)
     for run in (first, second):
@@ -127,7 +128,10 @@ def test_the_cross_run_board_pools_the_runs_shared_tasks(reader, experiment, dat
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["runs"] == [str(first.code), str(second.code)]
-    assert body["shared_tasks"] == dataset.tasks.count()
+    [pair] = body["pairs"]
+    assert (pair["a"], pair["b"]) == ("strong", "weak")
+    strong_tasks = TaskSummary.objects.filter(arm__label="strong").values("task_id").distinct().count()
+    assert pair["shared_tasks"] == strong_tasks  # the weak arm scored on every task
     strong = next(entry for entry in body["entries"] if entry["arm"]["label"] == "strong")
     assert strong["runs"] == body["runs"]
     pooled = Attempt.objects.filter(arm__label="strong", outcome__in=["model_success", "model_failure"])

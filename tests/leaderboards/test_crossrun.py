@@ -112,7 +112,7 @@ def test_arms_are_matched_across_runs_by_key_and_a_config_change_makes_another_a
     assert board.runs == [old, new]
 
 
-def test_only_the_tasks_every_arm_was_scored_on_count(forty):
+def test_each_pair_of_arms_is_compared_on_the_tasks_both_were_scored_on(forty):
     run = make_run(
         forty,
         {
@@ -123,13 +123,63 @@ def test_only_the_tasks_every_arm_was_scored_on_count(forty):
 
     board = cross_run_board([run])
 
-    assert board.shared_tasks == 30
-    steady = next(entry for entry in board.entries if entry.arm.label == "steady")
-    assert (steady.successes, steady.scored) == (30, 30)  # its 10 unresolved tasks beyond 30 are left out
+    steady, flaky = board.entries
+    assert (steady.arm.label, steady.tasks, steady.successes, steady.scored) == ("steady", 40, 30, 40)
+    assert (flaky.arm.label, flaky.tasks, flaky.successes, flaky.scored) == ("flaky endpoint", 30, 5, 30)
+    [pair] = board.pairs
+    assert (pair.a.label, pair.b.label, pair.verdict.shared_tasks) == ("steady", "flaky endpoint", 30)
+    assert (pair.verdict.wins, pair.verdict.ties, pair.verdict.losses) == (25, 5, 0)
+    assert (steady.rank, flaky.rank) == (1, 2)  # 25 of the 30 shared tasks won: significant
     assert not steady.low_sample
 
 
-def test_the_board_page_says_how_many_tasks_are_shared(alice, forty):
+def test_an_arm_with_no_scored_task_is_listed_as_such_and_the_others_are_still_compared(alice, forty):
+    """Its provider was down for the whole run: it used to leave 0 shared tasks for every arm."""
+    run = make_run(
+        forty,
+        {
+            "strong": ("gpt-4o", {}, first(35), EVERY),
+            "weak": ("o3", {}, first(5), EVERY),
+            "down": ("claude", {}, frozenset(), frozenset()),  # every attempt an outage
+        },
+    )
+
+    board = cross_run_board([run])
+
+    assert [(e.arm.label, e.tasks, e.rank) for e in board.entries] == [
+        ("strong", 40, 1),
+        ("weak", 40, 2),
+        ("down", 0, None),
+    ]
+    assert [entry.arm.label for entry in board.unscored] == ["down"]
+    assert [(p.a.label, p.b.label, p.verdict.shared_tasks) for p in board.pairs] == [("strong", "weak", 40)]
+    content = client_for(alice).get(board_url(run)).content.decode()
+    assert "no scored task" in content and "40 shared tasks" in content
+
+
+def test_runs_that_sampled_different_tasks_still_make_a_board(forty):
+    """A dataset's runs over many days, each on its own sample: no task is in all of them,
+    yet every two arms that share tasks are compared on those."""
+    runs = [
+        make_run(forty, {"a": ("gpt-4o", {}, first(40), frozenset(range(start, start + 20)))}, days_ago=day)
+        for day, start in ((3, 0), (2, 10), (1, 20))
+    ]
+    runs.append(make_run(forty, {"b": ("o3", {}, frozenset(), frozenset(range(15, 25)))}))
+    runs.append(make_run(forty, {"c": ("claude", {}, frozenset(), frozenset(range(30, 40)))}))  # none of b's
+
+    board = cross_run_board(runs)
+
+    by_label = {entry.arm.label: entry for entry in board.entries}
+    assert (by_label["a"].tasks, by_label["a"].scored, by_label["a"].successes) == (40, 60, 60)
+    assert (by_label["b"].tasks, by_label["b"].scored, by_label["c"].tasks) == (10, 10, 10)
+    shared = {frozenset((p.a.label, p.b.label)): p.verdict for p in board.pairs}
+    assert shared[frozenset("ab")].shared_tasks == shared[frozenset("ac")].shared_tasks == 10
+    assert shared[frozenset("ab")].mean_difference == 1.0  # a first: ranked above on its rate
+    assert shared[frozenset("bc")].shared_tasks == 0
+    assert [point.scored for point in arm_trends(runs)[0].points] == [20, 20, 20]
+
+
+def test_the_board_page_says_how_many_tasks_each_pair_shares(alice, forty):
     runs = [
         make_run(forty, {"a": ("gpt-4o", {}, first(12), first(20)), "b": ("o3", {}, first(3), EVERY)}, days_ago=d)
         for d in (1, 0)
@@ -138,10 +188,11 @@ def test_the_board_page_says_how_many_tasks_are_shared(alice, forty):
     response = client_for(alice).get(board_url(*runs))
 
     assert response.status_code == 200
-    assert response.context["board"].shared_tasks == 20
+    [pair] = response.context["board"].pairs
+    assert pair.verdict.shared_tasks == 20
     content = response.content.decode()
     assert "20 shared tasks" in content
-    assert 'class="flag"' in content and "low n" in content  # fewer than 30 shared tasks
+    assert 'class="flag"' in content and "low n" in content  # a scored on fewer than 30 tasks
 
 
 def test_a_board_reads_a_fixed_number_of_queries_however_many_runs(forty, django_assert_max_num_queries):

@@ -1,6 +1,6 @@
 """`manage.py ci_gate`: runs made by the real pipeline with the mock provider at set qualities
 (MMLU's 56 sample questions, multiple choice: no sandbox), gated on thresholds and against a
-baseline run; exit code 0 pass, 1 fail, 2 error."""
+baseline run; exit code 0 pass, 1 fail, 2 error, 3 inconclusive."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command, execute_from_command_line
@@ -20,7 +21,7 @@ from experiments.models import Dataset, Run, RunStatus
 from leaderboards.boards import run_boards
 from leaderboards.gate import GateRequest, evaluate_gate
 from leaderboards.management.commands import ci_gate
-from leaderboards.stats import paired_verdict
+from leaderboards.stats import minimum_detectable_difference, paired_verdict
 from orgs.models import Organization
 from providers.outcomes import SCORED
 from tests.conftest import work_queue
@@ -49,9 +50,9 @@ def finished_run(org, alice, start, mmlu):
     """A run of these arms on every MMLU sample question, worked to the end."""
     made = []
 
-    def run_of(*arms: ArmSpec, seed: int = 7, finish: bool = True) -> Run:
+    def run_of(*arms: ArmSpec, seed: int = 7, finish: bool = True, sample_size: int | None = None) -> Run:
         name = f"gate {len(made)}"
-        spec = ExperimentSpec(name=name, dataset=mmlu, arms=list(arms), seed=seed)
+        spec = ExperimentSpec(name=name, dataset=mmlu, arms=list(arms), seed=seed, sample_size=sample_size)
         run = start(do_save_experiment(org, spec, alice))
         if finish:
             work_queue()
@@ -224,6 +225,57 @@ def test_a_significant_improvement_passes(org, finished_run):
     candidate = finished_run(arm("model"))
     assert paired_test_of(candidate, baseline).significant
     assert gate(org, candidate, "--baseline", str(baseline.code))[0] == 0
+
+
+FEW = 20  # shared tasks: fewer than the 30 a bootstrap verdict needs
+
+
+def test_a_drop_significant_on_few_shared_tasks_fails(org, finished_run, tmp_path):
+    """An 80-point drop on 20 tasks, McNemar p < 0.001, used to pass: too few tasks to count."""
+    baseline = finished_run(arm("model"), sample_size=FEW)
+    candidate = finished_run(arm("model", "noisy", 0.2), sample_size=FEW)
+    expected = paired_test_of(candidate, baseline)
+    assert expected.shared_tasks == FEW and not expected.enough_tasks
+    assert expected.mean_difference <= -0.6 and expected.p_value < 0.001
+    code, out, _ = gate(org, candidate, "--baseline", str(baseline.code), "--json", str(tmp_path / "gate.json"))
+    assert code == 1
+    check = checks_of(tmp_path / "gate.json")["model", "baseline"]
+    assert check["verdict"] == "fail" and check["figures"]["shared_tasks"] == FEW
+    assert "## ❌ PRBench gate: FAIL" in out
+
+
+def test_a_gate_that_cannot_decide_is_inconclusive_and_fails_the_build_unless_told(org, finished_run, tmp_path):
+    baseline = finished_run(arm("model", "noisy", 0.8), sample_size=FEW)
+    candidate = finished_run(arm("model", "noisy", 0.7), sample_size=FEW)
+    expected = paired_test_of(candidate, baseline)
+    assert expected.shared_tasks == FEW and expected.p_value >= 0.05
+    options = ["--baseline", str(baseline.code), "--min-quality", "0.1", "--json", str(tmp_path / "gate.json")]
+    code, out, _ = gate(org, candidate, *options)
+    assert code == ci_gate.UNDECIDED == 3
+    result = json.loads((tmp_path / "gate.json").read_text())
+    [model] = result["arms"]
+    assert (result["verdict"], result["passed"], model["verdict"]) == ("inconclusive", False, "inconclusive")
+    check = checks_of(tmp_path / "gate.json")["model", "baseline"]
+    detectable = check["figures"]["minimum_detectable_difference"]
+    assert check["verdict"] == "inconclusive" and 0 < detectable < 1 and check["figures"]["power"] == 0.8
+    assert "## ❔ PRBench gate: INCONCLUSIVE" in out and "❔ inconclusive" in out
+    assert f"the smallest difference they could show is {detectable * 100:.1f} points" in out
+
+    assert gate(org, candidate, *options, "--inconclusive", "pass")[0] == 0
+    assert gate(org, candidate, *options, "--inconclusive", "fail")[0] == 3
+    # A failed check still fails, whatever --inconclusive says.
+    assert gate(org, candidate, *options, "--min-quality", "0.99", "--inconclusive", "pass")[0] == 1
+
+
+def test_the_smallest_detectable_difference_is_a_paired_t_tests_at_80_percent_power():
+    from statsmodels.stats.power import TTestPower
+
+    differences = [-1.0] * 6 + [0.0] * 10 + [1.0] * 4
+    effect = TTestPower().solve_power(nobs=len(differences), alpha=0.05, power=0.8)
+    expected = effect * float(np.std(differences, ddof=1))
+    assert minimum_detectable_difference(differences) == pytest.approx(expected, rel=1e-4)
+    assert minimum_detectable_difference([0.0] * 20) == pytest.approx(effect, rel=1e-4)  # no spread seen: 1
+    assert minimum_detectable_difference([0.5]) is None
 
 
 def test_arms_are_matched_by_label_or_as_named(org, finished_run):

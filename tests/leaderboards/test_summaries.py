@@ -4,10 +4,11 @@ refreshed on a throttle and at a run's end."""
 from __future__ import annotations
 
 import itertools
+import queue
+import random
 import threading
 import time
 from collections import Counter
-from datetime import timedelta
 from decimal import Decimal
 
 import numpy as np
@@ -15,14 +16,13 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.forms.models import model_to_dict
-from django.utils import timezone
 
-from experiments.actions import do_start_run
-from experiments.models import Attempt, Run
+from experiments.actions import do_pause_run, do_start_run
+from experiments.models import Attempt
 from leaderboards import jobs
 from leaderboards.aggregation import LATENCY_BUCKETS_MS
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
-from leaderboards.summaries import refresh_run_summaries
+from leaderboards.summaries import refresh_run_summaries, take_refresh_turn
 from prbench.queues import get_queue
 from tests.conftest import ZERO_LATENCY_ARMS, work_queue
 from tests.leaderboards.conftest import ArmPlan
@@ -265,11 +265,11 @@ def test_a_page_asks_for_a_refresh_only_while_its_run_is_out_of_date(built_run, 
 
 
 def _hold_the_run(run_id: int, held: threading.Event, release: threading.Event, while_held=None) -> None:
-    """A refresh under way, in a connection of its own: the run's row held until released,
-    ``while_held`` done in that transaction (the summaries it is writing)."""
+    """A refresh under way, in a connection of its own: the run's refresh turn held until
+    released, ``while_held`` done in that transaction (the summaries it is writing)."""
     try:
         with transaction.atomic():
-            Run.objects.select_for_update().get(pk=run_id)
+            assert take_refresh_turn(run_id)
             if while_held is not None:
                 while_held()
             held.set()
@@ -278,49 +278,117 @@ def _hold_the_run(run_id: int, held: threading.Event, release: threading.Event, 
         connection.close()
 
 
+def _record_an_answer(attempt_id: int, lines: int) -> None:
+    """What recording an answer writes, committed at once (the mark comes after, if ever)."""
+    Attempt.objects.filter(pk=attempt_id).update(
+        status="completed", outcome="model_success", resolved=True, patch_well_formed=True, lines_changed=lines
+    )
+
+
+def _lines_on_the_board(run_id: int) -> int:
+    return sum(ArmSummary.objects.filter(run_id=run_id).values_list("lines_changed_sum", flat=True))
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_reader_that_finds_its_run_unmarked_waits_for_the_refresh_under_way(experiment, clean_redis):
-    """An export or the command line's board must not read the summaries a refresh is
-    replacing: the refresh unmarked the run when it began, and commits a moment later."""
+def test_a_reader_counts_an_answer_committed_before_its_mark_while_a_refresh_is_under_way(experiment, clean_redis):
+    """The run is unmarked (the refresh under way took the mark) and the last answer has
+    committed, its mark not yet set: the board printed must still count it."""
     run = do_start_run(experiment)
     refresh_run_summaries(run.pk)
-    written = timezone.now() + timedelta(days=1)
+    attempt_id = Attempt.objects.filter(run=run).values_list("pk", flat=True).first()
     held, release = threading.Event(), threading.Event()
-
-    def rebuild():
-        ArmSummary.objects.filter(run_id=run.pk).update(refreshed_at=written)
-
-    refresh = threading.Thread(target=_hold_the_run, args=(run.pk, held, release, rebuild))
+    refresh = threading.Thread(target=_hold_the_run, args=(run.pk, held, release))
     refresh.start()
     assert held.wait(10)
+    _record_an_answer(attempt_id, lines=7)
     threading.Timer(0.3, release.set).start()
-    jobs.ensure_fresh_summaries(run.pk)  # unmarked: it must wait for the refresh to commit
-    read = set(ArmSummary.objects.filter(run=run).values_list("refreshed_at", flat=True))
+    jobs.ensure_fresh_summaries(run.pk)
     refresh.join(10)
-    assert read == {written}
+    assert _lines_on_the_board(run.pk) == 7
+    assert not clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_refresh_job_unmarks_its_run_only_once_it_holds_it(experiment, clean_redis):
+def test_a_board_read_while_refreshes_race_the_recording_is_never_stale(experiment, clean_redis):
+    """Answers recorded one after another, each marking the run a moment after it commits, as
+    the attempt job's commit hook does; the worker's refresh job running all the while; and a
+    reader (an export, the gate, start_run --wait) reading the boards as soon as each answer
+    has committed, before its mark. Whatever had committed, the board it reads counts."""
     run = do_start_run(experiment)
-    clean_redis.sadd(jobs.OUT_OF_DATE, run.pk)
-    held, release = threading.Event(), threading.Event()
-    other = threading.Thread(target=_hold_the_run, args=(run.pk, held, release))
-    other.start()
-    assert held.wait(10)
+    refresh_run_summaries(run.pk)
+    attempt_id = Attempt.objects.filter(run=run).values_list("pk", flat=True).first()
+    done, refreshed, read = threading.Event(), threading.Event(), threading.Event()
+    committed: queue.Queue[int | None] = queue.Queue()
+    stale: list[str] = []
 
-    def refresh_then_close():
+    def refresh_now_and_then():  # the worker's refresh job, throttled (more often than in production)
         try:
-            jobs.refresh_summaries(run.pk)
+            while not done.is_set():
+                jobs.refresh_summaries(run.pk)
+                refreshed.set()
+                time.sleep(random.uniform(0, 0.03))
         finally:
             connection.close()
 
-    job = threading.Thread(target=refresh_then_close)
-    job.start()
-    time.sleep(0.3)
-    assert clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)  # waiting for the row: still marked
-    release.set()
-    job.join(10)
-    other.join(10)
-    assert not clean_redis.sismember(jobs.OUT_OF_DATE, run.pk)
-    assert ArmSummary.objects.filter(run=run).exists()
+    def reader():
+        try:
+            while (lines := committed.get(timeout=30)) is not None:
+                jobs.ensure_fresh_summaries(run.pk)
+                if (on_the_board := _lines_on_the_board(run.pk)) < lines:
+                    stale.append(f"{on_the_board} lines on the board, {lines} committed before the read")
+                read.set()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=refresh_now_and_then), threading.Thread(target=reader)]
+    for thread in threads:
+        thread.start()
+    try:
+        for lines in range(1, 41):
+            refreshed.clear()
+            refreshed.wait(30)  # a refresh has taken the last mark
+            _record_an_answer(attempt_id, lines)
+            read.clear()
+            committed.put(lines)
+            read.wait(30)  # the reader came between the commit and its mark
+            clean_redis.sadd(jobs.OUT_OF_DATE, run.pk)
+    finally:
+        done.set()
+        committed.put(None)
+        for thread in threads:
+            thread.join(30)
+    assert stale == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pausing_or_cancelling_a_run_does_not_wait_for_its_refresh(experiment, clean_redis):
+    """A refresh of a million attempts takes seconds: the run's row is not what it holds."""
+    run = do_start_run(experiment)
+    held, release = threading.Event(), threading.Event()
+    refresh = threading.Thread(target=_hold_the_run, args=(run.pk, held, release))
+    refresh.start()
+    try:
+        assert held.wait(10)
+        threading.Timer(2, release.set).start()  # a long refresh
+        started = time.monotonic()
+        assert do_pause_run(run)
+        assert time.monotonic() - started < 1
+    finally:
+        release.set()
+        refresh.join(10)
+    run.refresh_from_db()
+    assert run.status == "paused"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refreshes_of_one_run_take_turns(experiment, clean_redis):
+    run = do_start_run(experiment)
+    held, release = threading.Event(), threading.Event()
+    refresh = threading.Thread(target=_hold_the_run, args=(run.pk, held, release))
+    refresh.start()
+    assert held.wait(10)
+    threading.Timer(0.5, release.set).start()
+    started = time.monotonic()
+    assert refresh_run_summaries(run.pk)
+    assert time.monotonic() - started >= 0.4  # waited for the one under way
+    refresh.join(10)

@@ -10,6 +10,8 @@ from experiments.management.commands._helpers import org_by_slug, run_by_code
 from experiments.models import Run
 from experiments.progress import run_progress
 from leaderboards.gate import (
+    FAIL,
+    INCONCLUSIVE,
     GateRequest,
     check_gate_request,
     evaluate_gate,
@@ -19,7 +21,7 @@ from leaderboards.gate import (
 )
 from prbench.inputs import CheckedCommand
 
-PASSED, FAILED, ERROR = 0, 1, 2  # exit codes: a build step fails on anything but 0
+PASSED, FAILED, ERROR, UNDECIDED = 0, 1, 2, 3  # exit codes: a build step fails on anything but 0
 POLL_SECONDS = 2.0
 # The request's fields as this command's options name them, for error messages.
 OPTIONS = {
@@ -42,7 +44,8 @@ class Command(CheckedCommand):
         "Gate a finished run for CI: each arm against thresholds (quality lower bound, cost per task, p95 latency) "
         "and against the same arm of a baseline run (no significant regression on the tasks both scored). Prints a "
         "Markdown summary for a pull-request comment. Exit code 0: pass, 1: fail, 2: error (bad arguments, unknown "
-        "run, unfinished run, no shared tasks)."
+        "run, unfinished run, no shared tasks), 3: inconclusive (too few shared tasks to tell; --inconclusive pass "
+        "exits 0 instead)."
     )
 
     def add_arguments(self, parser):
@@ -69,6 +72,13 @@ class Command(CheckedCommand):
         parser.add_argument("--json", dest="json_file", metavar="FILE", help="write the result as JSON here")
         parser.add_argument("--wait", action="store_true", help="wait for the runs to finish (progress on stderr)")
         parser.add_argument("--timeout", metavar="SECONDS", help="with --wait: give up (exit 2) after this long")
+        parser.add_argument(
+            "--inconclusive",
+            choices=["pass", "fail"],
+            default="fail",
+            help="what a gate that cannot decide (too few shared tasks) does to the build: fail (exit 3, the "
+            "default) or pass (exit 0); the summary says inconclusive either way",
+        )
 
     def execute(self, *args, **options):
         try:
@@ -77,7 +87,8 @@ class Command(CheckedCommand):
             exc.returncode = ERROR  # whatever went wrong, the gate could not say: never "failed"
             raise
 
-    def handle(self, *args, org, run, baseline, arm, baseline_arm, wait, timeout, markdown_file, json_file, **options):
+    def handle(self, *args, org, run, baseline, arm, baseline_arm, wait, timeout, inconclusive, **options):
+        markdown_file, json_file = options["markdown_file"], options["json_file"]
         gated = run_by_code(run, org=org_by_slug(org))
         if timeout is not None and not wait:
             raise CommandError("--timeout: only with --wait")
@@ -101,8 +112,10 @@ class Command(CheckedCommand):
         self.stdout.write(text, ending="")
         _write(markdown_file, text)
         _write(json_file, _json_text(result.as_dict()))
-        if not result.passed:
+        if result.verdict == FAIL:
             raise SystemExit(FAILED)
+        if result.verdict == INCONCLUSIVE and inconclusive == "fail":
+            raise SystemExit(UNDECIDED)
 
     def wait_for(self, runs: list[Run], timeout: float | None) -> None:
         """Poll until every run's figures are final, a line on stderr whenever one moves; past the
