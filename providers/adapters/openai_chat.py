@@ -10,11 +10,17 @@ from typing import Any, ClassVar
 import openai
 from openai.types.chat import ChatCompletion
 
-from providers import egress
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, billed_output_tokens, boolean, choice
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.streaming import StreamClock, cut_error, read_response, tokens_per_second
+from providers.adapters.streaming import (
+    StreamClock,
+    cut_error,
+    provider_http_client,
+    read_response,
+    rehearsal_client,
+    tokens_per_second,
+)
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
@@ -130,11 +136,21 @@ class OpenAIChatAdapter(Adapter):
     def billed_output_tokens(self, request: CompletionRequest) -> int:
         return billed_output_tokens(self.sent_body(request))
 
+    def warm(self) -> None:
+        _rehearse_once()
+        self.sdk_create()
+
+    def sdk_create(self) -> Any:
+        """The SDK's create method on the (cached) client: the client, and the SDK modules its
+        first use imports, are built here, before any try's clock starts."""
+        return self.client().chat.completions.with_raw_response.create
+
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
-        clock = StreamClock()
         try:
-            raw = self.client().chat.completions.with_raw_response.create(
+            create = self.sdk_create()
+            clock = StreamClock()
+            raw = create(
                 **params,
                 extra_body=self.extra_body() or None,
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
@@ -220,6 +236,28 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
     if finish_reason:
         body["choices"] = [{"index": 0, "message": message, "finish_reason": finish_reason}]
     return body | ({"usage": usage} if usage else {})
+
+
+# One chunk with the answer and its finish_reason, then the end: what the rehearsal reads.
+REHEARSAL_STREAM = (
+    b'data: {"id":"rehearsal","object":"chat.completion.chunk","created":0,"model":"rehearsal",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+@lru_cache(maxsize=1)
+def _rehearse_once() -> None:
+    """One streamed call through the OpenAI SDK answered in memory, once per process: the
+    first real call's clock then measures the provider, not the SDK warming up."""
+    client = openai.OpenAI(
+        api_key="rehearsal", base_url="http://rehearsal.invalid/v1", http_client=rehearsal_client(REHEARSAL_STREAM)
+    )
+    with client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="rehearsal", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        read_openai_stream(raw.parse(), StreamClock())
 
 
 def openai_usage(usage: dict) -> Usage:
@@ -335,7 +373,7 @@ def _openai_client(api_key: str, base_url: str | None, timeouts: tuple[float, fl
         max_retries=0,  # the gateway owns retries, so every try is seen and recorded
         timeout=timeout,
         default_headers=dict(headers),
-        http_client=egress.http_client(timeout),
+        http_client=provider_http_client(timeout),
     )
 
 
@@ -348,7 +386,7 @@ def _azure_client(api_key: str, endpoint: str, api_version: str, timeouts: tuple
         api_version=api_version,
         max_retries=0,
         timeout=timeout,
-        http_client=egress.http_client(timeout),
+        http_client=provider_http_client(timeout),
     )
 
 

@@ -1,6 +1,6 @@
 """What every streaming (SSE) adapter shares: the call's deadline enforced between network
-reads, the clock that gives time to first token and output speed, and the test for a server
-that ignored ``stream: true`` and answered with one JSON body."""
+reads, the clock that gives latency, time to first token and output speed, and the test for a
+server that ignored ``stream: true`` and answered with one JSON body."""
 
 from __future__ import annotations
 
@@ -11,7 +11,25 @@ from typing import Any
 
 import httpx2
 
+from providers import egress
 from providers.errors import ErrorCategory, ProviderError
+
+# Where the HTTP client's request hook notes when a request went out (httpx passes a
+# request's extensions through to its response, so the adapter reads it back there).
+SENT_AT = "prbench_sent_at"
+
+
+def mark_sent(request: httpx2.Request) -> None:
+    """The request hook of every provider client: runs once the SDK has built the request,
+    just before it is written to the connection."""
+    request.extensions[SENT_AT] = time.perf_counter()
+
+
+def provider_http_client(timeout: httpx2.Timeout) -> httpx2.Client:
+    """The egress-checked client the adapters hand their SDK, noting when each request is sent."""
+    client = egress.http_client(timeout)
+    client.event_hooks = {"request": [mark_sent], "response": []}
+    return client
 
 
 class DeadlinePassed(Exception):
@@ -57,6 +75,7 @@ def read_response(
     """The SDK's raw response read as the answer, and whether it streamed: ``read_stream``
     assembles a stream (cut at ``deadline``), ``body_type`` holds the whole JSON body of a
     server that ignored ``stream: true``, and an unstreamed request is parsed as usual."""
+    clock.request_sent(raw.http_response)
     if not streaming:
         return raw.parse(), False
     if is_event_stream(raw.http_response):
@@ -80,12 +99,32 @@ def cut_error(request_record: dict) -> ProviderError:
     return error
 
 
+def rehearsal_client(stream: bytes) -> httpx2.Client:
+    """A client that sends nothing anywhere: every request is answered in memory with
+    ``stream`` as a 200 event stream. An adapter runs one call of its SDK through it per
+    process (``Adapter.warm``), so the SDK's first-use work (lazy imports, its request
+    builder's and its stream decoder's caches) is done before any call is timed."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=stream)
+
+    return httpx2.Client(transport=httpx2.MockTransport(answer))
+
+
 class StreamClock:
-    """One try's timing, from just before its request is sent."""
+    """One try's timing, from the moment its request was sent: neither building the SDK's
+    client nor the SDK's own work before sending (lazy imports, request building, both slow on
+    a process's first call) is the provider's time."""
 
     def __init__(self) -> None:
-        self.started = time.perf_counter()
+        self.started = time.perf_counter()  # until the request hook says when it was sent
         self.first_token: float | None = None
+
+    def request_sent(self, response: Any) -> None:
+        """Start from when the response's request went out, as ``mark_sent`` noted it."""
+        sent_at = response.request.extensions.get(SENT_AT)
+        if isinstance(sent_at, float):
+            self.started = sent_at
 
     def token(self) -> None:
         """A content or thinking delta arrived; only the first one counts."""
