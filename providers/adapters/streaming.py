@@ -36,6 +36,29 @@ class DeadlinePassed(Exception):
     """The call's total timeout ran out while the answer was still arriving."""
 
 
+class StreamCut(Exception):
+    """The connection broke while a streamed answer was arriving: the provider had answered
+    and stopped mid-way, which is not a failure to connect."""
+
+
+# What httpx raises once a connection was open and then failed: the peer closed it early or
+# reset it (ConnectError and the timeouts are something else: no connection, or no answer).
+BROKEN_CONNECTION = (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError)
+
+
+def connection_broke(exc: BaseException) -> bool:
+    """Whether an SDK's exception (its own type wraps httpx's) comes from a connection that
+    was open and broke, rather than one never made."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BROKEN_CONNECTION):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 class _DeadlineByteStream(httpx2.SyncByteStream):
     """The response's byte stream, checked against the deadline after every network read.
 
@@ -80,7 +103,12 @@ def read_response(
         return raw.parse(), False
     if is_event_stream(raw.http_response):
         enforce_deadline(raw.http_response, deadline)
-        return read_stream(raw.parse(), clock), True
+        try:
+            return read_stream(raw.parse(), clock), True
+        except Exception as exc:
+            if connection_broke(exc):  # the OpenAI SDK words it as a failure to connect
+                raise StreamCut from None
+            raise
     return body_type.construct(**whole_body(raw.http_response)), False
 
 
@@ -92,9 +120,13 @@ def whole_body(response: Any) -> dict:
     return body
 
 
+CUT_STREAM = "the stream was cut before the answer was complete (the provider closed the connection mid-answer)"
+
+
 def cut_error(request_record: dict) -> ProviderError:
-    # Retryable: the provider dropped the connection; a truncated answer is never a success.
-    error = ProviderError(ErrorCategory.CONNECTION, "the stream ended before the answer was complete")
+    """A stream that ended, or broke, mid-answer. Retryable: the provider dropped the
+    connection; a truncated answer is never a success."""
+    error = ProviderError(ErrorCategory.CONNECTION, CUT_STREAM)
     error.raw_request = request_record
     return error
 
