@@ -10,7 +10,14 @@ import anthropic
 from anthropic.types import Message
 
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, THINKING_BUDGET_MIN, billed_output_tokens, integer
+from providers.adapters.config import (
+    COMMON_KEYS,
+    HTTP_KEYS,
+    THINKING_BUDGET_MIN,
+    billed_output_tokens,
+    integer,
+    unsent_warnings,
+)
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.streaming import (
     StreamClock,
@@ -25,6 +32,7 @@ from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
 
 SAMPLING = ("temperature", "top_p")
+THINKING_TOP_P_MIN = 0.95
 # The request builder's max_tokens when an arm sets none (experiments/prompts.py).
 DEFAULT_MAX_TOKENS = CompletionRequest.__dataclass_fields__["max_output_tokens"].default
 
@@ -82,14 +90,11 @@ class AnthropicAdapter(Adapter):
             "stop_sequences": list(request.stop) or None,
         }
         params |= {k: v for k, v in optional.items() if v is not None}
+        for name in self.unsent_settings(request):
+            params.pop(name)
         budget = self.arm.config.get("thinking_budget_tokens")
         if budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-            # Thinking refuses a changed temperature and top_p below 0.95 (a prompt's
-            # default temperature included), and any tool_choice that forces a tool.
-            params.pop("temperature", None)
-            if params.get("top_p", 1) < 0.95:
-                params.pop("top_p")
         if request.response_schema:
             # Anthropic's structured output is a tool the model must call with that input.
             params["tools"] = [
@@ -104,6 +109,18 @@ class AnthropicAdapter(Adapter):
         if self.arm.config.get("stream", True):
             params["stream"] = True
         return params
+
+    def unsent_settings(self, request: CompletionRequest) -> dict[str, str]:
+        """The request's settings extended thinking refuses, with why: a changed temperature
+        (a prompt's default included) and a top_p below 0.95. Never sent, named as warnings."""
+        if not self.arm.config.get("thinking_budget_tokens"):
+            return {}
+        unsent = {}
+        if request.temperature is not None:
+            unsent["temperature"] = "Anthropic refuses it with extended thinking (thinking_budget_tokens)"
+        if request.top_p is not None and request.top_p < THINKING_TOP_P_MIN:
+            unsent["top_p"] = f"Anthropic takes only {THINKING_TOP_P_MIN} to 1 with extended thinking"
+        return unsent
 
     def sent_body(self, request: CompletionRequest) -> dict[str, Any]:
         """The JSON body as the SDK sends it: ``extra_body`` merged over the arguments."""
@@ -167,6 +184,7 @@ class AnthropicAdapter(Adapter):
             request_id=raw.headers.get("request-id", "") or body.get("id", ""),
             raw_request=params,
             raw_response=body,
+            warnings=unsent_warnings(self.unsent_settings(request)),
         )
 
 

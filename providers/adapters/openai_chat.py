@@ -3,6 +3,7 @@ Azure OpenAI, OpenRouter and self-hosted OpenAI-compatible servers (vLLM, Ollama
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -11,7 +12,15 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, billed_output_tokens, boolean, choice
+from providers.adapters.config import (
+    COMMON_KEYS,
+    HTTP_KEYS,
+    REASONING_EFFORTS,
+    billed_output_tokens,
+    boolean,
+    choice,
+    unsent_warnings,
+)
 from providers.adapters.http_errors import failure, translate_sdk_error
 from providers.adapters.streaming import (
     StreamClock,
@@ -33,13 +42,28 @@ OPENROUTER_HEADERS = {"HTTP-Referer": "https://prbench.dev", "X-Title": "PRBench
 REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 # What reasoning models refuse with "Unsupported parameter" (a 400), so it is never sent.
 REASONING_REJECTS = ("temperature", "top_p", "stop")
+# Except these, which gpt-5.1 and later take with reasoning_effort "none" (OpenAI's "Using
+# GPT-5.x" guide: sampling parameters only then; any other effort, or gpt-5 itself, refuses them).
+SAMPLING = ("temperature", "top_p")
+LATER_GPT5 = re.compile(r"gpt-5\.(\d+)")
+
+
+def _openai_id(model_name: str) -> str:
+    return model_name.strip().lower().removeprefix("openai/")  # OpenRouter's vendor prefix
 
 
 def is_reasoning_model(model_name: str) -> bool:
     """The one rule for which OpenAI models reason: the id (an OpenRouter ``openai/`` vendor
     prefix stripped) starts with o1, o3, o4 or gpt-5 and is not a ``-chat`` variant."""
-    model = model_name.strip().lower().removeprefix("openai/")
+    model = _openai_id(model_name)
     return model.startswith(REASONING_PREFIXES) and "-chat" not in model
+
+
+def samples_without_reasoning(model_name: str) -> bool:
+    """gpt-5.1 and later (gpt-5.1, gpt-5.2-pro, gpt-5.1-2025-11-13 …): with reasoning_effort
+    none they take temperature and top_p."""
+    later = LATER_GPT5.match(_openai_id(model_name))
+    return later is not None and int(later.group(1)) >= 1
 
 
 class OpenAIChatAdapter(Adapter):
@@ -52,6 +76,9 @@ class OpenAIChatAdapter(Adapter):
     token_limit_field: ClassVar[str] = "max_completion_tokens"
     # Whether arm model names are OpenAI's ids, so reasoning_effort can be checked at save.
     model_ids_are_openais: ClassVar[bool] = True
+    # Why the attempt's seed is not sent, or "" where the API still documents it. OpenAI's
+    # OpenAPI document marks chat completions' seed deprecated (Beta, "deprecated: true").
+    seed_not_sent: ClassVar[str] = "OpenAI's API marks seed deprecated for chat completions"
     config_keys = (
         COMMON_KEYS
         | HTTP_KEYS
@@ -108,12 +135,12 @@ class OpenAIChatAdapter(Adapter):
             "messages": messages,
             self.token_limit_field: request.max_output_tokens,
         }
+        unsent = self.unsent_settings(request)
         optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
-        reasoning = is_reasoning_model(self.arm.model_name)
-        params |= {k: v for k, v in optional.items() if v is not None and not (reasoning and k in REASONING_REJECTS)}
+        params |= {k: v for k, v in optional.items() if v is not None and k not in unsent}
         if "reasoning_effort" in self.arm.config:
             params |= self.reasoning_params(self.arm.config["reasoning_effort"])
-        if request.seed_key and self.arm.config.get("send_seed", True):
+        if request.seed_key and self.arm.config.get("send_seed", True) and not self.seed_not_sent:
             params["seed"] = _stable_seed(request.seed_key)
         if request.response_schema and self.arm.config.get("structured_output", True):
             params["response_format"] = {
@@ -128,6 +155,24 @@ class OpenAIChatAdapter(Adapter):
             # Without include_usage a stream carries no token counts at all.
             params |= {"stream": True, "stream_options": {"include_usage": True}}
         return params
+
+    def unsent_settings(self, request: CompletionRequest) -> dict[str, str]:
+        """Each setting of the request or the arm that is not sent, with why: the model would
+        refuse it with a 400, or the API no longer documents it. The one place that decides;
+        ``params`` leaves them out and ``generate`` names them on the attempt as warnings."""
+        model, effort = self.arm.model_name, self.arm.config.get("reasoning_effort")
+        asked = {"temperature": request.temperature, "top_p": request.top_p, "stop": request.stop or None}
+        unsent = {}
+        for name in REASONING_REJECTS if is_reasoning_model(model) else ():
+            if asked[name] is None:
+                continue
+            if name not in SAMPLING or not samples_without_reasoning(model):
+                unsent[name] = f"{model} is a reasoning model and refuses it"
+            elif effort != "none":
+                unsent[name] = f"{model} takes it only with reasoning_effort none"
+        if self.seed_not_sent and request.seed_key and self.arm.config.get("send_seed") is True:
+            unsent["seed"] = f"{self.seed_not_sent}, so send_seed has no effect"
+        return unsent
 
     def sent_body(self, request: CompletionRequest) -> dict[str, Any]:
         """The JSON body as the SDK sends it: ``extra_body`` merged over the arguments."""
@@ -191,7 +236,7 @@ class OpenAIChatAdapter(Adapter):
             raw_request=params,
             raw_response=body,
             usage_reported=not unreported,
-            warnings=(NO_STREAM_USAGE,) if unreported else (),
+            warnings=(*unsent_warnings(self.unsent_settings(request)), *((NO_STREAM_USAGE,) if unreported else ())),
         )
 
     def reported_cost(self, usage: dict) -> tuple[Decimal | None, dict[str, str]]:
@@ -282,6 +327,7 @@ class OpenAICompatibleAdapter(OpenAIChatAdapter):
     # A self-hosted model's name says nothing about OpenAI's families (gpt-oss on vLLM or
     # Ollama takes reasoning_effort), so the server is left to judge it.
     model_ids_are_openais = False
+    seed_not_sent = ""  # vLLM, Ollama and llama.cpp all document seed
 
     def client(self) -> openai.OpenAI:
         # Only the credential's: an arm that could name the URL could send the key anywhere.
@@ -299,6 +345,7 @@ class OpenRouterAdapter(OpenAIChatAdapter):
     # OpenRouter's documented field; it maps it onto each upstream's own.
     token_limit_field = "max_tokens"
     model_ids_are_openais = False  # it reasons with Anthropic, Google, DeepSeek … models too
+    seed_not_sent = ""  # a documented request parameter, passed to the upstreams that take it
 
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:
@@ -347,6 +394,7 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
     name = "azure_openai"
     # The arm's model name (a key of the credential's deployments, else the deployment).
     test_model = "gpt-4.1-mini"
+    seed_not_sent = ""  # Azure's chat completions reference (2024-10-21 and later) still documents it
 
     def client(self) -> openai.OpenAI:
         credential = self.credential
