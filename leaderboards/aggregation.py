@@ -162,7 +162,7 @@ class ArmRow:
     output_tokens_per_s_median: float | None
     cost_usd: Decimal | None  # None when any answered attempt's price is unknown
     cost_per_resolved_usd: Decimal | None  # over the attempts that made a call
-    error_rate: float | None  # model failures over n
+    error_rate: float | None  # model failures over every turn the model had (``turns``)
     cached: int = 0  # answered from the response cache: in n and resolved, not in latency or cost
     infrastructure_failed: int = 0  # not in n: not the model's doing
 
@@ -193,10 +193,17 @@ class ArmRow:
             output_tokens_per_s_median=totals.tokens_per_s_median,
             cost_usd=cost,
             cost_per_resolved_usd=_per(cost, totals.resolved_called),
-            error_rate=totals.model_failures / n if n else None,
+            error_rate=share(totals.model_failures, turns(totals)),
             cached=totals.cached,
             infrastructure_failed=totals.infrastructure_failures,
         )
+
+
+def turns(totals: Any) -> int:
+    """The attempts the model had its turn at: its answers, with a verdict or not, and its
+    failures. Errors are counted over these, not over ``scored``: an inference-only run gives
+    no answer a verdict, so ``scored`` holds its failures alone and every error rate read 100%."""
+    return totals.model_successes + totals.model_failures
 
 
 def arm_cost(totals: Any) -> Decimal | None:

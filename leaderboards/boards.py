@@ -30,6 +30,7 @@ from leaderboards.aggregation import (
     evaluator_row,
     median_interval,
     profile_label,
+    turns,
 )
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary
 from leaderboards.stats import ci_aware_ranks
@@ -432,7 +433,7 @@ def reliability(summaries: list[tuple[RunArm, ArmSummary]]) -> list[dict[str, An
     """Per arm: its finished attempts, how many the infrastructure failed and why."""
     rows = []
     for arm, summary in summaries:
-        finished = summary.scored + summary.infrastructure_failures
+        finished = turns(summary) + summary.infrastructure_failures  # an unjudged answer is finished too
         causes = sorted(summary.infrastructure_causes.items(), key=lambda item: (-item[1], item[0]))
         rows.append(
             {

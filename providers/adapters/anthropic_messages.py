@@ -9,16 +9,30 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from providers import egress
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, THINKING_BUDGET_MIN, billed_output_tokens, integer
+from providers.adapters.config import (
+    COMMON_KEYS,
+    HTTP_KEYS,
+    THINKING_BUDGET_MIN,
+    billed_output_tokens,
+    integer,
+    unsent_warnings,
+)
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.streaming import StreamClock, cut_error, read_response, tokens_per_second
+from providers.adapters.streaming import (
+    StreamClock,
+    cut_error,
+    provider_http_client,
+    read_response,
+    rehearsal_client,
+    tokens_per_second,
+)
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory
 from providers.types import Completion, CompletionRequest, Usage
 
 SAMPLING = ("temperature", "top_p")
+THINKING_TOP_P_MIN = 0.95
 # The request builder's max_tokens when an arm sets none (experiments/prompts.py).
 DEFAULT_MAX_TOKENS = CompletionRequest.__dataclass_fields__["max_output_tokens"].default
 
@@ -76,14 +90,11 @@ class AnthropicAdapter(Adapter):
             "stop_sequences": list(request.stop) or None,
         }
         params |= {k: v for k, v in optional.items() if v is not None}
+        for name in self.unsent_settings(request):
+            params.pop(name)
         budget = self.arm.config.get("thinking_budget_tokens")
         if budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-            # Thinking refuses a changed temperature and top_p below 0.95 (a prompt's
-            # default temperature included), and any tool_choice that forces a tool.
-            params.pop("temperature", None)
-            if params.get("top_p", 1) < 0.95:
-                params.pop("top_p")
         if request.response_schema:
             # Anthropic's structured output is a tool the model must call with that input.
             params["tools"] = [
@@ -99,6 +110,18 @@ class AnthropicAdapter(Adapter):
             params["stream"] = True
         return params
 
+    def unsent_settings(self, request: CompletionRequest) -> dict[str, str]:
+        """The request's settings extended thinking refuses, with why: a changed temperature
+        (a prompt's default included) and a top_p below 0.95. Never sent, named as warnings."""
+        if not self.arm.config.get("thinking_budget_tokens"):
+            return {}
+        unsent = {}
+        if request.temperature is not None:
+            unsent["temperature"] = "Anthropic refuses it with extended thinking (thinking_budget_tokens)"
+        if request.top_p is not None and request.top_p < THINKING_TOP_P_MIN:
+            unsent["top_p"] = f"Anthropic takes only {THINKING_TOP_P_MIN} to 1 with extended thinking"
+        return unsent
+
     def sent_body(self, request: CompletionRequest) -> dict[str, Any]:
         """The JSON body as the SDK sends it: ``extra_body`` merged over the arguments."""
         return self.params(request) | self.arm.config.get("extra_body", {})
@@ -106,16 +129,25 @@ class AnthropicAdapter(Adapter):
     def billed_output_tokens(self, request: CompletionRequest) -> int:
         return billed_output_tokens(self.sent_body(request))
 
+    def warm(self) -> None:
+        _rehearse_once()
+        self.sdk_create()
+
+    def sdk_create(self) -> Any:
+        """The SDK's create method on the (cached) client, built before any try's clock starts."""
+        return self.client().messages.with_raw_response.create
+
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
-        clock = StreamClock()
         # SDK 2.x no longer takes temperature / top_p as arguments; models that still accept
         # them get them in the body, which is also what the raw record shows.
         sampling = {k: params[k] for k in SAMPLING if k in params}
         arguments = {k: v for k, v in params.items() if k not in SAMPLING}
         extra_body = sampling | self.arm.config.get("extra_body", {})
         try:
-            raw = self.client().messages.with_raw_response.create(
+            create = self.sdk_create()
+            clock = StreamClock()
+            raw = create(
                 **arguments,
                 extra_body=extra_body or None,
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
@@ -152,6 +184,7 @@ class AnthropicAdapter(Adapter):
             request_id=raw.headers.get("request-id", "") or body.get("id", ""),
             raw_request=params,
             raw_response=body,
+            warnings=unsent_warnings(self.unsent_settings(request)),
         )
 
 
@@ -218,6 +251,47 @@ def _answer_text(blocks: list[dict]) -> str:
     return "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
 
 
+# A whole Messages stream, event for event, as short as Anthropic writes one: what the rehearsal reads.
+REHEARSAL_STREAM = b"".join(
+    b"event: %s\ndata: %s\n\n" % (event.encode(), json.dumps(data | {"type": event}).encode())
+    for event, data in (
+        (
+            "message_start",
+            {
+                "message": {
+                    "id": "rehearsal",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "rehearsal",
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 1, "output_tokens": 0},
+                }
+            },
+        ),
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+        ("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
+        ("message_stop", {}),
+    )
+)
+
+
+@lru_cache(maxsize=1)
+def _rehearse_once() -> None:
+    """One streamed call through the Anthropic SDK answered in memory, once per process: the
+    first real call's clock then measures the provider, not the SDK warming up."""
+    client = anthropic.Anthropic(
+        api_key="rehearsal", base_url="http://rehearsal.invalid", http_client=rehearsal_client(REHEARSAL_STREAM)
+    )
+    with client:
+        raw = client.messages.with_raw_response.create(
+            model="rehearsal", max_tokens=1, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        read_anthropic_stream(raw.parse(), StreamClock())
+
+
 @lru_cache(maxsize=256)
 def _anthropic_client(api_key: str, base_url: str | None, timeouts: tuple[float, float]) -> anthropic.Anthropic:
     # Reused for the same reason as the OpenAI clients: building one costs tens of ms.
@@ -227,7 +301,7 @@ def _anthropic_client(api_key: str, base_url: str | None, timeouts: tuple[float,
         base_url=base_url,
         max_retries=0,
         timeout=timeout,
-        http_client=egress.http_client(timeout),
+        http_client=provider_http_client(timeout),
     )
 
 

@@ -40,6 +40,12 @@ class Adapter:
     def seconds_left(self) -> float | None:
         return None if self.deadline is None else max(0.001, self.deadline - time.monotonic())
 
+    def warm(self) -> None:
+        """Build what the adapter's first call would otherwise build inside its timing (an SDK
+        client, the SDK modules it imports on first use). The gateway calls it when it
+        prepares an arm, before any call is timed; it may raise ``ProviderError`` for a
+        credential the call would refuse anyway, which the gateway leaves to the call."""
+
     def generate(self, request: CompletionRequest) -> Completion:
         raise NotImplementedError
 

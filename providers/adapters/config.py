@@ -380,3 +380,9 @@ def runtime_config(keys: Mapping[str, Setting], config: dict) -> dict:
     """The config the gateway hands an adapter: declared, well-formed keys only, whatever
     an old row (written before these checks, or straight into the database) holds."""
     return {name: value for name, value in config.items() if name in keys and keys[name](value) is None}
+
+
+def unsent_warnings(unsent: dict[str, str]) -> tuple[str, ...]:
+    """What an adapter did not send of the request or the arm (``unsent_settings``), as the
+    attempt's warnings: a setting is never dropped silently."""
+    return tuple(f"{name} was not sent: {why}" for name, why in unsent.items())

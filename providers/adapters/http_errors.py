@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx2
 
-from providers.adapters.streaming import DeadlinePassed
+from providers.adapters.streaming import DeadlinePassed, StreamCut, connection_broke, cut_error
 from providers.egress import refusal_in
 from providers.errors import ErrorCategory, ProviderError
 
@@ -169,6 +169,8 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
         # Nothing answered (no socket was opened), so there is no body to quote: the message
         # names the host, the refused address and the setting, and nothing else.
         error = ProviderError(ErrorCategory.EGRESS_REFUSED, str(refusal))
+    elif isinstance(exc, StreamCut):
+        return cut_error(request_record)
     elif isinstance(exc, DeadlinePassed):
         error = ProviderError(ErrorCategory.TIMEOUT, "the answer was still streaming when the total timeout ran out")
     elif isinstance(exc, sdk.APIStatusError) and 200 <= exc.status_code < 300:
@@ -181,10 +183,10 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
         )
     elif isinstance(exc, (sdk.APITimeoutError, httpx2.TimeoutException)):  # before their parents
         error = ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time")
-    elif isinstance(exc, sdk.APIConnectionError):
+    elif isinstance(exc, (sdk.APIConnectionError, httpx2.TransportError)) and connection_broke(exc):
+        error = ProviderError(ErrorCategory.CONNECTION, BROKE_OFF)
+    elif isinstance(exc, (sdk.APIConnectionError, httpx2.TransportError)):
         error = ProviderError(ErrorCategory.CONNECTION, connection_failure(exc))
-    elif isinstance(exc, httpx2.TransportError):  # the Anthropic SDK lets a stream's read errors through
-        error = ProviderError(ErrorCategory.CONNECTION, "the connection to the provider broke mid-answer")
     elif isinstance(exc, (sdk.APIResponseValidationError, ValueError)):
         error = ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}")
     elif isinstance(exc, sdk.APIError):  # an error chunk mid-stream (OpenAI's SDK raises it bare)
@@ -192,6 +194,11 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
     if error is not None:
         error.raw_request = request_record
     return error
+
+
+# A connection that was made and then closed or reset before the whole answer came (an
+# unstreamed body cut short, a server that hung up on the request): not "could not connect".
+BROKE_OFF = "the connection to the provider broke before the answer was complete"
 
 
 def connection_failure(exc: BaseException) -> str:

@@ -12,11 +12,25 @@ from typing import Any, ClassVar
 import openai
 from openai.types.chat import ChatCompletion
 
-from providers import egress
 from providers.adapters.base import Adapter
-from providers.adapters.config import COMMON_KEYS, HTTP_KEYS, REASONING_EFFORTS, billed_output_tokens, boolean, choice
+from providers.adapters.config import (
+    COMMON_KEYS,
+    HTTP_KEYS,
+    REASONING_EFFORTS,
+    billed_output_tokens,
+    boolean,
+    choice,
+    unsent_warnings,
+)
 from providers.adapters.http_errors import failure, translate_sdk_error
-from providers.adapters.streaming import StreamClock, cut_error, read_response, tokens_per_second
+from providers.adapters.streaming import (
+    StreamClock,
+    cut_error,
+    provider_http_client,
+    read_response,
+    rehearsal_client,
+    tokens_per_second,
+)
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Usage
@@ -31,13 +45,28 @@ REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 REASONING_REJECTS = ("temperature", "top_p", "stop")
 # Every OpenAI chat family's ids start so (gpt-4o, gpt-4.1, gpt-5.1, o3-mini ...).
 OPENAI_FAMILY_PREFIXES = ("gpt-", *REASONING_PREFIXES)
+# Except these, which gpt-5.1 and later take with reasoning_effort "none" (OpenAI's "Using
+# GPT-5.x" guide: sampling parameters only then; any other effort, or gpt-5 itself, refuses them).
+SAMPLING = ("temperature", "top_p")
+LATER_GPT5 = re.compile(r"gpt-5\.(\d+)")
+
+
+def _openai_id(model_name: str) -> str:
+    return model_name.strip().lower().removeprefix("openai/")  # OpenRouter's vendor prefix
 
 
 def is_reasoning_model(model_name: str) -> bool:
     """The one rule for which OpenAI models reason: the id (an OpenRouter ``openai/`` vendor
     prefix stripped) starts with o1, o3, o4 or gpt-5 and is not a ``-chat`` variant."""
-    model = model_name.strip().lower().removeprefix("openai/")
+    model = _openai_id(model_name)
     return model.startswith(REASONING_PREFIXES) and "-chat" not in model
+
+
+def samples_without_reasoning(model_name: str) -> bool:
+    """gpt-5.1 and later (gpt-5.1, gpt-5.2-pro, gpt-5.1-2025-11-13 …): with reasoning_effort
+    none they take temperature and top_p."""
+    later = LATER_GPT5.match(_openai_id(model_name))
+    return later is not None and int(later.group(1)) >= 1
 
 
 class OpenAIChatAdapter(Adapter):
@@ -50,6 +79,9 @@ class OpenAIChatAdapter(Adapter):
     token_limit_field: ClassVar[str] = "max_completion_tokens"
     # Whether arm model names are OpenAI's ids, so reasoning_effort can be checked at save.
     model_ids_are_openais: ClassVar[bool] = True
+    # Why the attempt's seed is not sent, or "" where the API still documents it. OpenAI's
+    # OpenAPI document marks chat completions' seed deprecated (Beta, "deprecated: true").
+    seed_not_sent: ClassVar[str] = "OpenAI's API marks seed deprecated for chat completions"
     config_keys = (
         COMMON_KEYS
         | HTTP_KEYS
@@ -114,13 +146,12 @@ class OpenAIChatAdapter(Adapter):
             "messages": messages,
             self.token_limit(): request.max_output_tokens,
         }
+        unsent = self.unsent_settings(request)
         optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
-        served = self.served_model(self.arm.model_name, self.credential.deployments if self.credential else {})
-        reasoning = is_reasoning_model(served)
-        params |= {k: v for k, v in optional.items() if v is not None and not (reasoning and k in REASONING_REJECTS)}
+        params |= {k: v for k, v in optional.items() if v is not None and k not in unsent}
         if "reasoning_effort" in self.arm.config:
             params |= self.reasoning_params(self.arm.config["reasoning_effort"])
-        if request.seed_key and self.arm.config.get("send_seed", True):
+        if request.seed_key and self.arm.config.get("send_seed", True) and not self.seed_not_sent:
             params["seed"] = _stable_seed(request.seed_key)
         if request.response_schema and self.arm.config.get("structured_output", True):
             params["response_format"] = {
@@ -136,6 +167,26 @@ class OpenAIChatAdapter(Adapter):
             params |= {"stream": True, "stream_options": {"include_usage": True}}
         return params
 
+    def unsent_settings(self, request: CompletionRequest) -> dict[str, str]:
+        """Each setting of the request or the arm that is not sent, with why: the model would
+        refuse it with a 400, or the API no longer documents it. The one place that decides;
+        ``params`` leaves them out and ``generate`` names them on the attempt as warnings."""
+        # The model that answers (an Azure deployment's served model), not the arm's name for it.
+        model = self.served_model(self.arm.model_name, self.credential.deployments if self.credential else {})
+        effort = self.arm.config.get("reasoning_effort")
+        asked = {"temperature": request.temperature, "top_p": request.top_p, "stop": request.stop or None}
+        unsent = {}
+        for name in REASONING_REJECTS if is_reasoning_model(model) else ():
+            if asked[name] is None:
+                continue
+            if name not in SAMPLING or not samples_without_reasoning(model):
+                unsent[name] = f"{model} is a reasoning model and refuses it"
+            elif effort != "none":
+                unsent[name] = f"{model} takes it only with reasoning_effort none"
+        if self.seed_not_sent and request.seed_key and self.arm.config.get("send_seed") is True:
+            unsent["seed"] = f"{self.seed_not_sent}, so send_seed has no effect"
+        return unsent
+
     def sent_body(self, request: CompletionRequest) -> dict[str, Any]:
         """The JSON body as the SDK sends it: ``extra_body`` merged over the arguments."""
         return self.params(request) | self.extra_body()
@@ -143,11 +194,21 @@ class OpenAIChatAdapter(Adapter):
     def billed_output_tokens(self, request: CompletionRequest) -> int:
         return billed_output_tokens(self.sent_body(request))
 
+    def warm(self) -> None:
+        _rehearse_once()
+        self.sdk_create()
+
+    def sdk_create(self) -> Any:
+        """The SDK's create method on the (cached) client: the client, and the SDK modules its
+        first use imports, are built here, before any try's clock starts."""
+        return self.client().chat.completions.with_raw_response.create
+
     def generate(self, request: CompletionRequest) -> Completion:
         params = self.params(request)
-        clock = StreamClock()
         try:
-            raw = self.client().chat.completions.with_raw_response.create(
+            create = self.sdk_create()
+            clock = StreamClock()
+            raw = create(
                 **params,
                 extra_body=self.extra_body() or None,
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
@@ -188,7 +249,7 @@ class OpenAIChatAdapter(Adapter):
             raw_request=params,
             raw_response=body,
             usage_reported=not unreported,
-            warnings=(NO_STREAM_USAGE,) if unreported else (),
+            warnings=(*unsent_warnings(self.unsent_settings(request)), *((NO_STREAM_USAGE,) if unreported else ())),
         )
 
     def reported_cost(self, usage: dict) -> tuple[Decimal | None, dict[str, str]]:
@@ -235,6 +296,28 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
     return body | ({"usage": usage} if usage else {})
 
 
+# One chunk with the answer and its finish_reason, then the end: what the rehearsal reads.
+REHEARSAL_STREAM = (
+    b'data: {"id":"rehearsal","object":"chat.completion.chunk","created":0,"model":"rehearsal",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+@lru_cache(maxsize=1)
+def _rehearse_once() -> None:
+    """One streamed call through the OpenAI SDK answered in memory, once per process: the
+    first real call's clock then measures the provider, not the SDK warming up."""
+    client = openai.OpenAI(
+        api_key="rehearsal", base_url="http://rehearsal.invalid/v1", http_client=rehearsal_client(REHEARSAL_STREAM)
+    )
+    with client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="rehearsal", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        read_openai_stream(raw.parse(), StreamClock())
+
+
 def openai_usage(usage: dict) -> Usage:
     """OpenAI counts cache reads inside ``prompt_tokens`` and reasoning inside
     ``completion_tokens``; it has no cache-write count (its prompt cache is free to fill).
@@ -261,6 +344,7 @@ class OpenAICompatibleAdapter(OpenAIChatAdapter):
     # A self-hosted model's name says nothing about OpenAI's families (gpt-oss on vLLM or
     # Ollama takes reasoning_effort), so the server is left to judge it.
     model_ids_are_openais = False
+    seed_not_sent = ""  # vLLM, Ollama and llama.cpp all document seed
 
     def client(self) -> openai.OpenAI:
         # Only the credential's: an arm that could name the URL could send the key anywhere.
@@ -278,6 +362,7 @@ class OpenRouterAdapter(OpenAIChatAdapter):
     # OpenRouter's documented field; it maps it onto each upstream's own.
     token_limit_field = "max_tokens"
     model_ids_are_openais = False  # it reasons with Anthropic, Google, DeepSeek … models too
+    seed_not_sent = ""  # a documented request parameter, passed to the upstreams that take it
 
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:
@@ -359,6 +444,7 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
     name = "azure_openai"
     # The arm's model name (a key of the credential's deployments, else the deployment).
     test_model = "gpt-4.1-mini"
+    seed_not_sent = ""  # Azure's chat completions reference (2024-10-21 and later) still documents it
 
     @classmethod
     def names_openai_model(cls, model_name: str) -> bool:
@@ -399,7 +485,7 @@ def _openai_client(api_key: str, base_url: str | None, timeouts: tuple[float, fl
         max_retries=0,  # the gateway owns retries, so every try is seen and recorded
         timeout=timeout,
         default_headers=dict(headers),
-        http_client=egress.http_client(timeout),
+        http_client=provider_http_client(timeout),
     )
 
 
@@ -412,7 +498,7 @@ def _azure_client(api_key: str, endpoint: str, api_version: str, timeouts: tuple
         api_version=api_version,
         max_retries=0,
         timeout=timeout,
-        http_client=egress.http_client(timeout),
+        http_client=provider_http_client(timeout),
     )
 
 

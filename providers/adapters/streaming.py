@@ -1,6 +1,6 @@
 """What every streaming (SSE) adapter shares: the call's deadline enforced between network
-reads, the clock that gives time to first token and output speed, and the test for a server
-that ignored ``stream: true`` and answered with one JSON body."""
+reads, the clock that gives latency, time to first token and output speed, and the test for a
+server that ignored ``stream: true`` and answered with one JSON body."""
 
 from __future__ import annotations
 
@@ -11,11 +11,52 @@ from typing import Any
 
 import httpx2
 
+from providers import egress
 from providers.errors import ErrorCategory, ProviderError
+
+# Where the HTTP client's request hook notes when a request went out (httpx passes a
+# request's extensions through to its response, so the adapter reads it back there).
+SENT_AT = "prbench_sent_at"
+
+
+def mark_sent(request: httpx2.Request) -> None:
+    """The request hook of every provider client: runs once the SDK has built the request,
+    just before it is written to the connection."""
+    request.extensions[SENT_AT] = time.perf_counter()
+
+
+def provider_http_client(timeout: httpx2.Timeout) -> httpx2.Client:
+    """The egress-checked client the adapters hand their SDK, noting when each request is sent."""
+    client = egress.http_client(timeout)
+    client.event_hooks = {"request": [mark_sent], "response": []}
+    return client
 
 
 class DeadlinePassed(Exception):
     """The call's total timeout ran out while the answer was still arriving."""
+
+
+class StreamCut(Exception):
+    """The connection broke while a streamed answer was arriving: the provider had answered
+    and stopped mid-way, which is not a failure to connect."""
+
+
+# What httpx raises once a connection was open and then failed: the peer closed it early or
+# reset it (ConnectError and the timeouts are something else: no connection, or no answer).
+BROKEN_CONNECTION = (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError)
+
+
+def connection_broke(exc: BaseException) -> bool:
+    """Whether an SDK's exception (its own type wraps httpx's) comes from a connection that
+    was open and broke, rather than one never made."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BROKEN_CONNECTION):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class _DeadlineByteStream(httpx2.SyncByteStream):
@@ -57,11 +98,17 @@ def read_response(
     """The SDK's raw response read as the answer, and whether it streamed: ``read_stream``
     assembles a stream (cut at ``deadline``), ``body_type`` holds the whole JSON body of a
     server that ignored ``stream: true``, and an unstreamed request is parsed as usual."""
+    clock.request_sent(raw.http_response)
     if not streaming:
         return raw.parse(), False
     if is_event_stream(raw.http_response):
         enforce_deadline(raw.http_response, deadline)
-        return read_stream(raw.parse(), clock), True
+        try:
+            return read_stream(raw.parse(), clock), True
+        except Exception as exc:
+            if connection_broke(exc):  # the OpenAI SDK words it as a failure to connect
+                raise StreamCut from None
+            raise
     return body_type.construct(**whole_body(raw.http_response)), False
 
 
@@ -73,19 +120,43 @@ def whole_body(response: Any) -> dict:
     return body
 
 
+CUT_STREAM = "the stream was cut before the answer was complete (the provider closed the connection mid-answer)"
+
+
 def cut_error(request_record: dict) -> ProviderError:
-    # Retryable: the provider dropped the connection; a truncated answer is never a success.
-    error = ProviderError(ErrorCategory.CONNECTION, "the stream ended before the answer was complete")
+    """A stream that ended, or broke, mid-answer. Retryable: the provider dropped the
+    connection; a truncated answer is never a success."""
+    error = ProviderError(ErrorCategory.CONNECTION, CUT_STREAM)
     error.raw_request = request_record
     return error
 
 
+def rehearsal_client(stream: bytes) -> httpx2.Client:
+    """A client that sends nothing anywhere: every request is answered in memory with
+    ``stream`` as a 200 event stream. An adapter runs one call of its SDK through it per
+    process (``Adapter.warm``), so the SDK's first-use work (lazy imports, its request
+    builder's and its stream decoder's caches) is done before any call is timed."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=stream)
+
+    return httpx2.Client(transport=httpx2.MockTransport(answer))
+
+
 class StreamClock:
-    """One try's timing, from just before its request is sent."""
+    """One try's timing, from the moment its request was sent: neither building the SDK's
+    client nor the SDK's own work before sending (lazy imports, request building, both slow on
+    a process's first call) is the provider's time."""
 
     def __init__(self) -> None:
-        self.started = time.perf_counter()
+        self.started = time.perf_counter()  # until the request hook says when it was sent
         self.first_token: float | None = None
+
+    def request_sent(self, response: Any) -> None:
+        """Start from when the response's request went out, as ``mark_sent`` noted it."""
+        sent_at = response.request.extensions.get(SENT_AT)
+        if isinstance(sent_at, float):
+            self.started = sent_at
 
     def token(self) -> None:
         """A content or thinking delta arrived; only the first one counts."""

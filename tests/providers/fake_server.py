@@ -30,6 +30,8 @@ class Reply:
     piece_delay_s: float = 0.0
     # Close the connection after this many events, without the rest or the end of the body.
     cut_after: int | None = None
+    # A JSON body: close the connection after this many of its bytes (its content-length whole).
+    cut_body_at: int | None = None
 
 
 def sse(data: Any, event: str | None = None) -> str:
@@ -85,7 +87,7 @@ class FakeProvider:
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    self.wfile.write(data[: reply.cut_body_at])
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 

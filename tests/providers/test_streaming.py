@@ -11,6 +11,8 @@ from decimal import Decimal
 
 import pytest
 
+from providers.adapters.http_errors import BROKE_OFF
+from providers.adapters.streaming import CUT_STREAM
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import Price
 from tests.providers import test_adapter_contracts as contracts
@@ -253,3 +255,27 @@ def test_anthropic_thinking_tool_input_and_cache_tokens(wire, fake):
 
 def test_wires_cover_every_streaming_adapter():
     assert set(WIRES) == {"anthropic", "azure_openai", "openai", "openai_compatible", "openrouter"}
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+def test_a_cut_stream_is_worded_as_one(wire, fake, framing):
+    """Closed mid-answer, whether the chunked body breaks off or the unframed one just ends:
+    the provider answered and stopped, which is not a connection never made (issue 26: the
+    OpenAI SDK's error for a broken chunked stream read "could not connect")."""
+    spec, org = wire
+    events = stream_of(spec)
+    fake.script(Reply(events=events, framing=framing, cut_after=len(events) - 3))
+    with pytest.raises(ProviderError) as caught:
+        call(org, spec)
+    assert caught.value.category == ErrorCategory.CONNECTION
+    assert caught.value.message == CUT_STREAM
+
+
+def test_a_body_cut_short_is_not_a_failure_to_connect(wire, fake):
+    """An unstreamed answer whose connection closes before the body it announced is whole."""
+    spec, org = wire
+    fake.script(Reply(body=spec.success, cut_body_at=20))
+    with pytest.raises(ProviderError) as caught:
+        call(org, spec, stream=False)
+    assert caught.value.category == ErrorCategory.CONNECTION
+    assert caught.value.message == BROKE_OFF
