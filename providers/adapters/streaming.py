@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx2
 
-from providers.errors import ErrorCategory, ProviderError
+from providers.adapters.error_answers import answer_category
+from providers.errors import ProviderError
 
 
 class DeadlinePassed(Exception):
@@ -75,7 +76,7 @@ def whole_body(response: Any) -> dict:
 
 def cut_error(request_record: dict) -> ProviderError:
     # Retryable: the provider dropped the connection; a truncated answer is never a success.
-    error = ProviderError(ErrorCategory.CONNECTION, "the stream ended before the answer was complete")
+    error = ProviderError(answer_category("stream_cut"), "the stream ended before the answer was complete")
     error.raw_request = request_record
     return error
 
