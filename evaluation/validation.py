@@ -114,9 +114,10 @@ class ValidationResult:
         return self.status == ValidationStatus.PASSED
 
     @property
-    def harness_failed(self) -> bool:
-        """The harness gave no verdict on the patch: the tests ran out of time (SWE-bench
-        counts that as an error of the harness, not as unresolved)."""
+    def timed_out(self) -> bool:
+        """The tests ran out of time. Whose failure that is depends on the task's gold patch
+        (``Context.gold_times_out``): SWE-bench's harness counts a patch whose tests hang
+        against it, in the denominator; only a limit the gold patch hits too is the harness's."""
         return self.status == ValidationStatus.TIMED_OUT
 
 

@@ -61,7 +61,7 @@ from prbench.inputs import (
     text_problem,
 )
 from providers import gateway
-from providers.policy import arm_credential_problems
+from providers.policy import arm_credential_problems, served_model
 
 # --- experiments -------------------------------------------------------------------------
 
@@ -593,8 +593,12 @@ def unenforceable_budget_problems(
         f"arm {arm.label!r}: {arm.provider}/{arm.model_name} has no known price, so {which} cannot be enforced "
         "(add a price to the catalog, or start the run without a budget)"
         for arm in arms
-        if gateway.arm_price(arm.provider, arm.model_name, arm.config) is None
+        if gateway.arm_price(arm.provider, _served(experiment, arm), arm.config) is None
     ]
+
+
+def _served(experiment: Experiment, arm: ModelArm) -> str:
+    return served_model(experiment.org_id, arm.provider, arm.model_name, arm.credential_name)
 
 
 @transaction.atomic

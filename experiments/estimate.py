@@ -22,6 +22,7 @@ from experiments.few_shot import examples_for
 from experiments.models import Attempt, AttemptStatus, ContextMode, Experiment, ModelArm, Run, TaskInstance
 from experiments.prompts import DEFAULT_MAX_OUTPUT_TOKENS, prompt_request, render_prompt
 from providers.gateway import arm_price, estimated_prompt_tokens
+from providers.policy import served_model
 from providers.pricing import ceiling_cost
 
 ZERO = Decimal(0)
@@ -90,7 +91,7 @@ def estimate_run(experiment: Experiment, seed: int | None = None) -> RunEstimate
     return RunEstimate(
         tasks=len(sampled),
         repetitions=experiment.repetitions,
-        arms=[_arm_estimate(arm, attempts, prompt_tokens, history) for arm in arms],
+        arms=[_arm_estimate(experiment.org_id, arm, attempts, prompt_tokens, history) for arm in arms],
     )
 
 
@@ -138,10 +139,15 @@ def _earlier_output(experiment: Experiment, arms: list[ModelArm]) -> dict[tuple[
 
 
 def _arm_estimate(
-    arm: ModelArm, attempts: int, prompt_tokens: int, history: dict[tuple[str, str], tuple[float, int]]
+    org_id: int,
+    arm: ModelArm,
+    attempts: int,
+    prompt_tokens: int,
+    history: dict[tuple[str, str], tuple[float, int]],
 ) -> ArmEstimate:
     ceiling = arm.config.get("max_tokens", DEFAULT_MAX_OUTPUT_TOKENS)
-    price = arm_price(arm.provider, arm.model_name, arm.config)
+    served = served_model(org_id, arm.provider, arm.model_name, arm.credential_name)
+    price = arm_price(arm.provider, served, arm.config)
     estimate = ArmEstimate(
         label=arm.label,
         provider=arm.provider,

@@ -64,8 +64,8 @@ def _judge_gold(task: TaskInstance, runs: int, empty: bool) -> GoldFinding:
     except RepositoryUnavailable as exc:
         return GoldFinding(task, GoldStatus.ERROR, f"the repository is unavailable: {exc}")
     lines = [f"run {n}: {_summary(result)}" for n, result in enumerate(results, 1)]
-    if any(result.harness_failed or not result.applied for result in results):
-        status = GoldStatus.ERROR if any(r.harness_failed for r in results) else GoldStatus.UNRESOLVED
+    if any(result.timed_out or not result.applied for result in results):
+        status = GoldStatus.ERROR if any(r.timed_out for r in results) else GoldStatus.UNRESOLVED
         return GoldFinding(task, status, "\n".join(lines))
     resolved = sum(result.passed for result in results)
     if resolved == 0:

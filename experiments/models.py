@@ -450,6 +450,9 @@ class Attempt(models.Model):
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     cache_write_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Part of input_tokens")
+    cache_write_1h_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Part of cache_write_tokens: Anthropic's 1-hour cache, dearer"
+    )
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Part of output_tokens")
     latency_ms = models.PositiveIntegerField(null=True, blank=True, help_text="The successful try alone")
     first_token_ms = models.PositiveIntegerField(

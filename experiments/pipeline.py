@@ -57,6 +57,7 @@ from experiments.models import (
     Artifact,
     Attempt,
     AttemptStatus,
+    GoldStatus,
     Run,
     RunArm,
     RunStatus,
@@ -305,6 +306,7 @@ def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
         grading=run.config_snapshot.get("grading", {}),
         # Looked up when called, not bound here: tests watch validations by replacing it.
         validate=lambda task, patch: validate_task(task, patch),
+        gold_times_out=gold_times_out,
     )
     evaluation = workload_for(attempt.task.dataset.kind).evaluate(attempt.task, output, context)
     if asks_for_confidence(run.config_snapshot.get("prompt_template", "")):
@@ -333,6 +335,22 @@ def validate_task(task: TaskInstance, patch: str) -> ValidationResult:
             return validate_patch(task.repo_files, patch, task.test_command, timeout)
         clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
         return validate_in_repository(clone, task.base_commit, patch, test_plan(task), timeout)
+
+
+# validate_gold's findings in which every gold run's tests finished inside the limit.
+GOLD_FINISHED = (GoldStatus.RESOLVED, GoldStatus.UNRESOLVED, GoldStatus.FLAKY, GoldStatus.TRIVIAL)
+
+
+def gold_times_out(task: TaskInstance) -> bool:
+    """Whether the task's gold patch runs out of the validation time too, which alone makes a
+    patch's timeout the harness's failure. ``validate_gold``'s finding says it finished when
+    it has one; otherwise (never checked, or it could not be) the gold is validated now, in
+    the same sandbox and limit as the patch (a sandbox that cannot start fails the attempt as
+    the platform's). A task with no gold patch has nothing to compare with: the timeout is
+    the patch's, as SWE-bench's harness counts it."""
+    if not task.gold_patch.strip() or task.gold_status in GOLD_FINISHED:
+        return False
+    return validate_task(task, task.gold_patch).timed_out
 
 
 def test_plan(task: TaskInstance) -> TestPlan:
@@ -755,7 +773,14 @@ def request_record(request: CompletionRequest | None) -> dict:
     return record
 
 
-TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens")
+TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "reasoning_tokens",
+)
 
 
 def _completed_row(outcome: Outcome, now: datetime) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx2
 from django.conf import settings
+from django.utils import timezone
 
 from providers import egress
 from providers.data.native_models import NATIVE_MODELS
@@ -42,6 +43,9 @@ class CatalogModel:
     input_per_mtok: Decimal | None
     output_per_mtok: Decimal | None
     variable_price: bool = False
+    cached_input_per_mtok: Decimal | None = None  # pricing.input_cache_read
+    cache_write_per_mtok: Decimal | None = None  # pricing.input_cache_write
+    reasoning_per_mtok: Decimal | None = None  # pricing.internal_reasoning, when not 0
 
     def price_label(self, unit: str = "") -> str:
         """Per million tokens: "$3 in / $15 out" and the unit, "variable price" or "price unknown"."""
@@ -128,6 +132,34 @@ def search(pattern: str, within: Listing | None = None) -> list[CatalogModel]:
 
 def info(model_id: str, within: Listing | None = None) -> CatalogModel | None:
     return next((m for m in (within or listing()).models if m.id == model_id), None)
+
+
+def listed_prices() -> list:
+    """OpenRouter's list prices as unsaved catalog rows, one per model with a fixed price (a
+    router priced "-1" has none), for ``pricing.catalog_price``. Only a fetched list prices
+    anything: the shipped fallback's figures were written from memory."""
+    from providers.models import Price
+
+    current = listing()
+    if current.source != "cache":
+        return []
+    source = f"OpenRouter model list ({current.describe()})"[:300]
+    today = timezone.now().date()
+    return [
+        Price(
+            provider="openrouter",
+            model_pattern=m.id,
+            input_per_mtok=m.input_per_mtok,
+            output_per_mtok=m.output_per_mtok,
+            cached_input_per_mtok=m.cached_input_per_mtok,
+            cache_write_per_mtok=m.cache_write_per_mtok,
+            reasoning_output_per_mtok=m.reasoning_per_mtok,
+            valid_from=today,
+            source=source,
+        )
+        for m in current.models
+        if not m.variable_price and m.input_per_mtok is not None and m.output_per_mtok is not None
+    ]
 
 
 # Suggestions for the experiment form: one <datalist> per provider that has suggestions, and
@@ -221,6 +253,9 @@ def _parse(body: object) -> list[CatalogModel]:
                 input_per_mtok=_per_million(prompt),
                 output_per_mtok=_per_million(completion),
                 variable_price=_is_variable(prompt) or _is_variable(completion),
+                cached_input_per_mtok=_per_million(pricing.get("input_cache_read")),
+                cache_write_per_mtok=_per_million(pricing.get("input_cache_write")),
+                reasoning_per_mtok=_per_million(pricing.get("internal_reasoning")) or None,
             )
         )
     return parsed

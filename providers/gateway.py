@@ -89,7 +89,8 @@ def prepare(org_id: int, arm: ArmSpec) -> PreparedArm:
     # Only the settings the adapter declares, well-formed: a routing key (base_url, …) or
     # anything else written into an old row past the save-time checks never reaches it.
     arm = replace(arm, config=runtime_config(adapter_class.config_keys, arm.config))
-    return PreparedArm(arm, adapter_class, credential, arm_price(arm.provider, arm.model_name, arm.config))
+    served = adapter_class.served_model(arm.model_name, credential.deployments if credential else {})
+    return PreparedArm(arm, adapter_class, credential, arm_price(arm.provider, served, arm.config))
 
 
 def _refuse_unpriced_body(adapter_class: type[Adapter], config: dict) -> None:
@@ -110,7 +111,8 @@ def _refuse_unpriced_body(adapter_class: type[Adapter], config: dict) -> None:
 
 def arm_price(provider: str, model_name: str, config: dict) -> Price | None:
     """What the arm's calls cost per token today: the adapter's own figure where its settings
-    give one (the mock's), else the price catalog's; None when neither knows."""
+    give one (the mock's), else the price catalog's; None when neither knows. ``model_name``
+    is the model served (``policy.served_model``): an Azure deployment is priced as its model."""
     configured = adapter_class(provider).configured_price(config)
     return configured or catalog_price(provider, model_name, timezone.now().date())
 

@@ -118,6 +118,24 @@ class Price(models.Model):
         blank=True,
         help_text="Only where reasoning tokens are billed apart from output; empty: at the output price",
     )
+    cache_write_1h_per_mtok = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="Writing Anthropic's 1-hour prompt cache; empty: at the cache write price",
+    )
+    # Past this many prompt tokens every token of a call is billed at the long-context prices
+    # (OpenAI's gpt-5.4 above 272k, LiteLLM's ``*_above_272k_tokens``); an empty one of them
+    # keeps its plain price.
+    long_context_above_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Long-context tier: prompts longer than this many tokens"
+    )
+    long_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    long_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    long_cached_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    long_cache_write_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    long_cache_write_1h_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     valid_from = models.DateField()
     source = models.CharField(max_length=300, blank=True, help_text="Where the figure comes from")
 

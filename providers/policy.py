@@ -109,6 +109,18 @@ def resolve_credential(org_id: int, provider: str, name: str = "") -> ResolvedCr
     )
 
 
+def served_model(org_id: int, provider: str, model_name: str, credential_name: str = "") -> str:
+    """The model that answers an arm's calls (``Adapter.served_model``), read from the
+    credential it would call with, without its key: what estimates and budget checks price."""
+    try:
+        name = choose_credential(org_id, provider, credential_name)
+    except CredentialChoiceError:
+        return model_name  # the arm cannot run as it is; its own checks say why
+    credential = ProviderCredential.objects.filter(org_id=org_id, provider=provider, name=name).first()
+    deployments = dict(credential.deployments or {}) if credential else {}
+    return adapter_class(provider).served_model(model_name, deployments)
+
+
 def arm_problems(org_id: int, provider: str, model_name: str, config: object) -> list[str]:
     """Everything that stops this org from running this arm: bad settings or the allowlist."""
     problems = arm_errors(provider, model_name, config)

@@ -56,13 +56,16 @@ class Usage:
     """Token counts of one call. ``input_tokens`` is the whole prompt: cache reads
     (``cached_tokens``) and cache writes (``cache_write_tokens``) are parts of it, billed at
     their own prices. ``reasoning_tokens`` are part of ``output_tokens`` (OpenAI counts them
-    in ``completion_tokens``), billed at the output price unless the model prices them apart."""
+    in ``completion_tokens``, Anthropic's thinking in ``output_tokens``), billed at the output
+    price unless the model prices them apart."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    # Part of ``cache_write_tokens``: Anthropic's 1-hour cache entries, dearer than 5-minute ones.
+    cache_write_1h_tokens: int = 0
 
 
 @dataclass(frozen=True)

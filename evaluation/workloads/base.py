@@ -76,7 +76,8 @@ class Evaluation:
     columns: dict[str, Any] = field(default_factory=dict)
     artifacts: tuple[ArtifactRow, ...] = ()
     validated: bool = False  # something was run on the answer (``Attempt.validated_at``)
-    # The answer came but the harness gave no verdict (tests out of time): not the model's fault.
+    # The answer came but the harness gave no verdict on it (its tests hit a time limit the
+    # gold patch hits too, a sandbox that failed): not the model's fault.
     harness_failed: bool = False
 
 
@@ -99,6 +100,9 @@ class Context:
     grading: dict[str, Any] = field(default_factory=dict)
     # PR patches: the pipeline's validator (repository checkout, one validation per core).
     validate: Callable[[Any, str], ValidationResult] | None = None
+    # PR patches: whether the task's gold patch runs out of the validation time too, asked only
+    # when a patch's tests did. None: no gold to compare with, so the timeout is the patch's.
+    gold_times_out: Callable[[Any], bool] | None = None
 
 
 class Workload:

@@ -57,8 +57,17 @@ class PrPatch(Workload):
             columns=_columns(score, validation),
             artifacts=_artifacts(patch, validation),
             validated=validation is not None,
-            harness_failed=bool(validation and validation.harness_failed),
+            harness_failed=_harness_timed_out(task, validation, context),
         )
+
+
+def _harness_timed_out(task: Any, validation: ValidationResult | None, context: Context) -> bool:
+    """A patch whose tests ran out of time is judged as SWE-bench's harness judges it, against
+    the model (unresolved, in the denominator), unless the gold patch runs out of time too:
+    then the limit, not the patch, is at fault."""
+    if validation is None or not validation.timed_out or context.gold_times_out is None:
+        return False
+    return context.gold_times_out(task)
 
 
 def _columns(score: Any, validation: ValidationResult | None) -> dict[str, Any]:

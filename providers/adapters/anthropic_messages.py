@@ -233,7 +233,9 @@ def _anthropic_client(api_key: str, base_url: str | None, timeouts: tuple[float,
 
 def anthropic_usage(usage: dict) -> Usage:
     """Anthropic's ``input_tokens`` leaves out the cache reads and the cache writes; ours is
-    the whole prompt, with both as parts of it, each billed at its own price."""
+    the whole prompt, with both as parts of it, each billed at its own price. The writes'
+    ``cache_creation`` splits them by lifetime (1-hour entries cost more), and
+    ``output_tokens_details.thinking_tokens`` is the thinking inside ``output_tokens``."""
     cache_read = usage.get("cache_read_input_tokens") or 0
     cache_write = usage.get("cache_creation_input_tokens") or 0
     return Usage(
@@ -241,4 +243,6 @@ def anthropic_usage(usage: dict) -> Usage:
         output_tokens=usage.get("output_tokens") or 0,
         cached_tokens=cache_read,
         cache_write_tokens=cache_write,
+        cache_write_1h_tokens=(usage.get("cache_creation") or {}).get("ephemeral_1h_input_tokens") or 0,
+        reasoning_tokens=(usage.get("output_tokens_details") or {}).get("thinking_tokens") or 0,
     )

@@ -50,6 +50,13 @@ class Adapter:
         return request.max_output_tokens
 
     @classmethod
+    def served_model(cls, model_name: str, deployments: dict[str, str]) -> str:
+        """The model that answers an arm's calls: what its parameters follow and its price is
+        looked up by. The arm's own model name, except where a credential's deployment list
+        says what a name serves (Azure)."""
+        return model_name
+
+    @classmethod
     def configured_price(cls, config: dict) -> Price | None:
         """The price an arm's own settings give its calls, for adapters that price
         themselves (the mock); None: the price catalog's, if it has one."""

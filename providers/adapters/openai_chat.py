@@ -3,6 +3,8 @@ Azure OpenAI, OpenRouter and self-hosted OpenAI-compatible servers (vLLM, Ollama
 
 from __future__ import annotations
 
+import re
+from datetime import date
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -27,6 +29,8 @@ OPENROUTER_HEADERS = {"HTTP-Referer": "https://prbench.dev", "X-Title": "PRBench
 REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 # What reasoning models refuse with "Unsupported parameter" (a 400), so it is never sent.
 REASONING_REJECTS = ("temperature", "top_p", "stop")
+# Every OpenAI chat family's ids start so (gpt-4o, gpt-4.1, gpt-5.1, o3-mini ...).
+OPENAI_FAMILY_PREFIXES = ("gpt-", *REASONING_PREFIXES)
 
 
 def is_reasoning_model(model_name: str) -> bool:
@@ -67,11 +71,16 @@ class OpenAIChatAdapter(Adapter):
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:
         errors = super().config_errors(model_name, config)
-        if cls.model_ids_are_openais and "reasoning_effort" in config and not is_reasoning_model(model_name):
+        if "reasoning_effort" in config and cls.names_openai_model(model_name) and not is_reasoning_model(model_name):
             errors.append(
                 f"config.reasoning_effort applies to reasoning models only (o1, o3, o4, gpt-5), not {model_name}"
             )
         return errors
+
+    @classmethod
+    def names_openai_model(cls, model_name: str) -> bool:
+        """Whether the arm's model name is one of OpenAI's ids, so its family is known at save."""
+        return cls.model_ids_are_openais
 
     def client(self) -> openai.OpenAI:
         credential = self.credential
@@ -88,6 +97,9 @@ class OpenAIChatAdapter(Adapter):
     def model_for_request(self) -> str:
         return self.arm.model_name
 
+    def token_limit(self) -> str:
+        return self.token_limit_field
+
     def extra_body(self) -> dict[str, Any]:
         return dict(self.arm.config.get("extra_body", {}))
 
@@ -100,10 +112,11 @@ class OpenAIChatAdapter(Adapter):
         params: dict[str, Any] = {
             "model": self.model_for_request(),
             "messages": messages,
-            self.token_limit_field: request.max_output_tokens,
+            self.token_limit(): request.max_output_tokens,
         }
         optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
-        reasoning = is_reasoning_model(self.arm.model_name)
+        served = self.served_model(self.arm.model_name, self.credential.deployments if self.credential else {})
+        reasoning = is_reasoning_model(served)
         params |= {k: v for k, v in optional.items() if v is not None and not (reasoning and k in REASONING_REJECTS)}
         if "reasoning_effort" in self.arm.config:
             params |= self.reasoning_params(self.arm.config["reasoning_effort"])
@@ -224,11 +237,15 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
 
 def openai_usage(usage: dict) -> Usage:
     """OpenAI counts cache reads inside ``prompt_tokens`` and reasoning inside
-    ``completion_tokens``; it has no cache-write count (its prompt cache is free to fill)."""
+    ``completion_tokens``; it has no cache-write count (its prompt cache is free to fill).
+    OpenRouter adds ``cache_write_tokens`` beside ``cached_tokens``, for upstreams (Anthropic,
+    Gemini) that bill writing the cache, also inside ``prompt_tokens``."""
+    prompt_details = usage.get("prompt_tokens_details") or {}
     return Usage(
         input_tokens=usage.get("prompt_tokens") or 0,
         output_tokens=usage.get("completion_tokens") or 0,
-        cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
+        cached_tokens=prompt_details.get("cached_tokens") or 0,
+        cache_write_tokens=prompt_details.get("cache_write_tokens") or 0,
         reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0,
     )
 
@@ -305,10 +322,49 @@ def _number(value: Any) -> Decimal | None:
     return Decimal(str(value))
 
 
+# Azure's chat API takes max_completion_tokens from api-version 2024-09-01-preview, the version
+# its o1 models first required (learn.microsoft.com/azure/ai-services/openai/how-to/reasoning:
+# "2024-09-01-preview or later"); its first GA version with it is 2024-10-21. Older versions
+# (2024-06-01, 2024-08-01-preview, ...) document max_tokens only and refuse the newer name.
+AZURE_MAX_COMPLETION_TOKENS_SINCE = date(2024, 9, 1)
+AZURE_DATED_VERSION = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:-preview)?")
+
+
+def azure_takes_max_completion_tokens(api_version: str) -> bool:
+    """Whether this api-version knows ``max_completion_tokens``. A version that is not a date
+    (``v1``, ``preview``, ``latest``: Azure's versionless API) is the current API, which does."""
+    dated = AZURE_DATED_VERSION.fullmatch(api_version.strip().lower())
+    if dated is None:
+        return True
+    try:
+        released = date(*(int(part) for part in dated.groups()))
+    except ValueError:
+        return True  # not a real date, so not one of the old versions either
+    return released >= AZURE_MAX_COMPLETION_TOKENS_SINCE
+
+
+def azure_served_model(model_name: str, deployments: dict[str, str]) -> str:
+    """The model an Azure arm's calls are answered by, as its credential's deployment list
+    declares it (model name -> deployment, e.g. ``{"o3": "reasoner-prod"}``). The arm names
+    either a model (a key) or a deployment (a value: the model it serves is its key); a
+    deployment the list does not mention is taken to be named after its model, as Azure's
+    portal names them by default."""
+    if model_name in deployments:
+        return model_name
+    serving = sorted(model for model, deployment in deployments.items() if deployment == model_name)
+    return serving[0] if serving else model_name
+
+
 class AzureOpenAIAdapter(OpenAIChatAdapter):
     name = "azure_openai"
     # The arm's model name (a key of the credential's deployments, else the deployment).
     test_model = "gpt-4.1-mini"
+
+    @classmethod
+    def names_openai_model(cls, model_name: str) -> bool:
+        # An arm may name a deployment ("reasoner-prod") whose family only the credential's
+        # deployment list knows; only a name in OpenAI's own families is judged at save.
+        return model_name.strip().lower().startswith(OPENAI_FAMILY_PREFIXES)
 
     def client(self) -> openai.OpenAI:
         credential = self.credential
@@ -322,6 +378,14 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
         deployments = self.credential.deployments if self.credential else {}
         # The deployment is part of the URL, so it comes from the credential, never the arm.
         return deployments.get(self.arm.model_name) or self.arm.model_name
+
+    @classmethod
+    def served_model(cls, model_name: str, deployments: dict[str, str]) -> str:
+        return azure_served_model(model_name, deployments)
+
+    def token_limit(self) -> str:
+        api_version = self.credential.api_version if self.credential else ""
+        return "max_completion_tokens" if azure_takes_max_completion_tokens(api_version) else "max_tokens"
 
 
 @lru_cache(maxsize=256)

@@ -16,13 +16,11 @@ FIRST_SEED_SOURCE = "provider's public pricing page"
 
 
 def seed(apps, schema_editor):
-    from providers.price_import import SNAPSHOT, SOURCE, apply_diff, diff_prices, read_price_text
+    from providers.price_import import FIRST_SNAPSHOT, seed_snapshot
 
     Price = apps.get_model("providers", "Price")
     Price.objects.filter(valid_from=FIRST_SEED_DAY, source=FIRST_SEED_SOURCE, model_pattern__contains="*").delete()
-    rows, _ = read_price_text(SNAPSHOT.read_bytes(), SNAPSHOT.name)
-    diff = diff_prices(Price, rows, FIRST_SEED_DAY)
-    apply_diff(Price, diff, FIRST_SEED_DAY, f"{SOURCE} (snapshot shipped with PRBench)")
+    seed_snapshot(Price, FIRST_SEED_DAY, FIRST_SNAPSHOT, version="")
 
 
 class Migration(migrations.Migration):

@@ -3,6 +3,9 @@ a local server; and the parts of the cost stored on the attempt and shown on its
 
 from __future__ import annotations
 
+import json
+import time
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -14,10 +17,11 @@ from experiments.actions import ExperimentSpec, do_save_experiment
 from experiments.models import AttemptStatus
 from orgs.models import Organization
 from providers import gateway
-from providers.models import ProviderCredential
+from providers.models import Price, ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
 from tests.conftest import client_for, work_queue
-from tests.providers.fake_server import FakeProvider, Reply
+from tests.providers.fake_server import FakeProvider, Reply, sse
+from tests.providers.sse_fixtures import anthropic_block
 
 KEY = "sk-live-PRICING-0123456789abcdef"
 REQUEST = CompletionRequest(messages=(Message("user", "Fix the bug"),), max_output_tokens=64)
@@ -175,12 +179,30 @@ def test_openrouter_cost_includes_the_upstream_spend(org_for, fake, usage, cost,
     assert completion.cost_breakdown == breakdown
 
 
-def test_openrouter_byok_without_the_upstream_figure_falls_back_to_the_catalog(org_for, fake):
+def test_openrouter_byok_without_the_upstream_figure_falls_back_to_its_list_price(org_for, fake, openrouter_list):
     org = org_for("openrouter")
-    fake.script(Reply(200, openai_body(openrouter_usage(cost=0.0000306, is_byok=True), model="openai/gpt-4o-mini")))
-    completion = call(org, "openrouter", "openai/gpt-4o-mini")
-    # The fee alone would be a twentieth of the spend: 194 x $0.15 + 2 x $0.60 instead.
-    assert completion.cost_usd == Decimal("0.00003030") and completion.cost_source == "catalog"
+    body = openai_body(openrouter_usage(cost=0.0000306, is_byok=True), model="anthropic/claude-sonnet-4.6")
+    fake.script(Reply(200, body))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.6")
+    # The fee alone would be a twentieth of the spend: 194 x $3 + 2 x $15 instead.
+    assert completion.cost_usd == Decimal("0.00061200") and completion.cost_source == "catalog"
+
+
+def test_a_catalog_row_outranks_openrouters_list(org_for, fake, openrouter_list):
+    Price.objects.create(
+        provider="openrouter",
+        model_pattern="anthropic/claude-sonnet-4.6",
+        input_per_mtok=1,
+        output_per_mtok=1,
+        valid_from=date(2025, 1, 1),
+        source="negotiated",
+    )
+    assert gateway.arm_price("openrouter", "anthropic/claude-sonnet-4.6", {}).source == "negotiated"
+
+
+def test_the_shipped_fallback_list_prices_nothing(db, settings, tmp_path):
+    settings.VAR_DIR = tmp_path  # no list fetched: the fallback's figures were written from memory
+    assert gateway.arm_price("openrouter", "anthropic/claude-opus-4.5", {}) is None
 
 
 def test_the_attempt_keeps_each_part_and_its_page_shows_them(org, alice, dataset, fake, start):
@@ -209,3 +231,144 @@ def test_the_attempt_keeps_each_part_and_its_page_shows_them(org, alice, dataset
     call_command("recompute_costs", "--run", str(run.code))
     attempt.refresh_from_db()
     assert attempt.cost_usd == Decimal("1.18546750") and attempt.cost_breakdown["cache write"] == "1.17553750"
+
+
+# Anthropic's usage with the 1-hour cache (prompt-caching docs, "1-hour cache duration") and
+# extended thinking's output_tokens_details, as the Messages API returns them.
+ONE_HOUR_USAGE = {
+    "input_tokens": 2_048,
+    "cache_creation_input_tokens": 248,
+    "cache_read_input_tokens": 1_800,
+    "cache_creation": {"ephemeral_5m_input_tokens": 48, "ephemeral_1h_input_tokens": 200},
+    "output_tokens": 503,
+    "output_tokens_details": {"thinking_tokens": 480},
+    "service_tier": "standard",
+}
+
+
+def test_anthropic_one_hour_writes_and_thinking_are_recorded_and_priced(org_for, fake):
+    org = org_for("anthropic")
+    fake.script(Reply(200, anthropic_body(ONE_HOUR_USAGE)))
+    completion = call(org, "anthropic", "claude-opus-4-6")
+    usage = completion.usage
+    assert (usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens) == (4_096, 1_800, 248)
+    assert (usage.cache_write_1h_tokens, usage.reasoning_tokens, usage.output_tokens) == (200, 480, 503)
+    # Opus 4.6: 2,048 x $5 + 1,800 read x $0.50 + 48 written for 5 minutes x $6.25 + 200 for
+    # an hour x $10 + 503 out x $25 (thinking is output), per million.
+    assert completion.cost_breakdown == {
+        "input": "0.01024000",
+        "output": "0.01257500",
+        "cache read": "0.00090000",
+        "cache write": "0.00030000",
+        "cache write 1h": "0.00200000",
+    }
+    assert completion.cost_usd == Decimal("0.02601500")
+
+
+def test_openrouter_cache_writes_are_recorded(org_for, fake):
+    org = org_for("openrouter")
+    usage = openrouter_usage(
+        cost=0.0061,
+        prompt_tokens_details={"cached_tokens": 0, "cache_write_tokens": 1_500, "audio_tokens": 0},
+    )
+    fake.script(Reply(200, openai_body(usage, model="anthropic/claude-sonnet-4.5")))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.5")
+    assert (completion.usage.input_tokens, completion.usage.cache_write_tokens) == (194, 1_500)
+    assert completion.cost_usd == Decimal("0.0061") and completion.cost_source == "provider"
+
+
+def test_the_attempt_keeps_one_hour_writes(org, alice, dataset, fake, start):
+    credential(org, "anthropic", fake)
+    fake.default = Reply(200, anthropic_body(ONE_HOUR_USAGE))
+    arm = ExperimentArm("opus", "anthropic", "claude-opus-4-6", dict(FAST))
+    spec = ExperimentSpec(name="Hour", dataset=dataset, arms=[arm], sample_size=1, seed=3)
+    run = start(do_save_experiment(org, spec, alice), inference_only=True)
+    work_queue()
+    attempt = run.attempts.get()
+    assert (attempt.cache_write_tokens, attempt.cache_write_1h_tokens, attempt.reasoning_tokens) == (248, 200, 480)
+    assert attempt.cost_usd == Decimal("0.02601500")
+    attempt.cost_usd, attempt.cost_breakdown = None, {}
+    attempt.save()
+    call_command("recompute_costs", "--run", str(run.code))
+    attempt.refresh_from_db()
+    assert attempt.cost_usd == Decimal("0.02601500") and attempt.cost_breakdown["cache write 1h"] == "0.00200000"
+
+
+# OpenRouter's /api/v1/models entry for a model, with its cache prices, as `models refresh`
+# stores it. LiteLLM's file no longer lists OpenRouter at all.
+OPENROUTER_LIST = {
+    "data": [
+        {
+            "id": "anthropic/claude-sonnet-4.6",
+            "name": "Anthropic: Claude Sonnet 4.6",
+            "context_length": 1000000,
+            "pricing": {
+                "prompt": "0.000003",
+                "completion": "0.000015",
+                "request": "0",
+                "image": "0",
+                "web_search": "0.01",
+                "internal_reasoning": "0",
+                "input_cache_read": "0.0000003",
+                "input_cache_write": "0.00000375",
+            },
+        },
+        {"id": "openrouter/auto", "name": "Auto Router", "pricing": {"prompt": "-1", "completion": "-1"}},
+    ]
+}
+
+
+@pytest.fixture
+def openrouter_list(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "model_catalog.json").write_text(json.dumps({"fetched_at": time.time()} | OPENROUTER_LIST))
+
+
+def test_openrouter_is_priced_from_its_own_model_list_when_it_reports_no_cost(org_for, fake, openrouter_list):
+    org = org_for("openrouter")
+    usage = openrouter_usage(prompt_tokens_details={"cached_tokens": 100, "cache_write_tokens": 50})
+    fake.script(Reply(200, openai_body(usage, model="anthropic/claude-sonnet-4.6")))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.6")
+    # 44 x $3 + 100 read x $0.30 + 50 written x $3.75 + 2 out x $15, per million.
+    assert completion.cost_source == "catalog"
+    assert completion.cost_breakdown == {
+        "input": "0.00013200",
+        "output": "0.00003000",
+        "cache read": "0.00003000",
+        "cache write": "0.00018750",
+    }
+    assert completion.cost_usd == Decimal("0.00037950")
+
+
+def test_openrouters_reported_cost_wins_over_its_list(org_for, fake, openrouter_list):
+    org = org_for("openrouter")
+    fake.script(Reply(200, openai_body(openrouter_usage(cost=0.00061), model="anthropic/claude-sonnet-4.6")))
+    completion = call(org, "openrouter", "anthropic/claude-sonnet-4.6")
+    assert completion.cost_usd == Decimal("0.00061") and completion.cost_source == "provider"
+
+
+def test_openrouters_list_is_what_its_arms_are_estimated_at(db, openrouter_list):
+    price = gateway.arm_price("openrouter", "anthropic/claude-sonnet-4.6", {})
+    assert (price.input_per_mtok, price.cache_write_per_mtok, price.output_per_mtok) == (3, Decimal("3.75"), 15)
+    assert price.source.startswith("OpenRouter model list (catalog fetched less than an hour ago")
+    assert gateway.arm_price("openrouter", "openrouter/auto", {}) is None  # a variable price is no price
+
+
+def test_a_streamed_answer_keeps_one_hour_writes_and_thinking(org_for, fake):
+    # message_start carries the prompt side (cache_creation split by lifetime), message_delta
+    # the final output count and its thinking part, as Anthropic's streaming docs show.
+    start = anthropic_body(ONE_HOUR_USAGE | {"output_tokens": 1}) | {"content": [], "stop_reason": None}
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}
+    final = {"output_tokens": 503, "output_tokens_details": {"thinking_tokens": 480}}
+    events = [
+        sse({"type": "message_start", "message": start}, "message_start"),
+        *anthropic_block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "diff --git a/x b/x"}]),
+        sse(delta | {"usage": final}, "message_delta"),
+        sse({"type": "message_stop"}, "message_stop"),
+    ]
+    org = org_for("anthropic")
+    fake.script(Reply(events=events))
+    completion = call(org, "anthropic", "claude-opus-4-6")
+    usage = completion.usage
+    assert (usage.cache_write_1h_tokens, usage.reasoning_tokens, usage.output_tokens) == (200, 480, 503)
+    assert completion.cost_usd == Decimal("0.02601500")

@@ -3,10 +3,11 @@ from decimal import Decimal
 from tqdm import tqdm
 
 from experiments.management.commands._helpers import run_by_code
-from experiments.models import Attempt, AttemptStatus
+from experiments.models import Attempt, AttemptStatus, RunArm
 from experiments.response_cache import CACHE_COST_SOURCE
 from leaderboards.jobs import queue_summary_refresh
 from prbench.inputs import CheckedCommand
+from providers.policy import served_model
 from providers.pricing import catalog_price, forget_catalog, price_cost
 from providers.types import Usage
 
@@ -27,8 +28,11 @@ class Command(CheckedCommand):
         if run:
             attempts = attempts.filter(run=run_by_code(run))
         changed = []
-        for attempt in tqdm(attempts.select_related("arm").iterator(), total=attempts.count(), unit="attempt"):
-            cost, breakdown = _catalog_cost(attempt)
+        served: dict[int, str] = {}  # per arm: its credential is read once, not per attempt
+        for attempt in tqdm(attempts.select_related("arm__run").iterator(), total=attempts.count(), unit="attempt"):
+            if attempt.arm_id not in served:
+                served[attempt.arm_id] = _served_model(attempt.arm)
+            cost, breakdown = _catalog_cost(attempt, served[attempt.arm_id])
             if cost != attempt.cost_usd or breakdown != attempt.cost_breakdown:
                 attempt.cost_usd, attempt.cost_breakdown = cost, breakdown
                 attempt.cost_source = "catalog" if cost is not None else ""
@@ -39,14 +43,20 @@ class Command(CheckedCommand):
         self.stdout.write(f"re-priced {len(changed)} attempt(s)")
 
 
-def _catalog_cost(attempt: Attempt) -> tuple[Decimal | None, dict[str, str]]:
+def _served_model(arm: RunArm) -> str:
+    """What the arm's calls are priced as: an Azure deployment as the model it serves."""
+    return served_model(arm.run.org_id, arm.provider, arm.model_name, arm.credential_name)
+
+
+def _catalog_cost(attempt: Attempt, model: str) -> tuple[Decimal | None, dict[str, str]]:
     usage = Usage(
         input_tokens=attempt.input_tokens or 0,
         output_tokens=attempt.output_tokens or 0,
         cached_tokens=attempt.cached_tokens or 0,
         cache_write_tokens=attempt.cache_write_tokens or 0,
+        cache_write_1h_tokens=attempt.cache_write_1h_tokens or 0,
         reasoning_tokens=attempt.reasoning_tokens or 0,
     )
     answered = attempt.responded_at or attempt.queued_at  # completed attempts have both
-    price = catalog_price(attempt.arm.provider, attempt.arm.model_name, answered.date())
+    price = catalog_price(attempt.arm.provider, model, answered.date())
     return (None, {}) if price is None else price_cost(usage, price)
