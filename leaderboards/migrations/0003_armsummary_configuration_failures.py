@@ -4,20 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('leaderboards', '0002_armsummary_applied_fuzzed_armsummary_resolved_fuzzed'),
+        ("leaderboards", "0002_armsummary_applied_fuzzed_armsummary_resolved_fuzzed"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='armsummary',
-            name='configuration_causes',
-            field=models.JSONField(default=dict, help_text='error category -> count'),
+            model_name="armsummary",
+            name="configuration_causes",
+            field=models.JSONField(default=dict, help_text="error category -> count"),
         ),
         migrations.AddField(
-            model_name='armsummary',
-            name='configuration_failures',
-            field=models.PositiveIntegerField(default=0, help_text="Refused for the arm's own settings: neither scored nor the infrastructure's"),
+            model_name="armsummary",
+            name="configuration_failures",
+            field=models.PositiveIntegerField(
+                default=0, help_text="Refused for the arm's own settings: neither scored nor the infrastructure's"
+            ),
         ),
     ]

@@ -12,7 +12,7 @@ from experiments.actions import do_start_run
 from experiments.models import Attempt
 from providers.outcomes import outcome_class
 
-migration = importlib.import_module("experiments.migrations.0040_configuration_failure_outcome")
+migration = importlib.import_module("experiments.migrations.0041_configuration_failure_outcome")
 
 # (error_category, error_message, outcome) as the old split recorded them.
 RECORDED = [

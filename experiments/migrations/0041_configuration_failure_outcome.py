@@ -41,21 +41,55 @@ def restore_recorded_classes(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0039_run_stoppage_and_attempt_list_filters'),
+        ("experiments", "0040_attempt_cache_write_1h_tokens"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='attempt',
-            name='error_category',
-            field=models.CharField(blank=True, choices=[('authentication', 'Authentication'), ('permission', 'Permission'), ('model_not_found', 'Model Not Found'), ('bad_request', 'Bad Request'), ('unsupported_parameter', 'Unsupported Parameter'), ('max_tokens_too_large', 'Max Tokens Too Large'), ('context_length_exceeded', 'Context Length Exceeded'), ('content_filtered', 'Content Filtered'), ('rate_limited', 'Rate Limited'), ('timeout', 'Timeout'), ('provider_timeout', 'Provider Timeout'), ('connection', 'Connection'), ('server_error', 'Server Error'), ('overloaded', 'Overloaded'), ('not_allowed', 'Not Allowed'), ('egress_refused', 'Egress Refused'), ('platform_error', 'Platform Error'), ('budget_exceeded', 'Budget Exceeded'), ('capacity_timeout', 'Capacity Timeout'), ('no_answer', 'No Answer'), ('unknown', 'Unknown')], max_length=32),
+            model_name="attempt",
+            name="error_category",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("authentication", "Authentication"),
+                    ("permission", "Permission"),
+                    ("model_not_found", "Model Not Found"),
+                    ("bad_request", "Bad Request"),
+                    ("unsupported_parameter", "Unsupported Parameter"),
+                    ("max_tokens_too_large", "Max Tokens Too Large"),
+                    ("context_length_exceeded", "Context Length Exceeded"),
+                    ("content_filtered", "Content Filtered"),
+                    ("rate_limited", "Rate Limited"),
+                    ("timeout", "Timeout"),
+                    ("provider_timeout", "Provider Timeout"),
+                    ("connection", "Connection"),
+                    ("server_error", "Server Error"),
+                    ("overloaded", "Overloaded"),
+                    ("not_allowed", "Not Allowed"),
+                    ("egress_refused", "Egress Refused"),
+                    ("platform_error", "Platform Error"),
+                    ("budget_exceeded", "Budget Exceeded"),
+                    ("capacity_timeout", "Capacity Timeout"),
+                    ("no_answer", "No Answer"),
+                    ("unknown", "Unknown"),
+                ],
+                max_length=32,
+            ),
         ),
         migrations.AlterField(
-            model_name='attempt',
-            name='outcome',
-            field=models.CharField(blank=True, choices=[('model_success', 'model success'), ('model_failure', 'model failure'), ('infrastructure_failure', 'infrastructure failure'), ('configuration_failure', 'configuration failure')], max_length=24),
+            model_name="attempt",
+            name="outcome",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("model_success", "model success"),
+                    ("model_failure", "model failure"),
+                    ("infrastructure_failure", "infrastructure failure"),
+                    ("configuration_failure", "configuration failure"),
+                ],
+                max_length=24,
+            ),
         ),
         migrations.RunPython(reclassify_recorded_attempts, restore_recorded_classes, elidable=True),
     ]
