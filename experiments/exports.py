@@ -318,6 +318,7 @@ def _arm_summary(speed: Entry, quality: Entry | None, cost: Entry, evaluator: li
         "error_rate": r.error_rate,
         "cached": r.cached,
         "infrastructure_failed": r.infrastructure_failed,
+        "configuration_failed": r.configuration_failed,
         "low_sample": quality.low_sample if quality else None,
         **_quality_fields(quality.patch if quality else None),
         "evaluator": [

@@ -72,6 +72,7 @@ COLUMNS = [  # (heading, width, cell of an entry of the quality board, or of the
     (f"$/{RATE}", 11, lambda e: _money(e.arm.cost_per_resolved_usd)),
     ("errors", 7, lambda e: _pct(e.arm.error_rate)),
     ("infra", 6, lambda e: str(e.arm.infrastructure_failed)),
+    ("config", 7, lambda e: str(e.arm.configuration_failed)),
 ]
 # An inference-only run validated nothing: its arms are listed by speed, with no quality figures.
 INFERENCE_ONLY_HIDDEN = {"#", RATE, "95% CI", f"$/{RATE}"}

@@ -18,6 +18,10 @@ What the report says of each attempt comes from the outcome class the recorder s
   ``error_ids``, as the harness files any patch it could not run the tests on;
 - the infrastructure failed (no answer through no fault of the model, or tests that ran out
   of time): ``error_ids``, and ``infra_failure_ids`` with the cause in ``failure_reasons``;
+- the provider refused the request for the arm's own settings (a configuration failure: an
+  unsupported parameter, a model it does not serve): ``error_ids`` too, as neither the model's
+  empty answer nor the infrastructure's, and ``configuration_failure_ids`` with the cause in
+  ``failure_reasons`` (PRBench's own fields: the harness has no such class);
 - otherwise ``resolved_ids`` or ``unresolved_ids``; both are ``completed_ids``.
 
 So ``submitted = completed + empty_patch + error`` and ``total = submitted + incomplete``, as
@@ -226,6 +230,7 @@ def harness_report(rows: Iterable[tuple]) -> dict:
     ids: dict[str, set[str]] = {name: set() for name in ("resolved", "unresolved", "empty_patch", "error")}
     every: set[str] = set()
     infrastructure: dict[str, str] = {}
+    configuration: dict[str, str] = {}
     for instance_id, status, outcome, error_category, patch_present, patch_applied, resolved in rows:
         every.add(instance_id)
         harness_list = harness_list_of(outcome, patch_present, patch_applied, resolved, error_category)
@@ -233,6 +238,8 @@ def harness_report(rows: Iterable[tuple]) -> dict:
             ids[harness_list].add(instance_id)
         if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE:
             infrastructure[instance_id] = failure_reason(status, error_category)
+        elif outcome == OutcomeClass.CONFIGURATION_FAILURE:
+            configuration[instance_id] = failure_reason(status, error_category)
     submitted = set().union(*ids.values())
     completed = ids["resolved"] | ids["unresolved"]
     return {
@@ -253,9 +260,12 @@ def harness_report(rows: Iterable[tuple]) -> dict:
         "unresolved_ids": sorted(ids["unresolved"]),
         "infra_failure_ids": sorted(infrastructure),
         "ambiguous_failure_ids": [],
-        "failure_reasons": dict(sorted(infrastructure.items())),
+        "failure_reasons": dict(sorted((infrastructure | configuration).items())),
         "error_ids": sorted(ids["error"]),
         "schema_version": SCHEMA_VERSION,
+        # PRBench's own, after the harness's fields: the harness has no configuration class.
+        "configuration_failure_instances": len(configuration),
+        "configuration_failure_ids": sorted(configuration),
     }
 
 
@@ -270,7 +280,7 @@ def harness_list_of(
     a replayed predictions file had nothing for it (not submitted: the harness's incomplete)."""
     if error_category == ErrorCategory.NO_ANSWER:
         return None
-    if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE:
+    if outcome in (OutcomeClass.INFRASTRUCTURE_FAILURE, OutcomeClass.CONFIGURATION_FAILURE):
         return "error"
     if outcome == OutcomeClass.MODEL_FAILURE or (outcome == OutcomeClass.SUCCESS and not patch_present):
         return "empty_patch"

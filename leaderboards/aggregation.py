@@ -16,7 +16,7 @@ from django.db.models.functions import Cast, JSONArray, JSONObject
 
 from leaderboards.sql import Percentile, Quantiles, RowVersion
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
-from providers.outcomes import INFRASTRUCTURE_FAILURES, SCORED, OutcomeClass
+from providers.outcomes import CONFIGURATION_FAILURES, INFRASTRUCTURE_FAILURES, SCORED, OutcomeClass
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
 COMPLETED = "completed"
@@ -35,6 +35,8 @@ AWAITING_VERDICT = SUCCESS & Q(resolved__isnull=True)
 MODEL_SCORED = Q(outcome__in=SCORED) & ~AWAITING_VERDICT
 MODEL_FAILED = Q(outcome=OutcomeClass.MODEL_FAILURE)
 INFRASTRUCTURE_FAILED = Q(outcome=OutcomeClass.INFRASTRUCTURE_FAILURE)
+# Refused for the arm's own settings: neither scored nor the infrastructure's, counted apart.
+CONFIGURATION_FAILED = Q(outcome=OutcomeClass.CONFIGURATION_FAILURE)
 # A patch git apply refused and patch --fuzz=5 took, as SWE-bench's harness would (the
 # attempt's apply_method): a board can leave those out.
 FUZZED = Q(apply_method="patch_fuzz")
@@ -51,6 +53,8 @@ def arm_totals() -> dict[str, Any]:
         "infrastructure_failures": Count("id", filter=INFRASTRUCTURE_FAILED),
         # In the same scan: a query of its own would read every attempt once more.
         "infrastructure_causes": _infrastructure_causes(),
+        "configuration_failures": Count("id", filter=CONFIGURATION_FAILED),
+        "configuration_causes": _causes(CONFIGURATION_FAILED, CONFIGURATION_FAILURES),
         "resolved": Count("id", filter=SUCCESS & Q(resolved=True)),
         "cached": Count("id", filter=MODEL_SCORED & ~CALLED),
         "fail_to_pass_sum": Sum("fail_to_pass_fraction", filter=SUCCESS, default=0.0),
@@ -108,10 +112,13 @@ HARNESS = "harness"  # the cause of an infrastructure failure that came with an 
 
 def _infrastructure_causes() -> JSONObject:
     """Infrastructure failures per cause: each error category, and the harness's (none)."""
-    causes = [(HARNESS, ""), *((str(category), str(category)) for category in sorted(INFRASTRUCTURE_FAILURES))]
-    return JSONObject(
-        **{cause: Count("id", filter=INFRASTRUCTURE_FAILED & Q(error_category=category)) for cause, category in causes}
-    )
+    return _causes(INFRASTRUCTURE_FAILED, INFRASTRUCTURE_FAILURES, harness=True)
+
+
+def _causes(outcome: Q, categories: frozenset, harness: bool = False) -> JSONObject:
+    """The attempts of one outcome class per error category (and the harness's, named so)."""
+    causes = [*([(HARNESS, "")] if harness else []), *((str(c), str(c)) for c in sorted(categories))]
+    return JSONObject(**{cause: Count("id", filter=outcome & Q(error_category=category)) for cause, category in causes})
 
 
 def _called(field: str) -> Case:
@@ -165,6 +172,7 @@ class ArmRow:
     error_rate: float | None  # model failures over every turn the model had (``turns``)
     cached: int = 0  # answered from the response cache: in n and resolved, not in latency or cost
     infrastructure_failed: int = 0  # not in n: not the model's doing
+    configuration_failed: int = 0  # not in n: refused for the arm's own settings
 
     @property
     def low_sample(self) -> bool:
@@ -196,6 +204,7 @@ class ArmRow:
             error_rate=share(totals.model_failures, turns(totals)),
             cached=totals.cached,
             infrastructure_failed=totals.infrastructure_failures,
+            configuration_failed=totals.configuration_failures,
         )
 
 

@@ -54,6 +54,7 @@ class QualityEntry(Schema):
     error_rate: float | None
     cached: int
     infrastructure_failed: int
+    configuration_failed: int  # refused for the arm's own settings: neither scored nor the infrastructure's
     low_sample: bool
     applied_fuzzed: int
     well_formed_rate: float | None = None
@@ -111,6 +112,8 @@ class ReliabilityEntry(Schema):
     infrastructure_failures: int
     share: float | None
     causes: dict[str, int]
+    configuration_failures: int
+    configuration_causes: dict[str, int]
 
 
 class QualityBoard(Schema):
@@ -341,6 +344,8 @@ def boards_out(run: Run, boards: RunBoards) -> RunLeaderboards:
                 infrastructure_failures=row["failed"],
                 share=row["share"],
                 causes=dict(row["causes"]),
+                configuration_failures=row["misconfigured"],
+                configuration_causes=dict(row["configuration_causes"]),
             )
             for row in boards.reliability
         ],
@@ -375,6 +380,7 @@ def _quality(board: Board, metric: str, patches: bool) -> QualityBoard:
             error_rate=e.arm.error_rate,
             cached=e.arm.cached,
             infrastructure_failed=e.arm.infrastructure_failed,
+            configuration_failed=e.arm.configuration_failed,
             low_sample=e.low_sample,
             applied_fuzzed=e.extra["applied_fuzzed"],
             **{name: getattr(patch, name) for name in PATCH_FIGURES if patch is not None},

@@ -430,21 +430,28 @@ def _mean_cost(summary: ArmSummary) -> tuple[Decimal | None, tuple[float, float]
 
 
 def reliability(summaries: list[tuple[RunArm, ArmSummary]]) -> list[dict[str, Any]]:
-    """Per arm: its finished attempts, how many the infrastructure failed and why."""
+    """Per arm: its finished attempts, how many the infrastructure failed and why, and how
+    many the provider refused for the arm's own settings, and why."""
     rows = []
     for arm, summary in summaries:
-        finished = turns(summary) + summary.infrastructure_failures  # an unjudged answer is finished too
-        causes = sorted(summary.infrastructure_causes.items(), key=lambda item: (-item[1], item[0]))
+        # An unjudged answer is finished too.
+        finished = turns(summary) + summary.infrastructure_failures + summary.configuration_failures
         rows.append(
             {
                 "label": arm.label,
                 "finished": finished,
                 "failed": summary.infrastructure_failures,
                 "share": summary.infrastructure_failures / finished if finished else None,
-                "causes": causes,
+                "causes": _by_count(summary.infrastructure_causes),
+                "misconfigured": summary.configuration_failures,
+                "configuration_causes": _by_count(summary.configuration_causes),
             }
         )
     return rows
+
+
+def _by_count(causes: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(causes.items(), key=lambda item: (-item[1], item[0]))
 
 
 # On the run page each board's sort has a parameter of its own, so sorting one keeps the others.

@@ -230,6 +230,10 @@ class ArmResult:
     label: str
     baseline_label: str | None
     checks: list[CheckResult]
+    # Attempts no check counts, each in its own column: the infrastructure's, and those the
+    # provider refused for the arm's own settings (a setting to change, not a model to judge).
+    infrastructure_failed: int = 0
+    configuration_failed: int = 0
 
     @property
     def passed(self) -> bool:
@@ -293,6 +297,8 @@ def evaluate_gate(run: Run, request: GateRequest) -> GateResult:
             label=label,
             baseline_label=theirs if plan.baseline is not None else None,
             checks=_arm_checks(plan, boards, label, comparisons.get(label)),
+            infrastructure_failed=_entry(boards.speed.entries, label).arm.infrastructure_failed,
+            configuration_failed=_entry(boards.speed.entries, label).arm.configuration_failed,
         )
         for label, theirs in plan.arms
     ]
@@ -347,7 +353,10 @@ def _quality_check(entry: Entry, request: GateRequest, metric: str) -> CheckResu
         interval = wilson_interval(row.resolved, row.n, request.confidence)
         lower = interval[0] if interval else None
     if lower is None or row.resolved_rate is None:
-        why = f"no scored attempt ({row.infrastructure_failed} infrastructure failure(s), not the model's doing)"
+        why = (
+            f"no scored attempt ({row.infrastructure_failed} infrastructure failure(s) and "
+            f"{row.configuration_failed} configuration failure(s), not the model's doing)"
+        )
         return CheckResult(name, UNKNOWN, "unknown", shown, why, {"scored": 0})
     figures = {"lower_bound": lower, "rate": row.resolved_rate, "successes": row.resolved, "scored": row.n}
     value = f"{_share(lower)} ({metric.lower()} {row.resolved}/{row.n} = {_share(row.resolved_rate)})"
@@ -505,7 +514,10 @@ def gate_markdown(result: GateResult) -> str:
     runs = f"Run {_linked(result.run, result.run_url)}"
     if result.baseline:
         runs += f" against baseline {_linked(result.baseline, result.baseline_url)}"
-    lines += [f"{runs}. Quality is {result.metric.lower()}; infrastructure failures are not counted.", ""]
+    lines += [
+        f"{runs}. Quality is {result.metric.lower()}; infrastructure and configuration failures are not counted.",
+        "",
+    ]
     for arm in result.arms:
         against = f" (baseline arm {_code(arm.baseline_label)})" if arm.baseline_label not in (None, arm.label) else ""
         outcome = ARM_OUTCOMES[arm.verdict]
@@ -514,6 +526,8 @@ def gate_markdown(result: GateResult) -> str:
         for check in arm.checks:
             cells = [CHECK_TITLES[check.name], check.value, check.threshold, VERDICT_MARKS[check.verdict]]
             lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+        lines += ["", "| Infrastructure failures | Configuration failures |", "| --- | --- |"]
+        lines.append(f"| {arm.infrastructure_failed} | {arm.configuration_failed} |")
         notes = [check.detail for check in arm.checks if check.detail and check.name == "baseline"]
         notes += [f"{CHECK_TITLES[c.name]}: {c.detail}." for c in arm.checks if c.verdict == UNKNOWN]
         lines += ["", *(f"> {_cell(note)}" for note in notes)] if notes else []

@@ -12,7 +12,8 @@ from django.db import models
 
 class ArmSummary(models.Model):
     """One arm of one run. Counts follow each attempt's outcome class: "scored" attempts are
-    the model's successes and failures; infrastructure failures are counted apart."""
+    the model's successes and failures; infrastructure and configuration failures are counted
+    apart."""
 
     run = models.ForeignKey("experiments.Run", models.CASCADE, related_name="arm_summaries")
     arm = models.OneToOneField("experiments.RunArm", models.CASCADE, related_name="summary")
@@ -29,6 +30,10 @@ class ArmSummary(models.Model):
     model_failures = models.PositiveIntegerField(default=0)
     infrastructure_failures = models.PositiveIntegerField(default=0)
     infrastructure_causes = models.JSONField(default=dict, help_text="error category (or 'harness') -> count")
+    configuration_failures = models.PositiveIntegerField(
+        default=0, help_text="Refused for the arm's own settings: neither scored nor the infrastructure's"
+    )
+    configuration_causes = models.JSONField(default=dict, help_text="error category -> count")
     resolved = models.PositiveIntegerField(default=0)
     cached = models.PositiveIntegerField(default=0, help_text="Answered from the response cache: no call made")
 

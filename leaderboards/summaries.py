@@ -119,6 +119,7 @@ def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
     for arm_id in run.arms.values_list("pk", flat=True):
         arm_totals = totals.get(arm_id, {})
         causes = arm_totals.pop("infrastructure_causes", {})
+        configuration_causes = arm_totals.pop("configuration_causes", {})
         summaries.append(
             ArmSummary(
                 run=run,
@@ -126,6 +127,7 @@ def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
                 refreshed_at=now,
                 scored_tasks=scored_tasks.get(arm_id, 0),
                 infrastructure_causes={cause: count for cause, count in causes.items() if count},
+                configuration_causes={cause: count for cause, count in configuration_causes.items() if count},
                 **arm_totals,
             )
         )

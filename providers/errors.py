@@ -10,10 +10,21 @@ class ErrorCategory(models.TextChoices):
     PERMISSION = "permission"
     MODEL_NOT_FOUND = "model_not_found"
     BAD_REQUEST = "bad_request"
+    # The provider named a parameter of ours it does not take (or a value of it it refuses):
+    # the arm's settings, its extra_body, or an api-version that predates the parameter.
+    UNSUPPORTED_PARAMETER = "unsupported_parameter"
+    # The arm's output limit (max_tokens) is beyond what the model allows, alone or with a
+    # prompt that would fit without it: the arm's setting chose it, not the task.
+    MAX_TOKENS_TOO_LARGE = "max_tokens_too_large"
     CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
     CONTENT_FILTERED = "content_filtered"
     RATE_LIMITED = "rate_limited"
+    # The model had the request and did not finish its answer within the arm's read or
+    # total timeout.
     TIMEOUT = "timeout"
+    # The provider's side gave up on the request (HTTP 408 or 504, Anthropic's
+    # "timeout_error"): its service, not the model's answer, ran out of time.
+    PROVIDER_TIMEOUT = "provider_timeout"
     CONNECTION = "connection"
     SERVER_ERROR = "server_error"
     OVERLOADED = "overloaded"
@@ -43,6 +54,7 @@ RETRYABLE = frozenset(
     {
         ErrorCategory.RATE_LIMITED,
         ErrorCategory.TIMEOUT,
+        ErrorCategory.PROVIDER_TIMEOUT,
         ErrorCategory.CONNECTION,
         ErrorCategory.SERVER_ERROR,
         ErrorCategory.OVERLOADED,

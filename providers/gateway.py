@@ -146,7 +146,7 @@ def release_slots(prepared: PreparedArm, slots: list[str]) -> None:
 
 
 # The provider may have billed a call cut off on the way back: its reservation stays spent.
-MAYBE_BILLED = frozenset({ErrorCategory.TIMEOUT, ErrorCategory.CONNECTION})
+MAYBE_BILLED = frozenset({ErrorCategory.TIMEOUT, ErrorCategory.PROVIDER_TIMEOUT, ErrorCategory.CONNECTION})
 
 
 def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | None = None) -> Completion:

@@ -10,40 +10,15 @@ from typing import Any
 
 import httpx2
 
+from providers.adapters.error_answers import answer_category, answer_for_status
 from providers.adapters.streaming import DeadlinePassed, StreamCut, connection_broke, cut_error
 from providers.egress import refusal_in
 from providers.errors import ErrorCategory, ProviderError
 
-CONTEXT_HINTS = ("context_length_exceeded", "maximum context length", "prompt is too long", "too many tokens")
-FILTER_HINTS = ("content_filter", "content_policy", "responsible ai policy", "safety system")
-MODEL_HINTS = ("model_not_found", "does not exist", "deploymentnotfound", "no such model", "unknown model")
-
 
 def category_for_status(status: int, body: Any) -> ErrorCategory:
-    text = _body_text(body).lower()
-    if status == 400 or status == 413 or status == 422:
-        if any(hint in text for hint in CONTEXT_HINTS):
-            return ErrorCategory.CONTEXT_LENGTH_EXCEEDED
-        if any(hint in text for hint in FILTER_HINTS):
-            return ErrorCategory.CONTENT_FILTERED
-        return ErrorCategory.BAD_REQUEST
-    fixed = {
-        401: ErrorCategory.AUTHENTICATION,
-        402: ErrorCategory.PERMISSION,  # payment required: the account may not use it
-        403: ErrorCategory.PERMISSION,
-        404: ErrorCategory.MODEL_NOT_FOUND,
-        408: ErrorCategory.TIMEOUT,
-        429: ErrorCategory.RATE_LIMITED,
-        503: ErrorCategory.OVERLOADED,
-        529: ErrorCategory.OVERLOADED,  # Anthropic's "overloaded_error"
-    }
-    if status in fixed:
-        if status == 403 and any(hint in text for hint in FILTER_HINTS):
-            return ErrorCategory.CONTENT_FILTERED
-        return fixed[status]
-    if status >= 500:
-        return ErrorCategory.SERVER_ERROR
-    return ErrorCategory.UNKNOWN
+    """An HTTP error status and its body, as the table of answers (error_answers.py) has it."""
+    return answer_for_status(status, _body_text(body).lower()).category
 
 
 def _body_text(body: Any) -> str:
@@ -168,11 +143,11 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
     if refusal is not None:  # first: the SDK may have wrapped it as a connection error
         # Nothing answered (no socket was opened), so there is no body to quote: the message
         # names the host, the refused address and the setting, and nothing else.
-        error = ProviderError(ErrorCategory.EGRESS_REFUSED, str(refusal))
+        error = ProviderError(answer_category("egress_refused"), str(refusal))
     elif isinstance(exc, StreamCut):
         return cut_error(request_record)
     elif isinstance(exc, DeadlinePassed):
-        error = ProviderError(ErrorCategory.TIMEOUT, "the answer was still streaming when the total timeout ran out")
+        error = ProviderError(answer_category("total_timeout"), "the answer was still streaming at the total timeout")
     elif isinstance(exc, sdk.APIStatusError) and 200 <= exc.status_code < 300:
         error = stream_error(exc.body)  # an error event inside a 200 stream (Anthropic's "error")
     elif isinstance(exc, sdk.APIStatusError):
@@ -182,13 +157,13 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
             retry_after=retry_after_seconds(exc.response.headers, exc.status_code),
         )
     elif isinstance(exc, (sdk.APITimeoutError, httpx2.TimeoutException)):  # before their parents
-        error = ProviderError(ErrorCategory.TIMEOUT, "the provider did not answer in time")
+        error = timeout_failure(exc)
     elif isinstance(exc, (sdk.APIConnectionError, httpx2.TransportError)) and connection_broke(exc):
-        error = ProviderError(ErrorCategory.CONNECTION, BROKE_OFF)
+        error = ProviderError(answer_category("stream_cut"), BROKE_OFF)
     elif isinstance(exc, (sdk.APIConnectionError, httpx2.TransportError)):
-        error = ProviderError(ErrorCategory.CONNECTION, connection_failure(exc))
+        error = ProviderError(answer_category("no_connection"), connection_failure(exc))
     elif isinstance(exc, (sdk.APIResponseValidationError, ValueError)):
-        error = ProviderError(ErrorCategory.SERVER_ERROR, f"malformed response: {type(exc).__name__}")
+        error = ProviderError(answer_category("malformed"), f"malformed response: {type(exc).__name__}")
     elif isinstance(exc, sdk.APIError):  # an error chunk mid-stream (OpenAI's SDK raises it bare)
         error = stream_error({"error": exc.body})
     if error is not None:
@@ -201,7 +176,33 @@ def translate_sdk_error(exc: Exception, sdk: Any, request_record: dict) -> Provi
 BROKE_OFF = "the connection to the provider broke before the answer was complete"
 
 
-def connection_failure(exc: BaseException) -> str:
+# Timeouts before the request reached the provider: no connection in time, none free in our
+# pool, or the request could not be written in time. The provider never had it.
+NOT_SENT = (httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.WriteTimeout)
+
+
+def timeout_failure(exc: BaseException) -> ProviderError:
+    """A timeout, by where it struck: before the request reached the provider it is the
+    connection's (as a refused connection is); once the provider had it, the model's. The
+    SDKs raise their APITimeoutError ``from`` the httpx timeout, which says which."""
+    if isinstance(_cause(exc, httpx2.TimeoutException), NOT_SENT):
+        return ProviderError(answer_category("connect_timeout"), connection_failure(exc, "timed out"))
+    return ProviderError(answer_category("read_timeout"), "the model did not answer within the read timeout")
+
+
+def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in ``exc``'s chain of causes (``exc`` itself included)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def connection_failure(exc: BaseException, reason: str = "") -> str:
     """Why no connection was made, as a person fixing it needs to read it: where to (the
     request's host and port, never its path or query, which may carry a key) and what the
     system said ("could not connect to the provider at 127.0.0.1:9: connection refused")."""
@@ -209,7 +210,7 @@ def connection_failure(exc: BaseException) -> str:
     host = getattr(url, "host", "")
     port = getattr(url, "port", None)
     where = (f" at {host}:{port}" if port else f" at {host}") if host else ""
-    reason = _os_reason(exc)
+    reason = reason or _os_reason(exc)
     return f"could not connect to the provider{where}" + (f": {reason}" if reason else "")
 
 
@@ -254,7 +255,7 @@ def stream_error(body: Any) -> ProviderError:
     code = details.get("code")
     status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else None
     status = status or ERROR_TYPE_STATUS.get(str(details.get("type") or code or ""), 500)
-    category = ErrorCategory.TIMEOUT if status == 504 else category_for_status(status, body)
+    category = category_for_status(status, body)
     name = details.get("type") or code or "unnamed"
     return ProviderError(category, f"error mid-stream ({name}): {details.get('message') or _body_text(body)}"[:500])
 

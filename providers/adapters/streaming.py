@@ -12,7 +12,8 @@ from typing import Any
 import httpx2
 
 from providers import egress
-from providers.errors import ErrorCategory, ProviderError
+from providers.adapters.error_answers import answer_category
+from providers.errors import ProviderError
 
 # Where the HTTP client's request hook notes when a request went out (httpx passes a
 # request's extensions through to its response, so the adapter reads it back there).
@@ -126,7 +127,7 @@ CUT_STREAM = "the stream was cut before the answer was complete (the provider cl
 def cut_error(request_record: dict) -> ProviderError:
     """A stream that ended, or broke, mid-answer. Retryable: the provider dropped the
     connection; a truncated answer is never a success."""
-    error = ProviderError(ErrorCategory.CONNECTION, CUT_STREAM)
+    error = ProviderError(answer_category("stream_cut"), CUT_STREAM)
     error.raw_request = request_record
     return error
 

@@ -37,6 +37,9 @@ HARNESS_FIELDS = [
     "failure_reasons",
     "error_ids",
     "schema_version",
+    # PRBench's own, after the harness's.
+    "configuration_failure_instances",
+    "configuration_failure_ids",
 ]
 
 
@@ -125,7 +128,7 @@ def pinned_run(experiment):
     endings = {
         ("oracle", 0): [RESOLVED, UNRESOLVED, NOT_APPLIED, NO_PATCH],
         ("oracle", 1): [MODEL_TIMEOUT, RATE_LIMITED, TESTS_TIMED_OUT, QUEUED],
-        ("noisy", 0): [CANCELLED, RESOLVED, REFUSED_PATCH, QUEUED],
+        ("noisy", 0): [CANCELLED, RESOLVED, REFUSED_PATCH, MISCONFIGURED],
         # ("noisy", 1) stays queued: nothing submitted.
     }
     for (label, repetition), fields in endings.items():
@@ -146,6 +149,7 @@ REFUSED_PATCH = {**ANSWERED, "patch_applied": False, "resolved": False, "patch_w
 NO_PATCH = {**ANSWERED, "patch_present": False, "patch_applied": False, "resolved": False}
 MODEL_TIMEOUT = {"status": "failed", "outcome": "model_failure", "error_category": "timeout"}
 RATE_LIMITED = {"status": "failed", "outcome": "infrastructure_failure", "error_category": "rate_limited"}
+MISCONFIGURED = {"status": "failed", "outcome": "configuration_failure", "error_category": "unsupported_parameter"}
 TESTS_TIMED_OUT = {**ANSWERED, "outcome": "infrastructure_failure", "patch_applied": True, "resolved": False}
 CANCELLED = {"status": "cancelled"}
 QUEUED: dict = {}
@@ -155,7 +159,12 @@ def test_every_ending_lands_in_the_harness_list_of_the_same_meaning(pinned_run):
     run, (t0, t1, t2, t3) = pinned_run
     report = json.loads(run_command("export_run", str(run.code), "--format", "swebench-report"))
     assert list(report) == ["oracle@rep0", "oracle@rep1", "noisy@rep0", "noisy@rep1"]
-    nothing: dict = {"infra_failure_ids": [], "failure_reasons": {}, "incomplete_ids": []}
+    nothing: dict = {
+        "infra_failure_ids": [],
+        "configuration_failure_ids": [],
+        "failure_reasons": {},
+        "incomplete_ids": [],
+    }
     expected = {
         # A patch git apply refused is an error, as in the harness; no patch at all is empty.
         "oracle@rep0": {
@@ -178,18 +187,23 @@ def test_every_ending_lands_in_the_harness_list_of_the_same_meaning(pinned_run):
             "submitted_ids": [t0, t1, t2],
             "incomplete_ids": [t3],
             "infra_failure_ids": [t1, t2],
+            "configuration_failure_ids": [],
             "failure_reasons": {t1: "rate_limited", t2: "tests_timed_out"},
         },
         # A patch PRBench's rule refused before applying is an error too; cancelled is incomplete.
+        # A request the provider refused for the arm's settings is neither the model's empty
+        # answer nor the infrastructure's: an error, in a list of its own, with its cause.
         "noisy@rep0": {
             **nothing,
             "resolved_ids": [t1],
             "unresolved_ids": [],
-            "error_ids": [t2],
+            "error_ids": [t2, t3],
             "empty_patch_ids": [],
             "completed_ids": [t1],
-            "submitted_ids": [t1, t2],
-            "incomplete_ids": [t0, t3],
+            "submitted_ids": [t1, t2, t3],
+            "incomplete_ids": [t0],
+            "configuration_failure_ids": [t3],
+            "failure_reasons": {t3: "unsupported_parameter"},
         },
         "noisy@rep1": {
             **nothing,
@@ -255,7 +269,7 @@ def test_the_zip_is_written_as_the_attempts_are_read(pinned_run, monkeypatch):
     first = next(chunks)
     assert first.startswith(b"PK\x03\x04") and len(read) <= 1  # the first header, before the rest is read
     whole = first + b"".join(chunks)
-    assert len(read) == 9  # every submitted attempt, each read once
+    assert len(read) == 10  # every submitted attempt, each read once
     assert zipfile.ZipFile(io.BytesIO(whole)).testzip() is None
 
 

@@ -1,22 +1,38 @@
-"""One split of failure categories into the model's and the infrastructure's, used everywhere."""
+"""One split of failure categories into the model's, the infrastructure's and the arm's
+configuration's, used everywhere."""
 
 import pytest
 
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.models import AttemptStatus
 from providers.errors import ErrorCategory
-from providers.outcomes import INFRASTRUCTURE_FAILURES, MODEL_FAILURES, OutcomeClass, outcome_class
+from providers.outcomes import (
+    CONFIGURATION_FAILURES,
+    INFRASTRUCTURE_FAILURES,
+    MODEL_FAILURES,
+    OutcomeClass,
+    outcome_class,
+)
 from tests.conftest import work_queue
 
 
 @pytest.mark.parametrize("category", list(ErrorCategory))
 def test_every_category_is_in_exactly_one_class(category):
-    assert (category in MODEL_FAILURES) != (category in INFRASTRUCTURE_FAILURES)
+    classes = (MODEL_FAILURES, INFRASTRUCTURE_FAILURES, CONFIGURATION_FAILURES)
+    assert sum(category in each for each in classes) == 1
 
 
 def test_only_what_the_model_did_is_a_model_failure():
-    assert {"timeout", "content_filtered", "context_length_exceeded", "bad_request", "no_answer"} == MODEL_FAILURES
+    assert {"timeout", "content_filtered", "context_length_exceeded", "no_answer"} == MODEL_FAILURES
     assert {"rate_limited", "server_error", "platform_error", "capacity_timeout", "unknown"} <= INFRASTRUCTURE_FAILURES
+    assert {"provider_timeout", "connection"} <= INFRASTRUCTURE_FAILURES
+
+
+def test_what_the_arms_settings_caused_is_a_configuration_failure():
+    expected = {"bad_request", "unsupported_parameter", "max_tokens_too_large", "model_not_found"}
+    assert expected == CONFIGURATION_FAILURES
+    for category in expected:
+        assert outcome_class(AttemptStatus.FAILED, category) == OutcomeClass.CONFIGURATION_FAILURE
 
 
 def test_an_answer_whose_tests_ran_out_of_time_is_the_infrastructures_failure():

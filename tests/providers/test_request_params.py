@@ -268,8 +268,8 @@ def test_current_openai_models_are_answered(setup, fake, provider, model):
 
 def test_the_fake_refuses_max_tokens_as_openai_does(setup, fake):
     """The refusal the tests above rely on is live: max_tokens smuggled in through
-    extra_body (past the arm checks, which refuse it) gets OpenAI's 400, mapped to a bad
-    request (not retried) with its message."""
+    extra_body (past the arm checks, which refuse it) gets OpenAI's 400, mapped to an
+    unsupported parameter (a configuration failure, not retried) with its message."""
     org = setup("openai")
     prepared = gateway.prepare(org.pk, ArmSpec("openai", "gpt-4.1", FAST | {"max_retries": 2}))
     smuggled = replace(
@@ -277,7 +277,7 @@ def test_the_fake_refuses_max_tokens_as_openai_does(setup, fake):
     )
     with pytest.raises(ProviderError) as caught:
         gateway.call(smuggled, REQUEST)
-    assert caught.value.category == ErrorCategory.BAD_REQUEST
+    assert caught.value.category == ErrorCategory.UNSUPPORTED_PARAMETER
     assert "Unsupported parameter: 'max_tokens' is not supported with this model" in caught.value.message
     assert len(fake.seen) == 1 and caught.value.retries == 0
 
