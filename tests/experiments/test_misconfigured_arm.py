@@ -15,6 +15,7 @@ import pytest
 from django.urls import reverse
 
 from experiments.actions import ArmSpec, do_replace_arms, do_run_action
+from experiments.jobs import execute_attempts
 from experiments.misconfigured import STOP_AFTER
 from experiments.models import AttemptStatus, RunStatus
 from providers.errors import ErrorCategory
@@ -139,3 +140,27 @@ def test_resuming_after_the_settings_change_calls_the_arms_remaining_attempts(
     assert careful_attempts.filter(pk__in=refused_again, status=AttemptStatus.FAILED).count() == STOP_AFTER
     arm = stopped_run.arms.get(label="careful")
     assert arm.misconfigured_at is None and arm.config == {"max_retries": 0}
+
+
+def test_an_attempt_back_in_the_queue_after_the_decision_is_not_called(
+    openai, stopped_run, django_capture_on_commit_callbacks
+):
+    """One handed back to the queue after the arm was stopped (its worker gave it back, say)
+    meets the mark in the claim's own UPDATE: it ends there, without a call."""
+    attempt = by_arm(stopped_run, "careful").filter(error_category=ErrorCategory.ARM_MISCONFIGURED).first()
+    type(attempt).objects.filter(pk=attempt.pk).update(
+        status=AttemptStatus.QUEUED, error_category="", error_message="", outcome="", scored_at=None
+    )
+    type(stopped_run).objects.filter(pk=stopped_run.pk).update(status=RunStatus.RUNNING, finished_at=None)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        execute_attempts(stopped_run.pk, [attempt.pk])
+
+    attempt.refresh_from_db()
+    assert len(openai.seen) == STOP_AFTER
+    assert attempt.status == AttemptStatus.FAILED and attempt.error_category == ErrorCategory.ARM_MISCONFIGURED
+    assert attempt.outcome == OutcomeClass.CONFIGURATION_FAILURE
+    assert attempt.error_message == (
+        f"not called: this arm's first {STOP_AFTER} calls all failed with unsupported_parameter: "
+        f"HTTP 400: {REFUSAL}; change the arm's settings, then resume the run"
+    )
