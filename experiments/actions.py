@@ -24,6 +24,7 @@ from evaluation.workloads import workload_for, workload_kinds
 from evaluation.workloads.base import EXAMPLES, QUESTION
 from experiments.bulk import insert_rows
 from experiments.jobs import enqueue_attempts, run_has_jobs
+from experiments.misconfigured import do_retry_misconfigured_arms, misconfigured_arms
 from experiments.models import (
     RUN_FINISHED,
     Allocation,
@@ -718,6 +719,8 @@ def check_run_transition(run: Run, action: str) -> None:
     }
     if action not in allowed:
         raise ValidationError(f"unknown action {action!r}: choose pause, resume or cancel")
+    if action == "resume" and can_retry_misconfigured(run):
+        return
     if run.status not in allowed[action]:
         raise ValidationError(f"cannot {action} a run that is {run.status}")
 
@@ -727,12 +730,28 @@ def do_pause_run(run: Run) -> bool:
     return bool(Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(status=RunStatus.PAUSED))
 
 
+def can_retry_misconfigured(run: Run) -> bool:
+    """A run that went on, or finished, with an arm stopped as misconfigured can be resumed:
+    that arm's attempts are tried again (experiments/misconfigured.py)."""
+    return run.status in RESUMABLE_FOR_ARMS and misconfigured_arms(run).exists()
+
+
+# A paused run resumes as always; a running or finished one only to retry a stopped arm.
+RESUMABLE_FOR_ARMS = (RunStatus.PAUSED, RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.FAILED)
+
+
 @transaction.atomic
 def do_resume_run(run: Run) -> bool:
     if not Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).update(status=RunStatus.RUNNING):
-        return False
+        if not can_retry_misconfigured(run):
+            return False
+        # Finished because the arm was stopped: running again, until its attempts are done.
+        Run.objects.filter(pk=run.pk, status__in=RESUMABLE_FOR_ARMS).update(status=RunStatus.RUNNING, finished_at=None)
+    retried = do_retry_misconfigured_arms(run)
     queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True))
     transaction.on_commit(lambda: (enqueue_attempts(run.pk, queued), finish_run_if_done(run.pk)))
+    if retried:  # their not-called failures left the counts: the boards are rebuilt
+        transaction.on_commit(functools.partial(queue_summary_refresh, run.pk), robust=True)
     return True
 
 

@@ -399,6 +399,12 @@ class RunArm(models.Model):
     credential_name = models.CharField(max_length=100, blank=True)
     config = models.JSONField(default=dict)
     position = models.PositiveIntegerField(default=0)
+    # Set once (a conditional UPDATE, experiments/misconfigured.py) when the arm's first calls
+    # in the run all failed with the same configuration failure: its other attempts are not
+    # called. Resuming the run clears them.
+    misconfigured_at = models.DateTimeField(null=True, blank=True)
+    misconfigured_error = models.CharField(max_length=32, blank=True)  # the failures' category
+    misconfigured_message = models.TextField(blank=True)  # the provider's words, as recorded
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "label"], name="arm_label_per_run")]

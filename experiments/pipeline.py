@@ -51,6 +51,13 @@ from experiments import answer_journal, liveness
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.few_shot import load_pools
+from experiments.misconfigured import (
+    CALLED_CONFIGURATION_FAILURES,
+    claimed_arm_is_misconfigured,
+    claimed_arm_note,
+    not_called,
+    stop_misconfigured_arms,
+)
 from experiments.mock_books import register_books_for
 from experiments.models import (
     ATTEMPT_TERMINAL,
@@ -151,25 +158,36 @@ def _count_retired(token: uuid.UUID, attempt_ids: list[int]) -> None:
 def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
     """The claim's SET clause. An attempt already handed out ``max_claims`` times without a
     result (each time its worker died or its job failed: a poison attempt) is not handed out
-    again, to be paid for again, but fails as the platform's error in the same statement."""
+    again, to be paid for again, but fails as the platform's error in the same statement; one
+    whose arm was stopped as misconfigured (experiments/misconfigured.py) ends there too, not
+    called: the claim reads the arm's mark as it is now, at no extra query."""
     now = timezone.now()
     message = f"claimed {max_claims} times without a result; not sent to the provider again"
+    stopped = claimed_arm_is_misconfigured()
+    not_called_columns = not_called(claimed_arm_note())
 
-    def unless_poisoned(name: str, claimed: Any, retired: Any) -> Case:
+    def unless_retired(name: str, claimed: Any, poisoned: Any) -> Case:
         field = cast(Field, Attempt._meta.get_field(name))
-        return Case(When(claims__gte=max_claims, then=retired), default=claimed, output_field=field)
+        misconfigured = not_called_columns.get(name, F(name))
+        misconfigured = misconfigured if hasattr(misconfigured, "resolve_expression") else Value(misconfigured)
+        return Case(
+            When(claims__gte=max_claims, then=poisoned),
+            When(stopped, then=misconfigured),
+            default=claimed,
+            output_field=field,
+        )
 
     return {
-        "status": unless_poisoned("status", Value(AttemptStatus.RUNNING), Value(AttemptStatus.FAILED)),
+        "status": unless_retired("status", Value(AttemptStatus.RUNNING), Value(AttemptStatus.FAILED)),
         "claim_token": token,
-        "started_at": unless_poisoned("started_at", Value(now), F("started_at")),
-        "claims": unless_poisoned("claims", F("claims") + 1, F("claims")),
-        "error_category": unless_poisoned("error_category", F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
-        "outcome": unless_poisoned(
+        "started_at": unless_retired("started_at", Value(now), F("started_at")),
+        "claims": unless_retired("claims", F("claims") + 1, F("claims")),
+        "error_category": unless_retired("error_category", F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
+        "outcome": unless_retired(
             "outcome", F("outcome"), Value(outcome_class(AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR))
         ),
-        "error_message": unless_poisoned("error_message", F("error_message"), Value(message)),
-        "scored_at": unless_poisoned("scored_at", F("scored_at"), Value(now)),
+        "error_message": unless_retired("error_message", F("error_message"), Value(message)),
+        "scored_at": unless_retired("scored_at", F("scored_at"), Value(now)),
     }
 
 
@@ -863,8 +881,10 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
     # lock), so a requeue cannot slip in between this check and the writes below.
     # The arm's provider comes along for the metrics; only the attempt rows are locked.
-    locked = _still_ours(ids, token).select_for_update(of=("self",)).values_list("pk", "run_id", "arm__provider")
-    ours = {pk: (run_id, provider) for pk, run_id, provider in locked}
+    locked = _still_ours(ids, token).select_for_update(of=("self",))
+    rows = list(locked.values_list("pk", "run_id", "arm__provider", "arm_id"))
+    ours = {pk: (run_id, provider) for pk, run_id, provider, _ in rows}
+    arm_of = {pk: arm_id for pk, _, _, arm_id in rows}
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
     _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
@@ -874,6 +894,10 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     failed_rows = {o.attempt_id: _failed_row(o, now) for o in failed}
     update_by_pk(Attempt, completed_rows)
     update_by_pk(Attempt, failed_rows)
+    # With the failures that may make it: the decision commits with them, or not at all.
+    stop_misconfigured_arms(
+        {arm_of[o.attempt_id] for o in failed if o.error and o.error.category in CALLED_CONFIGURATION_FAILURES}
+    )
     for run_id in {
         ours[o.attempt_id][0] for o in failed if o.error and o.error.category == ErrorCategory.BUDGET_EXCEEDED
     }:

@@ -43,6 +43,7 @@ from experiments.dataset_history import dataset_versions, recent_imports
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
+from experiments.misconfigured import STOP_AFTER, misconfigured_arms
 from experiments.models import AttemptStatus, Dataset, Experiment, Run, TaskInstance
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
@@ -269,6 +270,8 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         **run_page_boards(run, request.path, request.GET),
         "budget": budget,
         "stopped": why_stopped(run, progress, budget),
+        "misconfigured": list(misconfigured_arms(run)),
+        "stop_after": STOP_AFTER,
     }
     if request.htmx:
         response = render(request, "experiments/run_detail.html#live", context)

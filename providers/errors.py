@@ -47,6 +47,10 @@ class ErrorCategory(models.TextChoices):
     # gave no answer for the task: its file has no line for it. The system's failure, as
     # the harness counts an instance left out of a predictions file as not resolved.
     NO_ANSWER = "no_answer"
+    # Not called: the arm's first calls in the run all failed with the same configuration
+    # failure (experiments/misconfigured.py), so the rest of its attempts were not sent until
+    # someone changes the arm's settings and resumes the run. Never scored, never paid.
+    ARM_MISCONFIGURED = "arm_misconfigured"
     UNKNOWN = "unknown"
 
 

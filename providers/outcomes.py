@@ -40,6 +40,7 @@ CONFIGURATION_FAILURES = frozenset(
         ErrorCategory.UNSUPPORTED_PARAMETER,  # a parameter (or api-version) the model or endpoint does not take
         ErrorCategory.MAX_TOKENS_TOO_LARGE,  # the arm's output limit is beyond the model's window
         ErrorCategory.MODEL_NOT_FOUND,  # the arm names a model or deployment the endpoint does not serve
+        ErrorCategory.ARM_MISCONFIGURED,  # not called: the arm's first calls all failed one of the ways above
     }
 )
 

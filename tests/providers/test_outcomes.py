@@ -30,6 +30,8 @@ def test_only_what_the_model_did_is_a_model_failure():
 
 def test_what_the_arms_settings_caused_is_a_configuration_failure():
     expected = {"bad_request", "unsupported_parameter", "max_tokens_too_large", "model_not_found"}
+    # And the attempts of an arm stopped after its first calls all failed one of those ways.
+    expected |= {"arm_misconfigured"}
     assert expected == CONFIGURATION_FAILURES
     for category in expected:
         assert outcome_class(AttemptStatus.FAILED, category) == OutcomeClass.CONFIGURATION_FAILURE
