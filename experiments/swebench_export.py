@@ -17,7 +17,10 @@ What the report says of each attempt comes from the outcome class the recorder s
   applying: malformed, binary, escaping the checkout, changing the task's tests):
   ``error_ids``, as the harness files any patch it could not run the tests on;
 - the infrastructure failed (no answer through no fault of the model, or tests that ran out
-  of time): ``error_ids``, and ``infra_failure_ids`` with the cause in ``failure_reasons``;
+  of time where the gold patch's did too): ``error_ids``, and ``infra_failure_ids`` with the
+  cause in ``failure_reasons``;
+- the model's patch made its tests run out of time where the gold patch's finished: scored
+  unresolved on the boards, and ``error_ids`` here, as the harness files any timed-out patch;
 - the provider refused the request for the arm's own settings (a configuration failure: an
   unsupported parameter, a model it does not serve): ``error_ids`` too, as neither the model's
   empty answer nor the infrastructure's, and ``configuration_failure_ids`` with the cause in
@@ -39,11 +42,12 @@ from itertools import groupby
 from operator import attrgetter, itemgetter
 from urllib.parse import quote
 
-from django.db.models import FilteredRelation, Q, QuerySet, TextField, Value
+from django.db.models import Exists, FilteredRelation, OuterRef, Q, QuerySet, TextField, Value
 from django.db.models.functions import Coalesce
 
+from evaluation.validation import ValidationStatus
 from evaluation.workloads import workload_for
-from experiments.models import ArtifactKind, AttemptStatus, Run
+from experiments.models import Artifact, ArtifactKind, AttemptStatus, Run
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
 
@@ -192,7 +196,17 @@ REPORT_FIELDS = (
     "patch_present",
     "patch_applied",
     "resolved",
+    "tests_timed_out",
 )
+
+
+def tests_timed_out() -> Exists:
+    """Whether the attempt's tests ran out of time (its validation's status): the harness files
+    such a patch under ``error_ids``, in the denominator, when it is the model's (the gold
+    patch finished inside the limit) as when it is the infrastructure's."""
+    return Exists(
+        Artifact.objects.filter(attempt=OuterRef("pk"), kind=ArtifactKind.VALIDATION, status=ValidationStatus.TIMED_OUT)
+    )
 
 
 def each_model_report(run: Run, models: list[HarnessModel] | None = None) -> Iterator[tuple[HarnessModel, dict]]:
@@ -200,7 +214,8 @@ def each_model_report(run: Run, models: list[HarnessModel] | None = None) -> Ite
     tasks, not its attempts: one model's ids are held at a time."""
     check_report_available(run)
     models = run_models(run) if models is None else models
-    for model, rows in each_model(run.attempts.all(), models, REPORT_FIELDS, REPORT_CHUNK_ROWS):
+    attempts = run.attempts.annotate(tests_timed_out=tests_timed_out())
+    for model, rows in each_model(attempts, models, REPORT_FIELDS, REPORT_CHUNK_ROWS):
         yield model, harness_report(rows)
 
 
@@ -231,9 +246,9 @@ def harness_report(rows: Iterable[tuple]) -> dict:
     every: set[str] = set()
     infrastructure: dict[str, str] = {}
     configuration: dict[str, str] = {}
-    for instance_id, status, outcome, error_category, patch_present, patch_applied, resolved in rows:
+    for instance_id, status, outcome, error_category, patch_present, patch_applied, resolved, timed_out in rows:
         every.add(instance_id)
-        harness_list = harness_list_of(outcome, patch_present, patch_applied, resolved, error_category)
+        harness_list = harness_list_of(outcome, patch_present, patch_applied, resolved, error_category, timed_out)
         if harness_list is not None:
             ids[harness_list].add(instance_id)
         if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE:
@@ -275,6 +290,7 @@ def harness_list_of(
     patch_applied: bool | None,
     resolved: bool | None,
     error_category: str = "",
+    tests_timed_out: bool = False,
 ) -> str | None:
     """Which of the harness's lists a finished attempt is in; None when it is not finished or
     a replayed predictions file had nothing for it (not submitted: the harness's incomplete)."""
@@ -287,6 +303,8 @@ def harness_list_of(
     if outcome == OutcomeClass.SUCCESS:
         if not patch_applied:
             return "error"  # the harness could not run the tests on it either
+        if tests_timed_out and not resolved:
+            return "error"  # the model's: its tests hung where the gold patch's finished
         return "resolved" if resolved else "unresolved"
     return None
 

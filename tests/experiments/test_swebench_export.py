@@ -381,3 +381,16 @@ def test_a_repetition_not_asked_for_is_skipped_not_misfiled(experiment):
     tasks = sorted(set(run.attempts.values_list("task__external_id", flat=True)))
     assert sorted(read["first"]) == [(task, 0) for task in tasks]
     assert sorted(read["third"]) == [(task, 2) for task in tasks]  # the second repetition's rows in between
+
+
+def test_a_patch_whose_tests_hung_where_the_golds_finished_is_an_error_as_in_the_harness(pinned_run):
+    """The board scores it unresolved (the model's failure, in the denominator); the harness
+    files a timed-out patch under error_ids, not unresolved_ids, and so does the report."""
+    run, (_t0, t1, _t2, _t3) = pinned_run
+    hung = run.attempts.get(arm__label="oracle", repetition=0, task__external_id=t1)
+    Artifact.objects.create(attempt=hung, kind=ArtifactKind.VALIDATION, status="timed_out", content="timed out")
+    report = json.loads(run_command("export_run", str(run.code), "--format", "swebench-report"))["oracle@rep0"]
+    assert report["unresolved_ids"] == []
+    assert t1 in report["error_ids"] and t1 not in report["completed_ids"]
+    assert report["infra_failure_ids"] == [] and report["failure_reasons"] == {}
+    assert sorted(report["completed_ids"] + report["empty_patch_ids"] + report["error_ids"]) == report["submitted_ids"]
