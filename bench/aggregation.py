@@ -142,8 +142,8 @@ def create_transcripts(task_ids: list[int]) -> None:
 
     from django.db import connection
 
+    from datasets.models import TaskInstance
     from evaluation.workloads import workload_for
-    from experiments.models import TaskInstance
     from experiments.pipeline import request_record
     from experiments.prompts import prompt_request, render_prompt
 
@@ -163,8 +163,8 @@ def create_transcripts(task_ids: list[int]) -> None:
 def create_run(attempts: int):
     from django.utils import timezone
 
+    from datasets.demo import load_demo_dataset
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-    from experiments.demo import load_demo_dataset
     from experiments.models import Run, RunArm, RunStatus
     from orgs.models import Organization
 

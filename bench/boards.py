@@ -150,9 +150,10 @@ def create_run(attempts: int):
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
+    from datasets.models import Dataset, TaskInstance
     from evaluation.models import EvaluatorProfile
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-    from experiments.models import Dataset, Run, RunArm, RunStatus, TaskInstance
+    from experiments.models import Run, RunArm, RunStatus
     from orgs.models import Membership, Organization, Role
 
     org = Organization.objects.create(slug="boardbench", name="Board bench")

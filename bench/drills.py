@@ -558,8 +558,8 @@ def arm_model(arm: Arm) -> str:
 
 
 def save_experiment(org: Any, drill: Drill, repetitions: int) -> Any:
+    from datasets.demo import load_demo_dataset
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-    from experiments.demo import load_demo_dataset
 
     spec = ExperimentSpec(
         name=f"drill {drill.name} {time.time_ns()}",

@@ -127,9 +127,10 @@ def pipeline_run(path: Path, workers: int, repetitions: int) -> dict:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    from datasets.models import Dataset
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
     from experiments.management.commands.demo import start_workers, stop_workers
-    from experiments.models import Artifact, AttemptStatus, Dataset
+    from experiments.models import Artifact, AttemptStatus
     from orgs.models import Organization
     from prbench.queues import ensure_redis
 

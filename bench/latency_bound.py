@@ -93,8 +93,8 @@ def run_case(attempts: int, concurrency: int, workers: int) -> dict:
             stop_embedded_redis()
     import threading
 
+    from datasets.demo import load_demo_dataset
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-    from experiments.demo import load_demo_dataset
     from experiments.management.commands.demo import start_workers, stop_workers
     from experiments.models import Attempt, AttemptStatus
     from orgs.models import Organization

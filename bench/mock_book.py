@@ -47,15 +47,15 @@ def main() -> int:
 
 
 def mmlu_questions() -> list:
-    from experiments.task_formats import FormatOptions
-    from experiments.task_formats.mmlu import parse
+    from datasets.formats import FormatOptions
+    from datasets.formats.mmlu import parse
 
     files = sorted(SHARED_MMLU.rglob("*.csv")) if SHARED_MMLU.is_dir() else sorted(LOCAL_MMLU.glob("*.csv"))
     return [task for path in files for task in parse(path.name, path.read_bytes(), FormatOptions())]
 
 
 def stored_dataset(count: int):
-    from experiments.models import Dataset, DatasetKind, TaskInstance
+    from datasets.models import Dataset, DatasetKind, TaskInstance
     from orgs.models import Organization
 
     questions = mmlu_questions()
@@ -80,9 +80,9 @@ def stored_dataset(count: int):
 
 
 def run_benchmark(count: int, lookups: int) -> int:
+    from datasets.models import TaskInstance
     from evaluation.workloads import workload_for
     from experiments.mock_books import ReferenceTask, book_name, book_of, reference_book
-    from experiments.models import TaskInstance
     from providers.adapters import mock_book
 
     dataset, distinct = stored_dataset(count)

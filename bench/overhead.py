@@ -50,7 +50,7 @@ def question_dataset(org, questions: str):
     """The question file imported into a dataset of its own, as ``import_tasks`` imports it."""
     from django.core.management import call_command
 
-    from experiments.models import Dataset
+    from datasets.models import Dataset
 
     format, _, path = questions.partition(":")
     name = f"bench {format} {time.time_ns()}"
@@ -61,9 +61,9 @@ def question_dataset(org, questions: str):
 def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | None = None) -> int:
     from django.conf import settings
 
+    from datasets.demo import load_demo_dataset
     from experiments.actions import ArmSpec as ArmSpecInput
     from experiments.actions import ExperimentSpec, do_save_experiment, do_start_run
-    from experiments.demo import load_demo_dataset
     from experiments.management.commands.demo import start_workers, stop_workers
     from experiments.mock_books import register_mock_books
     from experiments.models import Run

@@ -144,9 +144,9 @@ def create_run(attempts: int):
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
+    from datasets.demo import load_demo_dataset
     from evaluation.models import EvaluatorProfile
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-    from experiments.demo import load_demo_dataset
     from experiments.models import Run, RunArm, RunStatus
     from orgs.models import Membership, Organization, Role
 

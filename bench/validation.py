@@ -151,9 +151,9 @@ def run_case(attempts: int, workers: int, tasks_from: str) -> dict:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    from datasets.demo import load_demo_dataset
     from evaluation.sandbox import isolation
     from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-    from experiments.demo import load_demo_dataset
     from experiments.management.commands.demo import start_workers, stop_workers
     from experiments.models import Artifact, AttemptStatus
     from orgs.models import Organization
@@ -200,8 +200,8 @@ def textkit_dataset(org):
     from django.conf import settings
     from django.core.management import call_command
 
+    from datasets.models import Dataset
     from evaluation.testbed import build_testbed
-    from experiments.models import Dataset
 
     repo = build_testbed(Path(settings.VAR_DIR) / f"textkit-{os.getpid()}")
     call_command(

@@ -18,6 +18,7 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Val
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from datasets.models import Dataset, TaskInstance
 from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
 from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for, workload_kinds
@@ -31,7 +32,6 @@ from experiments.models import (
     Attempt,
     AttemptStatus,
     ContextMode,
-    Dataset,
     Experiment,
     ModelArm,
     Run,
@@ -39,7 +39,6 @@ from experiments.models import (
     RunStatus,
     SampleStrategy,
     Strata,
-    TaskInstance,
     WorkerLease,
 )
 from experiments.pipeline import finish_run_if_done, observe_run_duration

@@ -18,8 +18,9 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Left
 
+from datasets.models import TaskInstance
 from evaluation.workloads.wording import ANSWER_CHARS, LABEL_CHARS, Said, Wording, short, task_label, wording_for
-from experiments.models import Attempt, Run, RunArm, TaskInstance
+from experiments.models import Attempt, Run, RunArm
 from experiments.reporting import REPETITIONS_SHOWN  # as a task's own page shows them
 
 TASKS_PER_PAGE = 25

@@ -22,13 +22,13 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from ninja import Query, Router, Schema
 
+from experiments.access import access_attempt, access_run
 from experiments.exports import EXPORT_FORMATS, csv_chunks, parquet_chunks, prepare_export
 from experiments.forms import AttemptListForm
 from experiments.models import Artifact, Attempt, Run
 from experiments.reporting import cache_source, tests_with_roles, verdict_scores
 from experiments.swebench_export import ExportRefused
 from experiments.transcript import attempt_transcript
-from orgs.access import access_attempt, access_run
 from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, READ, Page, form_invalid, paginate
 
 router = Router(tags=["results"])

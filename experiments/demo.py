@@ -10,23 +10,21 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
 
+from datasets.demo import load_demo_dataset
+from datasets.formats import FormatOptions
+from datasets.formats.humaneval import parse as parse_humaneval
+from datasets.formats.jeopardy import parse as parse_jeopardy
+from datasets.formats.mmlu import parse as parse_mmlu
+from datasets.imports import do_import_questions
+from datasets.ingest import IngestOptions, ingest
+from datasets.models import Dataset
 from evaluation.models import EvaluatorProfile
 from evaluation.testbed import build_testbed
 from experiments.actions import check_experiment_spec, do_apply_experiment
-from experiments.imports import do_import_questions
-from experiments.ingest import IngestOptions, ingest
-from experiments.models import Dataset, DatasetKind, Experiment, TaskInstance
-from experiments.task_formats import FormatOptions
-from experiments.task_formats.humaneval import parse as parse_humaneval
-from experiments.task_formats.jeopardy import parse as parse_jeopardy
-from experiments.task_formats.mmlu import parse as parse_mmlu
+from experiments.models import Experiment
 from orgs.models import Organization
 
-DEMO_TASKS_DIR = Path(__file__).resolve().parent / "demo_tasks"
-PYTEST_COMMAND = ["{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml={junit}"]
-DEMO_DATASET = "Demo: small Python bugs"
 DEMO_EXPERIMENT = "Demo: three mock arms"
 DEMO_REPO_DATASET = "Demo: textkit repository"
 DEMO_REPO_EXPERIMENT = "Demo: textkit bug fixes"
@@ -118,46 +116,6 @@ DEMO_ARMS = [
         },
     },
 ]
-
-
-def read_task_dir(path: Path, position: int) -> dict:
-    """One task folder: problem.md (title on the first line), gold.patch and repo/."""
-    problem = (path / "problem.md").read_text()
-    repo = path / "repo"
-    files = {
-        str(f.relative_to(repo)): f.read_text()
-        for f in sorted(repo.rglob("*"))
-        if f.is_file() and "__pycache__" not in f.parts
-    }
-    return {
-        "external_id": path.name,
-        "position": position,
-        "title": problem.splitlines()[0].strip(),
-        "problem_statement": problem,
-        "repo_files": files,
-        "gold_patch": (path / "gold.patch").read_text(),
-        "test_command": PYTEST_COMMAND,
-    }
-
-
-def demo_task_dirs() -> list[Path]:
-    return sorted(p for p in DEMO_TASKS_DIR.iterdir() if p.is_dir())
-
-
-@transaction.atomic
-def load_demo_dataset(org: Organization) -> Dataset:
-    dataset, _ = Dataset.objects.update_or_create(
-        org=org,
-        name=DEMO_DATASET,
-        defaults={
-            "kind": DatasetKind.PR_PATCH,
-            "description": "Twelve self-contained Python modules, each with one real bug, a gold patch and tests.",
-        },
-    )
-    for position, path in enumerate(demo_task_dirs()):
-        fields = read_task_dir(path, position)
-        TaskInstance.objects.update_or_create(dataset=dataset, external_id=fields.pop("external_id"), defaults=fields)
-    return dataset
 
 
 def load_demo_experiment(org: Organization, user=None) -> Experiment:

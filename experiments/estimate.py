@@ -15,11 +15,12 @@ from decimal import Decimal
 
 from django.db.models import Avg, Count, Q
 
+from datasets.models import TaskInstance
 from evaluation.workloads.base import EXAMPLES
 from experiments.actions import few_shot_snapshot, sampled_task_ids
 from experiments.context import DEFAULT_BUDGET_CHARS
 from experiments.few_shot import examples_for
-from experiments.models import Attempt, AttemptStatus, ContextMode, Experiment, ModelArm, Run, TaskInstance
+from experiments.models import Attempt, AttemptStatus, ContextMode, Experiment, ModelArm, Run
 from experiments.prompts import DEFAULT_MAX_OUTPUT_TOKENS, prompt_request, render_prompt
 from providers.gateway import arm_price, estimated_prompt_tokens
 from providers.policy import served_model

@@ -33,8 +33,9 @@ import pyarrow.parquet as pq
 from django.db.models import FloatField, OuterRef, Subquery, Value
 from django.db.models.functions import Cast, NullIf
 
+from datasets.models import TaskInstance
 from evaluation.workloads import workload_for
-from experiments.models import Artifact, ArtifactKind, Run, TaskInstance
+from experiments.models import Artifact, ArtifactKind, Run
 from experiments.swebench_export import (
     ExportRefused,
     HarnessModel,

@@ -14,9 +14,10 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+from datasets.models import TaskInstance
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import EXAMPLES
-from experiments.models import Run, TaskInstance
+from experiments.models import Run
 
 POOL_ATTRIBUTE = "few_shot_pool"
 

@@ -8,6 +8,7 @@ from django.core.validators import MinValueValidator
 from django.http import Http404
 from django.urls import reverse
 
+from datasets.models import Dataset
 from evaluation.workloads import workload_for, workload_kinds
 from evaluation.workloads.wording import wording_for
 from experiments.actions import (
@@ -25,14 +26,7 @@ from experiments.actions import (
 )
 from experiments.arm_forms import BaseArmFormSet
 from experiments.attempt_list import QUESTION_TASKS, AttemptQuery, Scope
-from experiments.models import (
-    Allocation,
-    AttemptStatus,
-    ContextMode,
-    Dataset,
-    Experiment,
-    Run,
-)
+from experiments.models import Allocation, AttemptStatus, ContextMode, Experiment, Run
 from orgs.models import Organization
 from prbench.inputs import (
     DESCRIPTION_MAX,

@@ -13,9 +13,9 @@ import functools
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from datasets.models import Dataset, TaskInstance
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Workload
-from experiments.models import Dataset, TaskInstance
 from providers.adapters import mock_book
 from providers.adapters.mock import MockAdapter
 

@@ -17,7 +17,6 @@ import contextvars
 import functools
 import itertools
 import logging
-import os
 import queue
 import threading
 import time
@@ -36,15 +35,10 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bound_contextvars
 
+from datasets.models import GoldStatus, TaskInstance
+from datasets.validation import validate_task
 from evaluation.evaluator import enqueue_judging
-from evaluation.log_parsers import log_parser_for
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
-from evaluation.validation import (
-    TestPlan,
-    ValidationResult,
-    validate_in_repository,
-    validate_patch,
-)
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, stated_confidence
 from experiments import answer_journal, liveness
@@ -59,17 +53,7 @@ from experiments.misconfigured import (
     stop_misconfigured_arms,
 )
 from experiments.mock_books import register_books_for
-from experiments.models import (
-    ATTEMPT_TERMINAL,
-    Artifact,
-    Attempt,
-    AttemptStatus,
-    GoldStatus,
-    Run,
-    RunArm,
-    RunStatus,
-    TaskInstance,
-)
+from experiments.models import ATTEMPT_TERMINAL, Artifact, Attempt, AttemptStatus, Run, RunArm, RunStatus
 from experiments.notifications import queue_budget_exceeded, queue_run_finished
 from experiments.prompts import PromptNotFillable, build_request
 from experiments.replay import load_recorded_answers
@@ -340,21 +324,6 @@ def _platform_error(exc: Exception) -> ProviderError:
     return ProviderError(ErrorCategory.PLATFORM_ERROR, f"the platform failed on this attempt: {type(exc).__name__}")
 
 
-# Validation runs the task's tests: CPU work, so more at once than there are cores only
-# makes each slower (and nearer its wall-clock limit). Provider calls are not bounded by it.
-_validation_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
-
-
-def validate_task(task: TaskInstance, patch: str) -> ValidationResult:
-    """The patch validated against the task, at most one validation per core at a time."""
-    timeout = settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS
-    with _validation_slots:
-        if not task.repo:
-            return validate_patch(task.repo_files, patch, task.test_command, timeout)
-        clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
-        return validate_in_repository(clone, task.base_commit, patch, test_plan(task), timeout)
-
-
 # validate_gold's findings in which every gold run's tests finished inside the limit.
 GOLD_FINISHED = (GoldStatus.RESOLVED, GoldStatus.UNRESOLVED, GoldStatus.FLAKY, GoldStatus.TRIVIAL)
 
@@ -369,20 +338,6 @@ def gold_times_out(task: TaskInstance) -> bool:
     if not task.gold_patch.strip() or task.gold_status in GOLD_FINISHED:
         return False
     return validate_task(task, task.gold_patch).timed_out
-
-
-def test_plan(task: TaskInstance) -> TestPlan:
-    """How a repository task judges a patch: its own test command, or its dataset's."""
-    dataset = task.dataset
-    return TestPlan(
-        command=task.test_command or dataset.test_command,
-        test_patch=task.test_patch,
-        fail_to_pass=tuple(task.fail_to_pass),
-        pass_to_pass=tuple(task.pass_to_pass),
-        build_command=tuple(dataset.build_command),
-        harness_rule=dataset.harness_rule,
-        log_parser=log_parser_for(task.repo, task.metadata),
-    )
 
 
 @dataclass(frozen=True)

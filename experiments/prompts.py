@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 
+from datasets.models import TaskInstance
 from evaluation.repositories import ensure_commit
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import EXAMPLES
 from experiments.context import bm25_context, oracle_context, render_files
 from experiments.few_shot import examples_for, fill_examples
-from experiments.models import Attempt, ContextMode, TaskInstance
+from experiments.models import Attempt, ContextMode
 from experiments.replay import REPLAY, REPLAYED_MESSAGE, recorded_answer
 from providers.types import CompletionRequest, Message
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from datasets.models import TaskInstance
 from evaluation.models import Verdict
 from evaluation.workloads import workload_for
 from evaluation.workloads.wording import LETTERS, Wording, wording_for
-from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm, TaskInstance
+from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm
 from leaderboards.aggregation import (
     ArmRow,
     EvaluatorRow,

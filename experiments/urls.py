@@ -1,6 +1,6 @@
 from django.urls import path
 
-from experiments import dataset_views, views
+from experiments import views
 
 app_name = "experiments"
 urlpatterns = [
@@ -20,14 +20,4 @@ urlpatterns = [
     path("runs/<uuid:code>/export.<str:format>", views.run_export, name="run_export"),
     path("runs/<uuid:code>/<str:action>/", views.run_action, name="run_action"),
     path("attempts/<uuid:code>/", views.attempt_detail, name="attempt"),
-    path("datasets/", views.dataset_list, name="datasets"),
-    path("datasets/<uuid:code>/", views.dataset_detail, name="dataset"),
-    path("datasets/import/", dataset_views.upload_new, name="upload_new"),
-    path("datasets/imports/<uuid:code>/", dataset_views.upload_detail, name="upload"),
-    path("datasets/imports/<uuid:code>/confirm/", dataset_views.upload_confirm, name="upload_confirm"),
-    path("datasets/imports/<uuid:code>/retry/", dataset_views.upload_retry, name="upload_retry"),
-    path("datasets/imports/<uuid:code>/discard/", dataset_views.upload_discard, name="upload_discard"),
-    path("datasets/mine/", dataset_views.mining_new, name="mining_new"),
-    path("datasets/mining/<uuid:code>/", dataset_views.mining_detail, name="mining"),
-    path("datasets/mining/<uuid:code>/retry/", dataset_views.mining_retry, name="mining_retry"),
 ]

@@ -13,10 +13,12 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header, urlencode
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling, push_url
-from django_htmx.middleware import HtmxDetails
 
+from datasets.access import access_dataset
+from datasets.models import TaskInstance
 from evaluation.workloads import workload_for
 from evaluation.workloads.wording import wording_for
+from experiments.access import access_attempt, access_experiment, access_run
 from experiments.actions import (
     check_run_transition,
     check_start_run,
@@ -39,12 +41,11 @@ from experiments.arm_forms import (
 )
 from experiments.attempt_list import AttemptQuery, attempt_page, describe_rows, page_links
 from experiments.budgets import budget_status, experiment_spend
-from experiments.dataset_history import dataset_versions, recent_imports
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
 from experiments.misconfigured import STOP_AFTER, misconfigured_arms
-from experiments.models import AttemptStatus, Dataset, Experiment, Run, TaskInstance
+from experiments.models import AttemptStatus, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
 from experiments.reporting import (
@@ -57,20 +58,10 @@ from experiments.stoppage import why_stopped
 from experiments.swebench_export import ExportRefused, run_models
 from experiments.transcript import attempt_transcript
 from leaderboards.pages import run_page_boards
-from orgs.access import (
-    access_attempt,
-    access_current_org,
-    access_dataset,
-    access_experiment,
-    access_run,
-    membership_for,
-)
+from orgs.access import access_current_org, membership_for
+from prbench.htmx import HtmxHttpRequest
 from providers.catalog import suggestions as model_suggestions
 from providers.limits import Waiting, waiting_for
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -434,40 +425,3 @@ def _task_of(run: Run, code: str | None) -> TaskInstance | None:
         return run.experiment.dataset.tasks.only("pk").filter(code=code).first()
     except ValidationError:  # not a UUID
         return None
-
-
-@login_required
-def dataset_list(request: HttpRequest) -> HttpResponse:
-    membership = access_current_org(request)
-    datasets = Dataset.objects.filter(org=membership.org).annotate(task_count=Count("tasks"))
-    context: dict[str, Any] = {"datasets": datasets, "can_manage": membership.can_manage}
-    if membership.can_manage:
-        context.update(recent_imports(membership.org_id))
-    return render(request, "experiments/dataset_list.html", context)
-
-
-@login_required
-def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
-    dataset = access_dataset(request, code)
-    words = wording_for(dataset.kind)
-    columns = [
-        "code", "external_id", "title", "position", "repo", "base_commit", "fail_to_pass", "quarantined",
-        "quarantine_reason", "gold_status", "gold_detail", "dataset_version",
-    ]  # fmt: skip
-    if words.task_columns:  # a question kind's columns read its payload, its question and category
-        columns += ["payload", "problem_statement", "category", "difficulty"]
-    tasks = dataset.tasks.only(*columns)
-    can_manage = membership_for(request, dataset.org).can_manage
-    context: dict[str, Any] = {
-        "dataset": dataset,
-        "words": words,
-        "tasks": tasks,
-        "task_rows": [(task, [(column, column.cell(task)) for column in words.task_columns]) for task in tasks]
-        if words.task_columns
-        else [],
-        "versions": dataset_versions(dataset),
-        "can_manage": can_manage,
-    }
-    if can_manage:
-        context.update(recent_imports(dataset.org_id, dataset))
-    return render(request, "experiments/dataset_detail.html", context)

@@ -16,6 +16,7 @@ from django.db.models import Max
 from django.http import HttpRequest, QueryDict
 from ninja import Query, Router, Schema
 
+from experiments.access import access_run
 from experiments.models import Run
 from leaderboards.aggregation import ArmRow, PatchQualityRow
 from leaderboards.boards import Board, Entry, RunBoards, run_boards
@@ -26,7 +27,7 @@ from leaderboards.models import ArmSummary
 from leaderboards.pages import GIT_APPLY_ONLY, cross_run_page, pairwise_page, per_refresh
 from leaderboards.pairwise import RunPairwise
 from leaderboards.stats import PairedVerdict
-from orgs.access import access_current_org, access_run
+from orgs.access import access_current_org
 from prbench.api_support import COMMON_ERRORS, READ, form_invalid
 
 router = Router(tags=["leaderboards"])

@@ -14,8 +14,8 @@ from django.http import HttpRequest
 from ninja import Router, Schema
 from pydantic import Field
 
+from experiments.access import access_run
 from leaderboards.gate import BOARD_CONFIDENCE, GateRequest, evaluate_gate, gate_markdown
-from orgs.access import access_run
 from prbench.api_support import READ, WITH_CONFLICT, JsonBody, JsonDecimal, json_body, read_body
 
 router = Router(tags=["gate"])

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from django.db.models import Case, IntegerField, Value, When
 
-from experiments.models import Run, RunArm, TaskInstance
+from datasets.models import TaskInstance
+from experiments.models import Run, RunArm
 from leaderboards.boards import low_sample_min, quality_metric
 from leaderboards.models import TaskSummary
 from leaderboards.stats import (

@@ -7,8 +7,9 @@ from django import forms
 from django.http import HttpRequest
 from django.utils import timezone
 
-from experiments.models import RUN_FINISHED, Dataset, Run
-from orgs.access import access_runs
+from datasets.models import Dataset
+from experiments.access import access_runs
+from experiments.models import RUN_FINISHED, Run
 from orgs.models import Organization
 
 MAX_COMPARED_RUNS = 50  # a page's worth: the trend chart and its table stay readable

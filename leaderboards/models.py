@@ -104,7 +104,7 @@ class TaskSummary(models.Model):
 
     run = models.ForeignKey("experiments.Run", models.CASCADE, related_name="task_summaries")
     arm = models.ForeignKey("experiments.RunArm", models.CASCADE, related_name="task_summaries")
-    task = models.ForeignKey("experiments.TaskInstance", models.CASCADE, related_name="+")
+    task = models.ForeignKey("datasets.TaskInstance", models.CASCADE, related_name="+")
     scored = models.PositiveIntegerField()
     successes = models.PositiveIntegerField()
 

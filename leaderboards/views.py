@@ -5,10 +5,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
+from experiments.access import access_run
 from leaderboards.boards import BOARD_NAMES
 from leaderboards.forms import CrossRunForm
 from leaderboards.pages import cross_run_page, one_board, pairwise_page, versus_page
-from orgs.access import access_current_org, access_run
+from orgs.access import access_current_org
 
 
 class HtmxHttpRequest(HttpRequest):

@@ -12,8 +12,6 @@ key stands in for a membership of its own organisation, with the role its scopes
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from allauth.core.exceptions import ImmediateHttpResponse
@@ -26,7 +24,7 @@ from structlog.contextvars import bind_contextvars
 from orgs.models import ApiKey, Invitation, Membership, Organization, Role, Webhook
 
 if TYPE_CHECKING:
-    from experiments.models import Attempt, Dataset, Experiment, MiningJob, Run, TaskUpload
+    pass
 
 SESSION_KEY = "current_org"
 M = TypeVar("M", bound=Model)
@@ -104,7 +102,7 @@ def access_current_org(request: HttpRequest, *, write: bool = False, manage: boo
 
 
 def access_org(request: HttpRequest, code: Any, *, manage: bool = False) -> Membership:
-    org = _get_or_404(Organization.objects.all(), code=code)
+    org = get_or_404(Organization.objects.all(), code=code)
     try:
         membership = membership_for(request, org)
     except Http404:
@@ -122,25 +120,25 @@ def check_owner(membership: Membership) -> None:
 def access_api_key(request: HttpRequest, org_code: Any, code: Any) -> ApiKey:
     """An API key of an organisation the user manages (404 for outsiders, 403 for others)."""
     org = access_org(request, org_code, manage=True).org
-    return _get_or_404(org.api_keys.select_related("org"), code=code)
+    return get_or_404(org.api_keys.select_related("org"), code=code)
 
 
 def access_invitation(request: HttpRequest, org_code: Any, code: Any) -> Invitation:
     """An invitation of an organisation the user manages (404 for outsiders, 403 for others)."""
     org = access_org(request, org_code, manage=True).org
-    return _get_or_404(org.invitations.select_related("org"), code=code)
+    return get_or_404(org.invitations.select_related("org"), code=code)
 
 
 def access_webhook(request: HttpRequest, org_code: Any, code: Any) -> Webhook:
     """A webhook of an organisation the user manages (404 for outsiders, 403 for others)."""
     org = access_org(request, org_code, manage=True).org
-    return _get_or_404(org.webhooks.select_related("org"), code=code)
+    return get_or_404(org.webhooks.select_related("org"), code=code)
 
 
 def access_invitation_by_token(token: str) -> Invitation:
     """The invitation a link's token names: holding the link is what this checks; who may
     accept it is ``check_accept_invitation``'s question."""
-    return _get_or_404(Invitation.objects.select_related("org", "invited_by"), token_hash=Invitation.hash_token(token))
+    return get_or_404(Invitation.objects.select_related("org", "invited_by"), token_hash=Invitation.hash_token(token))
 
 
 def access_offered_invitation(request: HttpRequest, code: Any) -> Invitation:
@@ -148,14 +146,14 @@ def access_offered_invitation(request: HttpRequest, code: Any) -> Invitation:
     accept buttons, which have no token); anything else is a 404."""
     from orgs.actions import invitations_for
 
-    return _get_or_404(invitations_for(request.user), code=code)
+    return get_or_404(invitations_for(request.user), code=code)
 
 
 def _not_found(model: type[Model]) -> Http404:
     return Http404(f"No such {model._meta.verbose_name}")
 
 
-def _get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
+def get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
     try:
         return queryset.get(**lookup)
     except (ObjectDoesNotExist, ValidationError, ValueError):
@@ -163,7 +161,7 @@ def _get_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
         raise _not_found(queryset.model) from None
 
 
-def _scoped(request: HttpRequest, found: Model, org: Organization, write: bool, manage: bool = False) -> None:
+def check_scoped(request: HttpRequest, found: Model, org: Organization, write: bool, manage: bool = False) -> None:
     """The role check for ``found``, an object of ``org``. An outsider gets the very 404 an
     unknown id gets (not membership_for's "No such organisation"): the answer must not tell
     another organisation's id from a made-up one."""
@@ -172,73 +170,3 @@ def _scoped(request: HttpRequest, found: Model, org: Organization, write: bool, 
     except Http404:
         raise _not_found(type(found)) from None
     check_role(membership, write=write, manage=manage)
-
-
-def access_dataset(request: HttpRequest, code: Any, *, write: bool = False, manage: bool = False) -> Dataset:
-    """``manage``: bringing tasks into it (an upload, mining) is for admins and owners."""
-    from experiments.models import Dataset
-
-    dataset = _get_or_404(Dataset.objects.select_related("org"), code=code)
-    _scoped(request, dataset, dataset.org, write, manage)
-    return dataset
-
-
-def access_task_upload(request: HttpRequest, code: Any) -> TaskUpload:
-    """An uploaded task file (its preview, its import): admins and owners only. Its bytes
-    are left unread."""
-    from experiments.models import TaskUpload
-
-    upload = _get_or_404(TaskUpload.objects.select_related("org", "dataset").defer("data"), code=code)
-    _scoped(request, upload, upload.org, write=True, manage=True)
-    return upload
-
-
-def access_mining_job(request: HttpRequest, code: Any) -> MiningJob:
-    from experiments.models import MiningJob
-
-    job = _get_or_404(MiningJob.objects.select_related("org", "source", "dataset"), code=code)
-    _scoped(request, job, job.org, write=True, manage=True)
-    return job
-
-
-def access_experiment(request: HttpRequest, code: Any, *, write: bool = False) -> Experiment:
-    from experiments.models import Experiment
-
-    experiment = _get_or_404(Experiment.objects.select_related("org", "dataset"), code=code)
-    _scoped(request, experiment, experiment.org, write)
-    return experiment
-
-
-def access_run(request: HttpRequest, code: Any, *, write: bool = False) -> Run:
-    from experiments.models import Run
-
-    run = _get_or_404(Run.objects.select_related("org", "experiment__dataset"), code=code)
-    _scoped(request, run, run.org, write)
-    bind_contextvars(run=str(run.code))
-    return run
-
-
-def access_attempt(request: HttpRequest, code: Any) -> Attempt:
-    from experiments.models import Attempt
-
-    attempt = _get_or_404(Attempt.objects.select_related("run__org", "run__experiment", "task", "arm"), code=code)
-    _scoped(request, attempt, attempt.run.org, write=False)
-    bind_contextvars(run=str(attempt.run.code), attempt=str(attempt.code))
-    return attempt
-
-
-def access_runs(request: HttpRequest, codes: Iterable[str]) -> dict[str, Run]:
-    """The runs of the user's current organisation these public ids name, keyed by the id as
-    given. A malformed id, an unknown one and another organisation's run are all simply
-    absent, so a caller can only ever say "not found" about them."""
-    from experiments.models import Run
-
-    membership = access_current_org(request)
-    wanted = {}
-    for code in codes:
-        try:
-            wanted[uuid.UUID(str(code))] = code
-        except ValueError:
-            continue
-    runs = Run.objects.filter(org=membership.org, code__in=wanted).select_related("experiment__dataset")
-    return {wanted[run.code]: run for run in runs}

@@ -93,11 +93,13 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 
 def _register_routers() -> None:
+    from datasets.api import router as datasets_router
     from experiments.api import router as experiments_router
     from experiments.api_results import router as results_router
     from leaderboards.api import router as leaderboards_router
     from leaderboards.api_gate import router as gate_router
 
+    api.add_router("/", datasets_router)
     api.add_router("/", experiments_router)
     api.add_router("/", results_router)
     api.add_router("/", leaderboards_router)

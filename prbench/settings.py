@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "providers",
     "evaluation",
     "leaderboards",
+    "datasets",
     "experiments",
 ]
 

@@ -21,5 +21,6 @@ urlpatterns = [
     path("orgs/", include("providers.urls")),
     # Before experiments: its runs/<code>/<action>/ would take runs/<code>/pairwise/.
     path("", include("leaderboards.urls")),
+    path("", include("datasets.urls")),
     path("", include("experiments.urls")),
 ]

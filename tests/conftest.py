@@ -15,9 +15,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from datasets.demo import load_demo_dataset
 from experiments import liveness
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-from experiments.demo import load_demo_dataset
 from experiments.models import Attempt, WorkerLease
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role

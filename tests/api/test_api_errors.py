@@ -16,7 +16,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.middleware.csrf import _get_new_csrf_string
 from django.test import Client, override_settings
 
-from experiments.models import Run, TaskUpload
+from datasets.models import TaskUpload
+from experiments.models import Run
 from orgs.api_keys import do_revoke_api_key
 from orgs.models import ApiKey, Organization
 from tests.api.test_api_schema import real_ids  # noqa: F401 (fixture)

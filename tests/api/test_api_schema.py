@@ -29,8 +29,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from datasets.uploads import UploadedFile, do_upload
 from experiments.models import Artifact, Attempt
-from experiments.uploads import UploadedFile, do_upload
 from leaderboards.summaries import refresh_run_summaries
 from prbench.wsgi import application
 from tests.api.test_api_results import PLANS

@@ -16,17 +16,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from datasets.models import Dataset, TaskInstance, TaskUpload, UploadStatus
 from experiments import idempotency
-from experiments.models import (
-    ApiIdempotencyKey,
-    Dataset,
-    Experiment,
-    Run,
-    RunStatus,
-    TaskInstance,
-    TaskUpload,
-    UploadStatus,
-)
+from experiments.models import ApiIdempotencyKey, Experiment, Run, RunStatus
 from orgs.models import Organization
 from tests.conftest import api_client, client_for, make_api_key, work_queue
 from tests.experiments.test_import_tasks import LINES, edited

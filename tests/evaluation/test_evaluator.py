@@ -203,8 +203,8 @@ def test_customers_see_no_rationale_anywhere(judged_run, alice):
             reverse("experiments:run_task", args=[judged_run.code, t])
             for t in {a.task.code for a in judged_run.attempts.all()}
         ),
-        reverse("experiments:datasets"),
-        reverse("experiments:dataset", args=[judged_run.experiment.dataset.code]),
+        reverse("datasets:list"),
+        reverse("datasets:detail", args=[judged_run.experiment.dataset.code]),
     ]
     for url in pages:
         response = client.get(url, follow=True)

@@ -10,16 +10,16 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from datasets.formats import FormatOptions
+from datasets.formats.truthfulqa_gen import parse
+from datasets.imports import do_import_questions
 from evaluation.evaluator import enqueue_judging, judge_attempts
 from evaluation.judging import NEUTRALISED, REDACTED, blind_answer, render
 from evaluation.models import FREE_TEXT_EVALUATOR_PROMPT, FREE_TEXT_RUBRIC, EvaluatorProfile, Verdict, VerdictStatus
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
-from experiments.imports import do_import_questions
 from experiments.models import AttemptStatus
-from experiments.task_formats import FormatOptions
-from experiments.task_formats.truthfulqa_gen import parse
 from leaderboards import jobs
 from leaderboards.models import ArmSummary
 from leaderboards.summaries import refresh_run_summaries
@@ -139,7 +139,7 @@ def test_customers_see_no_rationale_and_staff_do(judged_text_run, alice, admin_c
     pages = [
         reverse("experiments:run", args=[judged_text_run.code]),
         reverse("experiments:detail", args=[judged_text_run.experiment.code]),
-        reverse("experiments:dataset", args=[judged_text_run.experiment.dataset.code]),
+        reverse("datasets:detail", args=[judged_text_run.experiment.dataset.code]),
         *(reverse("experiments:attempt", args=[a.code]) for a in judged_text_run.attempts.all()),
         *(
             reverse("experiments:run_task", args=[judged_text_run.code, t])

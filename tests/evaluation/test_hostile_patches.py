@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from datasets.ingest import DEFAULT_TEST_COMMAND
 from evaluation.repositories import ensure_commit
 from evaluation.sandbox import isolation
 from evaluation.testbed import build_testbed
 from evaluation.validation import TestPlan, ValidationStatus, validate_in_repository
-from experiments.ingest import DEFAULT_TEST_COMMAND
 
 CANARY = "sk-canary-4f1d9b7e2c"
 WORDS = "textkit/words.py"

@@ -1,7 +1,7 @@
 from pathlib import Path
 
+from datasets.demo import demo_task_dirs, read_task_dir
 from evaluation.validation import LOG_LIMIT, CheckStatus, ValidationStatus, truncate, validate_patch
-from experiments.demo import demo_task_dirs, read_task_dir
 
 TASK = read_task_dir(demo_task_dirs()[0], 0)
 

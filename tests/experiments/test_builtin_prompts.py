@@ -9,9 +9,10 @@ import re
 import pytest
 from django.urls import reverse
 
+from datasets.models import Dataset
 from evaluation.workloads import workload_for, workload_kinds
 from experiments.actions import check_experiment_spec, do_save_experiment
-from experiments.models import Dataset, Experiment
+from experiments.models import Experiment
 from leaderboards.breakdowns import calibration
 from tests.conftest import client_for, work_queue
 from tests.experiments.test_import_questions import MMLU, import_file

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from datasets.models import Dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-from experiments.models import AttemptStatus, Dataset
+from experiments.models import AttemptStatus
 from experiments.reporting import run_board_text
 from leaderboards.jobs import OUT_OF_DATE
 from leaderboards.models import ArmSummary

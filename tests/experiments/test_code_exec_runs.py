@@ -5,8 +5,9 @@ import json
 import pytest
 from django.urls import reverse
 
+from datasets.models import Dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-from experiments.models import Artifact, AttemptStatus, Dataset, RunStatus
+from experiments.models import Artifact, AttemptStatus, RunStatus
 from leaderboards.report import run_report
 from providers.outcomes import OutcomeClass
 from tests.conftest import client_for, work_queue

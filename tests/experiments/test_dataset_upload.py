@@ -10,14 +10,14 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from experiments.models import Dataset, TaskInstance, TaskUpload, UploadStatus
+from datasets.models import Dataset, TaskInstance, TaskUpload, UploadStatus
 from orgs.models import Membership, Role
 from tests.conftest import client_for, make_user
 from tests.experiments.test_commands import run_command
 from tests.experiments.test_import_tasks import LINES, SAMPLE, edited
 from tests.experiments.tiny_format import tiny_format  # noqa: F401 (a fixture)
 
-UPLOAD = reverse("experiments:upload_new")
+UPLOAD = reverse("datasets:upload_new")
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_the_preview_shows_the_first_rows_and_the_kind_and_saves_nothing(alice):
     response = upload(client_for(alice), LINES[:12])
 
     upload_row = the_upload()
-    assert response.status_code == 302 and response["Location"] == reverse("experiments:upload", args=[upload_row.code])
+    assert response.status_code == 302 and response["Location"] == reverse("datasets:upload", args=[upload_row.code])
     assert upload_row.status == UploadStatus.READY and upload_row.preview["tasks"] == 12
     assert nothing_saved()
     content = client_for(alice).get(response["Location"]).content.decode()
@@ -110,7 +110,7 @@ def test_a_question_format_shows_its_mapping_and_its_kinds_checks(alice):
 
     upload_row = the_upload()
     assert upload_row.status == UploadStatus.REJECTED
-    content = client_for(alice).get(reverse("experiments:upload", args=[upload_row.code])).content.decode()
+    content = client_for(alice).get(reverse("datasets:upload", args=[upload_row.code])).content.decode()
     assert "Question and answer (Jeopardy style) <code>qa_exact</code>" in content
     assert "<code>question</code> ← <code>prompt</code>" in content
     # The kind's own payload check, as do_import_questions makes it, with line and field.
@@ -140,9 +140,9 @@ def test_a_question_format_from_main_imports_through_the_page(alice, org):
     upload_row = the_upload()
     assert upload_row.status == UploadStatus.READY, upload_row.preview["problems"]
     assert upload_row.preview["kind"] == "code_exec" and upload_row.lines_total == 0  # no lines in gzip bytes
-    page = client.get(reverse("experiments:upload", args=[upload_row.code])).content.decode()
+    page = client.get(reverse("datasets:upload", args=[upload_row.code])).content.decode()
     assert "<td>HumanEval/0</td>" in page and "<th>entry_point</th>" in page
-    client.post(reverse("experiments:upload_confirm", args=[upload_row.code]))
+    client.post(reverse("datasets:upload_confirm", args=[upload_row.code]))
     dataset = Dataset.objects.get(org=org, name="HumanEval")
     assert dataset.kind == "code_exec" and dataset.tasks.count() == upload_row.preview["tasks"] > 0
 
@@ -152,7 +152,7 @@ def test_confirming_imports_the_whole_file(alice, org):
     upload(client, LINES)
     upload_row = the_upload()
 
-    response = client.post(reverse("experiments:upload_confirm", args=[upload_row.code]))
+    response = client.post(reverse("datasets:upload_confirm", args=[upload_row.code]))
 
     assert response.status_code == 302
     upload_row.refresh_from_db()
@@ -168,7 +168,7 @@ def test_confirming_imports_the_whole_file(alice, org):
 def test_confirming_twice_imports_once(alice):
     client = client_for(alice)
     upload(client, LINES[:4])
-    confirm = reverse("experiments:upload_confirm", args=[the_upload().code])
+    confirm = reverse("datasets:upload_confirm", args=[the_upload().code])
 
     client.post(confirm)
     response = client.post(confirm)
@@ -187,13 +187,13 @@ def test_a_dataset_changed_since_the_preview_imports_nothing(alice, org):
     run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
     before = TaskInstance.objects.count()
 
-    client.post(reverse("experiments:upload_confirm", args=[upload_row.code]))
+    client.post(reverse("datasets:upload_confirm", args=[upload_row.code]))
 
     upload_row.refresh_from_db()
     assert upload_row.status == UploadStatus.FAILED
     assert upload_row.problems[0].startswith("tasks.jsonl:1: field instance_id:")
     assert TaskInstance.objects.count() == before and Dataset.objects.get(name="lite").version == 1
-    content = client.get(reverse("experiments:upload", args=[upload_row.code])).content.decode()
+    content = client.get(reverse("datasets:upload", args=[upload_row.code])).content.decode()
     assert "The import did not go through, and saved nothing" in content
     assert '<td class="num">1</td><td><code>instance_id</code></td>' in content
 
@@ -238,9 +238,9 @@ def test_members_and_viewers_cannot_see_or_confirm_an_upload(who, request, alice
     code = the_upload().code
     client = client_for(request.getfixturevalue(who))
 
-    assert client.get(reverse("experiments:upload", args=[code])).status_code == 403
+    assert client.get(reverse("datasets:upload", args=[code])).status_code == 403
     for action in ("upload_confirm", "upload_discard", "upload_retry"):
-        assert client.post(reverse(f"experiments:{action}", args=[code])).status_code == 403
+        assert client.post(reverse(f"datasets:{action}", args=[code])).status_code == 403
     assert the_upload().status == UploadStatus.READY and nothing_saved()
 
 
@@ -252,10 +252,10 @@ def test_it_checks_ownership(alice, charlie, org):
     client = client_for(charlie)
 
     assert client.get(f"{UPLOAD}?dataset={dataset.code}").status_code == 404
-    assert client.get(f"{reverse('experiments:mining_new')}?dataset={dataset.code}").status_code == 404
-    assert client.get(reverse("experiments:upload", args=[code])).status_code == 404
+    assert client.get(f"{reverse('datasets:mining_new')}?dataset={dataset.code}").status_code == 404
+    assert client.get(reverse("datasets:upload", args=[code])).status_code == 404
     for action in ("upload_confirm", "upload_discard", "upload_retry"):
-        assert client.post(reverse(f"experiments:{action}", args=[code])).status_code == 404
+        assert client.post(reverse(f"datasets:{action}", args=[code])).status_code == 404
     assert the_upload().status == UploadStatus.READY and TaskInstance.objects.count() == 23
 
 
@@ -264,10 +264,10 @@ def test_the_datasets_pages_offer_the_upload_to_owners_only(alice, bob, org):
     dataset = Dataset.objects.get()
     into = f"{UPLOAD}?dataset={dataset.code}"
 
-    owner_list = client_for(alice).get(reverse("experiments:datasets")).content.decode()
-    owner_page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
-    member_list = client_for(bob).get(reverse("experiments:datasets")).content.decode()
-    member_page = client_for(bob).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    owner_list = client_for(alice).get(reverse("datasets:list")).content.decode()
+    owner_page = client_for(alice).get(reverse("datasets:detail", args=[dataset.code])).content.decode()
+    member_list = client_for(bob).get(reverse("datasets:list")).content.decode()
+    member_page = client_for(bob).get(reverse("datasets:detail", args=[dataset.code])).content.decode()
 
     assert UPLOAD in owner_list and into in owner_page
     assert UPLOAD not in member_list and UPLOAD not in member_page
@@ -279,7 +279,7 @@ def test_discarding_an_upload(alice):
     client = client_for(alice)
     upload(client, LINES[:2])
 
-    response = client.post(reverse("experiments:upload_discard", args=[the_upload().code]))
+    response = client.post(reverse("datasets:upload_discard", args=[the_upload().code]))
 
-    assert response.status_code == 302 and response["Location"] == reverse("experiments:datasets")
+    assert response.status_code == 302 and response["Location"] == reverse("datasets:list")
     assert not TaskUpload.objects.exists() and nothing_saved()

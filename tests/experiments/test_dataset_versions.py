@@ -7,9 +7,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from datasets.imports import TaskFile, do_import_task_file, parse_task_file
+from datasets.models import Dataset, TaskInstance
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-from experiments.imports import TaskFile, do_import_task_file, parse_task_file
-from experiments.models import Dataset, TaskInstance
 from tests.conftest import client_for
 from tests.experiments.test_commands import run_command
 from tests.experiments.test_import_tasks import LINES, write_lines
@@ -47,7 +47,7 @@ def test_reimporting_makes_a_new_version_and_each_run_records_its_own(org, alice
     assert second.attempts.values("task").distinct().count() == 8
     page = client_for(alice).get(reverse("experiments:run", args=[first.code])).content.decode()
     assert "version 1 (now at version 2)" in page
-    page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    page = client_for(alice).get(reverse("datasets:detail", args=[dataset.code])).content.decode()
     assert "version 2</small>" in page and "2 versions" in page
 
 

@@ -1,6 +1,7 @@
 """The demo's question-answer experiments: loaded from the data shipped in the repository,
 once (a second demo start adds nothing), with the mock arms the first screen compares."""
 
+from datasets.models import Dataset, DatasetKind, TaskInstance
 from experiments.actions import sampled_task_ids
 from experiments.demo import (
     CODE_SAMPLE,
@@ -11,7 +12,6 @@ from experiments.demo import (
     load_jeopardy_experiment,
     load_mmlu_experiment,
 )
-from experiments.models import Dataset, DatasetKind, TaskInstance
 
 
 def test_the_humaneval_sample_is_loaded_once_with_three_mock_arms(org, alice):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from datasets.demo import demo_task_dirs, read_task_dir
 from evaluation.patches import check_patch
 from evaluation.validation import ValidationStatus, validate_patch, write_files
-from experiments.demo import demo_task_dirs, read_task_dir
 
 TASK_DIRS = demo_task_dirs()
 

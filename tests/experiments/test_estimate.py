@@ -18,10 +18,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from datasets.models import Dataset, TaskInstance
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.context import DEFAULT_BUDGET_CHARS
 from experiments.estimate import estimate_run, format_estimate
-from experiments.models import Attempt, AttemptStatus, Dataset, Run, RunArm, SampleStrategy, TaskInstance
+from experiments.models import Attempt, AttemptStatus, Run, RunArm, SampleStrategy
 from providers.models import Price
 
 TEMPLATE = "Fix {{problem_statement}}:\n{{repository}}"

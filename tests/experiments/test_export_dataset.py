@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError
 
-from experiments.models import Dataset, TaskInstance
+from datasets.models import Dataset, TaskInstance
 from orgs.models import Organization
 from tests.experiments.test_commands import run_command
 from tests.experiments.test_repository_workload import ingest, plain_textkit  # noqa: F401 (a fixture)

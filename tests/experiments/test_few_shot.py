@@ -9,11 +9,12 @@ import json
 import pytest
 from django.urls import reverse
 
+from datasets.models import Dataset, TaskInstance
 from evaluation import workloads
 from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
 from experiments.actions import SpecError, check_experiment_spec, do_save_experiment
 from experiments.estimate import estimate_run
-from experiments.models import Dataset, Experiment, TaskInstance
+from experiments.models import Experiment
 from tests.conftest import client_for, work_queue
 from tests.experiments.test_views import form_data
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import CommandError
 
-from experiments.models import Dataset, DatasetKind, TaskInstance
+from datasets.models import Dataset, DatasetKind, TaskInstance
 from tests.evaluation.test_code_exec import HUMANEVAL, PROBLEMS
 from tests.experiments.test_commands import run_command
 
@@ -105,7 +105,7 @@ def test_a_broken_or_oversized_gzip_file_is_refused(org, tmp_path, monkeypatch):
     broken.write_bytes(HUMANEVAL.read_bytes()[:2000])
     with pytest.raises(CommandError, match=r"HumanEval\.jsonl\.gz: not a readable gzip file"):
         import_file(org, str(broken))
-    monkeypatch.setattr("experiments.task_formats.humaneval.UNCOMPRESSED_MAX_BYTES", 100_000)
+    monkeypatch.setattr("datasets.formats.humaneval.UNCOMPRESSED_MAX_BYTES", 100_000)
     with pytest.raises(CommandError, match="larger than 100,000 bytes once uncompressed"):
         import_file(org, str(HUMANEVAL))
     assert not Dataset.objects.exists()

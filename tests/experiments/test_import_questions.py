@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError
 
-from experiments.models import Dataset, DatasetKind, TaskInstance
+from datasets.models import Dataset, DatasetKind, TaskInstance
 from tests.experiments.test_commands import run_command
 
 DATA = Path(__file__).resolve().parents[1] / "data"

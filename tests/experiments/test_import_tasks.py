@@ -7,9 +7,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError
 
+from datasets.models import Dataset, TaskInstance
 from evaluation.patches import patch_paths
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
-from experiments.models import Dataset, TaskInstance
 from tests.experiments.test_commands import run_command
 
 # The SWE-bench Lite dev split, as shipped (MIT licence beside it).
@@ -175,7 +175,7 @@ def test_the_dataset_page_shows_each_task_repository(org, alice):
         "--repo-source", "sqlfluff/sqlfluff=/srv/repos/sqlfluff", str(SAMPLE),
     )  # fmt: skip
     dataset = Dataset.objects.get(name="lite")
-    content = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    content = client_for(alice).get(reverse("datasets:detail", args=[dataset.code])).content.decode()
     # Where the clone lies on the server is the operator's business, not the customer's.
     assert "<code>sqlfluff/sqlfluff</code> from a copy on the server" in content
     assert "/srv/repos" not in content

@@ -11,9 +11,9 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError
 from django.db import connection
 
+from datasets.ingest import IngestOptions, Verdict, ingest
+from datasets.models import MinedCandidate, TaskInstance
 from evaluation.testbed import build_testbed
-from experiments.ingest import IngestOptions, Verdict, ingest
-from experiments.models import MinedCandidate, TaskInstance
 from orgs.models import Organization
 from tests.experiments.test_commands import run_command
 

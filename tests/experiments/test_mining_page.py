@@ -8,15 +8,15 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from datasets.mining import check_start_mining, mine_repository_job
+from datasets.models import Dataset, MinedCandidate, MiningJob, MiningSource, MiningStatus, TaskInstance
 from evaluation.testbed import build_testbed
-from experiments.mining import check_start_mining, mine_repository_job
-from experiments.models import Dataset, MinedCandidate, MiningJob, MiningSource, MiningStatus, TaskInstance
 from orgs.models import Organization
 from prbench.queues import get_queue
 from tests.conftest import client_for, work_queue
 from tests.experiments.test_ingest_prs import DASHES, MINUTES, SPLITTER
 
-MINE = reverse("experiments:mining_new")
+MINE = reverse("datasets:mining_new")
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_mining_runs_as_a_job_with_progress_and_each_run_makes_a_version(
     with django_capture_on_commit_callbacks(execute=True):
         response = mine(client, source.pk, max_candidates=2)
     job = MiningJob.objects.get()
-    assert response.status_code == 302 and response["Location"] == reverse("experiments:mining", args=[job.code])
+    assert response.status_code == 302 and response["Location"] == reverse("datasets:mining", args=[job.code])
     assert job.status == MiningStatus.QUEUED and get_queue().get_job_ids() == [job.job_id]
     queued = client.get(response["Location"], HTTP_HX_REQUEST="true")
     assert queued.status_code == 200 and "Waiting for a worker" in queued.content.decode()
@@ -158,7 +158,7 @@ def test_it_checks_ownership(charlie, org, source):
     job = MiningJob.objects.create(org=org, source=source, dataset_name="textkit", max_tasks=1, max_candidates=1)
     client = client_for(charlie)
 
-    assert client.get(reverse("experiments:mining", args=[job.code])).status_code == 404
-    assert client.post(reverse("experiments:mining_retry", args=[job.code])).status_code == 404
+    assert client.get(reverse("datasets:mining", args=[job.code])).status_code == 404
+    assert client.post(reverse("datasets:mining_retry", args=[job.code])).status_code == 404
     # charlie's own organisation may mine the platform's repositories into its own datasets.
     assert "local/textkit" in client.get(MINE).content.decode()

@@ -3,10 +3,10 @@ only for runs with a mock arm, and nothing read from the database when the mock 
 
 import pytest
 
+from datasets.models import Dataset
 from evaluation.workloads import workload_for
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
 from experiments.mock_books import book_name, register_mock_books
-from experiments.models import Dataset
 from experiments.pipeline import RelatedCache
 from providers.adapters import mock_book
 from tests.experiments.test_import_questions import MMLU, import_file

@@ -10,10 +10,11 @@ import json
 
 import pytest
 
+from datasets.models import Dataset
 from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-from experiments.models import AttemptStatus, Dataset, RunStatus
+from experiments.models import AttemptStatus, RunStatus
 from providers.adapters.mock import DONT_KNOW
 from providers.outcomes import OutcomeClass
 from tests.conftest import work_queue

@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from datasets.models import Dataset, TaskInstance
 from evaluation.workloads.multiple_choice import DEFAULT_PROMPT as MMLU_PROMPT
 from evaluation.workloads.pr_patch import DEFAULT_PROMPT as PULL_REQUEST_PROMPT
 from evaluation.workloads.qa_exact import DEFAULT_PROMPT as JEOPARDY_PROMPT
@@ -27,7 +28,7 @@ from experiments.actions import (
     check_start_run,
     do_save_experiment,
 )
-from experiments.models import AttemptStatus, Dataset, Experiment, TaskInstance
+from experiments.models import AttemptStatus, Experiment
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from providers.outcomes import OutcomeClass

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
+from datasets.models import Dataset
 from experiments.actions import ArmSpec, ExperimentSpec, check_experiment_spec, do_save_experiment
 from experiments.forms import ExperimentForm
-from experiments.models import Artifact, ArtifactKind, AttemptStatus, Dataset, RunStatus
+from experiments.models import Artifact, ArtifactKind, AttemptStatus, RunStatus
 from tests.conftest import work_queue
 from tests.experiments.test_import_questions import JEOPARDY, MMLU, TRUTHFULQA, import_file
 

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError
 from django.urls import reverse
 
+from datasets.demo import load_demo_dataset
 from experiments.actions import ArmSpec, ExperimentSpec, check_experiment_spec, do_save_experiment
-from experiments.demo import load_demo_dataset
 from experiments.models import Attempt, AttemptStatus, ModelArm, Prediction, PredictionSet, SampleStrategy
 from experiments.replay import REPLAYED_MESSAGE
 from experiments.swebench_export import swebench_report

@@ -8,11 +8,12 @@ import pytest
 from django.core.management import CommandError
 from django.urls import reverse
 
+from datasets.models import Dataset, TaskInstance
 from evaluation.patches import check_patch
 from evaluation.testbed import FLAKY_SUBJECT, KEPT_SUBJECTS, build_testbed
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.demo import shared_scratch
-from experiments.models import Artifact, ArtifactKind, AttemptStatus, Dataset, TaskInstance
+from experiments.models import Artifact, ArtifactKind, AttemptStatus
 from experiments.reporting import run_patch_quality
 from experiments.swebench_export import swebench_report
 from leaderboards.aggregation import PatchQualityRow
@@ -66,7 +67,7 @@ def test_ingestion_keeps_the_bug_fixes_and_says_why_it_rejects_the_rest(org, ali
     assert flaky.quarantined
     assert "tests/test_rounding.py::test_sometimes passed only sometimes" in flaky.quarantine_reason
     assert flaky.fail_to_pass == ["tests/test_rounding.py::test_rounds_to_nearest_minute"]
-    page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    page = client_for(alice).get(reverse("datasets:detail", args=[dataset.code])).content.decode()
     assert "quarantined</span> Left out of runs unless an experiment includes quarantined tasks: " in page
     assert "tests/test_rounding.py::test_sometimes passed only sometimes" in page
 
@@ -198,7 +199,7 @@ def test_the_attempt_page_shows_what_the_task_asks_of_each_test(org, alice, plai
     assert "100% of FAIL_TO_PASS fixed" in page and "no PASS_TO_PASS regression" in page
     assert '<code>tests/test_duration.py::test_minutes</code></td><td class="muted">must fix</td>' in page
     assert '<code>tests/test_duration.py::test_hours</code></td><td class="muted">must keep passing</td>' in page
-    dataset_page = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code])).content.decode()
+    dataset_page = client_for(alice).get(reverse("datasets:detail", args=[dataset.code])).content.decode()
     assert "Test command: <code>{python} -m pytest" in dataset_page
 
 

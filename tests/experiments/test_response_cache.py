@@ -13,8 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from datasets.demo import load_demo_dataset
 from experiments.actions import ArmSpec, ExperimentSpec, SpecError, check_experiment_spec, do_save_experiment
-from experiments.demo import load_demo_dataset
 from experiments.exports import csv_chunks
 from experiments.models import Attempt, CachedResponse, Experiment, Run
 from experiments.reporting import run_board_text, run_leaderboard

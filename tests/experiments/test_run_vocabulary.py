@@ -14,10 +14,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from datasets.models import Dataset
 from evaluation.workloads.wording import task_label, wording_for
 from experiments import answer_matrix
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-from experiments.models import AttemptStatus, Dataset, RunStatus
+from experiments.models import AttemptStatus, RunStatus
 from leaderboards.report import run_report
 from tests.conftest import client_for, work_queue
 from tests.evaluation.test_code_exec import PROBLEMS
@@ -70,7 +71,7 @@ def pr_run(experiment, start):
 
 
 def page(user, name, *args, **params) -> str:
-    response = client_for(user).get(reverse(f"experiments:{name}", args=args), params)
+    response = client_for(user).get(reverse(name if ":" in name else f"experiments:{name}", args=args), params)
     assert response.status_code == 200
     return html.unescape(response.content.decode())
 
@@ -243,7 +244,7 @@ def test_the_matrix_of_a_code_run_shows_results_not_code(bob, code_run):
 
 def test_a_multiple_choice_dataset_lists_its_questions_choices_answers_and_categories(bob, mmlu_run):
     dataset = mmlu_run.experiment.dataset
-    content = page(bob, "dataset", dataset.code)
+    content = page(bob, "datasets:detail", dataset.code)
 
     head = content.split("<thead>")[1].split("</thead>")[0]
     assert [h for h in re.findall(r"<th[^>]*>([^<]+)</th>", head)][3:] == ["Question", "Choices", "Answer", "Category"]
@@ -256,7 +257,7 @@ def test_a_multiple_choice_dataset_lists_its_questions_choices_answers_and_categ
 
 def test_a_code_dataset_lists_its_entry_points_and_tests(bob, code_run):
     dataset = code_run.experiment.dataset
-    content = page(bob, "dataset", dataset.code)
+    content = page(bob, "datasets:detail", dataset.code)
 
     assert "<th>Entry point</th>" in content and "<th>Tests</th>" in content
     task = dataset.tasks.order_by("position").first()
@@ -265,7 +266,7 @@ def test_a_code_dataset_lists_its_entry_points_and_tests(bob, code_run):
 
 
 def test_a_pr_dataset_keeps_its_repository_columns(bob, dataset):
-    content = page(bob, "dataset", dataset.code)
+    content = page(bob, "datasets:detail", dataset.code)
 
     assert "<th>Base commit</th>" in content and "<th>Gold patch</th>" in content
 

@@ -11,9 +11,10 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
+from datasets.models import Dataset
 from evaluation.workloads.multiple_choice import list_choices
 from experiments.actions import ArmSpec, ExperimentSpec, do_requeue_stale, do_save_experiment
-from experiments.models import Attempt, AttemptStatus, Dataset, RunStatus
+from experiments.models import Attempt, AttemptStatus, RunStatus
 from experiments.prompts import render_prompt
 from orgs.models import Organization
 from providers.errors import ErrorCategory

@@ -14,10 +14,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from datasets.models import Dataset
 from experiments import exports
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.exports import ATTEMPT_COLUMNS, CSV_CELL_MAX, TRANSCRIPT_COLUMNS, csv_chunks, json_chunks
-from experiments.models import Attempt, Dataset
+from experiments.models import Attempt
 from tests.conftest import api_client, make_api_key, work_queue
 from tests.experiments.test_code_exec_runs import humaneval  # noqa: F401  (a fixture)
 from tests.experiments.test_import_questions import JEOPARDY, MMLU, import_file

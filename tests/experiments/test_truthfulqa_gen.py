@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError
 
-from experiments.models import Dataset, TaskInstance
+from datasets.models import Dataset, TaskInstance
 from tests.experiments.test_commands import run_command
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "truthfulqa" / "TruthfulQA_sample.csv"

@@ -12,13 +12,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import timezone
 
-from experiments import uploads
-from experiments.models import Dataset, TaskInstance, TaskUpload, UploadStatus
+from datasets import uploads
+from datasets.models import Dataset, TaskInstance, TaskUpload, UploadStatus
 from prbench.queues import get_queue
 from tests.conftest import client_for, work_queue
 from tests.experiments.test_import_tasks import LINES
 
-UPLOAD = reverse("experiments:upload_new")
+UPLOAD = reverse("datasets:upload_new")
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def post_file(client, lines=LINES):
 
 
 def polled(client, upload: TaskUpload):
-    return client.get(reverse("experiments:upload", args=[upload.code]), HTTP_HX_REQUEST="true")
+    return client.get(reverse("datasets:upload", args=[upload.code]), HTTP_HX_REQUEST="true")
 
 
 def test_a_large_file_is_checked_and_imported_by_the_worker_with_progress(
@@ -82,7 +82,7 @@ def test_a_large_file_is_checked_and_imported_by_the_worker_with_progress(
 
     seen.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        owner.post(reverse("experiments:upload_confirm", args=[upload.code]))
+        owner.post(reverse("datasets:upload_confirm", args=[upload.code]))
     upload.refresh_from_db()
     assert upload.status == UploadStatus.IMPORTING and upload.claim_token is None
     work_queue()
@@ -101,7 +101,7 @@ def test_a_job_run_twice_imports_once(owner, queued, django_capture_on_commit_ca
     get_queue().enqueue(uploads.check_upload_job, upload.pk)  # a duplicate of the check
     work_queue()
     with django_capture_on_commit_callbacks(execute=True):
-        owner.post(reverse("experiments:upload_confirm", args=[upload.code]))
+        owner.post(reverse("datasets:upload_confirm", args=[upload.code]))
     get_queue().enqueue(uploads.import_upload_job, upload.pk)  # and of the import
 
     work_queue()
@@ -123,11 +123,11 @@ def test_an_abandoned_import_can_be_started_again(owner, queued, django_capture_
     TaskUpload.objects.filter(pk=upload.pk).update(
         status=UploadStatus.IMPORTING, claim_token=dead_claim, job_id="task-upload-gone", updated_at=long_ago
     )
-    page = owner.get(reverse("experiments:upload", args=[upload.code])).content.decode()
-    assert "stopped without finishing" in page and reverse("experiments:upload_retry", args=[upload.code]) in page
+    page = owner.get(reverse("datasets:upload", args=[upload.code])).content.decode()
+    assert "stopped without finishing" in page and reverse("datasets:upload_retry", args=[upload.code]) in page
 
     with django_capture_on_commit_callbacks(execute=True):
-        owner.post(reverse("experiments:upload_retry", args=[upload.code]))
+        owner.post(reverse("datasets:upload_retry", args=[upload.code]))
     work_queue()
 
     upload.refresh_from_db()
@@ -144,7 +144,7 @@ def test_a_job_that_is_queued_is_not_abandoned(owner, queued, django_capture_on_
     TaskUpload.objects.update(updated_at=timezone.now() - timedelta(minutes=5))
     upload = TaskUpload.objects.get()
 
-    response = owner.post(reverse("experiments:upload_retry", args=[upload.code]))
+    response = owner.post(reverse("datasets:upload_retry", args=[upload.code]))
 
     assert response.status_code == 302
     assert "not stopped" in owner.get(response["Location"]).content.decode()

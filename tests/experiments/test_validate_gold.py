@@ -7,10 +7,10 @@ import pytest
 from django.core.management import CommandError
 from django.urls import reverse
 
+from datasets.models import Dataset, GoldStatus
 from evaluation.sandbox import isolation
 from evaluation.testbed import build_testbed
 from experiments.demo import shared_scratch
-from experiments.models import Dataset, GoldStatus
 from tests.conftest import client_for
 from tests.experiments.test_commands import run_command
 from tests.experiments.test_repository_workload import ingest
@@ -47,7 +47,7 @@ def test_sound_tasks_pass_and_an_unsound_one_is_quarantined_with_the_reason(org,
     assert broken.quarantine_reason.startswith(reason)
     assert f"{broken.external_id}: gold does not resolve it (quarantined)" in out
     assert "Checked 2 task(s) of 'textkit': 1 gold resolves it, 1 gold does not resolve it" in out
-    page = client_for(alice).get(reverse("experiments:dataset", args=[mined.code])).content.decode()
+    page = client_for(alice).get(reverse("datasets:detail", args=[mined.code])).content.decode()
     assert "gold resolves it</span>" in page and "gold does not resolve it</span>" in page
 
 

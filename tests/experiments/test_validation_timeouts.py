@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from datasets.models import GoldStatus
 from evaluation.patches import check_patch
 from experiments import pipeline
 from experiments.actions import ArmSpec, do_replace_arms
-from experiments.models import GoldStatus
 from providers.outcomes import OutcomeClass
 from tests.conftest import work_queue
 

@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
+from datasets.demo import DEMO_DATASET, load_demo_dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_run_action, do_save_experiment, do_start_run
-from experiments.demo import DEMO_DATASET, load_demo_dataset
 from experiments.jobs import run_has_jobs
 from experiments.models import (
     DEFAULT_PROMPT,
@@ -207,8 +207,8 @@ def urls(experiment, run, attempt, dataset) -> dict[str, str]:
         "resume": reverse("experiments:run_action", args=[run.code, "resume"]),
         "cancel": reverse("experiments:run_action", args=[run.code, "cancel"]),
         "attempt": reverse("experiments:attempt", args=[attempt.code]),
-        "datasets": reverse("experiments:datasets"),
-        "dataset": reverse("experiments:dataset", args=[dataset.code]),
+        "datasets": reverse("datasets:list"),
+        "dataset": reverse("datasets:detail", args=[dataset.code]),
     }
 
 
@@ -895,23 +895,23 @@ def test_attempt_detail_of_a_queued_attempt(bob, attempt):
 
 
 def test_datasets_works(bob, dataset):
-    response = client_for(bob).get(reverse("experiments:datasets"))
+    response = client_for(bob).get(reverse("datasets:list"))
 
     assert response.status_code == 200
     content = response.content.decode()
-    assert f'<a href="{reverse("experiments:dataset", args=[dataset.code])}">{DEMO_DATASET}</a>' in content
+    assert f'<a href="{reverse("datasets:detail", args=[dataset.code])}">{DEMO_DATASET}</a>' in content
     assert '<td class="num">12</td>' in content
 
 
 def test_datasets_lists_only_the_current_org(charlie, dataset):
-    response = client_for(charlie).get(reverse("experiments:datasets"))
+    response = client_for(charlie).get(reverse("datasets:list"))
 
     assert response.status_code == 200
     assert DEMO_DATASET not in response.content.decode()
 
 
 def test_dataset_works(bob, dataset):
-    response = client_for(bob).get(reverse("experiments:dataset", args=[dataset.code]))
+    response = client_for(bob).get(reverse("datasets:detail", args=[dataset.code]))
 
     assert response.status_code == 200
     content = response.content.decode()
@@ -966,9 +966,9 @@ def test_outsider_list_shows_only_their_org(charlie, experiment, run):
     assert "No experiments yet." in content
 
 
-@pytest.mark.parametrize("name", ["detail", "run", "attempt", "dataset"])
+@pytest.mark.parametrize("name", ["experiments:detail", "experiments:run", "experiments:attempt", "datasets:detail"])
 def test_unknown_code_is_404(bob, name):
-    response = client_for(bob).get(reverse(f"experiments:{name}", args=["00000000-0000-0000-0000-000000000000"]))
+    response = client_for(bob).get(reverse(name, args=["00000000-0000-0000-0000-000000000000"]))
 
     assert response.status_code == 404
 

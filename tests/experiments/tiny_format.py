@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from datasets.formats import FORMATS, FormatOptions, ParsedTask
+from datasets.swebench import TaskFileRejected
 from evaluation.workloads import WORKLOADS, workload_for
 from evaluation.workloads.base import Workload
-from experiments.swebench import TaskFileRejected
-from experiments.task_formats import FORMATS, FormatOptions, ParsedTask
 
 
 class TinyWorkload(Workload):

@@ -8,9 +8,10 @@ import pytest
 from django.urls import reverse
 from statsmodels.stats.inter_rater import fleiss_kappa as reference_kappa
 
+from datasets.models import Dataset, TaskInstance
 from evaluation.workloads.base import asks_for_confidence, stated_confidence
 from experiments import pipeline
-from experiments.models import Attempt, AttemptStatus, Dataset, Run, TaskInstance
+from experiments.models import Attempt, AttemptStatus, Run
 from leaderboards.breakdowns import calibration, consistency, fleiss_kappa, group_table
 from leaderboards.stats import wilson_interval
 from providers.errors import ErrorCategory

@@ -12,8 +12,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from datasets.models import Dataset, TaskInstance
 from evaluation.models import EvaluatorProfile, Verdict
-from experiments.models import Attempt, AttemptStatus, Dataset, Experiment, Run, RunArm, RunStatus, TaskInstance
+from experiments.models import Attempt, AttemptStatus, Experiment, Run, RunArm, RunStatus
 from leaderboards.crossrun import arm_key, arm_trends, cross_run_board, run_versus
 from leaderboards.summaries import refresh_run_summaries
 from providers.errors import ErrorCategory

@@ -8,8 +8,9 @@ import re
 import pytest
 from django.urls import reverse
 
+from datasets.models import TaskInstance
 from evaluation.models import Verdict
-from experiments.models import Attempt, AttemptStatus, RunArm, TaskInstance
+from experiments.models import Attempt, AttemptStatus, RunArm
 from leaderboards.pairwise import run_pairwise
 from leaderboards.stats import paired_verdict
 from leaderboards.summaries import refresh_run_summaries

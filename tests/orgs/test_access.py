@@ -11,18 +11,10 @@ from django.http import Http404
 from django.test import RequestFactory
 from django.urls import reverse
 
+from datasets.access import access_dataset
+from experiments.access import access_attempt, access_experiment, access_run
 from experiments.actions import do_start_run
-from orgs.access import (
-    SESSION_KEY,
-    NeedsOnboarding,
-    access_attempt,
-    access_current_org,
-    access_dataset,
-    access_experiment,
-    access_org,
-    access_run,
-    current_membership,
-)
+from orgs.access import SESSION_KEY, NeedsOnboarding, access_current_org, access_org, current_membership
 from orgs.models import Membership, Organization, Role
 from tests.conftest import make_user
 

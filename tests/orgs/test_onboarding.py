@@ -32,7 +32,7 @@ def test_url_is_stable():
     assert reverse("orgs:onboarding") == URL
 
 
-@pytest.mark.parametrize("name", ["experiments:list", "experiments:create", "experiments:datasets"])
+@pytest.mark.parametrize("name", ["experiments:list", "experiments:create", "datasets:list"])
 def test_current_org_pages_send_a_user_with_no_org_to_onboarding(dave, name):
     response = client_for(dave).get(reverse(name))
 

@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from datasets.demo import load_demo_dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
-from experiments.demo import load_demo_dataset
 from orgs.access import SESSION_KEY
 from orgs.models import Membership, Organization, Role
 from tests.conftest import client_for, make_user

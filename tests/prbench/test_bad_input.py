@@ -19,7 +19,8 @@ from django.core.management import CommandError, call_command
 from django.db.models import Model
 from django.urls import reverse
 
-from experiments.models import DEFAULT_PROMPT, Attempt, Dataset, Experiment, ModelArm, Run, RunArm, TaskInstance
+from datasets.models import Dataset, TaskInstance
+from experiments.models import DEFAULT_PROMPT, Attempt, Experiment, ModelArm, Run, RunArm
 from orgs.models import Membership, Organization
 from prbench.inputs import (
     ARM_CONFIG_MAX_BYTES,

@@ -15,7 +15,8 @@ import pytest
 from django.core.management import CommandError
 from django.test import override_settings
 
-from experiments.models import Dataset, ModelArm, TaskInstance
+from datasets.models import Dataset, TaskInstance
+from experiments.models import ModelArm
 from orgs.models import Organization
 from prbench.inputs import json_nesting
 from providers.models import Price

@@ -15,10 +15,10 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from datasets.models import Dataset
 from evaluation.sandbox import CHECKOUT_MARK, Box
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.exports import csv_chunks, spreadsheet_safe
-from experiments.models import Dataset
 from tests.conftest import client_for, work_queue
 
 PRODUCTION_ENV = {
@@ -83,8 +83,8 @@ def test_pages_send_a_strict_csp_and_carry_no_inline_code(alice, experiment, sta
         reverse("experiments:run_task", args=[run.code, attempt.task.code]),
         reverse("experiments:run", args=[run.code]),
         reverse("experiments:attempt", args=[attempt.code]),
-        reverse("experiments:datasets"),
-        reverse("experiments:dataset", args=[experiment.dataset.code]),
+        reverse("datasets:list"),
+        reverse("datasets:detail", args=[experiment.dataset.code]),
         reverse("providers:settings", args=[experiment.org.code]),
         reverse("orgs:members", args=[experiment.org.code]),
     ]
@@ -133,7 +133,7 @@ def test_dataset_page_shows_no_server_path_or_url_credentials(alice, org):
             "acme/scp": "git@git.example.org:acme/scp.git",
         },
     )
-    response = client_for(alice).get(reverse("experiments:dataset", args=[dataset.code]))
+    response = client_for(alice).get(reverse("datasets:detail", args=[dataset.code]))
     assert response.status_code == 200
     page = response.content.decode()
     assert "/srv/prbench" not in page and "ghp_token123" not in page and "deploy" not in page

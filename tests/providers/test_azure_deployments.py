@@ -11,9 +11,10 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 
+from datasets.models import Dataset
 from experiments.actions import ArmSpec as ExperimentArm
 from experiments.actions import do_replace_arms, unenforceable_budget_problems
-from experiments.models import AttemptStatus, Dataset, Experiment, ModelArm, RunArm
+from experiments.models import AttemptStatus, Experiment, ModelArm, RunArm
 from providers import gateway
 from providers.models import Price, ProviderCredential
 from providers.policy import served_model

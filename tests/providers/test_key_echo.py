@@ -172,8 +172,8 @@ def customer_pages(client: Client, org, run, experiment) -> list[str]:
     urls = [
         reverse("experiments:list"),
         reverse("experiments:detail", args=[experiment.code]),
-        reverse("experiments:datasets"),
-        reverse("experiments:dataset", args=[experiment.dataset.code]),
+        reverse("datasets:list"),
+        reverse("datasets:detail", args=[experiment.dataset.code]),
         reverse("experiments:run", args=[run.code]),
         reverse("providers:settings", args=[org.code]),
     ]

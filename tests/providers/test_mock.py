@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from datasets.demo import demo_task_dirs, read_task_dir
 from evaluation.patches import extract_patch
 from evaluation.validation import validate_patch
 from evaluation.workloads import workload_for
@@ -16,7 +17,6 @@ from evaluation.workloads.multiple_choice import DEFAULT_PROMPT as MC_PROMPT
 from evaluation.workloads.multiple_choice import MultipleChoice
 from evaluation.workloads.pr_patch import DEFAULT_PROMPT as PR_PROMPT
 from evaluation.workloads.qa_exact import BUILTIN_PROMPTS as QA_PROMPTS
-from experiments.demo import demo_task_dirs, read_task_dir
 from experiments.mock_books import ReferenceTask, book_of
 from providers.adapters import mock_book
 from providers.adapters.mock import DONT_KNOW, MockAdapter, no_op_rewrite

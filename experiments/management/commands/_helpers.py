@@ -15,7 +15,7 @@ from rq import Worker
 from tqdm import tqdm
 
 from experiments.actions import RequeueReport, do_requeue_stale
-from experiments.models import Dataset, Run
+from experiments.models import Run
 from experiments.progress import run_progress
 from experiments.worker import AttemptWorker
 from orgs.models import Organization
@@ -29,14 +29,6 @@ def org_by_slug(slug: str) -> Organization:
     if org is None:
         raise CommandError(f"no organisation with slug {slug!r}")
     return org
-
-
-def dataset_by_name(org: Organization, name: str) -> Dataset:
-    """The organisation's dataset of that name; another organisation's is as good as absent."""
-    dataset = Dataset.objects.filter(org=org, name=name).first()
-    if dataset is None:
-        raise CommandError(f"organisation {org.slug!r} has no dataset {name!r}")
-    return dataset
 
 
 def run_by_code(code: str, org: Organization | None = None) -> Run:

@@ -1,0 +1,17 @@
+from django.urls import path
+
+from datasets import views
+
+app_name = "datasets"
+urlpatterns = [
+    path("datasets/", views.dataset_list, name="list"),
+    path("datasets/<uuid:code>/", views.dataset_detail, name="detail"),
+    path("datasets/import/", views.upload_new, name="upload_new"),
+    path("datasets/imports/<uuid:code>/", views.upload_detail, name="upload"),
+    path("datasets/imports/<uuid:code>/confirm/", views.upload_confirm, name="upload_confirm"),
+    path("datasets/imports/<uuid:code>/retry/", views.upload_retry, name="upload_retry"),
+    path("datasets/imports/<uuid:code>/discard/", views.upload_discard, name="upload_discard"),
+    path("datasets/mine/", views.mining_new, name="mining_new"),
+    path("datasets/mining/<uuid:code>/", views.mining_detail, name="mining"),
+    path("datasets/mining/<uuid:code>/retry/", views.mining_retry, name="mining_retry"),
+]
