@@ -29,8 +29,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from orgs.models import DeliveryStatus, WebhookDelivery
+from prbench import egress, redaction
 from prbench.queues import get_queue
-from providers import egress, redaction
 
 logger = logging.getLogger(__name__)
 

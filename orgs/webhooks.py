@@ -5,7 +5,7 @@ later API call it); ``do_*`` assume valid input. Events are queued by the code t
 transition, inside its transaction (``queue_event``), and sent by ``orgs/webhook_delivery.py``
 on the ``webhooks`` RQ queue once that transaction commits.
 
-The address passes the same egress policy as provider endpoints (``providers/egress.py``) when
+The address passes the same egress policy as provider endpoints (``prbench/egress.py``) when
 it is saved and again when each delivery is sent. Plain ``http://`` is accepted only for an
 address inside a network staff allowed explicitly in ``PRBENCH_ALLOWED_PRIVATE_NETWORKS`` (a
 receiver on the company's own network); anything on the public internet must be ``https://``,
@@ -34,8 +34,8 @@ from orgs.models import (
     WebhookDelivery,
     WebhookEvent,
 )
+from prbench import egress
 from prbench.inputs import check_text
-from providers import egress
 
 # A handful covers every real use (chat, CI, an incident tool); the cap keeps one run's end
 # from turning into hundreds of outbound calls.

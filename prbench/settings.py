@@ -341,9 +341,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"structured": {"()": "prbench.logs.formatter", "log_format": PRBENCH_LOG_FORMAT}},
     # Key-shaped tokens and every key this process resolved leave each record before it is
-    # written (providers/redaction.py; it also redacts records as they are made); the
+    # written (prbench/redaction.py; it also redacts records as they are made); the
     # formatter redacts the bound context and the finished line as well.
-    "filters": {"redact_secrets": {"()": "providers.redaction.RedactingFilter"}},
+    "filters": {"redact_secrets": {"()": "prbench.redaction.RedactingFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "structured", "filters": ["redact_secrets"]}
     },
@@ -366,12 +366,12 @@ if PRBENCH_METRICS_TOKEN and len(PRBENCH_METRICS_TOKEN) < 16:
     raise ImproperlyConfigured("PRBENCH_METRICS_TOKEN must be at least 16 characters (or empty: no token)")
 PRBENCH_METRICS_ALLOWED_NETWORKS = envnetworks("PRBENCH_METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
 
-# Fernet keys for provider credentials at rest, newest first (see providers/crypto.py).
+# Fernet keys for provider credentials at rest, newest first (see prbench/crypto.py).
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")
 # Where `manage.py models refresh` fetches OpenRouter's model list from.
 PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://openrouter.ai/api/v1/models")
 # Networks outside the public internet that providers may nevertheless be reached on (see
-# providers/egress.py): e.g. "10.20.0.0/16" for self-hosted models on a private network.
+# prbench/egress.py): e.g. "10.20.0.0/16" for self-hosted models on a private network.
 # Empty: every loopback, private, link-local, multicast and reserved address is refused.
 PRBENCH_ALLOWED_PRIVATE_NETWORKS = envnetworks("PRBENCH_ALLOWED_PRIVATE_NETWORKS", "")
 # Where PRBench's pages are reached from outside, for links in webhook payloads (no trailing /).
