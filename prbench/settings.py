@@ -127,7 +127,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # django-csp's, which adds the exact hashes of django-rq's inline code on its admin pages.
     "prbench.content_policy.ContentSecurityPolicyMiddleware",
-    "prbench.middleware.ApiKeyAuditMiddleware",
+    "orgs.middleware.ApiKeyAuditMiddleware",
 ]
 
 # Every page loads only our own script and style sheet (htmx is vendored under static/), so
