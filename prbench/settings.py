@@ -358,7 +358,7 @@ PRBENCH_API_REQUESTS_PER_MINUTE = envint("PRBENCH_API_REQUESTS_PER_MINUTE", "600
 # 0 keeps the uses for good too.
 PRBENCH_AUDIT_KEY_USES_DAYS = envint("PRBENCH_AUDIT_KEY_USES_DAYS", "90")
 
-# Who may read /metrics (prbench/metrics_view.py): a request carrying
+# Who may read /metrics (experiments/metrics_view.py): a request carrying
 # "Authorization: Bearer <PRBENCH_METRICS_TOKEN>" (empty: no token is accepted), or one from an
 # address inside these networks (REMOTE_ADDR). Anyone else gets a 404.
 PRBENCH_METRICS_TOKEN = env("PRBENCH_METRICS_TOKEN", "")
