@@ -229,6 +229,15 @@ if PRBENCH_WORKER_LEASE_SECONDS < 1:
 # Attempts claimed before leases existed (no claimer recorded) are abandoned once claimed
 # longer ago than this.
 PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
+# The recovery sweep's steps (prbench/recovery.py), each app's own, run in this order by
+# requeue_stale: attempts and jobs first, then lost judging, boards, webhooks, the audit log.
+PRBENCH_RECOVERY_STEPS = [
+    "experiments.recovery.requeue_abandoned_attempts",
+    "experiments.recovery.requeue_unjudged",
+    "experiments.recovery.refresh_stale_boards",
+    "orgs.recovery.send_overdue_webhooks",
+    "orgs.recovery.prune_audit_log",
+]
 # Poison protection: an attempt handed to a worker this many times without a result (its
 # worker crashed, or its job failed, each time) fails as platform_error on the next claim
 # instead of being sent to the provider, and paid for, once more.
