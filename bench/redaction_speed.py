@@ -40,7 +40,7 @@ def main() -> int:
     parser.add_argument("--kb", type=int, default=100, help="size of the completion")
     parser.add_argument("--keys", type=int, default=20, help="registered keys")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--module", type=Path, help="a redaction.py to time instead of providers/redaction.py")
+    parser.add_argument("--module", type=Path, help="a redaction.py to time instead of prbench/redaction.py")
     args = parser.parse_args()
 
     redaction = load(args.module)
@@ -52,7 +52,7 @@ def main() -> int:
     started = time.perf_counter()
     redaction.redact_answer(clean, keys)
     first = time.perf_counter() - started
-    print(f"{args.module or 'providers/redaction.py'}: {len(clean) / 1000:.0f} KB, {len(keys)} keys")
+    print(f"{args.module or 'prbench/redaction.py'}: {len(clean) / 1000:.0f} KB, {len(keys)} keys")
     print(f"first call (builds the search for this key set)  {first * 1000:8.2f} ms")
     for name, text in (("clean", clean), ("echoing one key", leaking)):
         for function in ("redact_answer", "redact_text"):
@@ -64,7 +64,7 @@ def main() -> int:
 
 def load(path: Path | None) -> ModuleType:
     if path is None:
-        from providers import redaction
+        from prbench import redaction
 
         return redaction
     spec = importlib.util.spec_from_file_location("redaction_under_test", path)

@@ -26,6 +26,10 @@ FLOORS = ["prbench", "orgs", "providers", "evaluation", "datasets", "experiments
 ENTRY_POINTS = ("prbench.urls", "prbench.api", "prbench.settings", "prbench.settings_test", "prbench.wsgi")
 
 
+def is_entry_point(module: str) -> bool:
+    return any(module == entry or module.startswith(entry + ".") for entry in ENTRY_POINTS)
+
+
 @dataclass(frozen=True)
 class Import:
     source: str
@@ -129,11 +133,7 @@ def main() -> None:
         imports.extend(imports_of(name, ast.parse(text), known))
     floor = {app: level for level, app in enumerate(FLOORS)}
     between = [i for i in imports if app_of(i.target) in floor and app_of(i.target) != app_of(i.source)]
-    back = [
-        i
-        for i in between
-        if floor[app_of(i.target)] > floor[app_of(i.source)] and not i.source.startswith(ENTRY_POINTS)
-    ]
+    back = [i for i in between if floor[app_of(i.target)] > floor[app_of(i.source)] and not is_entry_point(i.source)]
     total = sum(lines.values())
     print("product lines per app:")
     for app in FLOORS:

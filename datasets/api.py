@@ -34,17 +34,8 @@ from datasets.uploads import (
     upload_abandoned,
 )
 from orgs.access import access_current_org
-from prbench.api_support import (
-    ADMIN,
-    COMMON_ERRORS,
-    MAX_LIMIT,
-    READ,
-    ErrorBody,
-    Page,
-    actor,
-    check_session_csrf,
-    paginate,
-)
+from orgs.api_auth import ADMIN, READ, actor, check_session_csrf
+from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, ErrorBody, Page, paginate
 from prbench.inputs import NAME_MAX
 
 router = Router(tags=["datasets"])

@@ -57,7 +57,7 @@ class Dataset(models.Model):
         "tasks), or the task's own test files and directories (imported SWE-bench tasks, as the harness has it)",
     )
     # A version is the dataset as of one import: the tasks that import added and every earlier
-    # version's. Importing into a dataset that holds tasks opens the next one (experiments/imports.py).
+    # version's. Importing into a dataset that holds tasks opens the next one (datasets/imports.py).
     version = models.PositiveIntegerField(
         default=1, help_text="The latest version: each import into a dataset that holds tasks makes a new one"
     )

@@ -7,27 +7,23 @@ import functools
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Value, When
-from django.db.models.functions import Now
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from datasets.models import Dataset, TaskInstance
-from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
+from evaluation.evaluator import active_profile
 from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for, workload_kinds
 from evaluation.workloads.base import EXAMPLES, QUESTION
 from experiments.bulk import insert_rows
-from experiments.jobs import enqueue_attempts, run_has_jobs
+from experiments.jobs import enqueue_attempts
 from experiments.misconfigured import do_retry_misconfigured_arms, misconfigured_arms
 from experiments.models import (
-    RUN_FINISHED,
     Allocation,
     Attempt,
     AttemptStatus,
@@ -39,16 +35,13 @@ from experiments.models import (
     RunStatus,
     SampleStrategy,
     Strata,
-    WorkerLease,
 )
 from experiments.pipeline import finish_run_if_done, observe_run_duration
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import prompt_version
 from experiments.replay import experiment_arm_problems
-from leaderboards.jobs import queue_summary_refresh, refresh_out_of_date
-from orgs.audit import prune_key_uses
+from leaderboards.jobs import queue_summary_refresh
 from orgs.models import Organization
-from orgs.webhook_delivery import sweep_due_deliveries
 from prbench.inputs import (
     ARM_CONFIG_MAX_BYTES,
     DESCRIPTION_MAX,
@@ -774,81 +767,3 @@ def do_run_action(run: Run, action: str, by: Any = None) -> bool:
     if action == "cancel":
         return do_cancel_run(run, by)
     return {"pause": do_pause_run, "resume": do_resume_run}[action](run)
-
-
-# --- recovery ----------------------------------------------------------------------------
-
-
-@dataclass
-class RequeueReport:
-    reclaimed: int = 0  # running attempts whose worker vanished
-    requeued_runs: int = 0  # runs whose queued attempts had no job left in Redis
-    jobs: int = 0
-    unjudged: int = 0  # answered attempts whose evaluator job was lost, queued for judging again
-    summaries: int = 0  # runs recorded into since their boards' last refresh, refreshed now
-    webhooks: int = 0  # webhook deliveries overdue with nobody sending them, queued again
-    audit_pruned: int = 0  # API key uses older than PRBENCH_AUDIT_KEY_USES_DAYS, deleted
-
-
-def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
-    """Recover from crashed workers and lost queues using Postgres as the source of truth.
-
-    A running attempt whose claiming process's lease ran out goes back to queued (its old
-    claim token no longer matches, so a late result from the old worker is discarded), and
-    only those attempts get new jobs. An attempt of a live process is left alone however
-    long it runs. Attempts claimed before leases existed (no claimer recorded) fall back to
-    the stale limit. Every running run whose queued attempts have no job in Redis gets fresh
-    jobs.
-    """
-    limit = settings.PRBENCH_STALE_AFTER_SECONDS if stale_after_seconds is None else stale_after_seconds
-    report = RequeueReport()
-    report.reclaimed, reclaimed = _reclaim_abandoned(timedelta(seconds=limit))
-    for run in Run.objects.filter(status=RunStatus.RUNNING):
-        queued = list(
-            run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True)
-        )
-        if queued and not run_has_jobs(run.pk):
-            report.jobs += enqueue_attempts(run.pk, queued)
-            report.requeued_runs += 1
-        elif run.pk in reclaimed:
-            # Other jobs of the run are queued or running: they take its other queued
-            # attempts. Queueing those again too would only make duplicate jobs.
-            report.jobs += enqueue_attempts(run.pk, reclaimed[run.pk])
-        elif not queued:
-            finish_run_if_done(run.pk)
-    WorkerLease.objects.filter(expires_at__lt=Now()).delete()
-    for profile_id, attempt_ids in unjudged_of_runs(timedelta(seconds=limit)).items():
-        for start in range(0, len(attempt_ids), settings.PRBENCH_ATTEMPTS_PER_JOB):
-            chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
-            report.unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
-    report.summaries = len(refresh_out_of_date())
-    report.webhooks = sweep_due_deliveries()
-    report.audit_pruned = prune_key_uses()
-    return report
-
-
-def _reclaim_abandoned(stale_after: timedelta) -> tuple[int, dict[int, list[int]]]:
-    """Take back running attempts whose claimer is gone, in one UPDATE; returns how many,
-    and the ids of those now queued again, by run. In a finished (cancelled) run nobody would pick them up
-    again: they are closed instead."""
-    now = timezone.now()
-    alive = WorkerLease.objects.filter(name=OuterRef("claimed_by"), expires_at__gt=Now())  # the database's clock
-    abandoned = Attempt.objects.filter(status=AttemptStatus.RUNNING).filter(
-        (~Q(claimed_by="") & ~Exists(alive)) | Q(claimed_by="", started_at__lt=now - stale_after)
-    )
-    with transaction.atomic():
-        # Locked, skipping rows a worker is recording right now: those are not abandoned.
-        locked = abandoned.select_for_update(skip_locked=True, of=("self",)).order_by("sequence")
-        rows = list(locked.values_list("pk", "run_id", "run__status"))
-        run_finished = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_FINISHED))
-        status = Case(
-            When(run_finished, then=Value(AttemptStatus.CANCELLED)),
-            default=Value(AttemptStatus.QUEUED),
-            output_field=CharField(),
-        )
-        Attempt.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(status=status, claim_token=None, claimed_by="")
-    by_run: dict[int, list[int]] = {}
-    for pk, run_id, run_status in rows:
-        if run_status not in RUN_FINISHED:
-            by_run.setdefault(run_id, []).append(pk)
-    return len(rows), by_run

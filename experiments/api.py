@@ -42,17 +42,15 @@ from experiments.idempotency import IDEMPOTENCY_KEY_TTL, IdempotencyConflict, St
 from experiments.models import Allocation, ContextMode, Experiment, ModelArm, Run, SampleStrategy
 from experiments.progress import run_progress
 from orgs.access import access_current_org
+from orgs.api_auth import READ, RUN, actor
 from orgs.models import Organization
 from prbench.api_support import (
     COMMON_ERRORS,
     MAX_LIMIT,
-    READ,
-    RUN,
     ErrorBody,
     JsonBody,
     JsonDecimal,
     Page,
-    actor,
     json_body,
     paginate,
     read_body,

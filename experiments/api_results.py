@@ -29,7 +29,8 @@ from experiments.models import Artifact, Attempt, Run
 from experiments.reporting import cache_source, tests_with_roles, verdict_scores
 from experiments.swebench_export import ExportRefused
 from experiments.transcript import attempt_transcript
-from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, READ, Page, form_invalid, paginate
+from orgs.api_auth import READ
+from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, Page, form_invalid, paginate
 
 router = Router(tags=["results"])
 

@@ -59,8 +59,8 @@ from experiments.prompts import PromptNotFillable, build_request
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
 from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
-from prbench import metrics
-from providers import gateway, redaction
+from prbench import metrics, redaction
+from providers import gateway
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import WAKE_S, wait_for_release

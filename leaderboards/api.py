@@ -28,7 +28,8 @@ from leaderboards.pages import GIT_APPLY_ONLY, cross_run_page, pairwise_page, pe
 from leaderboards.pairwise import RunPairwise
 from leaderboards.stats import PairedVerdict
 from orgs.access import access_current_org
-from prbench.api_support import COMMON_ERRORS, READ, form_invalid
+from orgs.api_auth import READ
+from prbench.api_support import COMMON_ERRORS, form_invalid
 
 router = Router(tags=["leaderboards"])
 

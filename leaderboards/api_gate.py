@@ -16,7 +16,8 @@ from pydantic import Field
 
 from experiments.access import access_run
 from leaderboards.gate import BOARD_CONFIDENCE, GateRequest, evaluate_gate, gate_markdown
-from prbench.api_support import READ, WITH_CONFLICT, JsonBody, JsonDecimal, json_body, read_body
+from orgs.api_auth import READ
+from prbench.api_support import WITH_CONFLICT, JsonBody, JsonDecimal, json_body, read_body
 
 router = Router(tags=["gate"])
 

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from prbench import crypto
+
 
 class Role(models.TextChoices):
     OWNER = "owner", "Owner"
@@ -245,13 +247,9 @@ class Webhook(models.Model):
         return f"webhook {str(self.code)[:8]} of {self.org_id}"
 
     def set_secret(self, secret: str) -> None:
-        from providers import crypto
-
         self.secret_encrypted = crypto.encrypt(secret)
 
     def secret(self) -> str:
-        from providers import crypto
-
         return crypto.decrypt(self.secret_encrypted)
 
     def wants(self, event: str) -> bool:

@@ -29,8 +29,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from orgs.models import DeliveryStatus, WebhookDelivery
+from orgs.webhook_urls import check_webhook_url
+from prbench import egress, redaction
 from prbench.queues import get_queue
-from providers import egress, redaction
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +85,6 @@ def deliver(delivery_id: int) -> str | None:
 
 
 def _checked_url(url: str) -> str:
-    from orgs.webhooks import check_webhook_url
-
     # Again at send time: the name may resolve elsewhere now, or the allowed networks changed.
     return check_webhook_url(url)
 

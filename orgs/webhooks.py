@@ -5,11 +5,12 @@ later API call it); ``do_*`` assume valid input. Events are queued by the code t
 transition, inside its transaction (``queue_event``), and sent by ``orgs/webhook_delivery.py``
 on the ``webhooks`` RQ queue once that transaction commits.
 
-The address passes the same egress policy as provider endpoints (``providers/egress.py``) when
-it is saved and again when each delivery is sent. Plain ``http://`` is accepted only for an
-address inside a network staff allowed explicitly in ``PRBENCH_ALLOWED_PRIVATE_NETWORKS`` (a
-receiver on the company's own network); anything on the public internet must be ``https://``,
-since a run's numbers and its signature would otherwise cross it readable by anyone.
+The address passes the same egress policy as provider endpoints (``prbench/egress.py``) when it
+is saved and again when each delivery is sent (``orgs/webhook_urls.py``, shared by both). Plain
+``http://`` is accepted only for an address inside a network staff allowed explicitly in
+``PRBENCH_ALLOWED_PRIVATE_NETWORKS`` (a receiver on the company's own network); anything on the
+public internet must be ``https://``, since a run's numbers and its signature would otherwise
+cross it readable by anyone.
 """
 
 from __future__ import annotations
@@ -28,44 +29,18 @@ from django.utils import timezone
 from orgs import audit
 from orgs.models import (
     SUBSCRIBABLE_EVENTS,
-    WEBHOOK_URL_MAX,
     Organization,
     Webhook,
     WebhookDelivery,
     WebhookEvent,
 )
-from prbench.inputs import check_text
-from providers import egress
+from orgs.webhook_delivery import enqueue_deliveries
+from orgs.webhook_urls import check_webhook_url
 
 # A handful covers every real use (chat, CI, an incident tool); the cap keeps one run's end
 # from turning into hundreds of outbound calls.
 WEBHOOKS_PER_ORG_MAX = 10
 SECRET_PREFIX = "whsec_"
-
-
-def check_webhook_url(url: str) -> str:
-    """``url`` stripped, once it is an http(s) address the egress policy lets PRBench reach."""
-    url = check_text(url, "url", WEBHOOK_URL_MAX).strip()
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        raise ValidationError("url: not a valid URL") from None
-    if parts.scheme not in ("https", "http"):
-        raise ValidationError("url must start with https://")
-    problem = egress.url_problem(url)
-    if problem:
-        raise ValidationError(f"url {problem}")
-    try:
-        addresses = egress.destination(url)
-    except egress.EgressRefused as exc:
-        raise ValidationError(f"url: {exc}") from None
-    except egress.NoAnswer as exc:
-        raise ValidationError(f"url: {exc}") from None
-    if parts.scheme == "http" and not all(egress.in_allowed_network(address) for address in addresses):
-        raise ValidationError(
-            f"url must start with https://; plain http is accepted only inside networks allowed in {egress.SETTING}"
-        )
-    return url
 
 
 def check_webhook(org: Organization, url: str, events: Iterable[str]) -> tuple[str, list[str]]:
@@ -164,8 +139,6 @@ def _payload(event: str, code: uuid.UUID, body: dict) -> dict:
 
 
 def _enqueue_on_commit(delivery_ids: list[int]) -> None:
-    from orgs.webhook_delivery import enqueue_deliveries
-
     if delivery_ids:
         # Robust: with Redis down the commit stands, and the sweep sends the pending deliveries.
         transaction.on_commit(functools.partial(enqueue_deliveries, delivery_ids), robust=True)

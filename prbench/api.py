@@ -15,7 +15,8 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as SchemaValidationError
 
-from prbench.api_support import Throttled, error_body, validation_error_body
+from orgs.api_auth import Throttled
+from prbench.api_support import error_body, validation_error_body
 
 api = NinjaAPI(
     title="PRBench API",

@@ -11,7 +11,7 @@ leaks into the next one.
 ``PRBENCH_LOG_FORMAT``: ``json`` (the default, for log shippers) or ``plain`` (structlog's
 console renderer, for a person at a terminal).
 
-No secret: the redaction the rest of PRBench uses (providers/redaction.py) runs on every
+No secret: the redaction the rest of PRBench uses (prbench/redaction.py) runs on every
 value of every event (bound context included), on the formatted exception, and once more on
 the finished line, whatever its format.
 """
@@ -29,7 +29,7 @@ from django.http import HttpRequest, HttpResponse
 from structlog.contextvars import bind_contextvars, clear_contextvars, merge_contextvars
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from providers.redaction import known_secrets, redact_data, redact_text
+from prbench.redaction import known_secrets, redact_data, redact_text
 
 FORMATS = ("json", "plain")
 

@@ -2,7 +2,7 @@
 
 Pure prometheus_client, no Django: the gateway, the pipeline and the evaluator import it.
 What can be read from Postgres or Redis when Prometheus asks (queue depth, live workers,
-running runs) is not recorded here but computed at scrape time (prbench/metrics_view.py), so
+running runs) is not recorded here but computed at scrape time (experiments/metrics_view.py), so
 it needs no gauge living in any one process.
 
 Multiprocess mode: with ``PROMETHEUS_MULTIPROC_DIR`` set in the environment before the process

@@ -15,7 +15,7 @@ from django.contrib.messages.storage.fallback import FallbackStorage
 from django.http import HttpRequest
 from django.views.debug import SafeExceptionReporterFilter
 
-from providers.redaction import redact_known
+from prbench.redaction import redact_known
 
 
 class RedactingFallbackStorage(FallbackStorage):

@@ -128,7 +128,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # django-csp's, which adds the exact hashes of django-rq's inline code on its admin pages.
     "prbench.content_policy.ContentSecurityPolicyMiddleware",
-    "prbench.middleware.ApiKeyAuditMiddleware",
+    "orgs.middleware.ApiKeyAuditMiddleware",
 ]
 
 # Every page loads only our own script and style sheet (htmx is vendored under static/), so
@@ -230,6 +230,15 @@ if PRBENCH_WORKER_LEASE_SECONDS < 1:
 # Attempts claimed before leases existed (no claimer recorded) are abandoned once claimed
 # longer ago than this.
 PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
+# The recovery sweep's steps (prbench/recovery.py), each app's own, run in this order by
+# requeue_stale: attempts and jobs first, then lost judging, boards, webhooks, the audit log.
+PRBENCH_RECOVERY_STEPS = [
+    "experiments.recovery.requeue_abandoned_attempts",
+    "experiments.recovery.requeue_unjudged",
+    "experiments.recovery.refresh_stale_boards",
+    "orgs.recovery.send_overdue_webhooks",
+    "orgs.recovery.prune_audit_log",
+]
 # Poison protection: an attempt handed to a worker this many times without a result (its
 # worker crashed, or its job failed, each time) fails as platform_error on the next claim
 # instead of being sent to the provider, and paid for, once more.
@@ -342,9 +351,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"structured": {"()": "prbench.logs.formatter", "log_format": PRBENCH_LOG_FORMAT}},
     # Key-shaped tokens and every key this process resolved leave each record before it is
-    # written (providers/redaction.py; it also redacts records as they are made); the
+    # written (prbench/redaction.py; it also redacts records as they are made); the
     # formatter redacts the bound context and the finished line as well.
-    "filters": {"redact_secrets": {"()": "providers.redaction.RedactingFilter"}},
+    "filters": {"redact_secrets": {"()": "prbench.redaction.RedactingFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "structured", "filters": ["redact_secrets"]}
     },
@@ -359,7 +368,7 @@ PRBENCH_API_REQUESTS_PER_MINUTE = envint("PRBENCH_API_REQUESTS_PER_MINUTE", "600
 # 0 keeps the uses for good too.
 PRBENCH_AUDIT_KEY_USES_DAYS = envint("PRBENCH_AUDIT_KEY_USES_DAYS", "90")
 
-# Who may read /metrics (prbench/metrics_view.py): a request carrying
+# Who may read /metrics (experiments/metrics_view.py): a request carrying
 # "Authorization: Bearer <PRBENCH_METRICS_TOKEN>" (empty: no token is accepted), or one from an
 # address inside these networks (REMOTE_ADDR). Anyone else gets a 404.
 PRBENCH_METRICS_TOKEN = env("PRBENCH_METRICS_TOKEN", "")
@@ -367,12 +376,12 @@ if PRBENCH_METRICS_TOKEN and len(PRBENCH_METRICS_TOKEN) < 16:
     raise ImproperlyConfigured("PRBENCH_METRICS_TOKEN must be at least 16 characters (or empty: no token)")
 PRBENCH_METRICS_ALLOWED_NETWORKS = envnetworks("PRBENCH_METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
 
-# Fernet keys for provider credentials at rest, newest first (see providers/crypto.py).
+# Fernet keys for provider credentials at rest, newest first (see prbench/crypto.py).
 PRBENCH_ENCRYPTION_KEYS = env("PRBENCH_ENCRYPTION_KEYS", "")
 # Where `manage.py models refresh` fetches OpenRouter's model list from.
 PRBENCH_OPENROUTER_MODELS_URL = env("PRBENCH_OPENROUTER_MODELS_URL", "https://openrouter.ai/api/v1/models")
 # Networks outside the public internet that providers may nevertheless be reached on (see
-# providers/egress.py): e.g. "10.20.0.0/16" for self-hosted models on a private network.
+# prbench/egress.py): e.g. "10.20.0.0/16" for self-hosted models on a private network.
 # Empty: every loopback, private, link-local, multicast and reserved address is refused.
 PRBENCH_ALLOWED_PRIVATE_NETWORKS = envnetworks("PRBENCH_ALLOWED_PRIVATE_NETWORKS", "")
 # Where PRBench's pages are reached from outside, for links in webhook payloads (no trailing /).

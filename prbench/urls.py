@@ -2,7 +2,7 @@ from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
 from django.urls import include, path
 
-from prbench import health, metrics_view
+from experiments import health, metrics_view
 from prbench.api import api
 
 # The admin signs in through allauth's login, whose failure limits are counted in the shared

@@ -12,8 +12,10 @@ from django.http import Http404
 
 from orgs import audit
 from orgs.models import Organization
+from prbench import egress
 from prbench.inputs import parse_json, text_problem
-from providers import egress, gateway
+from prbench.redaction import redact_known
+from providers import gateway
 from providers.errors import ProviderError
 from providers.models import (
     API_VERSION_MAX,
@@ -23,7 +25,6 @@ from providers.models import (
     AllowedProvider,
     ProviderCredential,
 )
-from providers.redaction import redact_known
 from providers.registry import test_models
 from providers.types import ArmSpec, CompletionRequest, Message
 

@@ -6,8 +6,8 @@ class ProvidersConfig(AppConfig):
     name = "providers"
 
     def ready(self) -> None:
+        from prbench.redaction import install_log_record_factory
         from providers import signals  # noqa: F401  (connects the receivers)
-        from providers.redaction import install_log_record_factory
 
-        # Every log record, whichever handler gets it, loses keys (see providers/redaction.py).
+        # Every log record, whichever handler gets it, loses keys (see prbench/redaction.py).
         install_log_record_factory()

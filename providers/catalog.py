@@ -21,7 +21,7 @@ import httpx2
 from django.conf import settings
 from django.utils import timezone
 
-from providers import egress
+from prbench import egress
 from providers.data.native_models import NATIVE_MODELS
 
 FALLBACK = Path(__file__).resolve().parent / "data" / "openrouter_models.json"

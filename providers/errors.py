@@ -29,7 +29,7 @@ class ErrorCategory(models.TextChoices):
     SERVER_ERROR = "server_error"
     OVERLOADED = "overloaded"
     NOT_ALLOWED = "not_allowed"
-    # The endpoint resolved to an address the platform's egress policy refuses (providers/egress.py):
+    # The endpoint resolved to an address the platform's egress policy refuses (prbench/egress.py):
     # a platform set-up failure, never the model's; retrying cannot change the answer.
     EGRESS_REFUSED = "egress_refused"
     # The platform could not finish the attempt (the database refused its result, it crashed

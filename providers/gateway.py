@@ -19,11 +19,11 @@ from redis.exceptions import RedisError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
-from prbench import metrics
-from providers import budget, redaction
+from prbench import metrics, redaction
+from prbench.crypto import DecryptionFailed
+from providers import budget
 from providers.adapters.base import Adapter
 from providers.adapters.config import COST_REFUSAL, UnboundedCost, cost_fields, runtime_config
-from providers.crypto import DecryptionFailed
 from providers.errors import ErrorCategory, ProviderError
 from providers.limits import (
     DEFAULT_MAX_CONCURRENCY,

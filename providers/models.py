@@ -6,7 +6,7 @@ import uuid
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from providers import crypto
+from prbench import crypto
 
 PROVIDER_CHOICES = [
     ("openai", "OpenAI"),

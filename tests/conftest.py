@@ -22,9 +22,9 @@ from experiments.models import Attempt, WorkerLease
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, worker_queues
+from prbench.redaction import forget_secrets
 from providers.adapters.mock_book import forget_books
 from providers.pricing import forget_catalog
-from providers.redaction import forget_secrets
 
 PASSWORD = "correct horse battery staple"
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx2
 
+from prbench.egress import refusal_in
 from providers.adapters.error_answers import answer_category, answer_for_status
 from providers.adapters.streaming import DeadlinePassed, StreamCut, connection_broke, cut_error
-from providers.egress import refusal_in
 from providers.errors import ErrorCategory, ProviderError
 
 

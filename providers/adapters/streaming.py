@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx2
 
-from providers import egress
+from prbench import egress
 from providers.adapters.error_answers import answer_category
 from providers.errors import ProviderError
 

@@ -88,19 +88,19 @@ def test_bad_arguments_are_named(profile, args, message):
 
 def test_requeue_stale_judges_what_a_lost_evaluator_job_left(experiment, start, profile):
     """Attempts recorded, their judging job lost (here: never queued, as after a Redis restart)."""
-    from experiments.actions import do_requeue_stale
+    from prbench.recovery import run_recovery_sweep
 
     run = start(experiment)  # the profile is active: the run records it
     work_queue()  # outside a commit-capturing block, so the judging jobs are never queued
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).exists() and not Verdict.objects.exists()
     ids = list(answered(run).values_list("pk", flat=True))
-    assert do_requeue_stale(stale_after_seconds=600).unjudged == 0  # too recent: their job may still come
+    assert run_recovery_sweep(stale_after_seconds=600)["unjudged"] == 0  # too recent: their job may still come
     answered(run).update(scored_at=timezone.now() - timedelta(hours=1))
     claim_verdicts(profile.pk, ids[:1])  # one is being judged right now by a live job
-    assert do_requeue_stale(stale_after_seconds=600).unjudged == len(ids) - 1
+    assert run_recovery_sweep(stale_after_seconds=600)["unjudged"] == len(ids) - 1
     work_queue()
     assert Verdict.objects.filter(status=VerdictStatus.JUDGED).count() == len(ids) - 1
-    assert do_requeue_stale(stale_after_seconds=600).unjudged == 0
+    assert run_recovery_sweep(stale_after_seconds=600)["unjudged"] == 0
 
 
 @pytest.mark.parametrize("run", ["bad", "00000000-0000-0000-0000-000000000000"])

@@ -3,10 +3,11 @@
 import pytest
 
 from experiments import answer_journal
-from experiments.actions import ArmSpec, do_replace_arms, do_requeue_stale
+from experiments.actions import ArmSpec, do_replace_arms
 from experiments.models import AttemptStatus, RunStatus
 from experiments.pipeline import arm_spec, claim_attempts, execute
 from prbench.queues import get_connection
+from prbench.recovery import run_recovery_sweep
 from providers import gateway
 from providers.models import ProviderCredential
 from tests.conftest import as_if_its_worker_died, work_queue
@@ -50,7 +51,7 @@ def test_a_dead_workers_answers_are_recorded_once_from_the_journal(openai_experi
     assert len(provider.seen) == 3
     provider.default = Reply(200, answer("a second answer, paid for again"))
 
-    assert do_requeue_stale().reclaimed == 3
+    assert run_recovery_sweep()["reclaimed"] == 3
     work_queue()
 
     run.refresh_from_db()
@@ -67,7 +68,7 @@ def test_an_unreadable_entry_is_asked_again_not_trusted(openai_experiment, start
     run = start(openai_experiment, inference_only=True)
     ids = answered_then_died(run)
     get_connection().set(answer_journal.journal_key(ids[0]), b"{not json")
-    do_requeue_stale()
+    run_recovery_sweep()
     work_queue()
     assert len(provider.seen) == 4  # the one unreadable entry's attempt called again
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).count() == 3

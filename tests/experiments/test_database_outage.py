@@ -13,9 +13,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from experiments.management.commands._helpers import sweep_forever
 from experiments.worker import AttemptWorker
 from prbench.queues import get_connection, get_queue
+from prbench.recovery import sweep_forever
 
 
 def count_users() -> int:

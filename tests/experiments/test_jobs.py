@@ -7,13 +7,13 @@ from experiments.actions import (
     do_cancel_run,
     do_pause_run,
     do_replace_arms,
-    do_requeue_stale,
     do_resume_run,
 )
 from experiments.jobs import enqueue_attempts, run_has_jobs
 from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, RunStatus
 from experiments.pipeline import arm_spec, claim_attempt, claim_attempts, execute, record_failure, record_outcomes
 from experiments.prompts import build_request
+from prbench.recovery import run_recovery_sweep
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from tests.conftest import as_if_its_worker_died, work_queue
@@ -113,8 +113,8 @@ def test_an_abandoned_attempt_is_reclaimed_and_counted_once(experiment, start):
     run.refresh_from_db()
     assert victim.status == AttemptStatus.RUNNING and run.status == RunStatus.RUNNING
 
-    report = do_requeue_stale(stale_after_seconds=60)
-    assert report.reclaimed == 1 and report.jobs == 1
+    report = run_recovery_sweep(stale_after_seconds=60)
+    assert report["reclaimed"] == 1 and report["jobs"] == 1
     work_queue()
     victim.refresh_from_db()
     run.refresh_from_db()
@@ -133,8 +133,8 @@ def test_a_lost_queue_is_rebuilt_from_postgres(experiment, start, clean_redis):
     assert run_has_jobs(run.pk)
     clean_redis.flushdb()  # Redis restarted without persistence
     assert not run_has_jobs(run.pk)
-    report = do_requeue_stale()
-    assert report.requeued_runs == 1 and report.reclaimed == 0
+    report = run_recovery_sweep()
+    assert report["requeued_runs"] == 1 and report["reclaimed"] == 0
     work_queue()
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
@@ -143,8 +143,8 @@ def test_a_lost_queue_is_rebuilt_from_postgres(experiment, start, clean_redis):
 
 def test_requeue_leaves_healthy_runs_alone(experiment, start):
     run = start(experiment, inference_only=True)
-    report = do_requeue_stale()
-    assert (report.reclaimed, report.requeued_runs, report.jobs) == (0, 0, 0)
+    report = run_recovery_sweep()
+    assert (report["reclaimed"], report["requeued_runs"], report["jobs"]) == (0, 0, 0)
     assert uuid.UUID(str(run.code))
 
 

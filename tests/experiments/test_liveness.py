@@ -8,10 +8,11 @@ from django.utils import timezone
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 
 from experiments import liveness
-from experiments.actions import ArmSpec, do_replace_arms, do_requeue_stale
+from experiments.actions import ArmSpec, do_replace_arms
 from experiments.models import Attempt, AttemptStatus, RunStatus, WorkerLease
 from experiments.pipeline import claim_attempts
 from prbench.queues import get_queue
+from prbench.recovery import run_recovery_sweep
 from tests.conftest import as_if_its_worker_died, work_queue
 
 
@@ -23,9 +24,9 @@ def test_a_live_workers_attempt_is_never_reclaimed_however_long_it_runs(experime
     Attempt.objects.filter(pk=victim.pk).update(started_at=timezone.now() - timedelta(hours=5))
     assert liveness.heartbeat().renew_now()
 
-    report = do_requeue_stale(stale_after_seconds=60)
+    report = run_recovery_sweep(stale_after_seconds=60)
     victim.refresh_from_db()
-    assert report.reclaimed == 0
+    assert report["reclaimed"] == 0
     assert (victim.status, victim.claim_token) == (AttemptStatus.RUNNING, token)
     lease = WorkerLease.objects.get(name=victim.claimed_by)
     assert lease.expires_at > timezone.now()
@@ -42,8 +43,8 @@ def test_a_dead_workers_attempts_are_reclaimed_and_only_they_are_queued(experime
     dead_lease = Attempt.objects.get(pk=first.pk).claimed_by
     assert liveness.heartbeat().renew_now()  # a flush by an earlier test may have emptied the table
 
-    report = do_requeue_stale()
-    assert (report.reclaimed, report.jobs, report.requeued_runs) == (2, 1, 0)
+    report = run_recovery_sweep()
+    assert (report["reclaimed"], report["jobs"], report["requeued_runs"]) == (2, 1, 0)
     new_jobs = [queue.fetch_job(job_id) for job_id in set(queue.get_job_ids()) - jobs_before]
     assert [job.args for job in new_jobs] == [(run.pk, [first.pk, second.pk])]
     statuses = dict(run.attempts.filter(pk__in=[first.pk, second.pk, alive.pk]).values_list("pk", "status"))
@@ -60,7 +61,7 @@ def test_attempts_claimed_before_leases_keep_the_age_rule(experiment, start):
     Attempt.objects.filter(pk__in=[old.pk, recent.pk]).update(claimed_by="")
     Attempt.objects.filter(pk=old.pk).update(started_at=timezone.now() - timedelta(minutes=20))
 
-    assert do_requeue_stale(stale_after_seconds=600).reclaimed == 1
+    assert run_recovery_sweep(stale_after_seconds=600)["reclaimed"] == 1
     assert dict(run.attempts.filter(pk__in=[old.pk, recent.pk]).values_list("pk", "status")) == {
         old.pk: "queued",
         recent.pk: "running",

@@ -7,10 +7,11 @@ from dataclasses import replace
 import pytest
 from django.db import connections, transaction
 
-from experiments.actions import do_cancel_run, do_requeue_stale, do_start_run
+from experiments.actions import do_cancel_run, do_start_run
 from experiments.jobs import run_has_jobs
 from experiments.models import Attempt, AttemptStatus, RunStatus
 from experiments.pipeline import claim_attempt
+from prbench.recovery import run_recovery_sweep
 from providers.errors import ErrorCategory
 from tests.conftest import as_if_its_worker_died, work_queue
 
@@ -82,7 +83,7 @@ def test_requeue_closes_abandoned_attempts_of_cancelled_runs(experiment, django_
     claim_attempt(victim.pk)
     as_if_its_worker_died(victim.pk)
     do_cancel_run(run)
-    do_requeue_stale(stale_after_seconds=60)
+    run_recovery_sweep(stale_after_seconds=60)
     assert not run.attempts.exclude(status=AttemptStatus.CANCELLED).exists()
 
 

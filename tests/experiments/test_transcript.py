@@ -13,10 +13,11 @@ from django.utils.html import escape
 
 from datasets.models import Dataset
 from evaluation.workloads.multiple_choice import list_choices
-from experiments.actions import ArmSpec, ExperimentSpec, do_requeue_stale, do_save_experiment
+from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.models import Attempt, AttemptStatus, RunStatus
 from experiments.prompts import render_prompt
 from orgs.models import Organization
+from prbench.recovery import run_recovery_sweep
 from providers.errors import ErrorCategory
 from providers.models import AllowedProvider
 from tests.conftest import api_client, as_if_its_worker_died, client_for, make_api_key, work_queue
@@ -263,7 +264,7 @@ def test_a_retired_poison_attempt_says_its_request_was_never_kept(experiment, st
     victim = run.attempts.order_by("sequence").first()
     assert pipeline.claim_attempt(victim.pk)  # its worker dies with it
     as_if_its_worker_died(victim.pk)
-    do_requeue_stale(stale_after_seconds=60)
+    run_recovery_sweep(stale_after_seconds=60)
     work_queue()
     victim.refresh_from_db()
     assert (victim.status, victim.error_category) == (AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR)

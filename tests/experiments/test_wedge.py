@@ -9,9 +9,10 @@ from django.db import OperationalError
 from django.urls import reverse
 
 from experiments import pipeline
-from experiments.actions import ArmSpec, do_replace_arms, do_requeue_stale
+from experiments.actions import ArmSpec, do_replace_arms
 from experiments.jobs import execute_attempts
 from experiments.models import AttemptStatus, RunStatus
+from prbench.recovery import run_recovery_sweep
 from providers import gateway
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
@@ -174,7 +175,7 @@ def test_the_claim_limit_is_a_setting_and_recovery_sweeps_respect_it(experiment,
     victim = run.attempts.order_by("sequence").first()
     assert pipeline.claim_attempt(victim.pk)  # its worker dies with it
     as_if_its_worker_died(victim.pk)
-    do_requeue_stale(stale_after_seconds=60)
+    run_recovery_sweep(stale_after_seconds=60)
     work_queue()
     victim.refresh_from_db()
     assert (victim.status, victim.error_category, victim.claims) == (

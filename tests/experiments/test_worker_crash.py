@@ -11,8 +11,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from experiments.actions import ArmSpec, do_replace_arms, do_requeue_stale, do_start_run
+from experiments.actions import ArmSpec, do_replace_arms, do_start_run
 from experiments.models import Artifact, AttemptStatus, RunStatus, WorkerLease
+from prbench.recovery import run_recovery_sweep
 from providers.models import ProviderCredential
 from tests.conftest import work_queue
 from tests.providers.fake_server import FakeProvider, Reply
@@ -75,7 +76,7 @@ def test_killed_worker(experiment, org):
 
         # Back in the queue on the first sweep after the dead worker's lease ran out.
         reclaimed: list[int] = []
-        assert wait_until(lambda: reclaimed.append(do_requeue_stale().reclaimed) or sum(reclaimed), 5 * LEASE_S)
+        assert wait_until(lambda: reclaimed.append(run_recovery_sweep()["reclaimed"]) or sum(reclaimed), 5 * LEASE_S)
         assert sum(reclaimed) == 4 and not WorkerLease.objects.filter(expires_at__lt=timezone.now()).exists()
         provider.default = Reply(200, answer())
         work_queue()

@@ -179,8 +179,8 @@ def test_the_audit_log_shows_what_a_key_did(alice, org, experiment, start):
 
 
 def test_the_sweep_prunes_old_key_uses_and_keeps_every_change(org, settings):
-    from experiments.actions import do_requeue_stale
     from orgs import audit
+    from prbench.recovery import run_recovery_sweep
 
     settings.PRBENCH_AUDIT_KEY_USES_DAYS = 90
     long_ago, lately = timezone.now() - timedelta(days=91), timezone.now() - timedelta(days=89)
@@ -188,11 +188,11 @@ def test_the_sweep_prunes_old_key_uses_and_keeps_every_change(org, settings):
         for action in ("api_key.used", "api_key.created", "credential.deleted"):
             event = audit.record(org, action, target="key ci (prb_0123456…)")
             AuditEvent.objects.filter(pk=event.pk).update(at=at)
-    report = do_requeue_stale()
-    assert report.audit_pruned == 1
+    report = run_recovery_sweep()
+    assert report["audit_pruned"] == 1
     kept = set(AuditEvent.objects.values_list("action", "at"))
     assert ("api_key.used", long_ago) not in kept and ("api_key.used", lately) in kept
     assert {("api_key.created", long_ago), ("credential.deleted", long_ago)} <= kept
     settings.PRBENCH_AUDIT_KEY_USES_DAYS = 0  # keep them all
     AuditEvent.objects.filter(action="api_key.used").update(at=long_ago)
-    assert do_requeue_stale().audit_pruned == 0 and AuditEvent.objects.filter(action="api_key.used").exists()
+    assert run_recovery_sweep()["audit_pruned"] == 0 and AuditEvent.objects.filter(action="api_key.used").exists()

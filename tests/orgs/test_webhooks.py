@@ -26,7 +26,8 @@ from experiments.models import RunStatus
 from experiments.pipeline import finish_run_if_done
 from orgs.models import AuditEvent, DeliveryStatus, Webhook, WebhookDelivery, WebhookEvent
 from orgs.webhook_delivery import QUEUE, backoff_s, deliver, sweep_due_deliveries
-from orgs.webhooks import check_webhook, check_webhook_url, do_create_webhook, do_send_test
+from orgs.webhook_urls import check_webhook_url
+from orgs.webhooks import check_webhook, do_create_webhook, do_send_test
 from prbench.queues import get_queue
 from tests.conftest import client_for, work_queue
 

@@ -63,7 +63,7 @@ def test_readyz_names_a_redis_that_does_not_answer_and_nothing_more(client, db, 
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     dead = Redis(host="127.0.0.1", port=port, password="s3cret-redis-password", socket_connect_timeout=1)
-    monkeypatch.setattr("prbench.health.get_connection", lambda: dead)
+    monkeypatch.setattr("experiments.health.get_connection", lambda: dead)
     response = client.get("/readyz")
     assert response.status_code == 503
     assert body(response)["checks"]["redis"] == "failing: ConnectionError"

@@ -19,7 +19,7 @@ from structlog.contextvars import bind_contextvars, clear_contextvars
 
 from experiments.actions import ArmSpec, do_replace_arms
 from prbench.logs import formatter
-from providers.redaction import remember_secret
+from prbench.redaction import remember_secret
 from tests.conftest import client_for, work_queue
 
 RESOLVED_KEY = "azurekeyQ7w2E9r4T6y8U1i3O5p7A9s0D2f"  # not key-shaped: only the registry knows it

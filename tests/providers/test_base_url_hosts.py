@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from providers.egress import url_problem
+from prbench.egress import url_problem
 from providers.models import ProviderCredential
 from tests.conftest import client_for
 

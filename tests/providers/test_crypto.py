@@ -2,7 +2,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
 
-from providers import crypto
+from prbench import crypto
 from providers.models import ProviderCredential
 
 KEY = "sk-rotate-me-1234567890"

@@ -17,8 +17,9 @@ from django.urls import reverse
 from experiments.actions import ArmSpec as ExperimentArm
 from experiments.actions import do_replace_arms, do_start_run
 from experiments.models import Attempt
+from prbench import egress
 from prbench.settings import networks
-from providers import egress, gateway
+from providers import gateway
 from providers.actions import do_test_connection
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import ProviderCredential

@@ -1,4 +1,4 @@
-"""providers/redaction.py, and where it is applied: the gateway's errors and completions,
+"""prbench/redaction.py, and where it is applied: the gateway's errors and completions,
 Test connection, flash messages, log records and the DEBUG error page of a credential save."""
 
 from __future__ import annotations
@@ -12,11 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from providers import gateway
-from providers.actions import CredentialInput, do_test_connection
-from providers.errors import ErrorCategory, ProviderError
-from providers.models import ProviderCredential
-from providers.redaction import (
+from prbench.redaction import (
     MARKER,
     RedactingFilter,
     known_secrets,
@@ -25,6 +21,10 @@ from providers.redaction import (
     redact_text,
     remember_secret,
 )
+from providers import gateway
+from providers.actions import CredentialInput, do_test_connection
+from providers.errors import ErrorCategory, ProviderError
+from providers.models import ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
 from tests.conftest import client_for
 from tests.providers.echo_provider import LOOKALIKE, EchoProvider

@@ -19,8 +19,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.models import Attempt, AttemptStatus
+from prbench.redaction import MARKER, redact_answer, redact_data, redact_text, remember_secret
 from providers.models import ProviderCredential
-from providers.redaction import MARKER, redact_answer, redact_data, redact_text, remember_secret
 from tests.conftest import work_queue
 from tests.providers.echo_provider import LOOKALIKE, EchoProvider
 

@@ -6,7 +6,7 @@ from tqdm import tqdm
 
 from datasets.export import check_swebench_exportable, swebench_task_lines
 from datasets.management.commands._helpers import dataset_by_name
-from experiments.management.commands._helpers import org_by_slug
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand
 
 

@@ -19,7 +19,7 @@ from datasets.imports import (
     parse_task_file,
 )
 from datasets.swebench import TaskFileRejected
-from experiments.management.commands._helpers import org_by_slug
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand, open_input_file, read_input_file
 
 

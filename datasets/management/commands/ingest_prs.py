@@ -20,7 +20,7 @@ from datasets.ingest import (
     ingest,
     parse_since,
 )
-from experiments.management.commands._helpers import org_by_slug
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand
 
 

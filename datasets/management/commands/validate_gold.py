@@ -7,7 +7,7 @@ from tqdm import tqdm
 from datasets.gold import QUARANTINING, check_gold, tasks_to_check
 from datasets.management.commands._helpers import dataset_by_name
 from datasets.models import GoldStatus
-from experiments.management.commands._helpers import org_by_slug
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand
 
 MAX_RUNS = 10

@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
-from collections.abc import Callable
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
-from django.db import DatabaseError, close_old_connections
-from redis.exceptions import RedisError
 from rq import Worker
 from tqdm import tqdm
 
-from experiments.actions import RequeueReport, do_requeue_stale
 from experiments.models import Run
 from experiments.progress import run_progress
 from experiments.worker import AttemptWorker
 from orgs.models import Organization
 from prbench.queues import get_connection, worker_queues
-
-logger = logging.getLogger(__name__)
-
-
-def org_by_slug(slug: str) -> Organization:
-    org = Organization.objects.filter(slug=slug).first()
-    if org is None:
-        raise CommandError(f"no organisation with slug {slug!r}")
-    return org
 
 
 def run_by_code(code: str, org: Organization | None = None) -> Run:
@@ -56,26 +42,3 @@ def wait_for_run(run: Run, poll_seconds: float = 0.5) -> Run:
             if run.is_finished:
                 return run
             time.sleep(poll_seconds)
-
-
-def sweep_forever(
-    every_s: float,
-    stale_after_s: int | None = None,
-    report: Callable[[RequeueReport], None] = lambda report: None,
-    rounds: int | None = None,
-) -> None:
-    """Recover abandoned work every ``every_s`` seconds (``rounds`` times, or for ever).
-
-    The sweep is what recovers from outages, so one must not end it: a database or Redis error
-    is logged and the next round tries again on a fresh connection."""
-    done = 0
-    while rounds is None or done < rounds:
-        done += 1
-        try:
-            report(do_requeue_stale(stale_after_s))
-        except (DatabaseError, RedisError) as exc:
-            logger.warning("recovery sweep failed, retrying in %ss: %s: %s", every_s, type(exc).__name__, exc)
-        finally:
-            close_old_connections()  # a connection the failure broke is not reused
-        if rounds is None or done < rounds:
-            time.sleep(every_s)

@@ -2,7 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from experiments.actions import SpecError, check_experiment_spec, do_apply_experiment
-from experiments.management.commands._helpers import org_by_slug
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import SPEC_FILE_MAX_BYTES, CheckedCommand, load_spec, read_input_file
 
 

@@ -26,13 +26,14 @@ from experiments.demo import (
     load_mmlu_experiment,
     load_repository_experiment,
 )
-from experiments.management.commands._helpers import sweep_forever, wait_for_run
+from experiments.management.commands._helpers import wait_for_run
 from experiments.models import AttemptStatus, Run, RunStatus
 from experiments.reporting import run_board_text, run_evaluator_scores
 from orgs.actions import do_create_org
 from orgs.api_keys import do_create_api_key, do_revoke_api_key
 from orgs.models import ApiKey, Organization
 from prbench.queues import ensure_redis, get_connection, stop_embedded_redis
+from prbench.recovery import sweep_forever
 
 DEMO_EMAIL = "demo@prbench.local"
 DEMO_PASSWORD = "prbench-demo"

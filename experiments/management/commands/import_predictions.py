@@ -4,9 +4,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
-from experiments.management.commands._helpers import org_by_slug
 from experiments.models import Experiment
 from experiments.replay import PredictionsRejected, check_replay_label, do_import_predictions, parse_predictions
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand, read_input_file
 
 SHOWN_IGNORED = 5

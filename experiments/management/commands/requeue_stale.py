@@ -1,8 +1,9 @@
+from collections import defaultdict
+
 from django.core.management.base import CommandError
 
-from experiments.actions import RequeueReport, do_requeue_stale
-from experiments.management.commands._helpers import sweep_forever
 from prbench.inputs import CheckedCommand
+from prbench.recovery import run_recovery_sweep, sweep_forever
 
 
 class Command(CheckedCommand):
@@ -23,16 +24,17 @@ class Command(CheckedCommand):
             if value is not None and value < 1:
                 raise CommandError(f"{option} must be a number of seconds of at least 1, not {value}")
         if every is None:
-            self.report(do_requeue_stale(stale_after))
+            self.report(run_recovery_sweep(stale_after))
             return
         sweep_forever(every, stale_after, self.report)
 
-    def report(self, report: RequeueReport) -> None:
+    def report(self, report: dict[str, int]) -> None:
+        count = defaultdict(int, report)  # a step left out of PRBENCH_RECOVERY_STEPS did nothing
         self.stdout.write(
-            f"reclaimed {report.reclaimed} abandoned attempt(s); rebuilt jobs for {report.requeued_runs} run(s); "
-            f"enqueued {report.jobs} job(s); queued {report.unjudged} unjudged attempt(s) for the evaluator; "
-            f"refreshed the boards of {report.summaries} run(s); "
-            f"queued {report.webhooks} overdue webhook delivery(ies); "
-            f"pruned {report.audit_pruned} old API key use(s) from the audit log"
+            f"reclaimed {count['reclaimed']} abandoned attempt(s); rebuilt jobs for {count['requeued_runs']} run(s); "
+            f"enqueued {count['jobs']} job(s); queued {count['unjudged']} unjudged attempt(s) for the evaluator; "
+            f"refreshed the boards of {count['summaries']} run(s); "
+            f"queued {count['webhooks']} overdue webhook delivery(ies); "
+            f"pruned {count['audit_pruned']} old API key use(s) from the audit log"
         )
         self.stdout.flush()

@@ -3,9 +3,10 @@ from django.core.management.base import CommandError
 
 from experiments.actions import SEED_LIMIT, check_start_run, do_start_run, parse_budget_usd
 from experiments.estimate import estimate_run, format_estimate
-from experiments.management.commands._helpers import org_by_slug, wait_for_run
+from experiments.management.commands._helpers import wait_for_run
 from experiments.models import Experiment, RunStatus
 from experiments.reporting import run_board_text
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.management.base import CommandError
 
-from experiments.management.commands._helpers import org_by_slug, run_by_code
+from experiments.management.commands._helpers import run_by_code
 from experiments.models import Run
 from experiments.progress import run_progress
 from leaderboards.gate import (
@@ -19,6 +19,7 @@ from leaderboards.gate import (
     parse_number,
     still_changing,
 )
+from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand
 
 PASSED, FAILED, ERROR, UNDECIDED = 0, 1, 2, 3  # exit codes: a build step fails on anything but 0

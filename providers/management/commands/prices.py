@@ -24,8 +24,8 @@ from django.db import transaction
 from django.utils import timezone
 from tqdm import tqdm
 
+from prbench import egress
 from prbench.inputs import CheckedCommand, read_input_file
-from providers import egress
 from providers.models import Price
 from providers.price_import import (
     MALFORMED,

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from providers import crypto
+from prbench import crypto
 from providers.models import ProviderCredential
 
 

@@ -7,7 +7,8 @@ endpoint's existence is not revealed.
 
 What is served: the samples every process recorded (prbench/metrics.py), merged from
 ``PROMETHEUS_MULTIPROC_DIR`` when it is set, else this process's own; plus the live state read
-now from Redis and Postgres by ``LiveStateCollector``, three cheap counts.
+now from Redis and Postgres by ``LiveStateCollector``, three cheap counts. In ``experiments``
+because two of those counts are its runs and worker leases.
 """
 
 from __future__ import annotations

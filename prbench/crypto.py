@@ -1,4 +1,7 @@
-"""Encryption at rest for provider API keys.
+"""Encryption at rest for stored secrets: provider API keys and webhook signing secrets.
+
+On the ground floor (no model of any app) because two floors keep secrets with it: ``orgs``
+(webhooks) and ``providers`` (credentials).
 
 ``PRBENCH_ENCRYPTION_KEYS`` holds one or more Fernet keys, comma-separated, newest first:
 new values are encrypted with the first, and any of them decrypts, so keys can be rotated

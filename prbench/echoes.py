@@ -3,7 +3,7 @@
 A key does not only come back as itself. A model asked not to repeat it upper-cases it,
 reverses it, spells it out one character per line or base64-encodes it; a provider's error
 page percent-encodes or HTML-escapes it. ``EchoFinder`` finds each of these as a span of the
-original text, for ``providers/redaction.py`` (the one place that replaces them) to remove:
+original text, for ``prbench/redaction.py`` (the one place that replaces them) to remove:
 
 - runs: any ``MIN_RUN`` or more of the key's characters in a row, in any case; reversed too;
 - spelled out: the key's letters and digits in order, anything else between them (``s k - a``,

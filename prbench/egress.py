@@ -11,7 +11,9 @@ itself, so a name that resolves differently the second time (DNS rebinding) cann
 through. TLS still verifies the certificate against the host name, and the Host header keeps
 it, because the HTTP layer above only sees a socket.
 
-Every outbound HTTP client in ``providers`` comes from :func:`http_client`.
+Every outbound HTTP client comes from :func:`http_client`: the provider adapters' (``providers``)
+and, through :func:`post`, the webhook deliveries' (``orgs``). It sits on the ground floor so
+both can use it; this module and ``providers`` are the only places that import the HTTP stack.
 """
 
 from __future__ import annotations
@@ -276,8 +278,8 @@ EXCERPT_BYTES = 200
 def post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> PostAnswer:
     """POST ``body`` to ``url`` through the egress policy (checked where the socket opens), with
     no proxy and no redirect followed, reading at most ``EXCERPT_BYTES`` of the answer (an
-    answer that never ends cannot hold the caller). For callers outside ``providers`` (webhook
-    deliveries), so the HTTP stack stays in this package.
+    answer that never ends cannot hold the caller). For callers that need no SDK (webhook
+    deliveries), so they never import the HTTP stack themselves.
 
     Raises :class:`EgressRefused` for a refused address and :class:`NoAnswer` for no answer."""
     try:

@@ -6,7 +6,7 @@ Two kinds of secret are removed, each replaced by ``MARKER``:
   echoes a key shortened, or a message cut in the middle of one, still gives nothing away),
   and the forms a model or provider turns it into: any case, reversed, spelled out with
   separators, hex, base64 (alone or inside a blob), percent-encoded or HTML- or
-  backslash-escaped (``providers/echoes.py`` finds them; each whole echo becomes one marker);
+  backslash-escaped (``prbench/echoes.py`` finds them; each whole echo becomes one marker);
 - key-shaped tokens of any credential: ``sk-…`` (OpenAI, ``sk-proj-``, Anthropic's
   ``sk-ant-``, OpenRouter's ``sk-or-v1-``), ``Bearer …``, and the values of ``api-key``,
   ``x-api-key`` and friends, in header, query and JSON form; and PRBench's own secrets, an
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from providers.echoes import MIN_RUN, MIN_SECRET, EchoFinder
+from prbench.echoes import MIN_RUN, MIN_SECRET, EchoFinder
 
 MARKER = "[redacted]"
 
@@ -94,7 +94,7 @@ def redact_data(value: Any, secrets: Iterable[str] = ()) -> Any:
 
 
 def remove_secrets(text: str, secrets: Iterable[str]) -> str:
-    """Every echo of any of the keys (``providers/echoes.py``), each as one marker."""
+    """Every echo of any of the keys (``prbench/echoes.py``), each as one marker."""
     if len(text) < MIN_RUN:  # most JSON keys and values of a response: nothing to look for
         return text
     finder = echo_finder(tuple(secrets))

@@ -7,6 +7,9 @@ that claims attempts, experiments/liveness.py). 200 when ready, 503 naming what 
 
 Neither needs a login, and neither says more than which part failed and the error's class: no
 address, no connection string, no message that could carry a credential.
+
+In ``experiments`` because readiness is counted in its worker leases; the URLs stay at the
+site's root (prbench/urls.py).
 """
 
 from __future__ import annotations
