@@ -18,12 +18,13 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Val
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from evaluation.evaluator import active_profile, enqueue_judging, unjudged_of_runs
+from evaluation.evaluator import active_profile
 from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for, workload_kinds
 from evaluation.workloads.base import EXAMPLES, QUESTION
+from experiments.attempt_queue import enqueue_attempts, run_has_jobs
 from experiments.bulk import insert_rows
-from experiments.jobs import enqueue_attempts, run_has_jobs
+from experiments.judging import enqueue_judging, unjudged_of_runs
 from experiments.misconfigured import do_retry_misconfigured_arms, misconfigured_arms
 from experiments.models import (
     RUN_FINISHED,
@@ -46,7 +47,7 @@ from experiments.pipeline import finish_run_if_done, observe_run_duration
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import prompt_version
 from experiments.replay import experiment_arm_problems
-from leaderboards.jobs import queue_summary_refresh, refresh_out_of_date
+from experiments.signals import announce_run_changed, sweep_followers
 from orgs.audit import prune_key_uses
 from orgs.models import Organization
 from orgs.webhook_delivery import sweep_due_deliveries
@@ -751,7 +752,7 @@ def do_resume_run(run: Run) -> bool:
     queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True))
     transaction.on_commit(lambda: (enqueue_attempts(run.pk, queued), finish_run_if_done(run.pk)))
     if retried:  # their not-called failures left the counts: the boards are rebuilt
-        transaction.on_commit(functools.partial(queue_summary_refresh, run.pk), robust=True)
+        transaction.on_commit(functools.partial(announce_run_changed, run.pk), robust=True)
     return True
 
 
@@ -766,7 +767,7 @@ def do_cancel_run(run: Run, by: Any = None) -> bool:
         return False
     run.attempts.filter(status=AttemptStatus.QUEUED).update(status=AttemptStatus.CANCELLED)
     observe_run_duration(run.pk)
-    transaction.on_commit(functools.partial(queue_summary_refresh, run.pk), robust=True)
+    transaction.on_commit(functools.partial(announce_run_changed, run.pk), robust=True)
     return True
 
 
@@ -822,7 +823,7 @@ def do_requeue_stale(stale_after_seconds: int | None = None) -> RequeueReport:
         for start in range(0, len(attempt_ids), settings.PRBENCH_ATTEMPTS_PER_JOB):
             chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
             report.unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
-    report.summaries = len(refresh_out_of_date())
+    report.summaries = len(sweep_followers())
     report.webhooks = sweep_due_deliveries()
     report.audit_pruned = prune_key_uses()
     return report

@@ -38,6 +38,7 @@ from experiments.arm_forms import (
     rows_redrawn,
 )
 from experiments.attempt_list import AttemptQuery, attempt_page, describe_rows, page_links
+from experiments.board_views import board_views
 from experiments.budgets import budget_status, experiment_spend
 from experiments.dataset_history import dataset_versions, recent_imports
 from experiments.estimate import estimate_run
@@ -56,7 +57,6 @@ from experiments.reporting import (
 from experiments.stoppage import why_stopped
 from experiments.swebench_export import ExportRefused, run_models
 from experiments.transcript import attempt_transcript
-from leaderboards.pages import run_page_boards
 from orgs.access import (
     access_attempt,
     access_current_org,
@@ -267,7 +267,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "waiting": Waiting()
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
-        **run_page_boards(run, request.path, request.GET),
+        **board_views().page_section(run, request.path, request.GET),
         "budget": budget,
         "stopped": why_stopped(run, progress, budget),
         "misconfigured": list(misconfigured_arms(run)),

@@ -10,13 +10,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from evaluation.evaluator import enqueue_judging, judge_attempts
 from evaluation.judging import NEUTRALISED, REDACTED, blind_answer, render
 from evaluation.models import FREE_TEXT_EVALUATOR_PROMPT, FREE_TEXT_RUBRIC, EvaluatorProfile, Verdict, VerdictStatus
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.imports import do_import_questions
+from experiments.judging import enqueue_judging, judge_attempts
 from experiments.models import AttemptStatus
 from experiments.task_formats import FormatOptions
 from experiments.task_formats.truthfulqa_gen import parse

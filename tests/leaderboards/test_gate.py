@@ -14,9 +14,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command, execute_from_command_line
 from django.db.models import Count, Q
 
-from evaluation.evaluator import enqueue_judging
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.demo import load_demo_dataset
+from experiments.judging import enqueue_judging
 from experiments.models import Dataset, Run, RunStatus
 from leaderboards.boards import run_boards
 from leaderboards.gate import GateRequest, evaluate_gate
