@@ -20,8 +20,8 @@ from evaluation.evaluator import active_profile
 from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for, workload_kinds
 from evaluation.workloads.base import EXAMPLES, QUESTION
+from experiments.attempt_queue import enqueue_attempts
 from experiments.bulk import insert_rows
-from experiments.jobs import enqueue_attempts
 from experiments.misconfigured import do_retry_misconfigured_arms, misconfigured_arms
 from experiments.models import (
     Allocation,
@@ -40,7 +40,7 @@ from experiments.pipeline import finish_run_if_done, observe_run_duration
 from experiments.planner import attempt_order, sample_tasks
 from experiments.prompts import prompt_version
 from experiments.replay import experiment_arm_problems
-from leaderboards.jobs import queue_summary_refresh
+from experiments.signals import announce_run_changed
 from orgs.models import Organization
 from prbench.inputs import (
     ARM_CONFIG_MAX_BYTES,
@@ -743,7 +743,7 @@ def do_resume_run(run: Run) -> bool:
     queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True))
     transaction.on_commit(lambda: (enqueue_attempts(run.pk, queued), finish_run_if_done(run.pk)))
     if retried:  # their not-called failures left the counts: the boards are rebuilt
-        transaction.on_commit(functools.partial(queue_summary_refresh, run.pk), robust=True)
+        transaction.on_commit(functools.partial(announce_run_changed, run.pk), robust=True)
     return True
 
 
@@ -758,7 +758,7 @@ def do_cancel_run(run: Run, by: Any = None) -> bool:
         return False
     run.attempts.filter(status=AttemptStatus.QUEUED).update(status=AttemptStatus.CANCELLED)
     observe_run_duration(run.pk)
-    transaction.on_commit(functools.partial(queue_summary_refresh, run.pk), robust=True)
+    transaction.on_commit(functools.partial(announce_run_changed, run.pk), robust=True)
     return True
 
 

@@ -24,7 +24,6 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from itertools import chain, islice
 from typing import Any
 
@@ -35,6 +34,7 @@ from django.db.models.functions import Cast, NullIf
 
 from datasets.models import TaskInstance
 from evaluation.workloads import workload_for
+from experiments.board_views import board_views
 from experiments.models import Artifact, ArtifactKind, Run
 from experiments.swebench_export import (
     ExportRefused,
@@ -47,10 +47,6 @@ from experiments.swebench_export import (
     select_models,
 )
 from experiments.transcript import expected_answer, grading_fields, sent_messages
-from leaderboards.aggregation import PatchQualityRow
-from leaderboards.boards import Entry, run_boards
-from leaderboards.jobs import ensure_fresh_summaries
-from leaderboards.report import run_report
 
 # Rows per fetch from the cursor and per chunk written: large enough that a round trip and a
 # write cost little per row, small enough that a chunk stays around a megabyte.
@@ -214,7 +210,7 @@ def _batches(rows: Iterator[Any], size: int | None = None) -> Iterator[list[Any]
 
 def json_chunks(run: Run) -> Iterator[str]:
     """The document `json.dumps(..., indent=2)` gives, with the attempts written as they are read."""
-    head = json.dumps(run_summary(run), indent=2)
+    head = json.dumps(board_views().summary(run), indent=2)
     yield head.removesuffix("\n}") + ',\n  "attempts": ['
     written = False
     for batch in _attempt_batches(run, transcripts=True):
@@ -262,97 +258,6 @@ def _indented(value: Any, depth: int) -> str:
         inner = "\n" + "  " * (depth + 1)
         return "[" + ",".join(inner + _indented(v, depth + 1) for v in value) + "\n" + "  " * depth + "]"
     return _encode_value(value)
-
-
-def run_summary(run: Run) -> dict:
-    """The run and each arm's figures on its boards, in the run's arm order: aggregates read
-    from the run's summaries (brought up to date first), small whatever the run's size."""
-    ensure_fresh_summaries(run.pk)
-    boards = run_boards(run, {}, lambda board, sort: "")
-    speed = {entry.arm.arm_id: entry for entry in boards.speed.entries}
-    cost = {entry.arm.arm_id: entry for entry in boards.cost.entries}
-    quality = {entry.arm.arm_id: entry for entry in boards.quality.entries} if boards.quality else {}
-    evaluator: dict[int, list[Entry]] = {}
-    for entry in boards.evaluator.entries:
-        evaluator.setdefault(entry.arm.arm_id, []).append(entry)
-    return {
-        "run": {
-            "id": str(run.code),
-            "experiment": run.experiment.name,
-            "status": run.status,
-            "seed": run.seed,
-            "inference_only": run.inference_only,
-            "started_at": run.started_at.isoformat() if run.started_at else None,
-            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        },
-        "arms": [
-            _arm_summary(speed[arm_id], quality.get(arm_id), cost[arm_id], evaluator.get(arm_id, []))
-            for arm_id in run.arms.order_by("position", "pk").values_list("pk", flat=True)
-        ],
-    }
-
-
-def _arm_summary(speed: Entry, quality: Entry | None, cost: Entry, evaluator: list[Entry]) -> dict:
-    """One arm's figures; ``quality`` is None when the run validated nothing (inference only),
-    and so are its quality figures then."""
-    r = speed.arm
-    scored = quality is not None
-    return {
-        "label": r.label,
-        "provider": r.provider,
-        "model_name": r.model_name,
-        "n": r.n,
-        "scored_tasks": quality.extra["scored_tasks"] if quality else None,
-        "quality_rank": quality.rank if quality else None,
-        "resolved_rate": r.resolved_rate if scored else None,
-        "ci_low": r.ci_low if scored else None,
-        "ci_high": r.ci_high if scored else None,
-        "speed_rank": speed.rank,
-        "latency_p50_ms": r.latency_p50_ms,
-        "latency_p95_ms": r.latency_p95_ms,
-        "first_token_p50_ms": r.first_token_p50_ms,
-        "output_tokens_per_s_median": r.output_tokens_per_s_median,
-        "cost_rank": cost.rank,
-        "cost_usd": _number(r.cost_usd),
-        "cost_per_task_usd": _number(cost.extra["per_task"]),
-        "cost_per_resolved_usd": _number(r.cost_per_resolved_usd) if scored else None,
-        "error_rate": r.error_rate,
-        "cached": r.cached,
-        "infrastructure_failed": r.infrastructure_failed,
-        "configuration_failed": r.configuration_failed,
-        "low_sample": quality.low_sample if quality else None,
-        **_quality_fields(quality.patch if quality else None),
-        "evaluator": [
-            {
-                "profile": e.evaluator.profile,
-                "rank": e.rank,
-                "mean_overall": e.evaluator.mean_overall,
-                "ci_low": e.evaluator.ci_low,
-                "ci_high": e.evaluator.ci_high,
-                "judged": e.evaluator.judged,
-                "evaluator_errors": e.evaluator.errors,
-            }
-            for e in evaluator
-            if e.evaluator is not None
-        ],
-    }
-
-
-def _number(value: Decimal | float | None) -> float | None:
-    return None if value is None else float(value)
-
-
-def _quality_fields(row: PatchQualityRow | None) -> dict:
-    fields = (
-        "well_formed_rate",
-        "applied_rate",
-        "fail_to_pass_mean",
-        "pass_to_pass_regressions",
-        "build_ok_rate",
-        "lint_clean_rate",
-        "lines_changed_mean",
-    )
-    return {field: getattr(row, field) if row else None for field in fields}
 
 
 # --- CSV -------------------------------------------------------------------------------------
@@ -600,10 +505,8 @@ def prepare_export(run: Run, format: str, label: str | None = None, repetition: 
 
 
 def html_report_chunks(run: Run) -> Iterator[str]:
-    # One chunk: the report holds aggregates from the run's summaries, small whatever its size,
-    # brought up to date first as the JSON export's are, so the two never disagree.
-    ensure_fresh_summaries(run.pk)
-    yield run_report(run)
+    # One chunk: the report holds aggregates from the run's summaries, small whatever its size.
+    yield board_views().html_report(run)
 
 
 EXPORT_FORMATS = {

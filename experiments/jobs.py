@@ -1,4 +1,5 @@
-"""RQ entry points. Thin: they take ids and hand over to the pipeline.
+"""RQ entry points. Thin: they take ids and hand over to the pipeline (queueing them is
+experiments/attempt_queue.py's, which the pipeline uses too).
 
 Running any job twice is harmless: each attempt is claimed with a conditional update,
 so a duplicate job finds nothing left to claim.
@@ -7,18 +8,14 @@ so a duplicate job finds nothing left to claim.
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 
 from django.conf import settings
-from rq.registry import StartedJobRegistry
 from structlog.contextvars import bound_contextvars
 
 from experiments.models import Run
 from experiments.pipeline import BatchRunner, finish_run_if_done
-from prbench.queues import get_connection, get_queue
+from prbench.queues import get_connection
 
 
 def execute_attempts(run_id: int, attempt_ids: list[int]) -> int:
@@ -80,44 +77,3 @@ def _open_redis_connections(count: int) -> None:
     connections = [redis_pool.get_connection() for _ in range(count)]
     for connection in connections:
         redis_pool.release(connection)
-
-
-def _batches(items: Iterable[int], size: int) -> Iterable[list[int]]:
-    iterator = iter(items)
-    while batch := list(islice(iterator, size)):
-        yield batch
-
-
-def job_prefix(run_id: int) -> str:
-    return f"run-{run_id}-"
-
-
-def enqueue_attempts(run_id: int, attempt_ids: Iterable[int]) -> int:
-    """Queue the attempts in batches (one RQ round trip per batch, not per attempt)."""
-    queue = get_queue()
-    jobs = [
-        queue.prepare_data(
-            execute_attempts,
-            args=(run_id, batch),
-            job_id=f"{job_prefix(run_id)}{uuid.uuid4().hex}",
-            result_ttl=0,
-            # No RQ timeout: its SIGALRM exception would land inside an attempt and be scored
-            # as that attempt's failure. Attempts bound themselves (provider timeouts and
-            # retry deadline, the validation kill), and a hung worker is what requeue_stale
-            # recovers from.
-            timeout=-1,
-            failure_ttl=7 * 24 * 3600,
-        )
-        for batch in _batches(attempt_ids, settings.PRBENCH_ATTEMPTS_PER_JOB)
-    ]
-    if jobs:
-        queue.enqueue_many(jobs)
-    return len(jobs)
-
-
-def run_has_jobs(run_id: int) -> bool:
-    """Whether Redis still holds queued or executing work for this run."""
-    queue = get_queue()
-    prefix = job_prefix(run_id)
-    started = StartedJobRegistry(queue=queue).get_job_ids()
-    return any(job_id.startswith(prefix) for job_id in [*queue.get_job_ids(), *started])

@@ -37,14 +37,15 @@ from structlog.contextvars import bound_contextvars
 
 from datasets.models import GoldStatus, TaskInstance
 from datasets.validation import validate_task
-from evaluation.evaluator import enqueue_judging
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, stated_confidence
 from experiments import answer_journal, liveness
+from experiments.attempt_queue import enqueue_attempts
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
 from experiments.few_shot import load_pools
+from experiments.judging import enqueue_judging
 from experiments.misconfigured import (
     CALLED_CONFIGURATION_FAILURES,
     claimed_arm_is_misconfigured,
@@ -58,7 +59,7 @@ from experiments.notifications import queue_budget_exceeded, queue_run_finished
 from experiments.prompts import PromptNotFillable, build_request
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
-from leaderboards.jobs import queue_summary_refresh, request_summary_refresh
+from experiments.signals import announce_recorded, announce_run_changed
 from prbench import metrics, redaction
 from providers import gateway
 from providers.budget import Budget
@@ -867,7 +868,7 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     # by this job (a queued refresh would wait for a free worker, and a run's attempt jobs
     # keep them all busy: leaderboards/jobs.py).
     runs = {ours[o.attempt_id][0] for o in mine if not o.give_back}
-    transaction.on_commit(functools.partial(request_summary_refresh, runs, in_this_job=True), robust=True)
+    transaction.on_commit(functools.partial(announce_recorded, runs, in_this_job=True), robust=True)
     return len(mine)
 
 
@@ -902,13 +903,7 @@ def _give_back(attempt_ids: list[int]) -> None:
     for run_id, ids in by_run.items():
         # Robust: with Redis down the job cannot be queued; the sweep rebuilds it later
         # (queued attempts without a job), and the attempts must be queued all the same.
-        transaction.on_commit(functools.partial(_enqueue_attempts, run_id, ids), robust=True)
-
-
-def _enqueue_attempts(run_id: int, attempt_ids: list[int]) -> None:
-    from experiments.jobs import enqueue_attempts  # jobs imports this module
-
-    enqueue_attempts(run_id, attempt_ids)
+        transaction.on_commit(functools.partial(enqueue_attempts, run_id, ids), robust=True)
 
 
 # An attempt back in the queue: nobody's, so a result from its last holder is refused.
@@ -956,7 +951,7 @@ def finish_run_if_done(run_id: int) -> str | None:
         # second caller (update count 0) never gets here.
         queue_run_finished(run_id, status)
         observe_run_duration(run_id)
-    queue_summary_refresh(run_id)
+    announce_run_changed(run_id)
     return status
 
 

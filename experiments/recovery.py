@@ -1,6 +1,6 @@
 """The experiments app's steps of the recovery sweep (prbench/recovery.py, which runs them in
 the order ``PRBENCH_RECOVERY_STEPS`` gives): attempts a dead worker held, jobs lost with Redis,
-judging lost with its job, boards left out of date."""
+judging lost with its job (leaderboards/recovery.py brings boards up to date)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from evaluation.evaluator import enqueue_judging, unjudged_of_runs
-from experiments.jobs import enqueue_attempts, run_has_jobs
+from experiments.attempt_queue import enqueue_attempts, run_has_jobs
+from experiments.judging import enqueue_judging, unjudged_of_runs
 from experiments.models import RUN_FINISHED, Attempt, AttemptStatus, Run, RunStatus, WorkerLease
 from experiments.pipeline import finish_run_if_done
-from leaderboards.jobs import refresh_out_of_date
 
 
 def requeue_abandoned_attempts(stale_after: timedelta) -> dict[str, int]:
@@ -59,12 +58,6 @@ def requeue_unjudged(stale_after: timedelta) -> dict[str, int]:
             chunk = attempt_ids[start : start + settings.PRBENCH_ATTEMPTS_PER_JOB]
             unjudged += len(chunk) if enqueue_judging(profile_id, chunk, once=True) else 0
     return {"unjudged": unjudged}
-
-
-def refresh_stale_boards(stale_after: timedelta) -> dict[str, int]:
-    """``summaries``: runs recorded into since their boards' last refresh, refreshed now
-    (every run marked out of date, whatever its age: ``stale_after`` is not its to use)."""
-    return {"summaries": len(refresh_out_of_date())}
 
 
 def _reclaim_abandoned(stale_after: timedelta) -> tuple[int, dict[int, list[int]]]:

@@ -40,6 +40,7 @@ from experiments.arm_forms import (
     rows_redrawn,
 )
 from experiments.attempt_list import AttemptQuery, attempt_page, describe_rows, page_links
+from experiments.board_views import board_views
 from experiments.budgets import budget_status, experiment_spend
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
@@ -57,7 +58,6 @@ from experiments.reporting import (
 from experiments.stoppage import why_stopped
 from experiments.swebench_export import ExportRefused, run_models
 from experiments.transcript import attempt_transcript
-from leaderboards.pages import run_page_boards
 from orgs.access import access_current_org, membership_for
 from prbench.htmx import HtmxHttpRequest
 from providers.catalog import suggestions as model_suggestions
@@ -258,7 +258,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "waiting": Waiting()
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
-        **run_page_boards(run, request.path, request.GET),
+        **board_views().page_section(run, request.path, request.GET),
         "budget": budget,
         "stopped": why_stopped(run, progress, budget),
         "misconfigured": list(misconfigured_arms(run)),

@@ -6,4 +6,6 @@ class LeaderboardsConfig(AppConfig):
     name = "leaderboards"
 
     def ready(self) -> None:
-        from leaderboards import sql  # noqa: F401  (registers the SQLite percentile aggregate)
+        from leaderboards import hooks, sql  # noqa: F401  (sql registers the SQLite percentile aggregate)
+
+        hooks.connect()  # experiments tells the boards what changed, and shows them, through these

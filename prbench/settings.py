@@ -235,7 +235,7 @@ PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
 PRBENCH_RECOVERY_STEPS = [
     "experiments.recovery.requeue_abandoned_attempts",
     "experiments.recovery.requeue_unjudged",
-    "experiments.recovery.refresh_stale_boards",
+    "leaderboards.recovery.refresh_stale_boards",
     "orgs.recovery.send_overdue_webhooks",
     "orgs.recovery.prune_audit_log",
 ]

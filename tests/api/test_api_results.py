@@ -17,10 +17,10 @@ from experiments.exports import (
     EXPORT_FORMATS,
     TRANSCRIPT_COLUMNS,
     cut_cell,
-    run_summary,
     spreadsheet_safe,
 )
 from experiments.models import Attempt
+from leaderboards.exports import run_summary
 from leaderboards.models import TaskSummary
 from leaderboards.pairwise import run_pairwise
 from leaderboards.summaries import refresh_run_summaries

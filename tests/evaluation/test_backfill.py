@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from evaluation.evaluator import claim_verdicts
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
+from experiments.judging import RUNS
 from experiments.models import AttemptStatus
 from tests.cli import assert_clean_refusal, run_manage
 from tests.conftest import work_queue
@@ -59,7 +60,7 @@ def test_backfill_in_pieces_never_judges_twice(unjudged_run, profile):
 
 def test_an_interrupted_backfill_is_picked_up_once_its_claims_go_stale(unjudged_run, profile):
     ids = list(answered(unjudged_run).values_list("pk", flat=True))
-    claim_verdicts(profile.pk, ids[:2])  # a backfill killed after claiming, before judging
+    claim_verdicts(profile.pk, ids[:2], RUNS)  # a backfill killed after claiming, before judging
     output = run_command("backfill_evaluations", "--profile", "late")
     assert f"Judged {len(ids) - 2} attempt(s)" in output and "2 were being judged by another job" in output
     Verdict.objects.filter(status=VerdictStatus.PENDING).update(claimed_at=timezone.now() - timedelta(hours=1))
@@ -96,7 +97,7 @@ def test_requeue_stale_judges_what_a_lost_evaluator_job_left(experiment, start, 
     ids = list(answered(run).values_list("pk", flat=True))
     assert run_recovery_sweep(stale_after_seconds=600)["unjudged"] == 0  # too recent: their job may still come
     answered(run).update(scored_at=timezone.now() - timedelta(hours=1))
-    claim_verdicts(profile.pk, ids[:1])  # one is being judged right now by a live job
+    claim_verdicts(profile.pk, ids[:1], RUNS)  # one is being judged right now by a live job
     assert run_recovery_sweep(stale_after_seconds=600)["unjudged"] == len(ids) - 1
     work_queue()
     assert Verdict.objects.filter(status=VerdictStatus.JUDGED).count() == len(ids) - 1

@@ -8,9 +8,10 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluation.evaluator import judge_attempts, platform_org
+from evaluation.evaluator import platform_org
 from evaluation.judging import NEUTRALISED, REDACTED
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
+from experiments.judging import judge_attempts
 from experiments.models import Artifact, AttemptStatus
 from leaderboards import jobs
 from prbench.queues import get_connection

@@ -13,12 +13,12 @@ from django.urls import reverse
 from datasets.formats import FormatOptions
 from datasets.formats.truthfulqa_gen import parse
 from datasets.imports import do_import_questions
-from evaluation.evaluator import enqueue_judging, judge_attempts
 from evaluation.judging import NEUTRALISED, REDACTED, blind_answer, render
 from evaluation.models import FREE_TEXT_EVALUATOR_PROMPT, FREE_TEXT_RUBRIC, EvaluatorProfile, Verdict, VerdictStatus
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
+from experiments.judging import enqueue_judging, judge_attempts
 from experiments.models import AttemptStatus
 from leaderboards import jobs
 from leaderboards.models import ArmSummary

@@ -8,9 +8,9 @@ import pytest
 from datasets.models import Dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
 from experiments.models import AttemptStatus
-from experiments.reporting import run_board_text
 from leaderboards.jobs import OUT_OF_DATE
 from leaderboards.models import ArmSummary
+from leaderboards.reporting import run_board_text
 from prbench.queues import get_connection
 from tests.conftest import work_queue
 from tests.experiments.test_import_questions import JEOPARDY, import_file

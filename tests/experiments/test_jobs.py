@@ -9,7 +9,7 @@ from experiments.actions import (
     do_replace_arms,
     do_resume_run,
 )
-from experiments.jobs import enqueue_attempts, run_has_jobs
+from experiments.attempt_queue import enqueue_attempts, run_has_jobs
 from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, RunStatus
 from experiments.pipeline import arm_spec, claim_attempt, claim_attempts, execute, record_failure, record_outcomes
 from experiments.prompts import build_request

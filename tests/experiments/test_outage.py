@@ -1,7 +1,7 @@
 """One provider down for the whole run: its arm shows the outage, the other arms do not notice."""
 
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
-from experiments.reporting import run_leaderboard
+from leaderboards.reporting import run_leaderboard
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from tests.conftest import work_queue

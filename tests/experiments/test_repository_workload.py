@@ -14,9 +14,9 @@ from evaluation.testbed import FLAKY_SUBJECT, KEPT_SUBJECTS, build_testbed
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.demo import shared_scratch
 from experiments.models import Artifact, ArtifactKind, AttemptStatus
-from experiments.reporting import run_patch_quality
 from experiments.swebench_export import swebench_report
 from leaderboards.aggregation import PatchQualityRow
+from leaderboards.reporting import run_patch_quality
 from tests.conftest import client_for, work_queue
 from tests.experiments.test_commands import run_command
 

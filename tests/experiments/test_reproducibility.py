@@ -3,7 +3,7 @@ from dataclasses import asdict
 
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
 from experiments.exports import json_chunks
-from experiments.reporting import run_leaderboard
+from leaderboards.reporting import run_leaderboard
 from tests.conftest import work_queue
 
 

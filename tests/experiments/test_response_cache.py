@@ -17,8 +17,8 @@ from datasets.demo import load_demo_dataset
 from experiments.actions import ArmSpec, ExperimentSpec, SpecError, check_experiment_spec, do_save_experiment
 from experiments.exports import csv_chunks
 from experiments.models import Attempt, CachedResponse, Experiment, Run
-from experiments.reporting import run_board_text, run_leaderboard
 from leaderboards.aggregation import arm_leaderboard
+from leaderboards.reporting import run_board_text, run_leaderboard
 from orgs.models import Organization
 from providers.models import ProviderCredential
 from tests.conftest import client_for, work_queue

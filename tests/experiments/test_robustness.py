@@ -8,7 +8,7 @@ import pytest
 from django.db import connections, transaction
 
 from experiments.actions import do_cancel_run, do_start_run
-from experiments.jobs import run_has_jobs
+from experiments.attempt_queue import run_has_jobs
 from experiments.models import Attempt, AttemptStatus, RunStatus
 from experiments.pipeline import claim_attempt
 from prbench.recovery import run_recovery_sweep

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.exports import csv_chunks
-from experiments.reporting import run_leaderboard
+from leaderboards.reporting import run_leaderboard
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from tests.conftest import client_for, work_queue

@@ -17,7 +17,7 @@ from django.utils.html import escape
 
 from datasets.demo import DEMO_DATASET, load_demo_dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_run_action, do_save_experiment, do_start_run
-from experiments.jobs import run_has_jobs
+from experiments.attempt_queue import run_has_jobs
 from experiments.models import (
     DEFAULT_PROMPT,
     Artifact,

@@ -11,9 +11,9 @@ from io import StringIO
 from django.core.management import call_command
 from django.urls import reverse
 
-from experiments.exports import run_summary
-from experiments.reporting import run_board_text
 from leaderboards.boards import run_boards
+from leaderboards.exports import run_summary
+from leaderboards.reporting import run_board_text
 from providers.outcomes import OutcomeClass
 from tests.conftest import api_client, client_for, make_api_key
 from tests.leaderboards.test_gate import arm, finished_run, mmlu  # noqa: F401 (fixtures)

@@ -16,8 +16,8 @@ from django.db.models import Count, Q
 
 from datasets.demo import load_demo_dataset
 from datasets.models import Dataset
-from evaluation.evaluator import enqueue_judging
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+from experiments.judging import enqueue_judging
 from experiments.models import Run, RunStatus
 from leaderboards.boards import run_boards
 from leaderboards.gate import GateRequest, evaluate_gate

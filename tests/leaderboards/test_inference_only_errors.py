@@ -8,8 +8,8 @@ import pytest
 
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.models import AttemptStatus
-from experiments.reporting import run_board_text
 from leaderboards.boards import run_boards
+from leaderboards.reporting import run_board_text
 from providers.errors import ErrorCategory
 from tests.conftest import work_queue
 from tests.experiments.test_import_questions import JEOPARDY

@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.forms.models import model_to_dict
 
+from experiments import signals
 from experiments.actions import do_pause_run, do_start_run
 from experiments.models import Attempt
 from leaderboards import jobs
@@ -224,7 +225,7 @@ def test_a_run_that_finishes_is_refreshed_and_recording_asks_only_after_commit(
     assert run.status == "completed"
     labels = {arm.label for arm in ZERO_LATENCY_ARMS}
     assert {s.arm.label: s.scored for s in ArmSummary.objects.filter(run=run)} == dict.fromkeys(labels, 4)
-    asked = [cb for cb in callbacks if getattr(cb, "func", None) is jobs.request_summary_refresh]
+    asked = [cb for cb in callbacks if getattr(cb, "func", None) is signals.announce_recorded]
     assert asked and all(cb.args == ({run.pk},) for cb in asked)
 
 

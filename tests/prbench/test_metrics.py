@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from evaluation.models import EvaluatorProfile, VerdictStatus
 from experiments.actions import ArmSpec, do_cancel_run, do_replace_arms
-from experiments.jobs import enqueue_attempts, execute_attempts
+from experiments.attempt_queue import enqueue_attempts
+from experiments.jobs import execute_attempts
 from experiments.models import AttemptStatus, RunStatus
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass

@@ -5,7 +5,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 from tqdm import tqdm
 
-from evaluation.evaluator import estimated_cost, judge_attempts, profile_by_reference, unjudged_attempts
+from evaluation.evaluator import profile_by_reference
+from experiments.judging import estimated_cost, judge_attempts, unjudged_attempts
 from experiments.management.commands._helpers import run_by_code
 from prbench.inputs import CheckedCommand
 

@@ -18,6 +18,7 @@ from rq.worker import BaseWorker
 
 from evaluation.models import Verdict, VerdictStatus
 from experiments.actions import do_start_run, sampled_task_ids
+from experiments.board_views import board_views
 from experiments.demo import (
     load_code_experiment,
     load_demo_evaluator,
@@ -28,7 +29,6 @@ from experiments.demo import (
 )
 from experiments.management.commands._helpers import wait_for_run
 from experiments.models import AttemptStatus, Run, RunStatus
-from experiments.reporting import run_board_text, run_evaluator_scores
 from orgs.actions import do_create_org
 from orgs.api_keys import do_create_api_key, do_revoke_api_key
 from orgs.models import ApiKey, Organization
@@ -89,10 +89,10 @@ class Command(BaseCommand):
         self.stdout.write(f"Running {experiment.name!r}: {tasks} tasks × {arms} arms × {experiment.repetitions}")
         run = wait_for_run(do_start_run(experiment, user))
         self.stdout.write(f"\nRun {run.code} {run.status}\n")
-        self.stdout.write(run_board_text(run) + "\n")
+        self.stdout.write(board_views().board_text(run) + "\n")
         if run.status != RunStatus.COMPLETED:
             raise CommandError(f"the demo run ended {run.status}")
-        self.stdout.write(evaluator_summary(wait_for_verdicts(run)))
+        self.stdout.write(board_views().evaluator_text(wait_for_verdicts(run)))
 
     def demo_org(self):
         org = Organization.objects.filter(slug="demo").first()
@@ -127,21 +127,6 @@ def wait_for_verdicts(run: Run, timeout_s: float = 120) -> Run:
             break
         time.sleep(0.2)
     return run
-
-
-def evaluator_summary(run: Run) -> str:
-    rows = run_evaluator_scores(run)
-    if run.evaluator_profile_id is None and not rows:
-        return "Not judged by the evaluator: its workload is scored by rules alone.\n"
-    if not rows:
-        return "No evaluator profile is active: attempts were not judged.\n"
-    lines = [f"Evaluator scores ({rows[0].profile}):"]
-    for row in rows:
-        score = (
-            "insufficient data" if row.insufficient else f"{row.mean_overall:.1f} ({row.ci_low:.1f}-{row.ci_high:.1f})"
-        )
-        lines.append(f"  {row.label:<16} {score}, {row.judged} judged, {row.errors} evaluator errors")
-    return "\n".join(lines) + "\n"
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ from tqdm import tqdm
 from experiments.management.commands._helpers import run_by_code
 from experiments.models import Attempt, AttemptStatus, RunArm
 from experiments.response_cache import CACHE_COST_SOURCE
-from leaderboards.jobs import queue_summary_refresh
+from experiments.signals import announce_run_changed
 from prbench.inputs import CheckedCommand
 from providers.policy import served_model
 from providers.pricing import catalog_price, forget_catalog, price_cost
@@ -39,7 +39,7 @@ class Command(CheckedCommand):
                 changed.append(attempt)
         Attempt.objects.bulk_update(changed, ["cost_usd", "cost_source", "cost_breakdown"], batch_size=500)
         for run_id in sorted({attempt.run_id for attempt in changed}):
-            queue_summary_refresh(run_id)  # the cost board reads the run's summaries
+            announce_run_changed(run_id)  # the cost board reads the run's summaries
         self.stdout.write(f"re-priced {len(changed)} attempt(s)")
 
 

@@ -2,10 +2,10 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from experiments.actions import SEED_LIMIT, check_start_run, do_start_run, parse_budget_usd
+from experiments.board_views import board_views
 from experiments.estimate import estimate_run, format_estimate
 from experiments.management.commands._helpers import wait_for_run
 from experiments.models import Experiment, RunStatus
-from experiments.reporting import run_board_text
 from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand
 
@@ -50,6 +50,6 @@ class Command(CheckedCommand):
             return
         run = wait_for_run(run)
         self.stdout.write(f"Run {run.code} {run.status}\n")
-        self.stdout.write(run_board_text(run))
+        self.stdout.write(board_views().board_text(run))
         if run.status != RunStatus.COMPLETED:
             raise CommandError(f"run {run.code} ended {run.status}")

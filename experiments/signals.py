@@ -1,0 +1,30 @@
+"""The one seam through which experiments tells the floor above it (leaderboards) that a
+run's results changed, without importing it: experiments sends, leaderboards connects its
+receivers in its AppConfig.ready().
+
+Sending is synchronous, in the sender's thread, and raises what a receiver raises, as the
+direct calls it replaces did; a sender that must wait for its transaction's commit wraps the
+send in ``transaction.on_commit`` itself, where it always did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.dispatch import Signal
+
+# Attempts or verdicts of these runs were recorded, and committed. ``in_this_job``: the
+# recording job does the follow-up work itself, in its own thread (an attempt job: a run's
+# attempt jobs keep every worker busy, so a queued follow-up would wait behind them all).
+results_recorded = Signal()  # run_ids: Iterable[int], in_this_job: bool
+# The run changed as a whole: it finished or was cancelled, its stopped arms were retried,
+# its attempts re-priced. What depends on it is rebuilt now, not when a throttle allows.
+run_changed = Signal()  # run_id: int
+
+
+def announce_recorded(run_ids: Iterable[int], *, in_this_job: bool = False) -> None:
+    results_recorded.send(sender=None, run_ids=run_ids, in_this_job=in_this_job)
+
+
+def announce_run_changed(run_id: int) -> None:
+    run_changed.send(sender=None, run_id=run_id)
