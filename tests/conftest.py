@@ -6,6 +6,7 @@ alice owns the org, bob is a member, vera a viewer, charlie an outsider with his
 from __future__ import annotations
 
 import io
+import json
 import uuid
 import zipfile
 from datetime import timedelta
@@ -16,29 +17,27 @@ from django.test import Client
 from django.utils import timezone
 
 from datasets.demo import load_demo_dataset
+from datasets.formats import FormatOptions
+from datasets.formats.truthfulqa_gen import parse
+from datasets.imports import do_import_questions
+from datasets.models import Dataset
+from evaluation.models import EvaluatorProfile
+from evaluation.testbed import build_testbed
 from experiments import liveness
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-from experiments.models import Attempt, WorkerLease
+from experiments.models import Attempt, Run, RunStatus, SampleStrategy, WorkerLease
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, worker_queues
 from prbench.redaction import forget_secrets
 from providers.adapters.mock_book import forget_books
 from providers.pricing import forget_catalog
+from tests.cli import run_command
+from tests.factories import ZERO_LATENCY_ARMS, import_file
+from tests.providers.fake_server import FakeProvider
+from tests.samples import HUMANEVAL_SAMPLE, MMLU, PROBLEMS, TRUTHFULQA_GEN
 
 PASSWORD = "correct horse battery staple"
-
-ZERO_LATENCY_ARMS = [
-    ArmSpec(
-        "oracle", "mock", "mock-oracle", {"mode": "oracle", "price_input_per_mtok": 3, "price_output_per_mtok": 15}
-    ),
-    ArmSpec(
-        "noisy",
-        "mock",
-        "mock-noisy",
-        {"mode": "noisy", "quality": 0.5, "price_input_per_mtok": 1, "price_output_per_mtok": 2},
-    ),
-]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -194,3 +193,102 @@ def make_api_key(org, scopes=("read", "run", "admin"), name: str | None = None, 
 def api_client(raw_key: str) -> Client:
     """A client that sends ``raw_key`` as a Bearer token on every request, as a CI script would."""
     return Client(headers={"authorization": f"Bearer {raw_key}"})
+
+
+# --- shared by several modules -----------------------------------------------------------------
+
+
+@pytest.fixture
+def fake():
+    """A local server speaking a provider's wire format (tests/providers/fake_server.py)."""
+    server = FakeProvider()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def mmlu(org):
+    import_file(org, "mmlu", MMLU, dataset="mmlu")
+    dataset = Dataset.objects.get(org=org, name="mmlu")
+    assert dataset.tasks.count() == 56
+    return dataset
+
+
+@pytest.fixture
+def finished_run(org, alice, start, mmlu):
+    """A run of these arms on every MMLU sample question, worked to the end."""
+    made = []
+
+    def run_of(*arms: ArmSpec, seed: int = 7, finish: bool = True, sample_size: int | None = None) -> Run:
+        name = f"gate {len(made)}"
+        spec = ExperimentSpec(name=name, dataset=mmlu, arms=list(arms), seed=seed, sample_size=sample_size)
+        run = start(do_save_experiment(org, spec, alice))
+        if finish:
+            work_queue()
+            run.refresh_from_db()
+            assert run.status == RunStatus.COMPLETED
+        made.append(run)
+        return run
+
+    return run_of
+
+
+TRUTH_AND_MYTH_ARMS = [
+    ArmSpec("truth-teller", "mock", "mock-oracle", {"mode": "oracle"}),
+    ArmSpec("myth-teller", "mock", "mock-wrong", {"mode": "wrong"}),
+]
+
+
+@pytest.fixture
+def text_profile(db):
+    return EvaluatorProfile.objects.create(
+        name="mock-fact-checker",
+        workload="free_text",
+        provider="mock",
+        model_name="mock-evaluator",
+        provider_config={"mode": "evaluator"},
+    )
+
+
+@pytest.fixture
+def truthfulqa(org):
+    tasks = parse(TRUTHFULQA_GEN.name, TRUTHFULQA_GEN.read_bytes(), FormatOptions())
+    return do_import_questions(org, "truthfulqa", tasks, TRUTHFULQA_GEN.name).dataset
+
+
+@pytest.fixture
+def text_experiment(org, truthfulqa, alice):
+    return do_save_experiment(
+        org, ExperimentSpec(name="Truth", dataset=truthfulqa, arms=list(TRUTH_AND_MYTH_ARMS), seed=5), alice
+    )
+
+
+@pytest.fixture
+def humaneval(org, tmp_path):
+    path = tmp_path / "sample.jsonl"
+    path.write_text("".join(json.dumps(problem) + "\n" for problem in PROBLEMS[:HUMANEVAL_SAMPLE]))
+    run_command("import_tasks", "--org", org.slug, "--dataset", "humaneval", "--format", "humaneval", str(path))
+    return Dataset.objects.get(org=org, name="humaneval")
+
+
+@pytest.fixture
+def four_tasks(org, dataset, alice):
+    """The demo dataset's first four tasks, with one live arm beside the replay arm to come."""
+    spec = ExperimentSpec(
+        name="Replayed",
+        dataset=dataset,
+        arms=[ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})],
+        sample_size=4,
+        sample_strategy=SampleStrategy.FIRST,
+        seed=3,
+    )
+    experiment = do_save_experiment(org, spec, alice)
+    tasks = list(dataset.tasks.order_by("position")[:4])
+    return experiment, tasks
+
+
+@pytest.fixture
+def plain_textkit(tmp_path, settings):
+    """Without the flaky fix: its newest task is a plain bug fix."""
+    settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "cache"
+    return build_testbed(tmp_path / "textkit")

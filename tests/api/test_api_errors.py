@@ -20,10 +20,9 @@ from datasets.models import TaskUpload
 from experiments.models import Run
 from orgs.api_keys import do_revoke_api_key
 from orgs.models import ApiKey, Organization
-from tests.api.test_api_schema import real_ids  # noqa: F401 (fixture)
 from tests.conftest import make_api_key
-from tests.experiments.test_import_tasks import LINES
-from tests.leaderboards.test_gate import arm, finished_run, mmlu  # noqa: F401 (fixtures)
+from tests.factories import arm
+from tests.samples import SWEBENCH_LITE_LINES
 
 
 def error_of(response) -> dict:
@@ -58,7 +57,7 @@ def upload_form(lines: list[str]) -> dict[str, Any]:
 
 
 def test_a_signed_in_browser_uploads_with_its_csrf_token(alice):
-    response = browser(alice, with_token=True).post("/api/datasets/uploads", upload_form(LINES[:2]))
+    response = browser(alice, with_token=True).post("/api/datasets/uploads", upload_form(SWEBENCH_LITE_LINES[:2]))
     assert response.status_code == 201, response.content
     assert TaskUpload.objects.get().file_name == "tasks.jsonl"
     assert response.json()["id"] == str(TaskUpload.objects.get().code)
@@ -66,18 +65,18 @@ def test_a_signed_in_browser_uploads_with_its_csrf_token(alice):
 
 def test_a_browser_upload_keeps_the_size_limit(alice, settings):
     settings.PRBENCH_UPLOAD_MAX_BYTES = 1000
-    response = browser(alice, with_token=True).post("/api/datasets/uploads", upload_form(LINES))
+    response = browser(alice, with_token=True).post("/api/datasets/uploads", upload_form(SWEBENCH_LITE_LINES))
     assert response.status_code == 422, response.content
     assert error_of(response)["field"] == "file" and "larger than the upload limit" in error_of(response)["message"]
     assert not TaskUpload.objects.exists()
 
 
 def test_a_browser_upload_without_its_csrf_token_is_refused(alice, bob):
-    response = browser(alice, with_token=False).post("/api/datasets/uploads", upload_form(LINES[:2]))
+    response = browser(alice, with_token=False).post("/api/datasets/uploads", upload_form(SWEBENCH_LITE_LINES[:2]))
     assert response.status_code == 403, response.content
     assert error_of(response)["code"] == "forbidden" and "CSRF" in error_of(response)["message"]
     # A member may not upload at all: the role is refused before the body is read.
-    member = browser(bob, with_token=True).post("/api/datasets/uploads", upload_form(LINES[:2]))
+    member = browser(bob, with_token=True).post("/api/datasets/uploads", upload_form(SWEBENCH_LITE_LINES[:2]))
     assert member.status_code == 403 and "admin" in error_of(member)["message"].lower()
     assert not TaskUpload.objects.exists()
 
@@ -94,7 +93,7 @@ def revoked_key(org) -> str:
 
 def test_no_key_or_a_bad_one_is_401_on_reads_and_writes(org, experiment, start, revoked_key):
     run = start(experiment)
-    upload_body = upload_form(LINES[:2])
+    upload_body = upload_form(SWEBENCH_LITE_LINES[:2])
     requests = [
         ("get", "/api/runs", None),
         ("get", f"/api/runs/{run.code}", None),
@@ -188,7 +187,7 @@ def test_no_body_still_starts_with_every_default_and_money_may_be_a_string(key_c
     assert Run.objects.count() == 2
 
 
-def test_a_gate_body_that_is_not_what_it_seems_is_422(org, finished_run):  # noqa: F811
+def test_a_gate_body_that_is_not_what_it_seems_is_422(org, finished_run):
     run = finished_run(arm("model"))
     client = script(f"Bearer {make_api_key(org, ['read'])}")
     for body, field in (
@@ -232,7 +231,7 @@ def answer(client: Client, method: str, path: str):
 
 
 @override_settings(PRBENCH_API_REQUESTS_PER_MINUTE=0)
-def test_another_organisations_id_answers_exactly_as_an_unknown_one(org, real_ids, charlie):  # noqa: F811
+def test_another_organisations_id_answers_exactly_as_an_unknown_one(org, real_ids, charlie):
     outsider = script(f"Bearer {make_api_key(Organization.objects.get(slug='other'))}")
     fixed = {"format": "json"}  # path parameters that are not ids: the same real value both times
     compared = []

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import api_client, make_api_key
-from tests.leaderboards.test_gate import arm, finished_run, mmlu  # noqa: F401 (fixtures)
+from tests.factories import arm
 
 
 def gate(client, run, **body):
     return client.post(f"/api/runs/{run.code}/gate", body, content_type="application/json")
 
 
-def test_a_run_passes_or_fails_with_a_markdown_summary(org, finished_run):  # noqa: F811
+def test_a_run_passes_or_fails_with_a_markdown_summary(org, finished_run):
     baseline = finished_run(arm("model"))
     candidate = finished_run(arm("model", "noisy", 0.3))
     client = api_client(make_api_key(org, ["read"]))
@@ -28,7 +28,7 @@ def test_a_run_passes_or_fails_with_a_markdown_summary(org, finished_run):  # no
     assert body["markdown"].startswith("## ❌ PRBench gate: FAIL")
 
 
-def test_bad_thresholds_name_their_field(org, finished_run):  # noqa: F811
+def test_bad_thresholds_name_their_field(org, finished_run):
     run = finished_run(arm("model"))
     client = api_client(make_api_key(org, ["read"]))
     for body, field in (
@@ -45,7 +45,7 @@ def test_bad_thresholds_name_their_field(org, finished_run):  # noqa: F811
     assert nothing.status_code == 422 and "at least one check" in nothing.json()["error"]["message"]
 
 
-def test_an_unfinished_run_is_a_409_and_an_outsider_gets_404(org, finished_run, charlie):  # noqa: F811
+def test_an_unfinished_run_is_a_409_and_an_outsider_gets_404(org, finished_run, charlie):
     from orgs.models import Organization
 
     running = finished_run(arm("model"), finish=False)
@@ -57,12 +57,12 @@ def test_an_unfinished_run_is_a_409_and_an_outsider_gets_404(org, finished_run, 
 
 
 @pytest.mark.parametrize("scopes", [["run"]])
-def test_gating_needs_the_read_scope(org, finished_run, scopes):  # noqa: F811
+def test_gating_needs_the_read_scope(org, finished_run, scopes):
     run = finished_run(arm("model"))
     assert gate(api_client(make_api_key(org, scopes)), run, min_quality_lower_bound=0.5).status_code == 403
 
 
-def test_a_gate_that_cannot_decide_says_inconclusive(org, finished_run):  # noqa: F811
+def test_a_gate_that_cannot_decide_says_inconclusive(org, finished_run):
     baseline = finished_run(arm("model", "noisy", 0.8), sample_size=20)
     candidate = finished_run(arm("model", "noisy", 0.7), sample_size=20)
     client = api_client(make_api_key(org, ["read"]))

@@ -26,19 +26,14 @@ from leaderboards.pairwise import run_pairwise
 from leaderboards.summaries import refresh_run_summaries
 from orgs.models import Organization
 from tests.conftest import api_client, client_for, make_api_key, work_queue
-from tests.leaderboards.conftest import ArmPlan, build_run
-
-PLANS = [
-    ArmPlan("strong", quality=0.8, latency_ms=900, model_failure_rate=0.1, infrastructure_failure_rate=0.1),
-    ArmPlan("weak", quality=0.3, latency_ms=300, price="0.0004"),
-]
+from tests.factories import STRONG_AND_WEAK, build_run
 
 
 @pytest.fixture
 def judged_run(experiment, dataset):
     """Two arms on the demo dataset, built row by row with known figures and verdicts whose
     rationale is marked, its summaries refreshed as a finished run's are."""
-    run, _ = build_run(experiment, dataset, PLANS, repetitions=5, verdicts=True)
+    run, _ = build_run(experiment, dataset, STRONG_AND_WEAK, repetitions=5, verdicts=True)
     refresh_run_summaries(run.pk)
     return run
 
@@ -93,7 +88,7 @@ def test_a_runs_leaderboards_are_the_figures_its_page_and_export_show(reader, ju
 
 
 def test_an_inference_only_run_has_no_quality_board_and_no_pairwise(reader, experiment, dataset):
-    run, _ = build_run(experiment, dataset, PLANS, inference_only=True)
+    run, _ = build_run(experiment, dataset, STRONG_AND_WEAK, inference_only=True)
     refresh_run_summaries(run.pk)
     boards = reader.get(f"/api/runs/{run.code}/leaderboards").json()
     assert boards["quality"] is None
@@ -120,8 +115,8 @@ def test_the_pairwise_matrix_is_the_pages(reader, judged_run):
 
 
 def test_the_cross_run_board_pools_each_arms_tasks_and_compares_arms_pair_by_pair(reader, experiment, dataset):
-    first, _ = build_run(experiment, dataset, PLANS, seed=1)
-    second, _ = build_run(experiment, dataset, PLANS, seed=2)
+    first, _ = build_run(experiment, dataset, STRONG_AND_WEAK, seed=1)
+    second, _ = build_run(experiment, dataset, STRONG_AND_WEAK, seed=2)
     for run in (first, second):
         refresh_run_summaries(run.pk)
     response = reader.get("/api/leaderboards/cross-run", {"runs": [str(first.code), str(second.code)]})
@@ -141,9 +136,9 @@ def test_the_cross_run_board_pools_each_arms_tasks_and_compares_arms_pair_by_pai
 
 
 def test_the_cross_run_board_refuses_as_its_page_does(reader, org, experiment, dataset, charlie):
-    run, _ = build_run(experiment, dataset, PLANS)
+    run, _ = build_run(experiment, dataset, STRONG_AND_WEAK)
 
-    foreign = build_run(experiment, dataset, PLANS)[0]
+    foreign = build_run(experiment, dataset, STRONG_AND_WEAK)[0]
     foreign.org = Organization.objects.get(slug="other")
     foreign.save(update_fields=["org"])
     unknown = "00000000-0000-0000-0000-000000000000"
@@ -157,7 +152,7 @@ def test_the_cross_run_board_refuses_as_its_page_does(reader, org, experiment, d
     assert messages[0] == messages[1] == "Run ID: not found."
     nothing = reader.get("/api/leaderboards/cross-run")
     assert nothing.status_code == 422 and error_of(nothing)["field"] == "runs"
-    inference_only, _ = build_run(experiment, dataset, PLANS, inference_only=True)
+    inference_only, _ = build_run(experiment, dataset, STRONG_AND_WEAK, inference_only=True)
     refused = reader.get("/api/leaderboards/cross-run", {"runs": [str(run.code), str(inference_only.code)]})
     assert refused.status_code == 422 and "inference-only" in error_of(refused)["message"]
 
@@ -292,7 +287,7 @@ def test_an_unknown_or_refused_export_is_422_with_the_reason(reader, experiment,
     no_arm = reader.get(f"/api/runs/{judged_run.code}/exports/swebench-preds", {"arm": "nobody"})
     assert no_arm.status_code == 422
     assert error_of(no_arm)["field"] == "arm" and "'strong'" in error_of(no_arm)["message"]
-    inference_only, _ = build_run(experiment, dataset, PLANS, inference_only=True)
+    inference_only, _ = build_run(experiment, dataset, STRONG_AND_WEAK, inference_only=True)
     report = reader.get(f"/api/runs/{inference_only.code}/exports/swebench-report")
     assert report.status_code == 422
     assert "inference-only" in error_of(report)["message"]

@@ -12,7 +12,6 @@ paths). Requests carry an API key with every scope of the organisation that owns
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -29,16 +28,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from datasets.uploads import UploadedFile, do_upload
-from experiments.models import Artifact, Attempt
-from leaderboards.summaries import refresh_run_summaries
 from prbench.wsgi import application
-from tests.api.test_api_results import PLANS
 from tests.conftest import make_api_key
-from tests.leaderboards.conftest import build_run
 
-# One multiple-choice question in the generic JSONL layout: an upload to check and preview.
-MMLU_LINE = b'{"question": "2 + 2?", "choices": ["3", "4"], "answer": "B"}\n'
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = 12  # per operation and way of trying it: the whole document in well under two minutes
 
@@ -52,26 +44,6 @@ def same_connection_for_the_app():
     yield
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
-
-
-@pytest.fixture
-def real_ids(org, dataset, experiment) -> dict[str, Any]:
-    """The public ids of an organisation's objects, by the path parameter naming each: a
-    finished run with judged attempts, one of which was validated as the pipeline records it.
-    Built row by row: running the pipeline would take half a minute of sandboxed tests."""
-    judged, _ = build_run(experiment, dataset, PLANS, verdicts=True)
-    refresh_run_summaries(judged.pk)
-    attempt = judged.attempts.filter(status="completed", verdicts__isnull=False).order_by("sequence").first()
-    validated(attempt)
-    upload = do_upload(org, None, UploadedFile("tasks.jsonl", MMLU_LINE, "jsonl", "fuzzed", {}, "multiple_choice"))
-    return {
-        "upload_id": str(upload.code),
-        "run_id": str(judged.code),
-        "attempt_id": str(attempt.code),
-        "experiment_id": str(experiment.code),
-        "dataset_id": str(dataset.code),
-        "runs": [str(judged.code)],  # the cross-run board's query
-    }
 
 
 # The per-key throttle has its own test; here it would turn the later operations into 429s.
@@ -105,20 +77,6 @@ def test_every_operation_conforms_to_the_schema(org, real_ids, same_connection_f
         if name.startswith("GET") and "(real ids)" in name and 200 not in statuses
     ]
     assert not unread, unread
-
-
-def validated(attempt: Attempt) -> None:
-    task = attempt.task
-    tests = [{"id": test, "outcome": "passed", "seconds": 0.01, "message": ""} for test in task.fail_to_pass]
-    tests.append({"id": "tests/test_other.py::test_it", "outcome": "failed", "seconds": None, "message": "assert 1"})
-    Artifact.objects.bulk_create(
-        [
-            Artifact(attempt=attempt, kind="patch", content="--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"),
-            Artifact(attempt=attempt, kind="validation", status="resolved", content="ok", duration_ms=1200),
-            Artifact(attempt=attempt, kind="tests", content=json.dumps(tests)),
-            Artifact(attempt=attempt, kind="lint", status="passed", content=""),
-        ]
-    )
 
 
 def _names(parameters: Any) -> list[str]:

@@ -21,7 +21,7 @@ from experiments import idempotency
 from experiments.models import ApiIdempotencyKey, Experiment, Run, RunStatus
 from orgs.models import Organization
 from tests.conftest import api_client, client_for, make_api_key, work_queue
-from tests.experiments.test_import_tasks import LINES, edited
+from tests.samples import SWEBENCH_LITE_LINES, edited
 
 SPEC = {
     "name": "API duel",
@@ -365,7 +365,7 @@ def test_an_upload_is_checked_confirmed_and_imported_by_the_worker(
     client, org, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        response = post_upload(client, LINES)
+        response = post_upload(client, SWEBENCH_LITE_LINES)
     assert response.status_code == 201, response.content
     upload = response.json()
     assert upload["status"] == UploadStatus.CHECKING
@@ -393,7 +393,9 @@ def test_an_upload_is_checked_confirmed_and_imported_by_the_worker(
 
 
 def test_a_broken_files_errors_are_named_by_line_and_field(client):
-    response = post_upload(client, [LINES[0], edited(2, base_commit="not-a-commit"), edited(3, patch=None)])
+    response = post_upload(
+        client, [SWEBENCH_LITE_LINES[0], edited(2, base_commit="not-a-commit"), edited(3, patch=None)]
+    )
     assert response.status_code == 201
     upload = response.json()
     assert upload["status"] == UploadStatus.REJECTED
@@ -405,9 +407,9 @@ def test_a_broken_files_errors_are_named_by_line_and_field(client):
 
 
 def test_the_upload_forms_rules_name_their_field(client):
-    mapped = post_upload(client, LINES[:2], field_map="question=prompt")
+    mapped = post_upload(client, SWEBENCH_LITE_LINES[:2], field_map="question=prompt")
     assert mapped.status_code == 422 and "not SWE-bench" in error_of(mapped)["message"]
-    no_format = post_upload(client, LINES[:2], format="")
+    no_format = post_upload(client, SWEBENCH_LITE_LINES[:2], format="")
     assert no_format.status_code == 422 and error_of(no_format)["field"] == "format"
     no_file = client.post("/api/datasets/uploads", {"format": "swebench", "dataset_name": "lite"})
     assert no_file.status_code == 422 and error_of(no_file)["field"] == "file"
@@ -418,7 +420,7 @@ def test_the_upload_forms_rules_name_their_field(client):
 
 def test_a_file_over_the_limit_is_refused_and_not_kept(client, settings):
     settings.PRBENCH_UPLOAD_MAX_BYTES = 1000
-    response = post_upload(client, LINES)
+    response = post_upload(client, SWEBENCH_LITE_LINES)
     assert response.status_code == 422 and error_of(response)["field"] == "file"
     assert "larger than the upload limit" in error_of(response)["message"]
     assert not TaskUpload.objects.exists()
@@ -429,7 +431,7 @@ def test_a_file_over_the_limit_is_refused_and_not_kept(client, settings):
 
 def test_an_outsider_gets_404_and_changes_nothing(outsider, experiment, start, dataset, client):
     run = start(experiment)
-    upload = post_upload(client, LINES[:2]).json()
+    upload = post_upload(client, SWEBENCH_LITE_LINES[:2]).json()
     paths = [
         ("get", f"/api/experiments/{experiment.code}"),
         ("put", f"/api/experiments/{experiment.code}"),
@@ -461,7 +463,7 @@ def test_a_read_only_key_is_refused_every_write(read_only, experiment, start, or
         start_run(read_only, experiment, key="x"),
         read_only.post(f"/api/runs/{run.code}/pause"),
         read_only.get(f"/api/experiments/{experiment.code}/estimate"),
-        post_upload(read_only, LINES[:2]),
+        post_upload(read_only, SWEBENCH_LITE_LINES[:2]),
     ]
     assert [r.status_code for r in refused] == [403] * len(refused)
     assert Run.objects.count() == 1 and Run.objects.get().status == RunStatus.RUNNING
@@ -469,7 +471,7 @@ def test_a_read_only_key_is_refused_every_write(read_only, experiment, start, or
 
 
 def test_a_run_key_cannot_upload(org):
-    response = post_upload(api_client(make_api_key(org, ["read", "run"])), LINES[:2])
+    response = post_upload(api_client(make_api_key(org, ["read", "run"])), SWEBENCH_LITE_LINES[:2])
     assert response.status_code == 403 and "admin" in error_of(response)["message"]
     assert not TaskUpload.objects.exists()
 
@@ -481,6 +483,6 @@ def test_a_viewer_and_a_member_in_the_browser_get_their_roles_rights(vera, bob, 
     assert start_run(viewer, experiment).status_code == 403
     assert post_json(viewer, "/api/experiments", SPEC).status_code == 403
     assert viewer.get(f"/api/experiments/{experiment.code}").status_code == 200
-    assert post_upload(member, LINES[:2]).status_code == 403  # owners and admins only, as in the browser
+    assert post_upload(member, SWEBENCH_LITE_LINES[:2]).status_code == 403  # owners and admins only, as in the browser
     assert member.post(f"/api/runs/{run.code}/pause").status_code == 200
     assert Run.objects.count() == 1 and not TaskUpload.objects.exists()

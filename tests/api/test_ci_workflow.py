@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import make_api_key, work_queue
-from tests.leaderboards.test_gate import arm, finished_run, mmlu  # noqa: F401 (fixtures)
+from tests.factories import arm
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 STEP_TIMEOUT_S = 120
@@ -77,7 +77,7 @@ def the_job(live_server, org, baseline, tmp_path) -> tuple[dict[str, str], list[
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_readme_workflow_starts_waits_and_passes_the_gate(live_server, org, finished_run, tmp_path):  # noqa: F811
+def test_the_readme_workflow_starts_waits_and_passes_the_gate(live_server, org, finished_run, tmp_path):
     from experiments.models import Run, RunStatus
 
     baseline = finished_run(arm("model"))
@@ -92,7 +92,7 @@ def test_the_readme_workflow_starts_waits_and_passes_the_gate(live_server, org, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_readme_workflow_fails_the_build_when_quality_is_too_low(live_server, org, finished_run, tmp_path):  # noqa: F811
+def test_the_readme_workflow_fails_the_build_when_quality_is_too_low(live_server, org, finished_run, tmp_path):
     baseline = finished_run(arm("model", "noisy", 0.3))
     _, results = the_job(live_server, org, baseline, tmp_path)
     assert [result.returncode for result in results] == [0, 0, 0, 1], [r.stdout + r.stderr for r in results]

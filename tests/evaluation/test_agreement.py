@@ -7,8 +7,7 @@ from django.utils import timezone
 from evaluation.agreement import agreement
 from evaluation.models import EvaluatorProfile, Verdict
 from experiments.models import Attempt, Run, RunArm, RunStatus
-from tests.cli import assert_clean_refusal, run_manage
-from tests.experiments.test_commands import run_command
+from tests.cli import assert_clean_refusal, run_command, run_manage
 
 # Five attempts, two profiles.
 OVERALL_A = [10, 20, 30, 40, 50]

@@ -10,9 +10,8 @@ from evaluation.evaluator import claim_verdicts
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.judging import RUNS
 from experiments.models import AttemptStatus
-from tests.cli import assert_clean_refusal, run_manage
+from tests.cli import assert_clean_refusal, run_command, run_manage
 from tests.conftest import work_queue
-from tests.experiments.test_commands import run_command
 
 
 @pytest.fixture

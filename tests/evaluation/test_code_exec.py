@@ -4,7 +4,6 @@ No database: ``evaluate`` runs on pool threads and reads only the task handed to
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import socket
@@ -20,10 +19,8 @@ from evaluation.sandbox import isolation
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context
 from evaluation.workloads.code_exec import BODY, FUNCTION, build_program, extract_code, payload_errors
+from tests.samples import PROBLEMS
 
-# HumanEval as published (MIT licence beside it): 164 problems.
-HUMANEVAL = Path(__file__).resolve().parents[1] / "data" / "humaneval" / "HumanEval.jsonl.gz"
-PROBLEMS = [json.loads(line) for line in gzip.decompress(HUMANEVAL.read_bytes()).splitlines()]
 FIELDS = ("prompt", "entry_point", "test", "canonical_solution")
 WORKLOAD = workload_for("code_exec")
 

@@ -4,20 +4,16 @@ and the rationale stays with staff."""
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from datasets.formats import FormatOptions
-from datasets.formats.truthfulqa_gen import parse
-from datasets.imports import do_import_questions
 from evaluation.judging import NEUTRALISED, REDACTED, blind_answer, render
 from evaluation.models import FREE_TEXT_EVALUATOR_PROMPT, FREE_TEXT_RUBRIC, EvaluatorProfile, Verdict, VerdictStatus
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context
-from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
+from experiments.actions import check_start_run
 from experiments.judging import enqueue_judging, judge_attempts
 from experiments.models import AttemptStatus
 from leaderboards import jobs
@@ -27,23 +23,7 @@ from prbench.queues import get_connection
 from providers.outcomes import OutcomeClass
 from tests.conftest import client_for, command_export, readable_export, work_queue
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "truthfulqa" / "TruthfulQA_sample.csv"
 MOCK_RATIONALE = "Mock evaluator (not a model)"
-ARMS = [
-    ArmSpec("truth-teller", "mock", "mock-oracle", {"mode": "oracle"}),
-    ArmSpec("myth-teller", "mock", "mock-wrong", {"mode": "wrong"}),
-]
-
-
-@pytest.fixture
-def text_profile(db):
-    return EvaluatorProfile.objects.create(
-        name="mock-fact-checker",
-        workload="free_text",
-        provider="mock",
-        model_name="mock-evaluator",
-        provider_config={"mode": "evaluator"},
-    )
 
 
 @pytest.fixture
@@ -52,17 +32,6 @@ def pr_profile(db):
     return EvaluatorProfile.objects.create(
         name="mock-reviewer", provider="mock", model_name="mock-evaluator", provider_config={"mode": "evaluator"}
     )
-
-
-@pytest.fixture
-def truthfulqa(org):
-    tasks = parse(SAMPLE.name, SAMPLE.read_bytes(), FormatOptions())
-    return do_import_questions(org, "truthfulqa", tasks, SAMPLE.name).dataset
-
-
-@pytest.fixture
-def text_experiment(org, truthfulqa, alice):
-    return do_save_experiment(org, ExperimentSpec(name="Truth", dataset=truthfulqa, arms=list(ARMS), seed=5), alice)
 
 
 @pytest.fixture

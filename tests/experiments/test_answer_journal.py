@@ -11,7 +11,7 @@ from prbench.recovery import run_recovery_sweep
 from providers import gateway
 from providers.models import ProviderCredential
 from tests.conftest import as_if_its_worker_died, work_queue
-from tests.experiments.test_worker_crash import answer
+from tests.providers.contracts import gpt4o_answer
 from tests.providers.fake_server import FakeProvider, Reply
 
 
@@ -24,7 +24,7 @@ def provider():
 
 @pytest.fixture
 def openai_experiment(experiment, org, provider):
-    provider.default = Reply(200, answer("the first answer"))
+    provider.default = Reply(200, gpt4o_answer("the first answer"))
     credential = ProviderCredential(org=org, provider="openai", base_url=provider.url + "/v1")
     credential.set_api_key("sk-test-journal-0000000")
     credential.save()
@@ -49,7 +49,7 @@ def test_a_dead_workers_answers_are_recorded_once_from_the_journal(openai_experi
     run = start(openai_experiment, inference_only=True)
     ids = answered_then_died(run)
     assert len(provider.seen) == 3
-    provider.default = Reply(200, answer("a second answer, paid for again"))
+    provider.default = Reply(200, gpt4o_answer("a second answer, paid for again"))
 
     assert run_recovery_sweep()["reclaimed"] == 3
     work_queue()

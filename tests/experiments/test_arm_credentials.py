@@ -19,17 +19,10 @@ from providers.models import ProviderCredential
 from providers.types import ArmSpec as GatewayArm
 from providers.types import CompletionRequest, Message
 from tests.conftest import client_for
-from tests.experiments.test_views import form_data
+from tests.factories import credential
+from tests.forms import form_data
+from tests.providers.contracts import openai_body
 from tests.providers.fake_server import FakeProvider, Reply
-from tests.providers.test_adapter_contracts import openai_body
-
-
-def credential(org, provider="openai", name="default", base_url="", key="sk-test-000000000000", **fields):
-    made = ProviderCredential(org=org, provider=provider, name=name, base_url=base_url, **fields)
-    if key:
-        made.set_api_key(key)
-    made.save()
-    return made
 
 
 def raw_spec(dataset, **arm) -> dict:

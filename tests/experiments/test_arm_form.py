@@ -16,8 +16,8 @@ from experiments.models import Experiment, ModelArm
 from providers.adapters.config import Setting, label_of
 from providers.registry import adapter_class, provider_names
 from tests.conftest import client_for
-from tests.experiments.test_arm_credentials import credential
-from tests.experiments.test_views import browser_submission, form_data
+from tests.factories import credential
+from tests.forms import browser_submission, form_data
 
 HTMX = {"HX-Request": "true"}
 

@@ -18,16 +18,8 @@ from experiments.attempt_list import PAGE_SIZE
 from experiments.models import AttemptStatus
 from providers.errors import ErrorCategory
 from tests.conftest import client_for
-from tests.experiments.test_run_page_live import (
-    NAVIGATE,
-    expected_order,
-    link,
-    list_url,
-    live_url,
-    pages_forward,
-    run_in_every_state,
-    shown,
-)
+from tests.experiments.attempt_list import NAVIGATE, expected_order, link, list_url, live_url, pages_forward, shown
+from tests.factories import run_in_every_state
 
 NEEDLE = "Needle"  # in some answers, in mixed case
 

@@ -15,8 +15,9 @@ from experiments.actions import check_experiment_spec, do_save_experiment
 from experiments.models import Experiment
 from leaderboards.breakdowns import calibration
 from tests.conftest import client_for, work_queue
-from tests.experiments.test_import_questions import MMLU, import_file
-from tests.experiments.test_views import form_data
+from tests.factories import import_file
+from tests.forms import form_data
+from tests.samples import MMLU
 
 ORACLE = {"label": "oracle", "provider": "mock", "model_name": "m", "config": {"mode": "oracle"}}
 NOISY = {"label": "noisy", "provider": "mock", "model_name": "n", "config": {"mode": "noisy", "quality": 0.5}}

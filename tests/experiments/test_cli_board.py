@@ -13,7 +13,8 @@ from leaderboards.models import ArmSummary
 from leaderboards.reporting import run_board_text
 from prbench.queues import get_connection
 from tests.conftest import work_queue
-from tests.experiments.test_import_questions import JEOPARDY, import_file
+from tests.factories import import_file
+from tests.samples import JEOPARDY
 
 ARMS = [ArmSpec(label, "mock", f"mock-{label}", {"mode": "oracle"}) for label in ("strong", "middling", "close")]
 # Of each arm's 108 answers, how many resolved: 90% is far above the other two, and 52% and

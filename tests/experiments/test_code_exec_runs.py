@@ -5,24 +5,13 @@ import json
 import pytest
 from django.urls import reverse
 
-from datasets.models import Dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.models import Artifact, AttemptStatus, RunStatus
 from leaderboards.report import run_report
 from providers.outcomes import OutcomeClass
+from tests.cli import run_command
 from tests.conftest import client_for, work_queue
-from tests.evaluation.test_code_exec import PROBLEMS
-from tests.experiments.test_commands import run_command
-
-SAMPLE = 6
-
-
-@pytest.fixture
-def humaneval(org, tmp_path):
-    path = tmp_path / "sample.jsonl"
-    path.write_text("".join(json.dumps(problem) + "\n" for problem in PROBLEMS[:SAMPLE]))
-    run_command("import_tasks", "--org", org.slug, "--dataset", "humaneval", "--format", "humaneval", str(path))
-    return Dataset.objects.get(org=org, name="humaneval")
+from tests.samples import HUMANEVAL_SAMPLE
 
 
 @pytest.fixture
@@ -42,13 +31,13 @@ def test_the_oracle_arm_passes_every_task_and_the_wrong_one_none(code_experiment
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     oracle, wrong = run.attempts.filter(arm__label="oracle"), run.attempts.filter(arm__label="wrong")
-    assert oracle.count() == wrong.count() == SAMPLE * 2
+    assert oracle.count() == wrong.count() == HUMANEVAL_SAMPLE * 2
     assert set(oracle.values_list("status", "outcome", "resolved", "score")) == {
         (AttemptStatus.COMPLETED, OutcomeClass.SUCCESS, True, 1.0)
     }
     assert set(wrong.values_list("outcome", "resolved", "score")) == {(OutcomeClass.SUCCESS, False, 0.0)}
     answers = Artifact.objects.filter(attempt__run=run, kind="answer")
-    assert answers.count() == SAMPLE * 4
+    assert answers.count() == HUMANEVAL_SAMPLE * 4
     outcomes = {(a.attempt.arm.label, json.loads(a.content)["outcome"]) for a in answers.select_related("attempt__arm")}
     assert outcomes == {("oracle", "passed"), ("wrong", "failed")}
 
@@ -59,7 +48,7 @@ def test_the_oracle_arm_passes_every_task_and_the_wrong_one_none(code_experiment
     rows = table.split("<tr>")[2:]
     assert rows[0].startswith("<td>oracle</td>") and rows[0].count("100.0%") == 2
     assert rows[1].startswith("<td>wrong</td>") and rows[1].count("0.0%") == 2 and "100.0%" not in rows[1]
-    assert f"{SAMPLE} tasks" in rows[0]
+    assert f"{HUMANEVAL_SAMPLE} tasks" in rows[0]
     assert 'id="pass-at-k"' in run_report(run)  # the shared report has it too
 
 

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import yaml
 from django.conf import settings
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from experiments.models import Experiment, ModelArm, Run, RunStatus
+from tests.cli import run_command
 from tests.conftest import work_queue
 
 SPEC: dict[str, Any] = {
@@ -25,12 +26,6 @@ SPEC: dict[str, Any] = {
         {"label": "b", "provider": "mock", "model_name": "m-b", "config": {"mode": "noisy", "quality": 0.5}},
     ],
 }
-
-
-def run_command(*args):
-    out, err = StringIO(), StringIO()
-    call_command(*args, stdout=out, stderr=err)
-    return out.getvalue()
 
 
 def write(tmp_path, name, content):

@@ -12,10 +12,10 @@ from django.urls import reverse
 
 from datasets.models import Dataset, TaskInstance, TaskUpload, UploadStatus
 from orgs.models import Membership, Role
+from tests.cli import run_command
 from tests.conftest import client_for, make_user
-from tests.experiments.test_commands import run_command
-from tests.experiments.test_import_tasks import LINES, SAMPLE, edited
 from tests.experiments.tiny_format import tiny_format  # noqa: F401 (a fixture)
+from tests.samples import SWEBENCH_LITE, SWEBENCH_LITE_LINES, edited
 
 UPLOAD = reverse("datasets:upload_new")
 
@@ -54,7 +54,7 @@ def test_the_form_offers_every_format(alice):
 
 
 def test_the_preview_shows_the_first_rows_and_the_kind_and_saves_nothing(alice):
-    response = upload(client_for(alice), LINES[:12])
+    response = upload(client_for(alice), SWEBENCH_LITE_LINES[:12])
 
     upload_row = the_upload()
     assert response.status_code == 302 and response["Location"] == reverse("datasets:upload", args=[upload_row.code])
@@ -64,14 +64,21 @@ def test_the_preview_shows_the_first_rows_and_the_kind_and_saves_nothing(alice):
     assert "PR patch <code>pr_patch</code>" in content
     assert "a new dataset, version 1" in content
     assert "First 10 of 12 tasks" in content
-    assert content.count("<td>sqlfluff/sqlfluff</td>") == sum("sqlfluff/sqlfluff" in line for line in LINES[:10])
+    assert content.count("<td>sqlfluff/sqlfluff</td>") == sum(
+        "sqlfluff/sqlfluff" in line for line in SWEBENCH_LITE_LINES[:10]
+    )
     assert "<th>instance_id</th>" in content and "<td>sqlfluff__sqlfluff-1625</td>" in content
     assert "Import 12 tasks into lite" in content
     assert nothing_saved()
 
 
 def test_the_preview_shows_every_error_with_its_line_and_field_and_saves_nothing(alice):
-    lines = [LINES[0], edited(2, base_commit="not-a-commit"), edited(3, patch=None), LINES[3]]
+    lines = [
+        SWEBENCH_LITE_LINES[0],
+        edited(2, base_commit="not-a-commit"),
+        edited(3, patch=None),
+        SWEBENCH_LITE_LINES[3],
+    ]
 
     response = upload(client_for(alice), lines)
 
@@ -89,15 +96,17 @@ def test_the_preview_shows_every_error_with_its_line_and_field_and_saves_nothing
 
 
 def test_the_preview_names_the_tasks_the_dataset_already_holds(alice, org):
-    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SWEBENCH_LITE))
 
-    upload(client_for(alice), [LINES[5], LINES[6]])
+    upload(client_for(alice), [SWEBENCH_LITE_LINES[5], SWEBENCH_LITE_LINES[6]])
 
     upload_row = the_upload()
     assert upload_row.status == UploadStatus.REJECTED
     assert upload_row.preview["problems"] == [
-        f"tasks.jsonl:1: field instance_id: {json.loads(LINES[5])['instance_id']!r} is already in dataset 'lite'",
-        f"tasks.jsonl:2: field instance_id: {json.loads(LINES[6])['instance_id']!r} is already in dataset 'lite'",
+        f"tasks.jsonl:1: field instance_id: {json.loads(SWEBENCH_LITE_LINES[5])['instance_id']!r} "
+        "is already in dataset 'lite'",
+        f"tasks.jsonl:2: field instance_id: {json.loads(SWEBENCH_LITE_LINES[6])['instance_id']!r} "
+        "is already in dataset 'lite'",
     ]
     assert TaskInstance.objects.count() == 23
 
@@ -121,7 +130,7 @@ def test_a_question_format_shows_its_mapping_and_its_kinds_checks(alice):
 
 @pytest.mark.usefixtures("tiny_format")
 def test_a_question_file_cannot_go_into_a_dataset_of_another_kind(alice, org):
-    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SWEBENCH_LITE))
 
     upload(client_for(alice), b"q1\tWho?\tMe\n", name="quiz.tsv", format="tiny", dataset="lite")
 
@@ -132,7 +141,7 @@ def test_a_question_file_cannot_go_into_a_dataset_of_another_kind(alice, org):
 
 def test_a_question_format_from_main_imports_through_the_page(alice, org):
     """HumanEval's own file (gzipped, as published) through the same page and the same parser."""
-    data = (SAMPLE.parents[1] / "humaneval" / "HumanEval.jsonl.gz").read_bytes()
+    data = (SWEBENCH_LITE.parents[1] / "humaneval" / "HumanEval.jsonl.gz").read_bytes()
     client = client_for(alice)
 
     upload(client, data, name="HumanEval.jsonl.gz", format="humaneval", dataset="HumanEval")
@@ -149,7 +158,7 @@ def test_a_question_format_from_main_imports_through_the_page(alice, org):
 
 def test_confirming_imports_the_whole_file(alice, org):
     client = client_for(alice)
-    upload(client, LINES)
+    upload(client, SWEBENCH_LITE_LINES)
     upload_row = the_upload()
 
     response = client.post(reverse("datasets:upload_confirm", args=[upload_row.code]))
@@ -167,7 +176,7 @@ def test_confirming_imports_the_whole_file(alice, org):
 
 def test_confirming_twice_imports_once(alice):
     client = client_for(alice)
-    upload(client, LINES[:4])
+    upload(client, SWEBENCH_LITE_LINES[:4])
     confirm = reverse("datasets:upload_confirm", args=[the_upload().code])
 
     client.post(confirm)
@@ -180,11 +189,11 @@ def test_confirming_twice_imports_once(alice):
 
 def test_a_dataset_changed_since_the_preview_imports_nothing(alice, org):
     client = client_for(alice)
-    upload(client, LINES[:6])
+    upload(client, SWEBENCH_LITE_LINES[:6])
     upload_row = the_upload()
     assert upload_row.status == UploadStatus.READY
     # Meanwhile the same tasks come in from the command line.
-    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SWEBENCH_LITE))
     before = TaskInstance.objects.count()
 
     client.post(reverse("datasets:upload_confirm", args=[upload_row.code]))
@@ -201,7 +210,7 @@ def test_a_dataset_changed_since_the_preview_imports_nothing(alice, org):
 def test_a_file_over_the_limit_is_refused_with_a_clear_error(alice, settings):
     settings.PRBENCH_UPLOAD_MAX_BYTES = 100_000
 
-    response = upload(client_for(alice), LINES)  # 295 KB
+    response = upload(client_for(alice), SWEBENCH_LITE_LINES)  # 295 KB
 
     assert response.status_code == 200
     assert response.context["form"].too_large  # stopped as it came in, not read whole first
@@ -210,7 +219,7 @@ def test_a_file_over_the_limit_is_refused_with_a_clear_error(alice, settings):
 
 
 def test_a_field_mapping_is_refused_for_swebench(alice):
-    response = upload(client_for(alice), LINES[:2], field_map="question=prompt")
+    response = upload(client_for(alice), SWEBENCH_LITE_LINES[:2], field_map="question=prompt")
 
     assert response.status_code == 200
     assert "A field mapping and a kind are for generic JSONL/CSV files, not SWE-bench" in response.content.decode()
@@ -218,7 +227,7 @@ def test_a_field_mapping_is_refused_for_swebench(alice):
 
 
 def test_an_admin_may_upload(adam):
-    response = upload(client_for(adam), LINES[:2])
+    response = upload(client_for(adam), SWEBENCH_LITE_LINES[:2])
 
     assert response.status_code == 302 and the_upload().status == UploadStatus.READY
 
@@ -228,13 +237,13 @@ def test_members_and_viewers_cannot_upload(who, request, alice):
     client = client_for(request.getfixturevalue(who))
 
     assert client.get(UPLOAD).status_code == 403
-    assert upload(client, LINES[:2]).status_code == 403
+    assert upload(client, SWEBENCH_LITE_LINES[:2]).status_code == 403
     assert not TaskUpload.objects.exists() and nothing_saved()
 
 
 @pytest.mark.parametrize("who", ["bob", "vera"])
 def test_members_and_viewers_cannot_see_or_confirm_an_upload(who, request, alice):
-    upload(client_for(alice), LINES[:2])
+    upload(client_for(alice), SWEBENCH_LITE_LINES[:2])
     code = the_upload().code
     client = client_for(request.getfixturevalue(who))
 
@@ -245,9 +254,9 @@ def test_members_and_viewers_cannot_see_or_confirm_an_upload(who, request, alice
 
 
 def test_it_checks_ownership(alice, charlie, org):
-    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SWEBENCH_LITE))
     dataset = Dataset.objects.get()
-    upload(client_for(alice), LINES[:2], dataset="other")
+    upload(client_for(alice), SWEBENCH_LITE_LINES[:2], dataset="other")
     code = the_upload().code
     client = client_for(charlie)
 
@@ -260,7 +269,7 @@ def test_it_checks_ownership(alice, charlie, org):
 
 
 def test_the_datasets_pages_offer_the_upload_to_owners_only(alice, bob, org):
-    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SWEBENCH_LITE))
     dataset = Dataset.objects.get()
     into = f"{UPLOAD}?dataset={dataset.code}"
 
@@ -277,7 +286,7 @@ def test_the_datasets_pages_offer_the_upload_to_owners_only(alice, bob, org):
 
 def test_discarding_an_upload(alice):
     client = client_for(alice)
-    upload(client, LINES[:2])
+    upload(client, SWEBENCH_LITE_LINES[:2])
 
     response = client.post(reverse("datasets:upload_discard", args=[the_upload().code]))
 

@@ -10,9 +10,9 @@ from django.urls import reverse
 from datasets.imports import TaskFile, do_import_task_file, parse_task_file
 from datasets.models import Dataset, TaskInstance
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+from tests.cli import run_command
 from tests.conftest import client_for
-from tests.experiments.test_commands import run_command
-from tests.experiments.test_import_tasks import LINES, write_lines
+from tests.samples import SWEBENCH_LITE_LINES, write_lines
 
 
 def import_lines(org, tmp_path, lines, name="tasks.jsonl"):
@@ -28,13 +28,13 @@ def inference_experiment(org, dataset):
 
 
 def test_reimporting_makes_a_new_version_and_each_run_records_its_own(org, alice, tmp_path, start):
-    out = import_lines(org, tmp_path, LINES[:5])
+    out = import_lines(org, tmp_path, SWEBENCH_LITE_LINES[:5])
     assert "Created dataset 'lite': 5 task(s) from 1 repositories as version 1" in out
     dataset = Dataset.objects.get()
     experiment = inference_experiment(org, dataset)
     first = start(experiment, inference_only=True)
 
-    out = import_lines(org, tmp_path, LINES[5:8], "more.jsonl")
+    out = import_lines(org, tmp_path, SWEBENCH_LITE_LINES[5:8], "more.jsonl")
     second = start(experiment, inference_only=True)
 
     assert "Added to dataset 'lite': 3 task(s)" in out and "as version 2" in out
@@ -52,7 +52,7 @@ def test_reimporting_makes_a_new_version_and_each_run_records_its_own(org, alice
 
 
 def test_a_run_uses_no_task_of_a_version_it_did_not_start_on(org, tmp_path, start):
-    import_lines(org, tmp_path, LINES[:3])
+    import_lines(org, tmp_path, SWEBENCH_LITE_LINES[:3])
     dataset = Dataset.objects.get()
     experiment = inference_experiment(org, dataset)
     # A task of version 2 whose import has not (as far as this run can tell) committed its version yet.
@@ -68,17 +68,17 @@ def test_a_run_uses_no_task_of_a_version_it_did_not_start_on(org, tmp_path, star
 def test_the_first_tasks_of_a_dataset_are_its_version_1(org, tmp_path):
     Dataset.objects.create(org=org, name="lite")  # made, but empty (say, mining rejected everything)
 
-    import_lines(org, tmp_path, LINES[:2])
+    import_lines(org, tmp_path, SWEBENCH_LITE_LINES[:2])
 
     dataset = Dataset.objects.get()
     assert dataset.version == 1 and set(dataset.tasks.values_list("dataset_version", flat=True)) == {1}
 
 
 def test_a_failed_import_makes_no_version(org, tmp_path):
-    import_lines(org, tmp_path, LINES[:2])
+    import_lines(org, tmp_path, SWEBENCH_LITE_LINES[:2])
 
     with pytest.raises(Exception, match="already in dataset"):
-        import_lines(org, tmp_path, LINES[1:3], "again.jsonl")
+        import_lines(org, tmp_path, SWEBENCH_LITE_LINES[1:3], "again.jsonl")
 
     assert Dataset.objects.get().version == 1 and TaskInstance.objects.count() == 2
 
@@ -86,7 +86,7 @@ def test_a_failed_import_makes_no_version(org, tmp_path):
 def test_swebench_tasks_cannot_go_into_a_question_dataset(org, tmp_path):
     Dataset.objects.create(org=org, name="quiz", kind="qa_exact")
     spec = TaskFile(format="swebench", name="tasks.jsonl", dataset_name="quiz")
-    with open(write_lines(tmp_path, LINES[:2]), "rb") as handle:
+    with open(write_lines(tmp_path, SWEBENCH_LITE_LINES[:2]), "rb") as handle:
         tasks = parse_task_file(spec, handle)
 
     with pytest.raises(ValidationError, match=r"holds Question and answer .* tasks; this file's are pr_patch"):

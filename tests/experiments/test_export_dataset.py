@@ -8,8 +8,8 @@ from django.core.management import CommandError
 
 from datasets.models import Dataset, TaskInstance
 from orgs.models import Organization
-from tests.experiments.test_commands import run_command
-from tests.experiments.test_repository_workload import ingest, plain_textkit  # noqa: F401 (a fixture)
+from tests.cli import run_command
+from tests.factories import ingest_textkit
 
 SWEBENCH_FIELDS = [
     "repo",
@@ -49,8 +49,8 @@ def test_an_imported_swebench_file_exports_as_it_came(org):
     assert isinstance(exported[0]["FAIL_TO_PASS"], str) and json.loads(exported[0]["FAIL_TO_PASS"])
 
 
-def test_a_mined_dataset_exports_and_imports_back(org, plain_textkit, tmp_path):  # noqa: F811
-    ingest(org, plain_textkit)
+def test_a_mined_dataset_exports_and_imports_back(org, plain_textkit, tmp_path):
+    ingest_textkit(org, plain_textkit)
     mined = Dataset.objects.get(org=org, name="textkit")
     text = export(org, "textkit")
     lines = [json.loads(line) for line in text.splitlines()]

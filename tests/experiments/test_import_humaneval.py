@@ -7,8 +7,8 @@ import pytest
 from django.core.management import CommandError
 
 from datasets.models import Dataset, DatasetKind, TaskInstance
-from tests.evaluation.test_code_exec import HUMANEVAL, PROBLEMS
-from tests.experiments.test_commands import run_command
+from tests.cli import run_command
+from tests.samples import HUMANEVAL, PROBLEMS
 
 
 def import_file(org, path, *options, dataset="humaneval"):

@@ -3,23 +3,15 @@
 line and field."""
 
 import json
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError
 
 from datasets.models import Dataset, DatasetKind, TaskInstance
-from tests.experiments.test_commands import run_command
+from tests.factories import import_file
+from tests.samples import JEOPARDY, MMLU, TRUTHFULQA
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-JEOPARDY = DATA / "qa" / "jeopardy_sample.tsv"
-TRUTHFULQA = DATA / "qa" / "TruthfulQA_sample.csv"
-MMLU = DATA / "mmlu"
 HEADER = "round\tclue_value\tdaily_double_value\tcategory\tcomments\tanswer\tquestion\tair_date\tnotes"
-
-
-def import_file(org, fmt, path, *options, dataset="qa"):
-    return run_command("import_tasks", "--org", org.slug, "--dataset", dataset, "--format", fmt, *options, str(path))
 
 
 def refused(org, fmt, path, *options, dataset="qa") -> str:

@@ -1,7 +1,6 @@
 """`import_tasks --format swebench`: the real SWE-bench Lite sample, and bad files refused whole."""
 
 import json
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -10,40 +9,21 @@ from django.core.management import CommandError
 from datasets.models import Dataset, TaskInstance
 from evaluation.patches import patch_paths
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
-from tests.experiments.test_commands import run_command
-
-# The SWE-bench Lite dev split, as shipped (MIT licence beside it).
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "swebench" / "SWE-bench_Lite_dev.jsonl"
-LINES = SAMPLE.read_text().splitlines()
-
-
-def write_lines(tmp_path, lines, name="tasks.jsonl"):
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
-def edited(line_number, **changes):
-    row = json.loads(LINES[line_number - 1])
-    for key, value in changes.items():
-        if value is None:
-            row.pop(key, None)
-        else:
-            row[key] = value
-    return json.dumps(row)
+from tests.cli import run_command
+from tests.samples import SWEBENCH_LITE, SWEBENCH_LITE_LINES, edited, write_lines
 
 
 def test_the_swebench_lite_sample_imports(org):
     out = run_command(
         "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
-        "--repo-source", "sqlfluff/sqlfluff=/srv/repos/sqlfluff", str(SAMPLE),
+        "--repo-source", "sqlfluff/sqlfluff=/srv/repos/sqlfluff", str(SWEBENCH_LITE),
     )  # fmt: skip
     assert "Created dataset 'lite': 23 task(s) from 6 repositories" in out
     assert "No source configured yet for: marshmallow-code/marshmallow" in out and "sqlfluff/sqlfluff," not in out
     dataset = Dataset.objects.get(org=org, name="lite")
     assert dataset.repo_sources == {"sqlfluff/sqlfluff": "/srv/repos/sqlfluff"}
     task = dataset.tasks.get(external_id="sqlfluff__sqlfluff-1625")
-    first = json.loads(LINES[0])
+    first = json.loads(SWEBENCH_LITE_LINES[0])
     assert task.repo == "sqlfluff/sqlfluff" and task.base_commit == first["base_commit"]
     assert task.gold_patch == first["patch"] and task.test_patch == first["test_patch"]
     assert task.fail_to_pass == json.loads(first["FAIL_TO_PASS"])  # shipped as a JSON string
@@ -55,7 +35,12 @@ def test_the_swebench_lite_sample_imports(org):
 
 
 def test_a_bad_line_refuses_the_whole_file_naming_file_line_and_field(org, tmp_path):
-    lines = [LINES[0], edited(2, base_commit="not-a-commit"), edited(3, patch=None), LINES[3]]
+    lines = [
+        SWEBENCH_LITE_LINES[0],
+        edited(2, base_commit="not-a-commit"),
+        edited(3, patch=None),
+        SWEBENCH_LITE_LINES[3],
+    ]
     path = write_lines(tmp_path, lines)
     with pytest.raises(CommandError) as caught:
         run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", path)
@@ -99,14 +84,14 @@ def test_lists_may_be_given_as_lists_and_duplicates_are_refused(org, tmp_path):
     with pytest.raises(CommandError) as caught:  # the same instance twice in one file
         run_command(
             "import_tasks", "--org", org.slug, "--dataset", "e", "--format", "swebench",
-            write_lines(tmp_path, [LINES[1], LINES[2], LINES[1]]),
+            write_lines(tmp_path, [SWEBENCH_LITE_LINES[1], SWEBENCH_LITE_LINES[2], SWEBENCH_LITE_LINES[1]]),
         )  # fmt: skip
     assert "tasks.jsonl:3: field instance_id:" in str(caught.value)
     assert "already appears on line 1" in str(caught.value)
     with pytest.raises(CommandError) as caught:  # a task the dataset already holds
         run_command(
             "import_tasks", "--org", org.slug, "--dataset", "d", "--format", "swebench",
-            write_lines(tmp_path, [LINES[4], LINES[0]]),
+            write_lines(tmp_path, [SWEBENCH_LITE_LINES[4], SWEBENCH_LITE_LINES[0]]),
         )  # fmt: skip
     assert "tasks.jsonl:2: field instance_id" in str(caught.value) and "is already in dataset 'd'" in str(caught.value)
     assert TaskInstance.objects.count() == 1  # neither file changed anything
@@ -116,7 +101,7 @@ def test_a_bad_repository_source_is_refused(org):
     with pytest.raises(CommandError) as caught:
         run_command(
             "import_tasks", "--org", org.slug, "--dataset", "d", "--format", "swebench",
-            "--repo-source", "sqlfluff=/srv/x", str(SAMPLE),
+            "--repo-source", "sqlfluff=/srv/x", str(SWEBENCH_LITE),
         )  # fmt: skip
     assert "repository source 'sqlfluff=/srv/x': expected owner/name=PATH_OR_URL" in str(caught.value)
     assert not Dataset.objects.exists()
@@ -126,7 +111,7 @@ def test_test_and_build_commands_are_kept_on_the_dataset(org):
     run_command(
         "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
         "--test-command", "{python} -m pytest -x --junitxml={junit}", "--build-command", "make 'build all'",
-        str(SAMPLE),
+        str(SWEBENCH_LITE),
     )  # fmt: skip
     dataset = Dataset.objects.get(name="lite")
     assert dataset.test_command == ["{python}", "-m", "pytest", "-x", "--junitxml={junit}"]
@@ -137,13 +122,13 @@ def test_an_unparsable_test_command_imports_nothing(org):
     with pytest.raises(CommandError, match="--test-command: No closing quotation"):
         run_command(
             "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
-            "--test-command", "pytest 'oops", str(SAMPLE),
+            "--test-command", "pytest 'oops", str(SWEBENCH_LITE),
         )  # fmt: skip
     assert not Dataset.objects.exists()
 
 
 def test_a_run_on_repository_tasks_needs_their_sources_and_a_test_command(org):
-    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SAMPLE))
+    run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", str(SWEBENCH_LITE))
     dataset = Dataset.objects.get(name="lite")
     spec = ExperimentSpec(name="lite", dataset=dataset, arms=[ArmSpec("o", "mock", "m", {"mode": "oracle"})])
     experiment = do_save_experiment(org, spec)
@@ -172,7 +157,7 @@ def test_the_dataset_page_shows_each_task_repository(org, alice):
 
     run_command(
         "import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench",
-        "--repo-source", "sqlfluff/sqlfluff=/srv/repos/sqlfluff", str(SAMPLE),
+        "--repo-source", "sqlfluff/sqlfluff=/srv/repos/sqlfluff", str(SWEBENCH_LITE),
     )  # fmt: skip
     dataset = Dataset.objects.get(name="lite")
     content = client_for(alice).get(reverse("datasets:detail", args=[dataset.code])).content.decode()
@@ -185,11 +170,11 @@ def test_the_dataset_page_shows_each_task_repository(org, alice):
 def test_an_imported_dataset_judges_by_the_tasks_own_tests_and_flags_a_gold_patch_it_would_refuse(org, tmp_path):
     # The first task's gold patch rewritten to touch a file beside its own test file, as a fix
     # that could never be validated would.
-    first = json.loads(LINES[0])
+    first = json.loads(SWEBENCH_LITE_LINES[0])
     test_file = next(iter(patch_paths(first["test_patch"])))
     beside = test_file.rsplit("/", 1)[0] + "/helpers.py"
     refused_patch = f"--- a/{beside}\n+++ b/{beside}\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
-    path = write_lines(tmp_path, [edited(1, patch=refused_patch), *LINES[1:]])
+    path = write_lines(tmp_path, [edited(1, patch=refused_patch), *SWEBENCH_LITE_LINES[1:]])
 
     out = run_command("import_tasks", "--org", org.slug, "--dataset", "lite", "--format", "swebench", path)
 

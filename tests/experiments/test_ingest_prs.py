@@ -15,24 +15,14 @@ from datasets.ingest import IngestOptions, Verdict, ingest
 from datasets.models import MinedCandidate, TaskInstance
 from evaluation.testbed import build_testbed
 from orgs.models import Organization
-from tests.experiments.test_commands import run_command
-
-# plain textkit, newest first: "Name the word splitter" (rejected: no test turns green),
-# "Test slugs of digits" (tests only), then three fixes dated 2026-01-05, -04 and -02.
-SPLITTER = "Name the word splitter"
-MINUTES = "parse_duration counts minutes as hours"
-DASHES = "Strip dashes at the ends of slugs"
-WORDS = "Count words across newlines"
+from tests.factories import ingest_textkit
+from tests.samples import DASHES, MINUTES, SPLITTER
 
 
 @pytest.fixture
 def textkit(tmp_path, settings):
     settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "cache"
     return build_testbed(tmp_path / "textkit")
-
-
-def ingest_command(org, repo, *extra):
-    return run_command("ingest_prs", "--org", org.slug, "--dataset", "textkit", "--repo", str(repo), *extra)
 
 
 def titles():
@@ -67,13 +57,13 @@ def test_a_killed_run_keeps_its_decisions_and_a_rerun_skips_them(org, textkit):
     assert titles() == [MINUTES]
 
     # --since leaves "Count words" (2026-01-02) out; the decided two are not tested again.
-    output = ingest_command(org, textkit, "--since", "2026-01-03")
+    output = ingest_textkit(org, textkit, "--since", "2026-01-03")
     assert "1 candidate(s): kept 1 (0 quarantined as flaky), rejected 0" in output
     assert "1 already in the dataset" in output and "1 rejected before (--retry-rejected" in output
     assert titles() == [MINUTES, DASHES]
 
     # --max-candidates 1: the rejected one is judged again, and nothing after it.
-    output = ingest_command(org, textkit, "--retry-rejected", "--max-candidates", "1")
+    output = ingest_textkit(org, textkit, "--retry-rejected", "--max-candidates", "1")
     assert "1 candidate(s): kept 0 (0 quarantined as flaky), rejected 1" in output
     assert f"'{SPLITTER}': the gold patch turns no test green" in output
     assert "      | " in output and " passed" in output  # the tail of its test log
@@ -110,14 +100,14 @@ def test_an_interrupted_command_keeps_what_it_decided(tmp_path):
 
 
 def test_tasks_of_one_run_are_listed_oldest_first(org, textkit):
-    ingest_command(org, textkit, "--max", "2")
+    ingest_textkit(org, textkit, "--max", "2")
     assert titles() == [DASHES, MINUTES]
     assert MinedCandidate.objects.filter(kept=False).count() == 1  # the splitter, on the way
 
 
 def test_a_bare_python_stops_mining_before_anything_is_decided(org, textkit):
     with pytest.raises(CommandError) as raised:
-        ingest_command(org, textkit, "--test-command", "python -m pytest -q")
+        ingest_textkit(org, textkit, "--test-command", "python -m pytest -q")
     message = str(raised.value)
     assert message.startswith("stopped: the test command reported no per-test results at ")
     assert "'python' is not this interpreter inside the sandbox" in message
@@ -131,7 +121,7 @@ def test_a_missing_program_stops_mining_too(org, textkit):
         CommandError,
         match=r"(?s)stopped: the test command could not start at .*the program 'no-such-runner' was not found",
     ):
-        ingest_command(org, textkit, "--test-command", "no-such-runner --junitxml={junit}")
+        ingest_textkit(org, textkit, "--test-command", "no-such-runner --junitxml={junit}")
     assert not MinedCandidate.objects.exists()
 
 
@@ -175,7 +165,7 @@ def test_a_merge_commit_is_described_by_its_branch_commits(org, textkit):
     git(textkit, "checkout", "--quiet", "main")
     git(textkit, "merge", "--quiet", "--no-ff", "-m", "Merge branch 'days'", "days")
 
-    output = ingest_command(org, textkit, "--max-candidates", "1")
+    output = ingest_textkit(org, textkit, "--max-candidates", "1")
 
     assert "kept     " in output and "'Accept days in durations': 1 FAIL_TO_PASS" in output
     task = TaskInstance.objects.get()

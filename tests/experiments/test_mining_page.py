@@ -14,7 +14,7 @@ from evaluation.testbed import build_testbed
 from orgs.models import Organization
 from prbench.queues import get_queue
 from tests.conftest import client_for, work_queue
-from tests.experiments.test_ingest_prs import DASHES, MINUTES, SPLITTER
+from tests.samples import DASHES, MINUTES, SPLITTER
 
 MINE = reverse("datasets:mining_new")
 

@@ -21,7 +21,8 @@ from experiments.models import AttemptStatus, RunStatus
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from providers.outcomes import OutcomeClass
-from tests.conftest import ZERO_LATENCY_ARMS, client_for, work_queue
+from tests.conftest import client_for, work_queue
+from tests.factories import ZERO_LATENCY_ARMS
 from tests.providers.fake_server import FakeProvider, Reply, Seen
 
 KEY = "sk-test-misconfigured-000000"

@@ -9,7 +9,8 @@ from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_
 from experiments.mock_books import book_name, register_mock_books
 from experiments.pipeline import RelatedCache
 from providers.adapters import mock_book
-from tests.experiments.test_import_questions import MMLU, import_file
+from tests.factories import import_file
+from tests.samples import MMLU
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from datasets.models import Dataset
 from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
@@ -18,10 +17,8 @@ from experiments.models import AttemptStatus, RunStatus
 from providers.adapters.mock import DONT_KNOW
 from providers.outcomes import OutcomeClass
 from tests.conftest import work_queue
-from tests.evaluation.test_code_exec import PROBLEMS
-from tests.experiments.test_commands import run_command
-from tests.experiments.test_import_questions import JEOPARDY, MMLU
-from tests.experiments.test_truthfulqa_gen import SAMPLE as TRUTHFULQA_GEN
+from tests.factories import import_as
+from tests.samples import JEOPARDY, MMLU, PROBLEMS, TRUTHFULQA_GEN
 
 WRONG_TEMPLATE = """You are fixing a bug in a small repository.
 
@@ -29,11 +26,6 @@ Reply with a unified diff (paths prefixed a/ and b/) in a ```diff fenced block t
 the problem. Do not change the tests."""
 ORACLE = ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle", "max_concurrency": 64})
 TASKS = 3
-
-
-def import_as(org, fmt: str, path, name: str) -> Dataset:
-    run_command("import_tasks", "--org", org.slug, "--dataset", name, "--format", fmt, str(path))
-    return Dataset.objects.get(org=org, name=name)
 
 
 @pytest.fixture

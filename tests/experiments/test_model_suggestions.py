@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from providers import catalog
 from tests.conftest import client_for
-from tests.experiments.test_views import form_data
+from tests.forms import form_data
 
 
 @pytest.fixture

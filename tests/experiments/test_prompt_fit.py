@@ -33,9 +33,10 @@ from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from providers.outcomes import OutcomeClass
 from tests.conftest import api_client, client_for, make_api_key, work_queue
-from tests.experiments.test_import_questions import JEOPARDY, MMLU, import_file
-from tests.experiments.test_views import form_data
+from tests.factories import import_file
+from tests.forms import form_data
 from tests.providers.fake_server import FakeProvider, Reply
+from tests.samples import JEOPARDY, MMLU
 
 ORACLE = {"label": "oracle", "provider": "mock", "model_name": "mock-oracle", "config": {"mode": "oracle"}}
 UNFILLABLE = "{{repository}} cannot be filled for a qa_exact dataset"

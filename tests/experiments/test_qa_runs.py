@@ -14,7 +14,8 @@ from experiments.actions import ArmSpec, ExperimentSpec, check_experiment_spec, 
 from experiments.forms import ExperimentForm
 from experiments.models import Artifact, ArtifactKind, AttemptStatus, RunStatus
 from tests.conftest import work_queue
-from tests.experiments.test_import_questions import JEOPARDY, MMLU, TRUTHFULQA, import_file
+from tests.factories import import_file
+from tests.samples import JEOPARDY, MMLU, TRUTHFULQA
 
 # MMLU's dev and val splits beside the checkout (shared/data/mmlu), as on developers' machines
 # and in CI, or where MMLU_DIR says; tests/data/mmlu holds four of its files for when it is not there.

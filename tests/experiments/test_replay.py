@@ -11,8 +11,8 @@ from django.core.management import CommandError
 from django.urls import reverse
 
 from datasets.demo import load_demo_dataset
-from experiments.actions import ArmSpec, ExperimentSpec, check_experiment_spec, do_save_experiment
-from experiments.models import Attempt, AttemptStatus, ModelArm, Prediction, PredictionSet, SampleStrategy
+from experiments.actions import check_experiment_spec
+from experiments.models import Attempt, AttemptStatus, ModelArm, Prediction, PredictionSet
 from experiments.replay import REPLAYED_MESSAGE
 from experiments.swebench_export import swebench_report
 from leaderboards.models import ArmSummary
@@ -21,62 +21,9 @@ from orgs.models import Organization
 from providers.errors import ErrorCategory
 from providers.models import AllowedProvider
 from providers.outcomes import OutcomeClass
+from tests.cli import run_command
 from tests.conftest import client_for, work_queue
-from tests.experiments.test_commands import run_command
-
-SYSTEM = "20240402_sweagent_gpt4"
-# A patch that applies and changes nothing the tests look at: answered, not resolved.
-HARMLESS = "--- a/{path}\n+++ b/{path}\n@@ -1 +1,2 @@\n {first}\n+# replayed\n"
-
-
-@pytest.fixture
-def four_tasks(org, dataset, alice):
-    """The demo dataset's first four tasks, with one live arm beside the replay arm to come."""
-    spec = ExperimentSpec(
-        name="Replayed",
-        dataset=dataset,
-        arms=[ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})],
-        sample_size=4,
-        sample_strategy=SampleStrategy.FIRST,
-        seed=3,
-    )
-    experiment = do_save_experiment(org, spec, alice)
-    tasks = list(dataset.tasks.order_by("position")[:4])
-    return experiment, tasks
-
-
-def published_line(instance_id: str, patch: str | None, system: str = SYSTEM) -> str:
-    """One line as published predictions files write it (json.dumps' own spacing, this key order)."""
-    return json.dumps({"instance_id": instance_id, "model_name_or_path": system, "model_patch": patch})
-
-
-def harmless_patch(task) -> str:
-    path, content = next(
-        (path, content)
-        for path, content in sorted(task.repo_files.items())
-        if content.strip() and not path.startswith("tests") and path != "conftest.py"
-    )
-    return HARMLESS.format(path=path, first=content.splitlines()[0])
-
-
-def predictions_file(tmp_path, tasks, name="all_preds.jsonl"):
-    """Gold for the first task, a harmless patch for the second, null for the third, nothing
-    for the fourth, and a prediction for an instance the dataset does not have."""
-    lines = [
-        published_line(tasks[0].external_id, tasks[0].gold_patch),
-        published_line(tasks[1].external_id, harmless_patch(tasks[1])),
-        published_line(tasks[2].external_id, None),
-        published_line("astropy__astropy-12907", "diff --git a/x b/x\n"),
-    ]
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
-def import_into(experiment, path, label="agent"):
-    return run_command(
-        "import_predictions", "--org", experiment.org.slug, "--experiment", experiment.name, "--arm", label, path
-    )
+from tests.factories import SYSTEM, import_into, predictions_file, published_line
 
 
 def run_it(experiment, start):

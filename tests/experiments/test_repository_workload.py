@@ -18,7 +18,7 @@ from experiments.swebench_export import swebench_report
 from leaderboards.aggregation import PatchQualityRow
 from leaderboards.reporting import run_patch_quality
 from tests.conftest import client_for, work_queue
-from tests.experiments.test_commands import run_command
+from tests.factories import ingest_textkit
 
 
 @pytest.fixture
@@ -31,19 +31,8 @@ def textkit(tmp_path, settings):
     shutil.rmtree(counter.parent)
 
 
-@pytest.fixture
-def plain_textkit(tmp_path, settings):
-    """Without the flaky fix: its newest task is a plain bug fix."""
-    settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "cache"
-    return build_testbed(tmp_path / "textkit")
-
-
-def ingest(org, repo, *extra):
-    return run_command("ingest_prs", "--org", org.slug, "--dataset", "textkit", "--repo", str(repo), *extra)
-
-
 def test_ingestion_keeps_the_bug_fixes_and_says_why_it_rejects_the_rest(org, alice, textkit):
-    output = ingest(org, textkit)
+    output = ingest_textkit(org, textkit)
     assert "5 candidate(s): kept 4 (1 quarantined as flaky), rejected 1" in output
     assert "'Name the word splitter': the gold patch turns no test green" in output
     assert "1 changes only test files, 1 changes no test files" in output
@@ -73,19 +62,19 @@ def test_ingestion_keeps_the_bug_fixes_and_says_why_it_rejects_the_rest(org, ali
 
 
 def test_ingesting_again_adds_nothing_twice(org, textkit):
-    ingest(org, textkit, "--max", "2")
+    ingest_textkit(org, textkit, "--max", "2")
     assert TaskInstance.objects.filter(dataset__name="textkit").count() == 2
-    output = ingest(org, textkit)
+    output = ingest_textkit(org, textkit)
     assert "2 already in the dataset" in output
     assert TaskInstance.objects.filter(dataset__name="textkit").count() == 4
 
 
 def test_a_bad_repository_changes_nothing(org, tmp_path):
     with pytest.raises(CommandError, match=r"nothing ingested:\n  --repo .*nowhere: no such directory"):
-        ingest(org, tmp_path / "nowhere")
+        ingest_textkit(org, tmp_path / "nowhere")
     (tmp_path / "plain").mkdir()
     with pytest.raises(CommandError, match="not a git repository, or it has no branch or commit 'HEAD'"):
-        ingest(org, tmp_path / "plain")
+        ingest_textkit(org, tmp_path / "plain")
     assert not Dataset.objects.exists()
 
 
@@ -100,7 +89,7 @@ def textkit_experiment(org, alice, dataset, **changes):
 
 
 def test_oracle_resolves_every_task_empty_none_noisy_some(org, alice, textkit, start):
-    ingest(org, textkit)
+    ingest_textkit(org, textkit)
     dataset = Dataset.objects.get(name="textkit")
     experiment = textkit_experiment(org, alice, dataset)
     check_start_run(experiment)
@@ -165,7 +154,7 @@ def test_oracle_resolves_every_task_empty_none_noisy_some(org, alice, textkit, s
 
 
 def test_a_wrong_patch_scores_its_fail_to_pass_share(org, alice, plain_textkit, start):
-    ingest(org, plain_textkit, "--max", "1")
+    ingest_textkit(org, plain_textkit, "--max", "1")
     dataset = Dataset.objects.get(name="textkit")
     arms = [ArmSpec("noisy", "mock", "mock-noisy", {"mode": "noisy", "quality": 0.0})]
     experiment = do_save_experiment(org, ExperimentSpec(name="w", dataset=dataset, arms=arms, repetitions=6, seed=3))
@@ -179,7 +168,7 @@ def test_a_wrong_patch_scores_its_fail_to_pass_share(org, alice, plain_textkit, 
 
 
 def test_quarantined_tasks_run_only_when_asked_for(org, alice, textkit, start):
-    ingest(org, textkit)
+    ingest_textkit(org, textkit)
     dataset = Dataset.objects.get(name="textkit")
     experiment = textkit_experiment(org, alice, dataset, include_quarantined=True)
     run = start(experiment)
@@ -188,7 +177,7 @@ def test_quarantined_tasks_run_only_when_asked_for(org, alice, textkit, start):
 
 
 def test_the_attempt_page_shows_what_the_task_asks_of_each_test(org, alice, plain_textkit, start):
-    ingest(org, plain_textkit, "--max", "1")
+    ingest_textkit(org, plain_textkit, "--max", "1")
     dataset = Dataset.objects.get(name="textkit")
     arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
     experiment = do_save_experiment(org, ExperimentSpec(name="p", dataset=dataset, arms=arms))
@@ -204,7 +193,7 @@ def test_the_attempt_page_shows_what_the_task_asks_of_each_test(org, alice, plai
 
 
 def test_bm25_mode_shows_the_files_retrieved_for_the_problem(org, alice, plain_textkit, start):
-    ingest(org, plain_textkit, "--max", "1")  # parse_duration counts minutes as hours
+    ingest_textkit(org, plain_textkit, "--max", "1")  # parse_duration counts minutes as hours
     dataset = Dataset.objects.get(name="textkit")
     arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
     spec = ExperimentSpec(name="b", dataset=dataset, arms=arms, context_mode="bm25")
@@ -222,7 +211,7 @@ def test_bm25_mode_shows_the_files_retrieved_for_the_problem(org, alice, plain_t
 
 
 def test_an_unavailable_repository_fails_the_attempt_before_the_model_is_paid(org, alice, plain_textkit, start):
-    ingest(org, plain_textkit, "--max", "1")
+    ingest_textkit(org, plain_textkit, "--max", "1")
     dataset = Dataset.objects.get(name="textkit")
     dataset.repo_sources = {"local/textkit": str(plain_textkit.parent / "moved-away")}
     dataset.save()

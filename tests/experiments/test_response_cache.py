@@ -22,6 +22,7 @@ from leaderboards.reporting import run_board_text, run_leaderboard
 from orgs.models import Organization
 from providers.models import ProviderCredential
 from tests.conftest import client_for, work_queue
+from tests.forms import ORACLE, form_data
 from tests.providers.fake_server import FakeProvider, Reply, Seen
 
 
@@ -323,8 +324,6 @@ def test_the_spec_sets_the_cache_and_names_a_bad_value(org, dataset):
 
 
 def test_the_form_sets_the_cache_and_the_run_keeps_it(bob, dataset, start):
-    from tests.experiments.test_views import ORACLE, form_data
-
     client = client_for(bob)
     response = client.post(reverse("experiments:create"), form_data(dataset, [ORACLE], response_cache="on"))
     assert response.status_code == 302

@@ -15,7 +15,7 @@ from experiments.actions import ArmSpec, SpecError, check_experiment_spec, do_re
 from experiments.estimate import estimate_run
 from experiments.models import Attempt, Experiment, Run
 from tests.conftest import client_for
-from tests.experiments.test_views import ORACLE, form_data
+from tests.forms import ORACLE, form_data
 
 
 def confirm_url(experiment, **query) -> str:

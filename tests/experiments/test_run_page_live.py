@@ -4,26 +4,22 @@ over, and its attempts list (its own URL) pages, sorts, filters and refreshes it
 from __future__ import annotations
 
 import html
-import re
-from decimal import Decimal
 
 import pytest
 from django.db import connection
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
-from django.urls import reverse
 
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
-from experiments.actions import ExperimentSpec, do_run_action, do_save_experiment, do_start_run
-from experiments.attempt_list import PAGE_SIZE, SORT_FIELDS
+from experiments.actions import do_run_action, do_start_run
+from experiments.attempt_list import PAGE_SIZE
 from experiments.forms import SORT_CHOICES
 from experiments.models import AttemptStatus, RunStatus
-from providers.errors import ErrorCategory
-from providers.outcomes import outcome_class
-from tests.conftest import ZERO_LATENCY_ARMS, client_for
+from tests.conftest import client_for
+from tests.experiments.attempt_list import NAVIGATE, expected_order, link, list_url, live_url, pages_forward, shown
+from tests.factories import run_in_every_state
 
 LIVE = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "live"}
-NAVIGATE = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "attempts"}
 REFRESH = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "attempt-rows"}
 RATIONALE = "Staff only: the patch copies the gold patch's comments word for word."
 
@@ -51,82 +47,6 @@ def answered_run(run, judge):
 @pytest.fixture
 def wide_run(org, dataset, alice):
     return run_in_every_state(org, dataset, alice, repetitions=5)
-
-
-def run_in_every_state(org, dataset, alice, repetitions: int):
-    """A running run of 2 arms on the 12 tasks, each ``repetitions`` times, in every state
-    by sequence: a tenth failed through the provider (an infrastructure failure), a tenth
-    timed out (the model's failure), a tenth still queued, the rest answered, with latencies
-    and costs that tie so the order needs its tie-breaker; a tenth of the answers the
-    validation harness gave no verdict on (answered, yet the infrastructure's failure)."""
-    spec = ExperimentSpec(
-        name=f"x{repetitions}", dataset=dataset, arms=list(ZERO_LATENCY_ARMS), repetitions=repetitions
-    )
-    run = do_start_run(do_save_experiment(org, spec, alice), alice)
-    attempts = list(run.attempts.all())
-    for attempt in attempts:
-        kind = attempt.sequence % 10
-        if kind == 0:
-            attempt.status, attempt.error_category = AttemptStatus.FAILED, ErrorCategory.RATE_LIMITED
-        elif kind == 1:
-            attempt.status, attempt.error_category = AttemptStatus.FAILED, ErrorCategory.TIMEOUT
-        elif kind != 2:
-            attempt.status = AttemptStatus.COMPLETED
-            attempt.latency_ms = 100 * (attempt.sequence % 7) + 100
-            attempt.cost_usd = Decimal(attempt.sequence % 5) / 1000
-        harness_failed = kind == 3
-        # As the recorder stores it.
-        attempt.outcome = outcome_class(attempt.status, attempt.error_category, harness_failed=harness_failed)
-    run.attempts.bulk_update(attempts, ["status", "error_category", "outcome", "latency_ms", "cost_usd"])
-    return run
-
-
-def live_url(run) -> str:
-    return reverse("experiments:run", args=[run.code])
-
-
-def list_url(run) -> str:
-    return reverse("experiments:run_attempts", args=[run.code])
-
-
-def shown(response) -> list[int]:
-    """The sequences of the attempts the list shows, in its order."""
-    return [int(n) for n in re.findall(r'<tr><td class="num"><a href="/attempts/[^"]+">(\d+)</a>', text(response))]
-
-
-def link(response, rel: str) -> QueryDict | None:
-    """The query its Previous ("prev") or Next link asks for; None when it has no such link."""
-    found = re.search(rf'<a href="[^"?#]*\??([^"#]*)#attempts"[^>]* rel="{rel}">', text(response))
-    return QueryDict(html.unescape(found[1])) if found else None
-
-
-def text(response) -> str:
-    return response.content.decode()
-
-
-def expected_order(run, sort: str, **filters) -> list[int]:
-    """The list's order, from the rows themselves: by the sort field in the asked direction,
-    ties by sequence in the same direction, and rows without a value last."""
-    field, descending = SORT_FIELDS[sort.lstrip("-")], sort.startswith("-")
-    rows = list(run.attempts.filter(**filters).values("sequence", field))
-    valued = sorted((r for r in rows if r[field] is not None), key=lambda r: (r[field], r["sequence"]))
-    missing = sorted((r for r in rows if r[field] is None), key=lambda r: r["sequence"])
-    if descending:
-        valued.reverse()
-        missing.reverse()
-    return [r["sequence"] for r in valued + missing]
-
-
-def pages_forward(client, run, params: dict) -> list[list[int]]:
-    """Every page of the list, following its Next links from the first."""
-    pages = []
-    query: dict | QueryDict | None = params
-    while query is not None:
-        response = client.get(list_url(run), query, **NAVIGATE)
-        assert response.status_code == 200
-        pages.append(shown(response))
-        query = link(response, "next")
-    return pages
 
 
 # --- the live part -----------------------------------------------------------------------

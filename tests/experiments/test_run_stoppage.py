@@ -20,7 +20,7 @@ from experiments.models import AttemptStatus, RunStatus
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from tests.conftest import client_for, work_queue
-from tests.experiments.test_run_page_live import run_in_every_state
+from tests.factories import run_in_every_state
 
 KEY = "sk-test-refused-0000000000"
 

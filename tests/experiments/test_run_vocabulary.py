@@ -20,11 +20,10 @@ from experiments import answer_matrix
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.models import AttemptStatus, RunStatus
 from leaderboards.report import run_report
+from tests.cli import run_command
 from tests.conftest import client_for, work_queue
-from tests.evaluation.test_code_exec import PROBLEMS
-from tests.experiments.test_commands import run_command
-from tests.experiments.test_import_questions import JEOPARDY, MMLU, import_file
-from tests.experiments.test_run_page_live import run_in_every_state
+from tests.factories import import_file, run_in_every_state
+from tests.samples import JEOPARDY, MMLU, PROBLEMS
 
 ORACLE = ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})
 WRONG = ArmSpec("wrong", "mock", "mock-wrong", {"mode": "wrong"})

@@ -10,7 +10,7 @@ from experiments.actions import SpecError, check_experiment_spec, do_save_experi
 from experiments.estimate import estimate_run
 from experiments.models import Experiment
 from tests.conftest import client_for
-from tests.experiments.test_views import form_data
+from tests.forms import form_data
 
 ARMS = [{"label": "oracle", "provider": "mock", "model_name": "m", "config": {"mode": "oracle"}}]
 

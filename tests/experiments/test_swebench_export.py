@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
 from experiments.models import Artifact, ArtifactKind, Attempt
 from experiments.swebench_export import HarnessModel
+from tests.cli import run_command
 from tests.conftest import work_queue
-from tests.experiments.test_commands import run_command
 
 # The harness's report fields (make_run_report, schema 2), in its order.
 HARNESS_FIELDS = [

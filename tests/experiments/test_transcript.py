@@ -21,9 +21,8 @@ from prbench.recovery import run_recovery_sweep
 from providers.errors import ErrorCategory
 from providers.models import AllowedProvider
 from tests.conftest import api_client, as_if_its_worker_died, client_for, make_api_key, work_queue
-from tests.experiments.test_code_exec_runs import humaneval  # noqa: F401  (a fixture)
-from tests.experiments.test_import_questions import JEOPARDY, MMLU, import_file
-from tests.experiments.test_replay import four_tasks, import_into, predictions_file  # noqa: F401
+from tests.factories import import_file, import_into, predictions_file
+from tests.samples import JEOPARDY, MMLU
 
 ORACLE = ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})
 WRONG = ArmSpec("wrong", "mock", "mock-wrong", {"mode": "wrong"})
@@ -114,7 +113,7 @@ def test_a_jeopardy_attempt_shows_the_normalised_forms_similarity_and_threshold(
     assert_no_patch_or_evaluator_rows(content)
 
 
-def test_a_code_attempt_shows_the_test_output(org, alice, start, humaneval):  # noqa: F811
+def test_a_code_attempt_shows_the_test_output(org, alice, start, humaneval):
     run = run_experiment(org, alice, start, humaneval, [ORACLE, WRONG], sample_size=1)
     wrong = run.attempts.get(arm__label="wrong")
     grading = json.loads(wrong.artifacts.get(kind="answer").content)
@@ -243,7 +242,7 @@ def test_a_reused_answer_keeps_the_messages_of_its_own_request(org, dataset, ali
     assert escape(user_message(reused)) in page_of(alice, reused)
 
 
-def test_a_replayed_answer_says_no_prompt_was_sent(four_tasks, tmp_path, start, alice):  # noqa: F811
+def test_a_replayed_answer_says_no_prompt_was_sent(four_tasks, tmp_path, start, alice):
     experiment, tasks = four_tasks
     import_into(experiment, predictions_file(tmp_path, tasks))
     run = start(experiment)

@@ -20,9 +20,8 @@ from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.exports import ATTEMPT_COLUMNS, CSV_CELL_MAX, TRANSCRIPT_COLUMNS, csv_chunks, json_chunks
 from experiments.models import Attempt
 from tests.conftest import api_client, make_api_key, work_queue
-from tests.experiments.test_code_exec_runs import humaneval  # noqa: F401  (a fixture)
-from tests.experiments.test_import_questions import JEOPARDY, MMLU, import_file
-from tests.leaderboards.conftest import ArmPlan, build_run
+from tests.factories import ArmPlan, build_run, import_file
+from tests.samples import JEOPARDY, MMLU
 
 ORACLE = ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})
 WRONG = ArmSpec("wrong", "mock", "mock-wrong", {"mode": "wrong"})

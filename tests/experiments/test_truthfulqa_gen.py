@@ -1,15 +1,13 @@
 """`import_tasks --format truthfulqa_gen`: TruthfulQA.csv as published, as free_text tasks,
 and a bad file refused whole with its lines and fields named."""
 
-from pathlib import Path
-
 import pytest
 from django.core.management import CommandError
 
 from datasets.models import Dataset, TaskInstance
-from tests.experiments.test_commands import run_command
+from tests.cli import run_command
+from tests.samples import TRUTHFULQA_GEN
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "truthfulqa" / "TruthfulQA_sample.csv"
 HEADER = "Type,Category,Question,Best Answer,Correct Answers,Incorrect Answers,Source"
 
 
@@ -20,7 +18,7 @@ def import_file(org, path, *extra):
 
 
 def test_the_sample_imports_as_free_text_tasks(org):
-    out = import_file(org, str(SAMPLE))
+    out = import_file(org, str(TRUTHFULQA_GEN))
     assert "Created dataset 'tqa' (Free text, judged): 6 task(s)" in out
     dataset = Dataset.objects.get(org=org, name="tqa")
     assert dataset.kind == "free_text"
@@ -35,7 +33,7 @@ def test_the_sample_imports_as_free_text_tasks(org):
     assert sorted(set(dataset.tasks.values_list("category", flat=True))) == ["Health", "Misconceptions", "Science"]
     # Ids follow the question, so importing the file again is refused as duplicates.
     with pytest.raises(CommandError, match="nothing imported"):
-        import_file(org, str(SAMPLE))
+        import_file(org, str(TRUTHFULQA_GEN))
     assert dataset.tasks.count() == 6
 
 
@@ -82,4 +80,4 @@ def test_a_file_that_is_not_truthfulqa_is_refused(org, tmp_path, content, proble
 
 def test_another_kind_is_refused(org):
     with pytest.raises(CommandError, match="truthfulqa_gen tasks are free_text, not multiple_choice"):
-        import_file(org, str(SAMPLE), "--kind", "multiple_choice")
+        import_file(org, str(TRUTHFULQA_GEN), "--kind", "multiple_choice")

@@ -16,7 +16,7 @@ from datasets import uploads
 from datasets.models import Dataset, TaskInstance, TaskUpload, UploadStatus
 from prbench.queues import get_queue
 from tests.conftest import client_for, work_queue
-from tests.experiments.test_import_tasks import LINES
+from tests.samples import SWEBENCH_LITE_LINES
 
 UPLOAD = reverse("datasets:upload_new")
 
@@ -32,7 +32,7 @@ def owner(alice):
     return client_for(alice)
 
 
-def post_file(client, lines=LINES):
+def post_file(client, lines=SWEBENCH_LITE_LINES):
     data = ("\n".join(lines) + "\n").encode()
     file = SimpleUploadedFile("lite.jsonl", data)
     return client.post(UPLOAD, {"format": "swebench", "dataset_name": "lite", "file": file})
@@ -96,7 +96,7 @@ def test_a_large_file_is_checked_and_imported_by_the_worker_with_progress(
 
 def test_a_job_run_twice_imports_once(owner, queued, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        post_file(owner, LINES[:5])
+        post_file(owner, SWEBENCH_LITE_LINES[:5])
     upload = TaskUpload.objects.get()
     get_queue().enqueue(uploads.check_upload_job, upload.pk)  # a duplicate of the check
     work_queue()
@@ -114,7 +114,7 @@ def test_a_job_run_twice_imports_once(owner, queued, django_capture_on_commit_ca
 
 def test_an_abandoned_import_can_be_started_again(owner, queued, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        post_file(owner, LINES[:5])
+        post_file(owner, SWEBENCH_LITE_LINES[:5])
     work_queue()
     upload = TaskUpload.objects.get()
     # Its import was claimed by a worker that then died: the claim stays, Redis forgot the job.
@@ -140,7 +140,7 @@ def test_an_abandoned_import_can_be_started_again(owner, queued, django_capture_
 
 def test_a_job_that_is_queued_is_not_abandoned(owner, queued, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        post_file(owner, LINES[:5])
+        post_file(owner, SWEBENCH_LITE_LINES[:5])
     TaskUpload.objects.update(updated_at=timezone.now() - timedelta(minutes=5))
     upload = TaskUpload.objects.get()
 

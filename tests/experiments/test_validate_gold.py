@@ -11,9 +11,9 @@ from datasets.models import Dataset, GoldStatus
 from evaluation.sandbox import isolation
 from evaluation.testbed import build_testbed
 from experiments.demo import shared_scratch
+from tests.cli import run_command
 from tests.conftest import client_for
-from tests.experiments.test_commands import run_command
-from tests.experiments.test_repository_workload import ingest
+from tests.factories import ingest_textkit
 
 SOMETIMES = "tests/test_rounding.py::test_sometimes"
 
@@ -22,7 +22,7 @@ SOMETIMES = "tests/test_rounding.py::test_sometimes"
 def mined(org, tmp_path, settings):
     """The two newest bug fixes of the textkit testbed, mined."""
     settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "cache"
-    ingest(org, build_testbed(tmp_path / "textkit"), "--max", "2")
+    ingest_textkit(org, build_testbed(tmp_path / "textkit"), "--max", "2")
     return Dataset.objects.get(org=org, name="textkit")
 
 
@@ -73,7 +73,7 @@ def test_a_gold_patch_that_flips_between_runs_is_flaky(org, tmp_path, settings):
     settings.VAR_DIR = tmp_path / "var"
     counter = shared_scratch("flaky-runs")
     repo = build_testbed(tmp_path / "textkit", flaky_counter=counter)
-    ingest(org, repo, "--max", "1")  # the newest candidate: the fix with a test that passes on odd runs
+    ingest_textkit(org, repo, "--max", "1")  # the newest candidate: the fix with a test that passes on odd runs
     task = Dataset.objects.get(org=org, name="textkit").tasks.get()
     task.pass_to_pass = [*task.pass_to_pass, SOMETIMES]  # as if mining had not seen it flip
     task.quarantined, task.quarantine_reason = False, ""

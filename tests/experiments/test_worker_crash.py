@@ -16,6 +16,7 @@ from experiments.models import Artifact, AttemptStatus, RunStatus, WorkerLease
 from prbench.recovery import run_recovery_sweep
 from providers.models import ProviderCredential
 from tests.conftest import work_queue
+from tests.providers.contracts import gpt4o_answer
 from tests.providers.fake_server import FakeProvider, Reply
 
 LEASE_S = 2  # the spawned worker's lease: short, so its death is noticed quickly here
@@ -44,22 +45,11 @@ def wait_until(predicate, timeout=30.0):
     return False
 
 
-def answer(text: str = "no diff") -> dict:
-    return {
-        "id": "chatcmpl-crash",
-        "object": "chat.completion",
-        "created": 1741570283,
-        "model": "gpt-4o-2024-08-06",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
-    }
-
-
 @pytest.mark.django_db(transaction=True)
 def test_killed_worker(experiment, org):
     provider = FakeProvider()  # counts every call the provider would bill
     # Slow answers so the worker is certainly mid-call when it is killed.
-    provider.default = Reply(200, answer(), delay_s=4)
+    provider.default = Reply(200, gpt4o_answer(), delay_s=4)
     credential = ProviderCredential(org=org, provider="openai", base_url=provider.url + "/v1")
     credential.set_api_key("sk-test-crash-0000000")
     credential.save()
@@ -78,7 +68,7 @@ def test_killed_worker(experiment, org):
         reclaimed: list[int] = []
         assert wait_until(lambda: reclaimed.append(run_recovery_sweep()["reclaimed"]) or sum(reclaimed), 5 * LEASE_S)
         assert sum(reclaimed) == 4 and not WorkerLease.objects.filter(expires_at__lt=timezone.now()).exists()
-        provider.default = Reply(200, answer())
+        provider.default = Reply(200, gpt4o_answer())
         work_queue()
     finally:
         if worker.poll() is None:

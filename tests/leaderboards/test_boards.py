@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from leaderboards.boards import Entry, run_boards, run_page_links, run_page_sorts
 from leaderboards.stats import wilson_interval
 from leaderboards.summaries import refresh_run_summaries
-from tests.leaderboards.conftest import ArmPlan
+from tests.factories import ArmPlan
 
 PLANS = [
     ArmPlan("strong", quality=0.9, latency_ms=3000, price="0.004"),

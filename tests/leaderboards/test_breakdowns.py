@@ -16,7 +16,7 @@ from leaderboards.breakdowns import calibration, consistency, fleiss_kappa, grou
 from leaderboards.stats import wilson_interval
 from providers.errors import ErrorCategory
 from tests.conftest import client_for
-from tests.leaderboards.conftest import ArmPlan
+from tests.factories import ArmPlan
 
 PLANS = [ArmPlan("steady", quality=0.8, latency_ms=100), ArmPlan("erratic", quality=0.5, latency_ms=100)]
 

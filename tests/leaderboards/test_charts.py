@@ -6,7 +6,7 @@ from leaderboards.boards import run_boards
 from leaderboards.charts import bucket_names, cost_quality, latency_distribution, win_rate_heatmap
 from leaderboards.pairwise import run_pairwise
 from leaderboards.summaries import refresh_run_summaries
-from tests.leaderboards.conftest import ArmPlan
+from tests.factories import ArmPlan
 
 
 def boards_of(run):

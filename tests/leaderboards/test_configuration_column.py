@@ -16,10 +16,10 @@ from leaderboards.exports import run_summary
 from leaderboards.reporting import run_board_text
 from providers.outcomes import OutcomeClass
 from tests.conftest import api_client, client_for, make_api_key
-from tests.leaderboards.test_gate import arm, finished_run, mmlu  # noqa: F401 (fixtures)
+from tests.factories import arm
 
 
-def test_a_refused_setting_is_its_own_column_everywhere(org, alice, finished_run, tmp_path):  # noqa: F811
+def test_a_refused_setting_is_its_own_column_everywhere(org, alice, finished_run, tmp_path):
     misconfigured = arm("oracle", failure_rate=0.3, failure_category="unsupported_parameter")
     run = finished_run(misconfigured, arm("outage", failure_rate=0.3, failure_category="server_error"))
     refused = run.attempts.filter(arm__label="oracle", status="failed")

@@ -15,7 +15,6 @@ from django.core.management import CommandError, call_command, execute_from_comm
 from django.db.models import Count, Q
 
 from datasets.demo import load_demo_dataset
-from datasets.models import Dataset
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.judging import enqueue_judging
 from experiments.models import Run, RunStatus
@@ -26,43 +25,7 @@ from leaderboards.stats import minimum_detectable_difference, paired_verdict
 from orgs.models import Organization
 from providers.outcomes import SCORED
 from tests.conftest import work_queue
-from tests.evaluation.test_free_text import text_experiment, text_profile, truthfulqa  # noqa: F401 (fixtures)
-from tests.experiments.test_import_questions import MMLU, import_file
-from tests.leaderboards.conftest import ArmPlan, build_run
-
-PRICED = {"price_input_per_mtok": 3, "price_output_per_mtok": 15}
-FAST = {"max_concurrency": 256, "max_retries": 0}
-
-
-def arm(label: str, mode: str = "oracle", quality: float = 1.0, **config) -> ArmSpec:
-    return ArmSpec(label, "mock", f"mock-{label}", {"mode": mode, "quality": quality, **FAST, **PRICED, **config})
-
-
-@pytest.fixture
-def mmlu(org):
-    import_file(org, "mmlu", MMLU, dataset="mmlu")
-    dataset = Dataset.objects.get(org=org, name="mmlu")
-    assert dataset.tasks.count() == 56
-    return dataset
-
-
-@pytest.fixture
-def finished_run(org, alice, start, mmlu):
-    """A run of these arms on every MMLU sample question, worked to the end."""
-    made = []
-
-    def run_of(*arms: ArmSpec, seed: int = 7, finish: bool = True, sample_size: int | None = None) -> Run:
-        name = f"gate {len(made)}"
-        spec = ExperimentSpec(name=name, dataset=mmlu, arms=list(arms), seed=seed, sample_size=sample_size)
-        run = start(do_save_experiment(org, spec, alice))
-        if finish:
-            work_queue()
-            run.refresh_from_db()
-            assert run.status == RunStatus.COMPLETED
-        made.append(run)
-        return run
-
-    return run_of
+from tests.factories import FAST_MOCK, ArmPlan, arm, build_run
 
 
 def gate(org, run, *options) -> tuple[int, str, str]:
@@ -151,7 +114,7 @@ def test_cost_per_task_over_the_limit_fails(org, finished_run, tmp_path):
 
 
 def test_an_unknown_cost_fails_and_never_counts_as_nothing(org, finished_run, tmp_path):
-    unpriced = ArmSpec("unpriced", "mock", "mock-unpriced", {"mode": "oracle", **FAST})
+    unpriced = ArmSpec("unpriced", "mock", "mock-unpriced", {"mode": "oracle", **FAST_MOCK})
     run = finished_run(unpriced)
     code, out, _ = gate(org, run, "--max-cost-per-task", "1000", "--json", str(tmp_path / "gate.json"))
     assert code == 1
@@ -334,7 +297,7 @@ def test_wait_polls_until_the_run_finishes(org, finished_run, monkeypatch):
     assert f"run {run.code}: completed, 56/56 attempts done" in err
 
 
-def test_a_free_text_run_is_final_once_its_answers_are_judged(org, text_profile, text_experiment, start, monkeypatch):  # noqa: F811
+def test_a_free_text_run_is_final_once_its_answers_are_judged(org, text_profile, text_experiment, start, monkeypatch):
     run = start(text_experiment)
     work_queue()  # answered; the evaluator's jobs (queued on commit) are not run yet
     run.refresh_from_db()

@@ -12,8 +12,8 @@ from leaderboards.boards import run_boards
 from leaderboards.reporting import run_board_text
 from providers.errors import ErrorCategory
 from tests.conftest import work_queue
-from tests.experiments.test_import_questions import JEOPARDY
-from tests.experiments.test_mock_reads_the_prompt import import_as
+from tests.factories import import_as
+from tests.samples import JEOPARDY
 
 # Refused by the provider's content filter about one time in five: the model's failure.
 REFUSING = {"mode": "oracle", "failure_rate": 0.2, "failure_category": "content_filtered", "max_retries": 0}

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from leaderboards.passk import PassAtK, ks_for, mean_pass_at_k, pass_at_k, run_pass_at_k
 from providers.outcomes import SCORED, OutcomeClass
-from tests.leaderboards.conftest import ArmPlan
+from tests.factories import ArmPlan
 
 
 def test_the_estimator_gives_the_papers_values():

@@ -23,8 +23,7 @@ from leaderboards.pairwise import run_pairwise
 from leaderboards.report import run_report
 from leaderboards.summaries import refresh_run_summaries
 from tests.conftest import client_for
-from tests.leaderboards.conftest import ArmPlan
-from tests.leaderboards.test_views import make_tasks, record
+from tests.factories import ArmPlan, make_tasks, record
 
 PLANS = [
     ArmPlan("strong", quality=0.9, latency_ms=3000, price="0.004"),

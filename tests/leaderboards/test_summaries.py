@@ -25,8 +25,8 @@ from leaderboards.aggregation import LATENCY_BUCKETS_MS
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
 from leaderboards.summaries import refresh_run_summaries, take_refresh_turn
 from prbench.queues import get_queue
-from tests.conftest import ZERO_LATENCY_ARMS, work_queue
-from tests.leaderboards.conftest import ArmPlan
+from tests.conftest import work_queue
+from tests.factories import ZERO_LATENCY_ARMS, ArmPlan
 
 PLANS = [
     ArmPlan("strong", quality=0.8, latency_ms=900, model_failure_rate=0.05, cached_rate=0.1),

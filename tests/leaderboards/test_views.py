@@ -8,15 +8,13 @@ import re
 import pytest
 from django.urls import reverse
 
-from datasets.models import TaskInstance
 from evaluation.models import Verdict
-from experiments.models import Attempt, AttemptStatus, RunArm
+from experiments.models import RunArm
 from leaderboards.pairwise import run_pairwise
 from leaderboards.stats import paired_verdict
 from leaderboards.summaries import refresh_run_summaries
-from providers.outcomes import OutcomeClass
 from tests.conftest import client_for
-from tests.leaderboards.conftest import ArmPlan
+from tests.factories import ArmPlan, make_tasks, record
 
 PLANS = [
     ArmPlan("strong", quality=0.9, latency_ms=3000, price="0.004"),
@@ -128,30 +126,6 @@ def test_charts_render_with_their_tables(bob, judged_run):
     assert distribution and distribution.group().count('<g class="row">') == 2
     assert "<caption>Calls per latency bucket</caption>" in content
     assert "style=" not in content.split("<main>")[1]  # the CSP allows no inline style
-
-
-def make_tasks(dataset, count: int) -> list[TaskInstance]:
-    return [
-        TaskInstance.objects.create(dataset=dataset, external_id=f"extra-{i}", position=100 + i, problem_statement="x")
-        for i in range(count)
-    ]
-
-
-def record(run, arm, tasks, resolved: set[int]) -> None:
-    Attempt.objects.bulk_create(
-        Attempt(
-            run=run,
-            arm=arm,
-            task=task,
-            sequence=index,
-            status=AttemptStatus.COMPLETED,
-            outcome=OutcomeClass.SUCCESS,
-            resolved=index in resolved,
-            patch_present=True,
-            queued_at=run.created_at,
-        )
-        for index, task in enumerate(tasks)
-    )
 
 
 def test_the_pairwise_page_says_which_arm_is_better_in_words(bob, built_run, dataset):

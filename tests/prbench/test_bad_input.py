@@ -8,14 +8,12 @@ test checks that no row of any table an entry point writes to changed.
 from __future__ import annotations
 
 import json
-from io import StringIO
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 import yaml
 from django.contrib.auth import get_user_model
-from django.core.management import CommandError, call_command
 from django.db.models import Model
 from django.urls import reverse
 
@@ -29,6 +27,7 @@ from prbench.inputs import (
     PROMPT_TEMPLATE_MAX,
     SPEC_FILE_MAX_BYTES,
 )
+from tests.cli import refused, run_command
 from tests.conftest import client_for
 
 TABLES: list[type[Model]] = [
@@ -218,19 +217,6 @@ def test_an_undecodable_member_email_is_a_400(alice, org):
 
 
 # --- commands ----------------------------------------------------------------------------------
-
-
-def run_command(*args: str) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out, stderr=StringIO())
-    return out.getvalue()
-
-
-def refused(*args: str) -> str:
-    """The CommandError's message; anything else (a traceback) fails the test."""
-    with pytest.raises(CommandError) as caught:
-        run_command(*args)
-    return str(caught.value)
 
 
 SPEC: dict[str, Any] = {

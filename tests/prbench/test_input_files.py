@@ -20,8 +20,7 @@ from experiments.models import ModelArm
 from orgs.models import Organization
 from prbench.inputs import json_nesting
 from providers.models import Price
-from tests.cli import assert_clean_refusal, run_manage
-from tests.prbench.test_bad_input import refused, run_command
+from tests.cli import assert_clean_refusal, refused, run_command, run_manage
 
 SWEBENCH = Path(__file__).parents[1] / "data" / "swebench" / "SWE-bench_Lite_dev.jsonl"
 

@@ -18,7 +18,7 @@ def main() -> None:
     django.setup()
     from providers import gateway
     from providers.types import ArmSpec
-    from tests.providers.test_adapter_contracts import FAST, REQUEST
+    from tests.providers.contracts import FAST, REQUEST
 
     org_id, provider, model = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     timings = []

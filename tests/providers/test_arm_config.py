@@ -11,7 +11,7 @@ from experiments.models import Experiment
 from providers.adapters.config import ROUTING_KEYS
 from providers.registry import provider_names
 from tests.conftest import client_for
-from tests.experiments.test_views import form_data
+from tests.forms import form_data
 
 HTTP_PROVIDERS = ["anthropic", "azure_openai", "openai", "openai_compatible", "openrouter"]
 OPENAI_FAMILY = ["azure_openai", "openai", "openai_compatible", "openrouter"]

@@ -17,9 +17,9 @@ from providers.adapters.config import ROUTING_KEYS
 from providers.models import ProviderCredential
 from providers.registry import adapter_class, provider_names
 from tests.conftest import client_for, work_queue
-from tests.experiments.test_views import form_data
+from tests.forms import form_data
+from tests.providers.contracts import anthropic_body, openai_body
 from tests.providers.fake_server import FakeProvider, Reply
-from tests.providers.test_adapter_contracts import anthropic_body, openai_body
 
 KEY = "sk-rt-Q7vXz2LmN9pWc4Hk8Jd3Ty6B"
 

@@ -25,8 +25,8 @@ from providers.errors import ErrorCategory, ProviderError
 from providers.models import ProviderCredential
 from providers.types import ArmSpec
 from tests.conftest import client_for, work_queue
+from tests.providers.contracts import KEY, REQUEST, WIRES, openai_body
 from tests.providers.fake_server import FakeProvider, Reply
-from tests.providers.test_adapter_contracts import KEY, REQUEST, WIRES, openai_body
 
 # What an internal page would answer: it must never be shown, because it is never asked.
 INTERNAL = {"error": {"message": "INTERNAL-ADMIN-PAGE root:x:0:0"}}
@@ -104,13 +104,6 @@ def test_the_setting_is_parsed_strictly():
     for bad in ("10.0.0.0/33", "intranet", "10.1.2.3/8"):
         with pytest.raises(ImproperlyConfigured, match=rf"X: '{bad}'"):
             networks("X", f"127.0.0.0/8,{bad}")
-
-
-@pytest.fixture
-def fake():
-    server = FakeProvider()
-    yield server
-    server.close()
 
 
 @pytest.fixture

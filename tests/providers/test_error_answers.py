@@ -23,12 +23,10 @@ from providers.adapters.error_answers import ANSWER_BY_KEY, ERROR_ANSWERS, markd
 from providers.errors import ProviderError
 from providers.models import ProviderCredential
 from providers.outcomes import OutcomeClass, outcome_class
-from tests.providers import test_adapter_contracts as contracts
+from tests.providers import contracts
+from tests.providers.contracts import KEY, call
 from tests.providers.fake_server import Reply, sse
 from tests.providers.sse_fixtures import PING, anthropic_start, anthropic_text_events, openai_events
-from tests.providers.test_adapter_contracts import KEY, call
-
-fake, wire = contracts.fake, contracts.wire  # the contract tests' server and per-adapter set-up
 
 
 def openai_error(message: str, code: str | None = None, kind: str | None = "invalid_request_error", **extra) -> dict:

@@ -16,9 +16,9 @@ from django.db import connection
 
 from orgs.models import Organization
 from providers.models import ProviderCredential
+from tests.providers.contracts import KEY, WIRES
 from tests.providers.fake_server import FakeProvider, Reply
 from tests.providers.sse_fixtures import anthropic_text_events, openai_events
-from tests.providers.test_adapter_contracts import KEY, WIRES
 
 ROOT = Path(__file__).resolve().parents[2]
 DELAY_MS = 200

@@ -24,7 +24,7 @@ from django.core.management import call_command
 from providers.models import Price
 from providers.pricing import catalog_price, forget_catalog, price_cost
 from providers.types import Usage
-from tests.providers.test_price_file import PUBLISHED
+from tests.samples import LITELLM_PRICES
 
 pytestmark = pytest.mark.django_db
 
@@ -100,9 +100,9 @@ USAGES = [
 @pytest.fixture
 def imported():
     Price.objects.all().delete()
-    call_command("prices", "import", str(PUBLISHED), "--valid-from", "2026-11-01", stdout=StringIO())
+    call_command("prices", "import", str(LITELLM_PRICES), "--valid-from", "2026-11-01", stdout=StringIO())
     forget_catalog()
-    return json.loads(PUBLISHED.read_text())
+    return json.loads(LITELLM_PRICES.read_text())
 
 
 @pytest.mark.parametrize("provider,model,usage", USAGES)

@@ -14,7 +14,6 @@ import json
 from datetime import date
 from decimal import Decimal
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -23,10 +22,10 @@ from providers.management.commands import prices as prices_command
 from providers.models import Price
 from providers.price_import import SNAPSHOT, usable_entries
 from providers.pricing import catalog_price, forget_catalog
+from tests.samples import LITELLM_PRICES
 
 pytestmark = pytest.mark.django_db
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "litellm" / "model_prices_and_context_window.json"
 DAY = "2026-11-01"
 
 
@@ -43,7 +42,7 @@ def empty_catalog():
 
 
 def test_the_published_file_imports_and_counts_what_it_skips_by_reason(empty_catalog):
-    output = run("import", str(PUBLISHED), "--valid-from", DAY)
+    output = run("import", str(LITELLM_PRICES), "--valid-from", DAY)
     assert "36 price(s) for our providers: 36 added, 0 changed, 0 unchanged; 23 entries skipped" in output
     for line in [
         "skipped 7: another provider",
@@ -68,7 +67,7 @@ def test_the_published_file_imports_and_counts_what_it_skips_by_reason(empty_cat
 
 
 def test_a_malformed_row_is_skipped_and_named_and_the_rest_imports(tmp_path, empty_catalog):
-    published = json.loads(PUBLISHED.read_text())
+    published = json.loads(LITELLM_PRICES.read_text())
     published["claude-opus-4-7"]["input_cost_per_token"] = "5e-06"  # a string where a number goes
     published["gpt-9"] = ["openai"]
     path = tmp_path / "model_prices_and_context_window.json"
@@ -90,7 +89,7 @@ def squeeze(line: str) -> str:
 
 
 def test_dry_run_prints_the_table_of_changes_and_writes_nothing(tmp_path):
-    published = json.loads(PUBLISHED.read_text())
+    published = json.loads(LITELLM_PRICES.read_text())
     published["gpt-5.2"]["input_cost_per_token"] = 1.5e-06  # a price cut
     published["gpt-7"] = published["gpt-5.2"] | {"output_cost_per_token": 2e-05}  # a new model
     path = tmp_path / "prices.json"
@@ -110,10 +109,10 @@ def test_dry_run_prints_the_table_of_changes_and_writes_nothing(tmp_path):
 def test_snapshot_writes_the_entries_that_import_as_published(tmp_path, monkeypatch):
     target = tmp_path / "litellm_prices.json"
     monkeypatch.setattr(prices_command, "SNAPSHOT", target)
-    output = run("snapshot", str(PUBLISHED))
+    output = run("snapshot", str(LITELLM_PRICES))
     assert f"wrote 36 of 59 entries to {target}" in output
     written = json.loads(target.read_text())
-    published = json.loads(PUBLISHED.read_text())
+    published = json.loads(LITELLM_PRICES.read_text())
     assert written == {model_id: published[model_id] for model_id in written}
     assert "sample_spec" not in written and "azure/gpt-5.4" in written
 
@@ -121,7 +120,7 @@ def test_snapshot_writes_the_entries_that_import_as_published(tmp_path, monkeypa
 def test_the_shipped_snapshot_is_the_usable_part_of_a_published_file():
     shipped = json.loads(SNAPSHOT.read_text())
     assert usable_entries(shipped) == shipped
-    published = json.loads(PUBLISHED.read_text())
+    published = json.loads(LITELLM_PRICES.read_text())
     # Where the fixture and the snapshot share an entry, it is the same as published.
     assert all(shipped[model_id] == entry for model_id, entry in usable_entries(published).items())
 

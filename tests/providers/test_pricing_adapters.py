@@ -20,7 +20,7 @@ from providers import gateway
 from providers.models import Price, ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
 from tests.conftest import client_for, work_queue
-from tests.providers.fake_server import FakeProvider, Reply, sse
+from tests.providers.fake_server import Reply, sse
 from tests.providers.sse_fixtures import anthropic_block
 
 KEY = "sk-live-PRICING-0123456789abcdef"
@@ -61,13 +61,6 @@ CACHE_WRITE_USAGE = {
     "cache_read_input_tokens": 0,
     "output_tokens": 393,
 }
-
-
-@pytest.fixture
-def fake():
-    server = FakeProvider()
-    yield server
-    server.close()
 
 
 def credential(org, provider, fake):

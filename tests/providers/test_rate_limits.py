@@ -18,7 +18,7 @@ from providers.errors import ErrorCategory, ProviderError
 from providers.limits import RateLimit, charge_tokens, take_rate_budget
 from providers.models import ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
-from tests.providers.fake_server import FakeProvider, Reply
+from tests.providers.fake_server import Reply
 
 T0 = 1_000_000.0  # any clock will do: the buckets only see the time they are given
 
@@ -148,13 +148,6 @@ def test_a_wait_cut_short_by_a_job_timeout_is_no_longer_counted():
 
 
 # --- the gateway -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake():
-    server = FakeProvider()
-    yield server
-    server.close()
 
 
 def credential_for(org, fake, **rate) -> ProviderCredential:

@@ -21,7 +21,7 @@ from providers.adapters.http_errors import rate_limit_reset_seconds, retry_after
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import ProviderCredential
 from providers.types import ArmSpec, CompletionRequest, Message
-from tests.providers.fake_server import FakeProvider, Reply
+from tests.providers.fake_server import Reply
 
 REQUEST = CompletionRequest(messages=(Message("user", "hi"),), max_output_tokens=8)
 # Short enough that a 6-minute reset header, if honoured, would end the call untried.
@@ -77,13 +77,6 @@ def anthropic_limits(**remaining_and_reset: tuple[int, float]) -> dict[str, str]
         headers[f"anthropic-ratelimit-{name}-remaining"] = str(remaining)
         headers[f"anthropic-ratelimit-{name}-reset"] = in_seconds(reset_s)
     return headers
-
-
-@pytest.fixture
-def fake():
-    server = FakeProvider()
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -15,16 +15,9 @@ from orgs.models import Membership, Organization, Role
 from providers.errors import ErrorCategory
 from providers.models import AllowedProvider, ProviderCredential
 from tests.conftest import client_for, work_queue
-from tests.providers.fake_server import FakeProvider, Reply
+from tests.providers.fake_server import Reply
 
 KEY = "sk-live-LEAKCHECK-9f8e7d6c5b4a"
-
-
-@pytest.fixture
-def fake():
-    server = FakeProvider()
-    yield server
-    server.close()
 
 
 def save_key(client, org, **fields):

@@ -15,7 +15,7 @@ from providers.adapters.http_errors import BROKE_OFF
 from providers.adapters.streaming import CUT_STREAM
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import Price
-from tests.providers import test_adapter_contracts as contracts
+from tests.providers.contracts import WIRES, call
 from tests.providers.fake_server import Reply, sse
 from tests.providers.sse_fixtures import (
     PING,
@@ -28,9 +28,7 @@ from tests.providers.sse_fixtures import (
     openai_events,
     openrouter_events,
 )
-from tests.providers.test_adapter_contracts import WIRES, call
 
-fake, wire = contracts.fake, contracts.wire  # the contract tests' server and per-adapter set-up
 # The adapters that speak OpenAI's chat.completion.chunk stream (all but Anthropic).
 OPENAI_FORMAT = sorted(name for name in WIRES if name != "anthropic")
 

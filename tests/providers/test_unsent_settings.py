@@ -16,11 +16,9 @@ from django.urls import reverse
 from experiments.actions import ArmSpec as ExperimentArm
 from experiments.actions import do_replace_arms
 from tests.conftest import api_client, client_for, make_api_key, work_queue
-from tests.providers import test_request_params as request_params
 from tests.providers.fake_server import Reply, Seen
-from tests.providers.test_request_params import ANTHROPIC_OK, OPENAI_OK, REQUEST, call, openai_refusal, strict_anthropic
+from tests.providers.refusals import ANTHROPIC_OK, OPENAI_OK, REQUEST, call, openai_refusal, strict_anthropic
 
-fake, setup = request_params.fake, request_params.setup  # its local server and credentials
 # The platform's own seed, and no sampling setting any model here could refuse.
 SEEDED = replace(REQUEST, seed_key="7:task:arm:0", temperature=None, top_p=None, stop=())
 LATER_GPT5 = re.compile(r"gpt-5\.[1-9]")
