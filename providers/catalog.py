@@ -22,7 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from providers import egress
-from providers.data.native_models import NATIVE_MODELS
+from providers.registry import suggested_models
 
 FALLBACK = Path(__file__).resolve().parent / "data" / "openrouter_models.json"
 STALE_AFTER_S = 24 * 3600
@@ -191,7 +191,7 @@ def suggestion_list_id(provider: str) -> str:
 
 def suggestions() -> Suggestions:
     current = listing()
-    by_provider = {provider: [Suggestion(i, "") for i in ids] for provider, ids in NATIVE_MODELS.items()}
+    by_provider = {provider: [Suggestion(i, "") for i in ids] for provider, ids in suggested_models().items()}
     by_provider["openrouter"] = [
         Suggestion(m.id, f"{m.name} · {m.price_label(' per Mtok')}") for m in sorted(current.models, key=lambda m: m.id)
     ]
@@ -204,7 +204,7 @@ def suggestions() -> Suggestions:
 
 
 def _suggested_providers() -> set[str]:
-    return {*NATIVE_MODELS, "openrouter"}
+    return {*suggested_models(), "openrouter"}
 
 
 def _read_cache() -> Listing | None:

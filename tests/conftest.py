@@ -22,7 +22,7 @@ from experiments.models import Attempt, WorkerLease
 from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, worker_queues
-from providers.adapters.mock_book import forget_books
+from providers.adapters.mock.mock_book import forget_books
 from providers.pricing import forget_catalog
 from providers.redaction import forget_secrets
 

@@ -8,7 +8,7 @@ from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_
 from experiments.mock_books import book_name, register_mock_books
 from experiments.models import Dataset
 from experiments.pipeline import RelatedCache
-from providers.adapters import mock_book
+from providers.adapters.mock import mock_book
 from tests.experiments.test_import_questions import MMLU, import_file
 
 
