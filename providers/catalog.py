@@ -22,6 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from providers import egress
+from providers.models import Price
 from providers.registry import suggested_models
 
 FALLBACK = Path(__file__).resolve().parent / "data" / "openrouter_models.json"
@@ -134,12 +135,10 @@ def info(model_id: str, within: Listing | None = None) -> CatalogModel | None:
     return next((m for m in (within or listing()).models if m.id == model_id), None)
 
 
-def listed_prices() -> list:
+def listed_prices() -> list[Price]:
     """OpenRouter's list prices as unsaved catalog rows, one per model with a fixed price (a
     router priced "-1" has none), for ``pricing.catalog_price``. Only a fetched list prices
     anything: the shipped fallback's figures were written from memory."""
-    from providers.models import Price
-
     current = listing()
     if current.source != "cache":
         return []

@@ -7,6 +7,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from providers import crypto
+from providers.price_patterns import match_rank
 from providers.registry import provider_choices
 
 NAME_MAX = 100
@@ -90,7 +91,7 @@ class Price(models.Model):
     """What a provider charges for a model from a date on, per million tokens.
 
     ``model_pattern`` is a model id (``gpt-4.1``, which also prices its dated snapshots such
-    as ``gpt-4.1-2025-04-14``) or a glob (``claude-sonnet-4*``); ``pricing.match_rank`` picks
+    as ``gpt-4.1-2025-04-14``) or a glob (``claude-sonnet-4*``); ``price_patterns.match_rank`` picks
     the most specific row, and among those the newest ``valid_from`` not after the call.
     """
 
@@ -140,6 +141,4 @@ class Price(models.Model):
         return f"{self.provider}/{self.model_pattern} from {self.valid_from}"
 
     def matches(self, model_name: str) -> bool:
-        from providers.pricing import match_rank
-
         return match_rank(self.model_pattern, model_name) is not None
