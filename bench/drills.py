@@ -751,7 +751,7 @@ def attempt_seeds(run_id: int) -> set[tuple[str, int]]:
     """Each attempt's (model, seed), computed by the adapter the workers use."""
     from experiments.models import Attempt
     from experiments.prompts import build_request
-    from providers.adapters.openai_chat import OpenAIChatAdapter
+    from providers.adapters.openai.adapter import OpenAIChatAdapter
     from providers.registry import adapter_class
     from providers.types import ArmSpec
 

@@ -83,7 +83,7 @@ def run_benchmark(count: int, lookups: int) -> int:
     from datasets.models import TaskInstance
     from evaluation.workloads import workload_for
     from experiments.mock_books import ReferenceTask, book_name, book_of, reference_book
-    from providers.adapters import mock_book
+    from providers.adapters.mock import mock_book
 
     dataset, distinct = stored_dataset(count)
     statements = TaskInstance.objects.filter(dataset=dataset).values_list("problem_statement", flat=True)
@@ -129,7 +129,7 @@ def run_benchmark(count: int, lookups: int) -> int:
 
 
 def _per_lookup_us(prompts: list[str], tasks: list, workload) -> float:
-    from providers.adapters import mock_book
+    from providers.adapters.mock import mock_book
 
     started = time.perf_counter()
     found = [mock_book.look_up(prompt) for prompt in prompts]

@@ -71,7 +71,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     from experiments.prompts import build_request
     from orgs.models import Organization
     from prbench.queues import ensure_redis
-    from providers.adapters.mock import MockAdapter
+    from providers.adapters.mock.adapter import MockAdapter
     from providers.types import ArmSpec
 
     ensure_redis()

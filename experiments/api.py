@@ -56,6 +56,7 @@ from prbench.api_support import (
     read_body,
 )
 from prbench.inputs import load_spec
+from providers.registry import provider_names
 
 router = Router(tags=["runs"])
 
@@ -144,7 +145,7 @@ def get_run(request: HttpRequest, run_id: str) -> RunOut:
 
 class ArmDoc(Schema):
     label: str
-    provider: str = Field(description="openai, anthropic, azure_openai, openrouter, mock, ...")
+    provider: str = Field(description=", ".join(provider_names()))
     model_name: str = Field(description="The provider's own model id")
     credential: str = Field("", description="The organisation's credential for the provider, by name")
     config: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, deployment, ...")

@@ -1,7 +1,7 @@
 """The mock provider's reference books, filled from the datasets being run.
 
 The mock answers from the prompt alone, as a model would: it looks the prompt up in the books
-registered in its process (providers/adapters/mock_book.py). A job registers its run's
+registered in its process (providers/adapters/mock/mock_book.py). A job registers its run's
 dataset's book before its first mock call, on its own thread (pool threads must not touch
 the database), once per process and dataset version: one query of the few fields a kind's
 answers and keys are made of, never a task's repository files.
@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 from datasets.models import Dataset, TaskInstance
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Workload
-from providers.adapters import mock_book
-from providers.adapters.mock import MockAdapter
+from providers.adapters.mock import mock_book
+from providers.adapters.mock.adapter import MockAdapter
 
 
 class ReferenceTask(NamedTuple):

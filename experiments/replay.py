@@ -3,7 +3,7 @@
 ``import_predictions`` reads the file the harness reads (JSONL, one ``{"instance_id",
 "model_name_or_path", "model_patch"}`` per line, or a JSON list or ``{instance_id:
 prediction}`` mapping), all or nothing, and adds a ``replay`` arm to the experiment whose
-attempts give those patches (providers/adapters/replay.py). They are validated, scored and
+attempts give those patches (providers/adapters/replay/adapter.py). They are validated, scored and
 judged as a live arm's are; a task the file has nothing for gets "no answer".
 
 Where the harness is silent or lenient, this is stricter, because a benchmark must not
@@ -35,7 +35,7 @@ from prbench.inputs import (
     text_problem,
     utf8_problem,
 )
-from providers.adapters.replay import PREDICTIONS_KEY
+from providers.adapters.replay.adapter import PREDICTIONS_KEY
 from providers.policy import arm_problems
 from providers.types import Message
 

@@ -21,14 +21,13 @@ from providers.models import (
     API_VERSION_MAX,
     BASE_URL_MAX,
     NAME_MAX,
-    PROVIDER_CHOICES,
     AllowedProvider,
     ProviderCredential,
 )
-from providers.registry import test_models
+from providers.registry import offered_providers, spec_of, test_models
 from providers.types import ArmSpec, CompletionRequest, Message
 
-PROVIDERS = [value for value, _ in PROVIDER_CHOICES]
+PROVIDERS = offered_providers()
 # Declared by each adapter (``test_model``), so a new provider brings its own.
 MAX_PER_MINUTE = 2_000_000_000  # fits the column (a Postgres integer)
 
@@ -96,16 +95,14 @@ def check_credential(
     api_version = _text(data, "api_version")
     if len(api_version) > API_VERSION_MAX:
         errors.append(f"api_version: at most {API_VERSION_MAX} characters")
-    if provider == "azure_openai" and (not base_url or not api_version):
-        errors.append("Azure OpenAI needs an endpoint (base_url) and an api_version")
-    if provider == "openai_compatible" and not base_url:
-        errors.append("an OpenAI-compatible server needs its base_url")
+    if (missing := _missing_endpoint(provider, {"base_url": base_url, "api_version": api_version})) is not None:
+        errors.append(missing)
     api_key = _text(data, "api_key")
     if len(api_key) > KEY_MAX:
         errors.append(f"api_key: at most {KEY_MAX} characters (is this really a key?)")
     elif any(c.isspace() for c in api_key):
         errors.append("api_key: must not contain spaces or line breaks")
-    if not api_key and editing is None and provider not in ("openai_compatible", "mock"):
+    if not api_key and editing is None and (provider not in PROVIDERS or spec_of(provider).key_required):
         errors.append("api_key: required for a new credential")
     if (
         editing is not None
@@ -121,6 +118,14 @@ def check_credential(
     return CredentialInput(
         provider, name, api_key, base_url, api_version, deployments or {}, requests_per_minute, tokens_per_minute
     )
+
+
+def _missing_endpoint(provider: str, endpoint: dict[str, str]) -> str | None:
+    """What the provider says when a credential lacks a field it cannot be called without."""
+    if provider not in PROVIDERS:
+        return None
+    declared = spec_of(provider)
+    return declared.endpoint_missing if any(not endpoint[f] for f in declared.endpoint_fields) else None
 
 
 def endpoint_of(base_url: str, api_version: str, deployments: dict[str, str]) -> dict[str, Any]:

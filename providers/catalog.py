@@ -22,7 +22,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from prbench import egress
-from providers.data.native_models import NATIVE_MODELS
+from providers.models import Price
+from providers.registry import suggested_models
 
 FALLBACK = Path(__file__).resolve().parent / "data" / "openrouter_models.json"
 STALE_AFTER_S = 24 * 3600
@@ -134,12 +135,10 @@ def info(model_id: str, within: Listing | None = None) -> CatalogModel | None:
     return next((m for m in (within or listing()).models if m.id == model_id), None)
 
 
-def listed_prices() -> list:
+def listed_prices() -> list[Price]:
     """OpenRouter's list prices as unsaved catalog rows, one per model with a fixed price (a
     router priced "-1" has none), for ``pricing.catalog_price``. Only a fetched list prices
     anything: the shipped fallback's figures were written from memory."""
-    from providers.models import Price
-
     current = listing()
     if current.source != "cache":
         return []
@@ -191,7 +190,7 @@ def suggestion_list_id(provider: str) -> str:
 
 def suggestions() -> Suggestions:
     current = listing()
-    by_provider = {provider: [Suggestion(i, "") for i in ids] for provider, ids in NATIVE_MODELS.items()}
+    by_provider = {provider: [Suggestion(i, "") for i in ids] for provider, ids in suggested_models().items()}
     by_provider["openrouter"] = [
         Suggestion(m.id, f"{m.name} · {m.price_label(' per Mtok')}") for m in sorted(current.models, key=lambda m: m.id)
     ]
@@ -204,7 +203,7 @@ def suggestions() -> Suggestions:
 
 
 def _suggested_providers() -> set[str]:
-    return {*NATIVE_MODELS, "openrouter"}
+    return {*suggested_models(), "openrouter"}
 
 
 def _read_cache() -> Listing | None:

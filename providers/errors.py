@@ -43,7 +43,7 @@ class ErrorCategory(models.TextChoices):
     # The platform could not get the arm a concurrency slot or rate-limit token in time: the
     # wait was ours, not the provider's, so it is never the model's timeout.
     CAPACITY_TIMEOUT = "capacity_timeout"
-    # A replayed system (another benchmark's predictions file, providers/adapters/replay.py)
+    # A replayed system (another benchmark's predictions file, providers/adapters/replay/adapter.py)
     # gave no answer for the task: its file has no line for it. The system's failure, as
     # the harness counts an instance left out of a predictions file as not resolved.
     NO_ANSWER = "no_answer"

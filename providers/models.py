@@ -7,16 +7,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from prbench import crypto
-
-PROVIDER_CHOICES = [
-    ("openai", "OpenAI"),
-    ("anthropic", "Anthropic"),
-    ("azure_openai", "Azure OpenAI"),
-    ("openrouter", "OpenRouter"),
-    ("openai_compatible", "OpenAI-compatible (self-hosted)"),
-    ("mock", "Mock"),
-]
-
+from providers.price_patterns import match_rank
+from providers.registry import provider_choices
 
 NAME_MAX = 100
 BASE_URL_MAX = 500
@@ -30,7 +22,7 @@ class ProviderCredential(models.Model):
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="credentials")
-    provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
+    provider = models.CharField(max_length=32, choices=provider_choices)
     name = models.CharField(max_length=NAME_MAX, default="default", help_text="What arms call it by")
     api_key_encrypted = models.TextField(blank=True, editable=False)
     key_last_four = models.CharField(max_length=4, blank=True, editable=False)
@@ -77,7 +69,7 @@ class AllowedProvider(models.Model):
     matching the entry's patterns, if any) may run."""
 
     org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="allowed_providers")
-    provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
+    provider = models.CharField(max_length=32, choices=provider_choices)
     model_patterns = models.TextField(blank=True, help_text="One glob per line, e.g. gpt-4o*; empty allows any model")
 
     class Meta:
@@ -99,11 +91,11 @@ class Price(models.Model):
     """What a provider charges for a model from a date on, per million tokens.
 
     ``model_pattern`` is a model id (``gpt-4.1``, which also prices its dated snapshots such
-    as ``gpt-4.1-2025-04-14``) or a glob (``claude-sonnet-4*``); ``pricing.match_rank`` picks
+    as ``gpt-4.1-2025-04-14``) or a glob (``claude-sonnet-4*``); ``price_patterns.match_rank`` picks
     the most specific row, and among those the newest ``valid_from`` not after the call.
     """
 
-    provider = models.CharField(max_length=32, choices=PROVIDER_CHOICES)
+    provider = models.CharField(max_length=32, choices=provider_choices)
     model_pattern = models.CharField(max_length=200)
     input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
     output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
@@ -149,6 +141,4 @@ class Price(models.Model):
         return f"{self.provider}/{self.model_pattern} from {self.valid_from}"
 
     def matches(self, model_name: str) -> bool:
-        from providers.pricing import match_rank
-
         return match_rank(self.model_pattern, model_name) is not None

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.inputs import NESTING_MAX, json_nesting
+from providers.registry import litellm_providers
 
 SNAPSHOT = Path(__file__).parent / "data" / "litellm_prices.json"
 SNAPSHOT_VERSION = "LiteLLM 1.110.2, "
@@ -34,10 +35,11 @@ SNAPSHOT_VERSION = "LiteLLM 1.110.2, "
 FIRST_SNAPSHOT = Path(__file__).parent / "data" / "litellm_prices_0008.json"
 SOURCE = "LiteLLM model_prices_and_context_window.json"
 
-# LiteLLM's provider names -> ours. Azure and OpenRouter ids carry the provider as a prefix
-# ("azure/gpt-4o", "openrouter/openai/gpt-5"); ours are the id the arm names.
-PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "azure": "azure_openai", "openrouter": "openrouter"}
-PREFIXES = {"openai": "openai/", "anthropic": "anthropic/", "azure": "azure/", "openrouter": "openrouter/"}
+# LiteLLM's provider names -> ours, as each provider declares its own (``litellm_provider``).
+# Azure and OpenRouter ids carry the provider as a prefix ("azure/gpt-4o",
+# "openrouter/openai/gpt-5"); ours are the id the arm names.
+PROVIDERS = litellm_providers()
+PREFIXES = {theirs: f"{theirs}/" for theirs in PROVIDERS}
 MODES = {"chat", "responses", None}  # embeddings, images, audio... are not arms
 FIELDS = {  # LiteLLM's key -> Price field; the first two are required for a row to be priced
     "input_cost_per_token": "input_per_mtok",

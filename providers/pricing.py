@@ -1,45 +1,16 @@
 from __future__ import annotations
 
-import fnmatch
-import re
 import time
 from datetime import date
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
+from providers import catalog
+from providers.models import Price
+from providers.price_patterns import match_rank
 from providers.types import Usage
-
-if TYPE_CHECKING:
-    from providers.models import Price
 
 PER_MILLION = Decimal(1_000_000)
 CENT_FRACTION = Decimal("0.00000001")
-
-# A dated snapshot id is its family's id plus a release date: OpenAI writes
-# ``gpt-4.1-2025-04-14``, Anthropic ``claude-opus-4-5-20251101``.
-SNAPSHOT_DATE = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
-
-EXACT, SNAPSHOT, GLOB = 3, 2, 1
-
-
-def match_rank(pattern: str, model_name: str) -> tuple[int, int] | None:
-    """How well a catalog row's pattern fits a model id, or None when it does not.
-
-    The one place that decides which row prices a model: the exact id first, then the family
-    of a dated snapshot (``gpt-4.1-2025-04-14`` -> ``gpt-4.1``), then a glob, the one with the
-    longest fixed text winning. A glob never beats an explicit row, so ``o4-mini*`` cannot
-    price ``o4-mini-deep-research`` once that model has a row of its own.
-    """
-    if not any(c in pattern for c in "*?["):
-        if pattern == model_name:
-            return (EXACT, len(pattern))
-        family = SNAPSHOT_DATE.sub("", model_name)
-        if family != model_name and family == pattern:
-            return (SNAPSHOT, len(pattern))
-        return None
-    if fnmatch.fnmatchcase(model_name, pattern):
-        return (GLOB, len(pattern.replace("*", "").replace("?", "")))
-    return None
 
 
 def _charge(tokens: int, per_mtok: Decimal) -> Decimal:
@@ -137,8 +108,6 @@ OPENROUTER_LIST = "openrouter model list"  # its key in _catalog
 def _prices(provider: str) -> list:
     """The provider's catalog rows, re-read at most once a minute per process: prices change
     rarely, every attempt needs one, and ``recompute_costs`` fixes up anything priced late."""
-    from providers.models import Price
-
     loaded_at, rows = _catalog.get(provider, (0.0, []))
     if time.monotonic() - loaded_at > CATALOG_TTL_S:
         rows = list(Price.objects.filter(provider=provider))
@@ -166,8 +135,6 @@ def catalog_price(provider: str, model_name: str, on: date):
 
 def _openrouter_price(model_name: str):
     """OpenRouter's list price, re-read with the catalog's rows (at most once a minute)."""
-    from providers import catalog
-
     loaded_at, rows = _catalog.get(OPENROUTER_LIST, (0.0, []))
     if time.monotonic() - loaded_at > CATALOG_TTL_S:
         rows = catalog.listed_prices()

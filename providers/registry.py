@@ -1,4 +1,8 @@
-"""Provider adapters by name. Adding a provider means adding a module and a line here."""
+"""Every provider PRBench can call, in one list. A provider is a folder under
+``providers/adapters/`` declaring a ``ProviderSpec`` (providers/adapters/spec.py); adding one
+means adding its folder and a line to ``PROVIDERS``. Everything else that lists providers (the
+model fields' choices, the settings page, the arm form, credential checks, the LiteLLM import,
+the form's model suggestions) reads it from here."""
 
 from __future__ import annotations
 
@@ -7,17 +11,46 @@ from functools import lru_cache
 
 from django.utils.module_loading import import_string
 
+from providers.adapters import anthropic, mock, openai, replay
 from providers.adapters.base import Adapter
+from providers.adapters.spec import ProviderSpec
 
-ADAPTERS = {
-    "mock": "providers.adapters.mock.MockAdapter",
-    "openai": "providers.adapters.openai_chat.OpenAIChatAdapter",
-    "azure_openai": "providers.adapters.openai_chat.AzureOpenAIAdapter",
-    "openrouter": "providers.adapters.openai_chat.OpenRouterAdapter",
-    "openai_compatible": "providers.adapters.openai_chat.OpenAICompatibleAdapter",
-    "anthropic": "providers.adapters.anthropic_messages.AnthropicAdapter",
-    "replay": "providers.adapters.replay.ReplayAdapter",
-}
+# In the order the settings page offers them.
+PROVIDERS: tuple[ProviderSpec, ...] = (
+    openai.OPENAI,
+    anthropic.ANTHROPIC,
+    openai.AZURE_OPENAI,
+    openai.OPENROUTER,
+    openai.OPENAI_COMPATIBLE,
+    mock.MOCK,
+    replay.REPLAY,
+)
+
+ADAPTERS = {spec.name: spec.adapter for spec in PROVIDERS}
+
+
+def spec_of(provider: str) -> ProviderSpec:
+    return next(spec for spec in PROVIDERS if spec.name == provider)
+
+
+def provider_choices() -> list[tuple[str, str]]:
+    """The providers a credential, an allowlist entry or a price row may name, with their labels.
+    The model fields' ``choices``: a callable, so a new provider needs no migration."""
+    return [(spec.name, spec.label) for spec in PROVIDERS if spec.offered]
+
+
+def offered_providers() -> list[str]:
+    return [name for name, _ in provider_choices()]
+
+
+def suggested_models() -> dict[str, tuple[str, ...]]:
+    """Each provider's suggested model ids, for the providers that declare any."""
+    return {spec.name: spec.suggested_models for spec in PROVIDERS if spec.suggested_models}
+
+
+def litellm_providers() -> dict[str, str]:
+    """LiteLLM's provider names -> ours, for the providers LiteLLM's price file prices."""
+    return {spec.litellm_provider: spec.name for spec in PROVIDERS if spec.litellm_provider}
 
 
 def provider_names() -> list[str]:

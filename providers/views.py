@@ -24,8 +24,8 @@ from providers.actions import (
     do_save_credential,
     do_test_connection,
 )
-from providers.models import PROVIDER_CHOICES, AllowedProvider, ProviderCredential
-from providers.registry import test_models
+from providers.models import AllowedProvider, ProviderCredential
+from providers.registry import provider_choices, test_models
 
 
 @login_required
@@ -41,7 +41,7 @@ def settings_page(request: HttpRequest, code: str) -> HttpResponse:
         "editing": editing,
         "editing_deployments": json.dumps(editing.deployments) if editing else "",
         "allowlist": AllowedProvider.objects.filter(org=org),
-        "providers": PROVIDER_CHOICES,
+        "providers": provider_choices(),
         "test_models": test_models(),
         "errors": [],
     }

@@ -30,7 +30,7 @@ from experiments.worker import AttemptWorker
 from orgs.models import Membership, Organization, Role
 from prbench.queues import get_connection, worker_queues
 from prbench.redaction import forget_secrets
-from providers.adapters.mock_book import forget_books
+from providers.adapters.mock.mock_book import forget_books
 from providers.pricing import forget_catalog
 from tests.cli import run_command
 from tests.factories import ZERO_LATENCY_ARMS, import_file

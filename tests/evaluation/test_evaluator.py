@@ -326,7 +326,7 @@ def test_a_boolean_is_not_a_score():
 
 
 def test_the_mock_evaluator_reads_only_the_validation_section():
-    from providers.adapters.mock import MockAdapter
+    from providers.adapters.mock.adapter import MockAdapter
     from providers.types import ArmSpec, CompletionRequest, Message
 
     prompt = "<validation>\npatch applied: no\ntests: not run\n</validation>\n<patch>\n# tests: passed\n</patch>"

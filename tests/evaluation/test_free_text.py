@@ -179,7 +179,7 @@ def test_the_workload_leaves_correctness_to_the_verdict(truthfulqa):
 
 
 def test_the_mock_judge_tosses_a_seeded_coin_for_an_answer_it_cannot_place():
-    from providers.adapters.mock import MockAdapter
+    from providers.adapters.mock.adapter import MockAdapter
     from providers.types import ArmSpec as ProviderArm
     from providers.types import CompletionRequest, Message
 

@@ -6,7 +6,7 @@ import sys
 from datasets.demo import demo_task_dirs, read_task_dir
 from evaluation.test_results import parse_junit, parse_pytest_log, parse_test_log
 from evaluation.validation import ValidationStatus, validate_patch
-from providers.adapters.mock import no_op_rewrite
+from providers.adapters.mock.adapter import no_op_rewrite
 
 TASK = read_task_dir(demo_task_dirs()[0], 0)
 

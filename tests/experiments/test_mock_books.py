@@ -8,7 +8,7 @@ from evaluation.workloads import workload_for
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
 from experiments.mock_books import book_name, register_mock_books
 from experiments.pipeline import RelatedCache
-from providers.adapters import mock_book
+from providers.adapters.mock import mock_book
 from tests.factories import import_file
 from tests.samples import MMLU
 

@@ -14,7 +14,7 @@ from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
 from experiments.models import AttemptStatus, RunStatus
-from providers.adapters.mock import DONT_KNOW
+from providers.adapters.mock.adapter import DONT_KNOW
 from providers.outcomes import OutcomeClass
 from tests.conftest import work_queue
 from tests.factories import import_as

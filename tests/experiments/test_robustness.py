@@ -139,7 +139,7 @@ def test_a_job_that_fails_returns_its_attempts_and_slots(experiment, settings, m
 
 
 def test_an_answer_the_database_cannot_store_fails_only_that_attempt(experiment, start, monkeypatch):
-    from providers.adapters.mock import MockAdapter
+    from providers.adapters.mock.adapter import MockAdapter
 
     generate = MockAdapter.generate
 

@@ -114,7 +114,7 @@ def test_the_gateway_corrects_impossible_figures(figures, expected, warned):
     ],
 )
 def test_a_row_the_database_refuses_fails_only_that_attempt(experiment, start, monkeypatch, poison, refusal):
-    from providers.adapters.mock import MockAdapter
+    from providers.adapters.mock.adapter import MockAdapter
 
     generate = MockAdapter.generate
 

@@ -52,7 +52,7 @@ def test_unknown_provider_is_refused_by_name():
 
 
 def test_an_adapter_crash_is_an_unknown_error_not_a_crashed_job(monkeypatch, caplog):
-    from providers.adapters.mock import MockAdapter
+    from providers.adapters.mock.adapter import MockAdapter
 
     def explode(self, request):
         raise KeyError("sk-secret-in-a-message")

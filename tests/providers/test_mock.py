@@ -18,8 +18,8 @@ from evaluation.workloads.multiple_choice import MultipleChoice
 from evaluation.workloads.pr_patch import DEFAULT_PROMPT as PR_PROMPT
 from evaluation.workloads.qa_exact import BUILTIN_PROMPTS as QA_PROMPTS
 from experiments.mock_books import ReferenceTask, book_of
-from providers.adapters import mock_book
-from providers.adapters.mock import DONT_KNOW, MockAdapter, no_op_rewrite
+from providers.adapters.mock import mock_book
+from providers.adapters.mock.adapter import DONT_KNOW, MockAdapter, no_op_rewrite
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import ArmSpec, CompletionRequest, Message
 

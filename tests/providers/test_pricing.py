@@ -8,7 +8,8 @@ from django.utils import timezone
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
 from experiments.models import AttemptStatus
 from providers.models import Price
-from providers.pricing import catalog_cost, catalog_price, cost_for, cost_parts, forget_catalog, match_rank, price_cost
+from providers.price_patterns import match_rank
+from providers.pricing import catalog_cost, catalog_price, cost_for, cost_parts, forget_catalog, price_cost
 from providers.types import Usage
 from tests.conftest import work_queue
 

@@ -23,9 +23,9 @@ from decimal import Decimal
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from providers.adapters import mock_book
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, choice, number
+from providers.adapters.mock import mock_book
 from providers.adapters.streaming import tokens_per_second
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import Price
