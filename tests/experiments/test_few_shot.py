@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from evaluation import workloads
 from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
+from evaluation.workloads.qa_exact import QaExact
 from experiments.actions import SpecError, check_experiment_spec, do_save_experiment
 from experiments.estimate import estimate_run
 from experiments.models import Dataset, Experiment, TaskInstance
@@ -20,6 +21,8 @@ from tests.experiments.test_views import form_data
 
 class Questions(Workload):
     kind = "qa_exact"
+    label = QaExact.label
+    words = QaExact.words
     builtin_prompts = {
         "plain@1": "Q: {{problem_statement}}",
         "few-shot@1": "Solved examples:\n{{examples}}\n\nNow: Q: {{problem_statement}}",

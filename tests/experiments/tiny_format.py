@@ -8,12 +8,15 @@ import pytest
 
 from evaluation.workloads import WORKLOADS, workload_for
 from evaluation.workloads.base import Workload
+from evaluation.workloads.qa_exact import QaExact
 from experiments.swebench import TaskFileRejected
 from experiments.task_formats import FORMATS, FormatOptions, ParsedTask
 
 
 class TinyWorkload(Workload):
     kind = "qa_exact"
+    label = QaExact.label
+    words = QaExact.words
 
     def payload_errors(self, payload: dict) -> list[str]:
         return [] if str(payload.get("answer", "")).strip() else ["answer: missing or empty"]
