@@ -22,9 +22,10 @@ from django.db.models import Max
 from evaluation.patches import HarnessRule, gold_patch_refusal
 from evaluation.workloads import workload_for, workload_kinds
 from experiments.models import Dataset, DatasetKind, TaskInstance
-from experiments.swebench import MAX_REPORTED, REPO, SwebenchTask, TaskFileRejected, parse_swebench
+from experiments.swebench import REPO, SwebenchTask, TaskFileRejected, parse_swebench
 from experiments.task_formats import FORMATS, FormatOptions, ParsedTask, parser_for
 from orgs.models import Organization
+from prbench.file_rows import MAX_REPORTED
 from prbench.inputs import JSONL_LINE_MAX_BYTES, NAME_MAX, check_text
 
 

@@ -10,8 +10,9 @@ import io
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from experiments.swebench import MAX_REPORTED, TaskFileRejected
+from experiments.swebench import TaskFileRejected
 from experiments.task_formats import FormatOptions, ParsedTask
+from prbench.file_rows import MAX_REPORTED
 from prbench.inputs import NAME_MAX, storable_problem, text_problem, utf8_problem
 
 QUESTION_MAX = 100_000  # a question with a long passage; the prompt template allows as much
