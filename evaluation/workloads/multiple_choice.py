@@ -29,9 +29,8 @@ from evaluation.workloads.wording import (
     CELL_CHARS,
     QUESTION_COLUMN,
     TaskColumn,
-    Wording,
     payload_of,
-    quoted_answer,
+    right_or_wrong,
     short,
 )
 
@@ -132,23 +131,12 @@ def _letter_and_option(task: Any) -> str:
     return f"{letter}. {short(choices[index], ANSWER_CHARS)}" if 0 <= index < len(choices) else letter
 
 
-WORDS = Wording(
-    kind="multiple_choice",
-    verdict="Correct",
-    rate="right",
-    short_answers=True,
+WORDS = right_or_wrong(
+    "multiple_choice",
     question="Question",
     answer="answer",
     expected="Expected answer",
-    right="right",
-    wrong="wrong",
-    success="answered right",
-    right_filter="right answers",
-    wrong_filter="wrong answers",
-    per_success="Per right answer",
     not_graded="no answer was graded, so none is right or wrong",
-    said=quoted_answer,
-    expected_key="answer",
     task_columns=(
         QUESTION_COLUMN,
         TaskColumn("Choices", _choices),

@@ -15,10 +15,9 @@ from evaluation.workloads.wording import (
     CATEGORY_COLUMN,
     CELL_CHARS,
     TaskColumn,
-    Wording,
     payload_of,
     question_cell,
-    quoted_answer,
+    right_or_wrong,
     short,
 )
 
@@ -70,23 +69,12 @@ def _response(task: Any) -> str:
     return short(f"{payload_of(task, 'answer') or ''}{also}", CELL_CHARS)
 
 
-WORDS = Wording(
-    kind="qa_exact",
-    verdict="Correct",
-    rate="right",
-    short_answers=True,
+WORDS = right_or_wrong(
+    "qa_exact",
     question="Clue",
     answer="response",
     expected="Expected response",
-    right="right",
-    wrong="wrong",
-    success="answered right",
-    right_filter="right answers",
-    wrong_filter="wrong answers",
-    per_success="Per right answer",
     not_graded="no response was graded, so none is right or wrong",
-    said=quoted_answer,
-    expected_key="answer",
     label_from="question",
     task_columns=(
         TaskColumn("Clue", question_cell),

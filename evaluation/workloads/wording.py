@@ -149,6 +149,30 @@ def quoted_answer(words: Wording, row: Any, inference_only: bool) -> Said:
     return Said(f"{words.wrong}: {given}, expected {expected}" if expected else f"{words.wrong}: {given}", "bad")
 
 
+def right_or_wrong(kind: str, *, question: str, answer: str, expected: str, not_graded: str, **more: Any) -> Wording:
+    """The words of a kind whose short answers are right or wrong (a response, a letter),
+    graded against the task's ``answer``."""
+    return Wording(
+        kind=kind,
+        verdict="Correct",
+        rate="right",
+        short_answers=True,
+        question=question,
+        answer=answer,
+        expected=expected,
+        right="right",
+        wrong="wrong",
+        success="answered right",
+        right_filter="right answers",
+        wrong_filter="wrong answers",
+        per_success="Per right answer",
+        not_graded=not_graded,
+        said=quoted_answer,
+        expected_key="answer",
+        **more,
+    )
+
+
 # --- the dataset page's columns ------------------------------------------------------------------
 
 
