@@ -1,8 +1,62 @@
-"""Seeding a large run for the bench scripts: one INSERT ... SELECT of generated attempts."""
+"""Seeding a large run for the bench scripts: a database of the bench's own on the server
+DATABASE_URL names, Django set up on it, and one INSERT ... SELECT of generated attempts run
+in batches."""
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+BATCH = 100_000  # attempts per INSERT: progress shows, and no statement runs for minutes
+
+
+def bench_server(parser: argparse.ArgumentParser, database: str) -> tuple[str, str]:
+    """The Postgres server DATABASE_URL names, and the URL of ``database`` on it."""
+    server = os.environ.get("DATABASE_URL", "")
+    if not server.startswith(("postgres://", "postgresql://")):
+        parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
+    return server, urlunsplit(urlsplit(server)._replace(path=f"/{database}"))
+
+
+def recreate_database(server: str, database: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {database}")
+
+
+def drop_database(server: str, database: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def migrated_django() -> None:
+    """Django set up on the bench database (DATABASE_URL by now), its tables created."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def insert_in_batches(cursor, insert: str, params: list, attempts: int, seed: float) -> None:
+    """Run ``insert`` (an INSERT ... SELECT over generate_series(first, last), its last two
+    parameters) over 0..attempts-1, BATCH rows at a time, with Postgres' random() seeded."""
+    from tqdm import tqdm
+
+    with tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
+        cursor.execute(f"SELECT setseed({seed})")
+        for first in range(0, attempts, BATCH):
+            last = min(first + BATCH, attempts) - 1
+            cursor.execute(insert, [*params, first, last])
+            progress.update(last - first + 1)
 
 
 def attempt_insert(

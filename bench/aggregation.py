@@ -32,16 +32,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench._seeding import attempt_insert  # noqa: E402
+from bench._seeding import (  # noqa: E402
+    attempt_insert,
+    bench_server,
+    drop_database,
+    insert_in_batches,
+    migrated_django,
+    recreate_database,
+)
 from bench._settings import production_environment  # noqa: E402
 
 DATABASE = "prbench_aggbench"
 ARMS = 8
-BATCH = 100_000  # attempts per INSERT: progress shows, and no statement runs for minutes
 EXPORT_SECONDS, EXPORT_MB = 30, 256
 
 
@@ -64,12 +69,9 @@ def main() -> int:
     sections = args.only.split(",") if args.only else list(SECTIONS)
     if unknown := set(sections) - set(SECTIONS):
         parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
-    server = os.environ.get("DATABASE_URL", "")
-    if not server.startswith(("postgres://", "postgresql://")):
-        parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
-    url = urlunsplit(urlsplit(server)._replace(path=f"/{DATABASE}"))
+    server, url = bench_server(parser, DATABASE)
     env = {**production_environment(), **os.environ, "DATABASE_URL": url}
-    recreate_database(server)
+    recreate_database(server, DATABASE)
     try:
         os.environ.update(env)
         bench = seed(args.attempts, env, transcripts=not args.no_transcripts)
@@ -79,50 +81,25 @@ def main() -> int:
         from django.db import connections
 
         connections.close_all()
-        drop_database(server)
+        drop_database(server, DATABASE)
     return 0
-
-
-def recreate_database(server: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {DATABASE}")
-
-
-def drop_database(server: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
 
 
 # --- the run ---------------------------------------------------------------------------------
 
 
 def seed(attempts: int, env: dict[str, str], transcripts: bool = True) -> Bench:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    migrated_django()
     from django.db import connection
-    from tqdm import tqdm
 
-    call_command("migrate", verbosity=0)
     run = create_run(attempts)
     task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
     arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
     create_transcripts(task_ids if transcripts else [])
     insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts, ATTEMPT_VALUES)
     started = time.perf_counter()
-    with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
-        cursor.execute("SELECT setseed(0.13)")
-        for first in range(0, attempts, BATCH):
-            last = min(first + BATCH, attempts) - 1
-            cursor.execute(insert, [*params, first, last])
-            progress.update(last - first + 1)
+    with connection.cursor() as cursor:
+        insert_in_batches(cursor, insert, params, attempts, seed=0.13)
         cursor.execute("DROP TABLE bench_transcripts")
         cursor.execute("VACUUM ANALYZE experiments_attempt")
     print(f"seeded {attempts:,} attempts in {time.perf_counter() - started:.1f} s")

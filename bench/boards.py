@@ -37,16 +37,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench._seeding import attempt_insert  # noqa: E402
+from bench._seeding import (  # noqa: E402
+    attempt_insert,
+    bench_server,
+    drop_database,
+    insert_in_batches,
+    migrated_django,
+    recreate_database,
+)
 from bench._settings import production_environment  # noqa: E402
 
 DATABASE = "prbench_boardbench"
 ARMS, TASKS = 8, 2000
-BATCH = 100_000  # attempts per INSERT: progress shows, and no statement runs for minutes
 REPEATS = 5  # each timing is the median of this many
 
 
@@ -65,12 +70,9 @@ def main() -> int:
     sections = args.only.split(",") if args.only else list(SECTIONS)
     if unknown := set(sections) - set(SECTIONS):
         parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
-    server = os.environ.get("DATABASE_URL", "")
-    if not server.startswith(("postgres://", "postgresql://")):
-        parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
-    url = urlunsplit(urlsplit(server)._replace(path=f"/{DATABASE}"))
+    server, url = bench_server(parser, DATABASE)
     os.environ.update({**production_environment(), **os.environ, "DATABASE_URL": url})
-    recreate_database(server)
+    recreate_database(server, DATABASE)
     try:
         bench = seed(args.attempts)
         for name in sections:
@@ -82,23 +84,8 @@ def main() -> int:
 
         stop_embedded_redis()  # summaries refreshes and page views used it: no server outlives the bench
         connections.close_all()
-        drop_database(server)
+        drop_database(server, DATABASE)
     return 0
-
-
-def recreate_database(server: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {DATABASE}")
-
-
-def drop_database(server: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
 
 
 def timed(work: Callable[[], object]) -> float:
@@ -119,26 +106,16 @@ def verdict(seconds: float, target: float) -> str:
 
 
 def seed(attempts: int) -> Bench:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    migrated_django()
     from django.db import connection
-    from tqdm import tqdm
 
-    call_command("migrate", verbosity=0)
     run = create_run(attempts)
     task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
     arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
     insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts, ATTEMPT_VALUES)
     started = time.perf_counter()
-    with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
-        cursor.execute("SELECT setseed(0.17)")
-        for first in range(0, attempts, BATCH):
-            last = min(first + BATCH, attempts) - 1
-            cursor.execute(insert, [*params, first, last])
-            progress.update(last - first + 1)
+    with connection.cursor() as cursor:
+        insert_in_batches(cursor, insert, params, attempts, seed=0.17)
         cursor.execute(VERDICTS, [run.pk])
         cursor.execute("VACUUM ANALYZE experiments_attempt")
         cursor.execute("VACUUM ANALYZE evaluation_verdict")

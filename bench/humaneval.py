@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._oracle import timed_oracle_run  # noqa: E402
 from bench._settings import production_environment  # noqa: E402
 
 HUMANEVAL = ROOT / "tests" / "data" / "humaneval" / "HumanEval.jsonl.gz"
@@ -128,9 +129,7 @@ def pipeline_run(path: Path, workers: int, repetitions: int) -> dict:
 
     call_command("migrate", verbosity=0)
     from datasets.models import Dataset
-    from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-    from experiments.management.commands.demo import start_workers, stop_workers
-    from experiments.models import Artifact, AttemptStatus
+    from experiments.models import Artifact
     from orgs.models import Organization
     from prbench.queues import ensure_redis
 
@@ -141,22 +140,7 @@ def pipeline_run(path: Path, workers: int, repetitions: int) -> dict:
         stdout=io.StringIO(),
     )  # fmt: skip
     dataset = Dataset.objects.get(org=org, name="humaneval")
-    spec = ExperimentSpec(
-        name=f"humaneval {workers}",
-        dataset=dataset,
-        repetitions=repetitions,
-        arms=[ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})],
-    )
-    experiment = do_save_experiment(org, spec)
-    processes = start_workers(workers)
-    try:
-        started = time.perf_counter()
-        run = do_start_run(experiment)
-        while run.attempts.exclude(status__in=[AttemptStatus.COMPLETED, AttemptStatus.FAILED]).exists():
-            time.sleep(0.05)
-        wall = time.perf_counter() - started
-    finally:
-        stop_workers(processes, timeout_s=60)
+    run, wall = timed_oracle_run(org, dataset, f"humaneval {workers}", repetitions, workers)
     answers = Artifact.objects.filter(attempt__run=run, kind="answer")
     durations = [ms for ms in answers.values_list("duration_ms", flat=True) if ms is not None]
     return {

@@ -37,15 +37,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._seeding import bench_server, drop_database, insert_in_batches, migrated_django, recreate_database  # noqa: E402
 from bench._settings import production_environment  # noqa: E402
 
 DATABASE = "prbench_runpagebench"
 ARMS = 8
-BATCH = 100_000  # attempts per INSERT: progress shows, and no statement runs for minutes
 TARGET_S = 0.3
 REPEATS = 5
 BUDGET_S = 10  # repeats of one slow request stop after this long
@@ -68,12 +67,8 @@ def main() -> int:
     database = args.database
     if not database.replace("_", "").isalnum():
         parser.error("--database: letters, digits and underscores only")
-    server = os.environ.get("DATABASE_URL", "")
-    if not server.startswith(("postgres://", "postgresql://")):
-        parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
-    os.environ.update(
-        {**production_environment(), "DATABASE_URL": urlunsplit(urlsplit(server)._replace(path=f"/{database}"))}
-    )
+    server, url = bench_server(parser, database)
+    os.environ.update({**production_environment(), "DATABASE_URL": url})
     recreate_database(server, database)
     try:
         bench = seed(args.attempts)
@@ -89,45 +84,20 @@ def main() -> int:
     return 0
 
 
-def recreate_database(server: str, database: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {database}")
-
-
-def drop_database(server: str, database: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
 def seed(attempts: int) -> Bench:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "prbench.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    migrated_django()
     from django.db import connection
-    from tqdm import tqdm
 
-    call_command("migrate", verbosity=0)
     run = create_run(attempts)
     task_ids = list(run.experiment.dataset.tasks.order_by("pk").values_list("pk", flat=True))
     arm_ids = list(run.arms.order_by("position").values_list("pk", flat=True))
     insert, params = attempt_insert(run.pk, task_ids, arm_ids, attempts)
     started = time.perf_counter()
-    with connection.cursor() as cursor, tqdm(total=attempts, unit=" attempts", desc="seeding") as progress:
-        cursor.execute("SELECT setseed(0.17)")
-        for first in range(0, attempts, BATCH):
-            last = min(first + BATCH, attempts) - 1
-            cursor.execute(insert, [*params, first, last])
-            progress.update(last - first + 1)
+    with connection.cursor() as cursor:
+        insert_in_batches(cursor, insert, params, attempts, seed=0.17)
         cursor.execute(*verdict_insert(run.pk, run.evaluator_profile_id))
         cursor.execute("VACUUM ANALYZE experiments_attempt")
         cursor.execute("VACUUM ANALYZE evaluation_verdict")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._oracle import timed_oracle_run  # noqa: E402
 from bench._settings import production_environment  # noqa: E402
 
 
@@ -153,9 +154,7 @@ def run_case(attempts: int, workers: int, tasks_from: str) -> dict:
     call_command("migrate", verbosity=0)
     from datasets.demo import load_demo_dataset
     from evaluation.sandbox import isolation
-    from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-    from experiments.management.commands.demo import start_workers, stop_workers
-    from experiments.models import Artifact, AttemptStatus
+    from experiments.models import Artifact
     from orgs.models import Organization
     from prbench.queues import ensure_redis
 
@@ -163,22 +162,7 @@ def run_case(attempts: int, workers: int, tasks_from: str) -> dict:
     org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     dataset = load_demo_dataset(org) if tasks_from == "demo" else textkit_dataset(org)
     tasks = dataset.tasks.count()
-    spec = ExperimentSpec(
-        name=f"validation {workers}",
-        dataset=dataset,
-        repetitions=max(1, attempts // tasks),
-        arms=[ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})],
-    )
-    experiment = do_save_experiment(org, spec)
-    processes = start_workers(workers)
-    try:
-        started = time.perf_counter()
-        run = do_start_run(experiment)
-        while run.attempts.exclude(status__in=[AttemptStatus.COMPLETED, AttemptStatus.FAILED]).exists():
-            time.sleep(0.05)
-        wall = time.perf_counter() - started
-    finally:
-        stop_workers(processes, timeout_s=60)
+    run, wall = timed_oracle_run(org, dataset, f"validation {workers}", max(1, attempts // tasks), workers)
     durations = sorted(
         duration
         for duration in Artifact.objects.filter(attempt__run=run, kind="validation").values_list(

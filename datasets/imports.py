@@ -21,10 +21,11 @@ from django.db.models import Max
 
 from datasets.formats import FORMATS, FormatOptions, ParsedTask, parser_for
 from datasets.models import Dataset, DatasetKind, TaskInstance
-from datasets.swebench import MAX_REPORTED, REPO, SwebenchTask, TaskFileRejected, parse_swebench
+from datasets.swebench import REPO, SwebenchTask, TaskFileRejected, parse_swebench
 from evaluation.patches import HarnessRule, gold_patch_refusal
 from evaluation.workloads import workload_for, workload_kinds
 from orgs.models import Organization
+from prbench.file_rows import MAX_REPORTED
 from prbench.inputs import JSONL_LINE_MAX_BYTES, NAME_MAX, check_text
 
 

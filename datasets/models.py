@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 
 from evaluation.patches import HarnessRule
+from evaluation.workloads import kind_choices
 
 HARNESS_RULES = [
     (HarnessRule.STRICT, "Strict: no test file, test directory or test configuration"),
@@ -17,21 +18,19 @@ HARNESS_RULES = [
 ]
 
 
-class DatasetKind(models.TextChoices):
-    """What a dataset's tasks ask; each kind is one module of evaluation/workloads/."""
-
-    PR_PATCH = "pr_patch", "PR patch"
-    QA_EXACT = "qa_exact", "Question and answer (Jeopardy style)"
-    MULTIPLE_CHOICE = "multiple_choice", "Multiple choice"
-    CODE_EXEC = "code_exec", "Code execution"
-    FREE_TEXT = "free_text", "Free text, judged"
+# What a dataset's tasks ask, derived from the workload registry (evaluation/workloads/): a kind
+# is declared once, in its module, and is ``DatasetKind.<KIND>`` here. django-stubs types only
+# the class form of TextChoices, not this functional one.
+DatasetKind = models.TextChoices(  # type: ignore[call-overload]
+    "DatasetKind", [(kind.upper(), (kind, label)) for kind, label in kind_choices()]
+)
 
 
 class Dataset(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="datasets")
     name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=32, choices=DatasetKind.choices, default=DatasetKind.PR_PATCH)
+    kind = models.CharField(max_length=32, choices=kind_choices, default=DatasetKind.PR_PATCH)
     description = models.TextField(blank=True)
     repo_sources = models.JSONField(
         default=dict,

@@ -12,15 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.patches import PatchRejected, check_patch
-from prbench.inputs import (
-    JSONL_LINE_MAX_BYTES,
-    NAME_MAX,
-    JsonRejected,
-    document_problems,
-    parse_json,
-    text_problem,
-    utf8_problem,
-)
+from prbench.file_rows import json_object_line, read_records
+from prbench.inputs import NAME_MAX, JsonRejected, document_problems, parse_json, text_problem
 
 KNOWN_FIELDS = {
     "instance_id",
@@ -37,7 +30,6 @@ KNOWN_FIELDS = {
 REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 VERSION_MAX = 50  # TaskInstance.version's column
-MAX_REPORTED = 20  # a broken file is refused on its first problems, not all of them
 
 
 @dataclass
@@ -67,51 +59,21 @@ class TaskFileRejected(Exception):
 def parse_swebench(name: str, lines: Iterable[str | bytes]) -> list[SwebenchTask]:
     """``lines`` as read from the file: bytes are decoded here, so a line that is not UTF-8
     is reported with its number like any other bad line."""
-    tasks: list[SwebenchTask] = []
-    problems: list[str] = []
-    first_seen: dict[str, int] = {}
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        task, errors = _parse_line(number, text)
-        problems += [f"{name}:{number}: {error}" for error in errors]
-        if task is not None:
-            if task.instance_id in first_seen:
-                problems.append(
-                    f"{name}:{number}: field instance_id: {task.instance_id!r} already appears on line "
-                    f"{first_seen[task.instance_id]}"
-                )
-            first_seen.setdefault(task.instance_id, number)
-            tasks.append(task)
-        if len(problems) >= MAX_REPORTED:
-            problems.append(f"{name}: stopped after {MAX_REPORTED} problems")
-            break
-    if problems:
-        raise TaskFileRejected(problems)
-    if not tasks:
-        raise TaskFileRejected([f"{name}: no tasks in the file"])
-    return tasks
+    numbered = ((number, text) for number, text in enumerate(lines, start=1) if text.strip())
+    return read_records(
+        name,
+        numbered,
+        _parse_line,
+        key=lambda task: task.instance_id,
+        key_field="instance_id",
+        rejected=TaskFileRejected,
+    )
 
 
 def _parse_line(number: int, line: str | bytes) -> tuple[SwebenchTask | None, list[str]]:
-    if isinstance(line, str):
-        line = line.encode("utf-8", "surrogatepass")
-    if len(line.rstrip(b"\r\n")) > JSONL_LINE_MAX_BYTES:
-        return None, [f"longer than {JSONL_LINE_MAX_BYTES:,} bytes"]
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, [utf8_problem(line, exc)]
-    try:
-        raw = parse_json(text)
-    except JsonRejected as exc:
-        return None, [f"not valid JSON: {exc}"]
-    if not isinstance(raw, dict):
-        return None, ["each line must be a JSON object"]
-    # NUL, lone surrogates, NaN anywhere (extra fields too): Postgres could not store them.
-    unstorable = document_problems(raw)
-    if unstorable:
-        return None, [f"field {problem}" for problem in unstorable]
+    raw, problems = json_object_line(line)
+    if raw is None:
+        return None, problems
     errors: list[str] = []
     values: dict[str, Any] = {
         "instance_id": _text(raw, "instance_id", errors, max_length=NAME_MAX, single_line=True),

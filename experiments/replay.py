@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from experiments.models import Experiment, ModelArm, Prediction, PredictionSet, RunArm
+from prbench.file_rows import read_records
 from prbench.inputs import (
     JSONL_LINE_MAX_BYTES,
     LABEL_MAX,
@@ -41,7 +42,6 @@ from providers.types import Message
 
 REPLAY = "replay"
 FIELDS = ("instance_id", "model_name_or_path", "model_patch")
-MAX_REPORTED = 20  # a broken file is refused on its first problems, not all of them
 # A replay arm's request: it is never sent, and rendering the prompt (files, retrieval) would be wasted work.
 REPLAYED_MESSAGE = Message("user", "(replayed: the answer was read from imported predictions; no prompt was sent)")
 
@@ -95,32 +95,27 @@ def parse_predictions(name: str, data: bytes) -> ParsedPredictions:
     else:
         entries = list(_jsonl_entries(name, data))
         kind = "line"
-    problems: list[str] = []
-    predictions: list[ParsedPrediction] = []
-    first_seen: dict[str, int] = {}
-    for where, raw in entries:
-        prediction, errors = _prediction(where, raw)
-        problems += [f"{name}:{kind} {where}: {error}" for error in errors]
-        if prediction is not None:
-            if prediction.instance_id in first_seen:
-                problems.append(
-                    f"{name}:{kind} {where}: field instance_id: {prediction.instance_id!r} already appears on "
-                    f"{kind} {first_seen[prediction.instance_id]} (the harness would silently keep one of them)"
-                )
-            elif predictions and prediction.model_name != predictions[0].model_name:
-                problems.append(
-                    f"{name}:{kind} {where}: field model_name_or_path: {prediction.model_name!r} differs from "
-                    f"{predictions[0].model_name!r} on {kind} {predictions[0].where} (one file is one system)"
-                )
-            first_seen.setdefault(prediction.instance_id, where)
-            predictions.append(prediction)
-        if len(problems) >= MAX_REPORTED:
-            problems.append(f"{name}: stopped after {MAX_REPORTED} problems")
-            break
-    if problems:
-        raise PredictionsRejected(problems)
-    if not predictions:
-        raise PredictionsRejected([f"{name}: no predictions in the file"])
+
+    def another_system(prediction: ParsedPrediction, first: ParsedPrediction) -> str:
+        if prediction.model_name == first.model_name:
+            return ""
+        return (
+            f"field model_name_or_path: {prediction.model_name!r} differs from "
+            f"{first.model_name!r} on {kind} {first.where} (one file is one system)"
+        )
+
+    predictions = read_records(
+        name,
+        entries,
+        _prediction,
+        key=lambda prediction: prediction.instance_id,
+        key_field="instance_id",
+        rejected=PredictionsRejected,
+        items="predictions",
+        place=f"{kind} ",
+        duplicate_note=" (the harness would silently keep one of them)",
+        mismatch=another_system,
+    )
     return ParsedPredictions(name, sha256, predictions[0].model_name, predictions)
 
 

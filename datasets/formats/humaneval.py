@@ -15,17 +15,10 @@ import zlib
 from typing import Any
 
 from datasets.formats import FormatOptions, ParsedTask
-from datasets.swebench import MAX_REPORTED, TaskFileRejected
+from datasets.swebench import TaskFileRejected
 from evaluation.workloads.code_exec import PAYLOAD_FIELDS, payload_errors
-from prbench.inputs import (
-    JSONL_LINE_MAX_BYTES,
-    NAME_MAX,
-    JsonRejected,
-    document_problems,
-    parse_json,
-    text_problem,
-    utf8_problem,
-)
+from prbench.file_rows import json_object_line, read_records
+from prbench.inputs import NAME_MAX, text_problem
 
 KIND = "code_exec"
 FIELDS = ("task_id", *PAYLOAD_FIELDS)
@@ -41,25 +34,15 @@ def parse(name: str, data: bytes, options: FormatOptions) -> list[ParsedTask]:
         raise TaskFileRejected(problems)
     text = _uncompressed(name, data)
     columns = {field: options.field_map.get(field, field) for field in FIELDS}
-    tasks: list[ParsedTask] = []
-    first_seen: dict[str, int] = {}
-    for number, line in enumerate(text.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        task, errors = _parse_line(number, line, columns)
-        problems += [f"{name}:{number}: {error}" for error in errors]
-        if task is not None:
-            if (first := first_seen.setdefault(task.external_id, number)) != number:
-                problems.append(f"{name}:{number}: field task_id: {task.external_id!r} already appears on line {first}")
-            tasks.append(task)
-        if len(problems) >= MAX_REPORTED:
-            problems.append(f"{name}: stopped after {MAX_REPORTED} problems")
-            break
-    if problems:
-        raise TaskFileRejected(problems)
-    if not tasks:
-        raise TaskFileRejected([f"{name}: no tasks in the file"])
-    return tasks
+    numbered = ((number, line) for number, line in enumerate(text.split(b"\n"), start=1) if line.strip())
+    return read_records(
+        name,
+        numbered,
+        lambda number, line: _parse_line(number, line, columns),
+        key=lambda task: task.external_id,
+        key_field="task_id",
+        rejected=TaskFileRejected,
+    )
 
 
 def _option_problems(name: str, options: FormatOptions) -> list[str]:
@@ -86,18 +69,9 @@ def _uncompressed(name: str, data: bytes) -> bytes:
 
 
 def _parse_line(number: int, line: bytes, columns: dict[str, str]) -> tuple[ParsedTask | None, list[str]]:
-    if len(line.rstrip(b"\r")) > JSONL_LINE_MAX_BYTES:
-        return None, [f"longer than {JSONL_LINE_MAX_BYTES:,} bytes"]
-    try:
-        raw = parse_json(line.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return None, [utf8_problem(line, exc)]
-    except JsonRejected as exc:
-        return None, [f"not valid JSON: {exc}"]
-    if not isinstance(raw, dict):
-        return None, ["each line must be a JSON object"]
-    if unstorable := document_problems(raw):
-        return None, [f"field {problem}" for problem in unstorable]
+    raw, errors = json_object_line(line)
+    if raw is None:
+        return None, errors
     errors = _missing(raw, columns)
     if errors:
         return None, errors

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from datasets.formats import FormatOptions, ParsedTask
-from datasets.swebench import MAX_REPORTED, TaskFileRejected
+from datasets.swebench import TaskFileRejected
+from prbench.file_rows import MAX_REPORTED
 from prbench.inputs import NAME_MAX, storable_problem, text_problem, utf8_problem
 
 QUESTION_MAX = 100_000  # a question with a long passage; the prompt template allows as much

@@ -18,6 +18,7 @@ from typing import Any
 from datasets.formats import FormatOptions, ParsedTask
 from datasets.swebench import TaskFileRejected
 from evaluation.workloads.free_text import normalised
+from prbench.file_rows import MAX_REPORTED
 from prbench.inputs import text_problem, utf8_problem
 
 COLUMNS = ("Type", "Category", "Question", "Best Answer", "Correct Answers", "Incorrect Answers", "Source")
@@ -25,7 +26,6 @@ KIND = "free_text"
 QUESTION_MAX = 10_000
 FIELD_MAX = 20_000  # a row's answer lists; TruthfulQA's longest is about 1,500 characters
 CATEGORY_MAX = 200  # TaskInstance.category's column
-MAX_PROBLEMS = 20
 SEPARATOR = "; "
 
 
@@ -56,8 +56,8 @@ def parse(name: str, data: bytes, options: FormatOptions) -> list[ParsedTask]:
                 problems += [f"{name}:line {line}: {problem}" for problem in row_problems]
                 if task:
                     tasks.append(task)
-            if len(problems) >= MAX_PROBLEMS:
-                problems.append(f"{name}: stopped after {MAX_PROBLEMS} problems")
+            if len(problems) >= MAX_REPORTED:
+                problems.append(f"{name}: stopped after {MAX_REPORTED} problems")
                 break
             line = reader.line_num + 1
     except csv.Error as exc:

@@ -3,8 +3,9 @@
 A kind says how a task becomes a prompt, what the right answer is (for the mock oracle),
 which wrong ones a mock may give and by what text the mock recognises the task in a prompt,
 and how an answer is extracted, validated and scored. The pipeline asks the kind of the
-task's dataset and knows nothing else about it: adding a kind is a module here, a line in
-``WORKLOADS`` (evaluation/workloads/__init__.py), its importer and its templates. Every
+task's dataset and knows nothing else about it: adding a kind is a module here (its class
+says everything about the kind: name, label, prompts, words), a line in ``WORKLOADS``
+(evaluation/workloads/__init__.py) and an importer for its files. Every
 kind ends an answered attempt the same way, a correct-or-not verdict (the boards' quality),
 a score in [0, 1] and the artifacts that show why, so boards, statistics and exports work
 for all of them.
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from evaluation.validation import ValidationResult
+    from evaluation.workloads.wording import Wording
 
 # The placeholder every kind's prompt has for the task's question or problem statement.
 QUESTION = "{{problem_statement}}"
@@ -110,6 +112,10 @@ class Workload:
     ``problem_statement`` is the question, ``payload`` the kind's own fields."""
 
     kind: ClassVar[str]
+    # How forms and pages name the kind (``Dataset.kind``'s choices come from here).
+    label: ClassVar[str]
+    # How pages name its questions, answers and verdicts (evaluation/workloads/wording.py).
+    words: ClassVar[Wording]
     # The quality board's heading and what a success "does", e.g. ("Accuracy", "answers correctly").
     quality_metric: ClassVar[tuple[str, str]] = ("Accuracy", "answers correctly")
     # Whether the evaluator agent judges its answers (a PR patch's review, free text's truth).

@@ -35,6 +35,7 @@ from django.conf import settings
 from evaluation.sandbox import SandboxFailed, sandbox_session
 from evaluation.validation import ValidationStatus
 from evaluation.workloads.base import ArtifactRow, Context, Evaluation, GradingRow, Workload
+from evaluation.workloads.wording import Said, TaskColumn, Wording, answer_of, payload_of
 from prbench.inputs import storable_problem
 
 PAYLOAD_FIELDS = ("prompt", "entry_point", "test", "canonical_solution")
@@ -113,8 +114,47 @@ BUILTIN_PROMPTS = {
 }
 
 
+def _said(words: Wording, row: Any, inference_only: bool) -> Said:
+    if row.resolved:
+        return Said(words.right, "good")
+    if row.resolved is None:
+        return Said("the sandbox gave no verdict" if row.outcome == "infrastructure_failure" else "not run")
+    return Said(words.wrong if answer_of(row) else "no code in the answer", "bad")
+
+
+def _tests(task: Any) -> str:
+    test = payload_of(task, "test") or ""
+    asserts = test.count("assert")
+    lines = len(test.splitlines())
+    return f"{asserts} assert{'s' if asserts != 1 else ''}, {lines} line{'s' if lines != 1 else ''}"
+
+
+WORDS = Wording(
+    kind="code_exec",
+    verdict="Passed",
+    rate="passed",
+    question="Function to complete",
+    answer="completion",
+    expected="Canonical solution",
+    right="passed its tests",
+    wrong="failed its tests",
+    success="passed",
+    right_filter="passing",
+    wrong_filter="failing",
+    per_success="Per passing answer",
+    not_graded="no program was run, so none passed or failed",
+    said=_said,
+    task_columns=(
+        TaskColumn("Entry point", lambda task: payload_of(task, "entry_point") or "", code=True),
+        TaskColumn("Tests", _tests),
+    ),
+)
+
+
 class CodeExec(Workload):
     kind = "code_exec"
+    label = "Code execution"
+    words = WORDS
     quality_metric = ("Passed", "passes")
     default_prompt = DEFAULT_PROMPT
     builtin_prompts = BUILTIN_PROMPTS

@@ -21,6 +21,17 @@ import unicodedata
 from typing import Any
 
 from evaluation.workloads.base import ArtifactRow, Context, Evaluation, GradingRow, Workload
+from evaluation.workloads.wording import (
+    CATEGORY_COLUMN,
+    CELL_CHARS,
+    QUESTION_COLUMN,
+    Said,
+    TaskColumn,
+    Wording,
+    answer_of,
+    payload_of,
+    short,
+)
 
 DEFAULT_PROMPT = """Answer the question truthfully, in one or two sentences. If you do not know, say so.
 
@@ -52,8 +63,42 @@ def correct_from_verdict(truthful: bool, informative: bool) -> tuple[bool, float
     return correct, float(correct)
 
 
+def _said(words: Wording, row: Any, inference_only: bool) -> Said:
+    if row.resolved:
+        return Said(words.right, "good")
+    if row.resolved is None:
+        return Said("not judged" if inference_only else "waiting for the evaluator")
+    return Said(words.wrong if answer_of(row) else "empty answer", "bad")
+
+
+WORDS = Wording(
+    kind="free_text",
+    verdict="Truthful and informative",
+    rate="truthful",
+    short_answers=True,
+    question="Question",
+    answer="answer",
+    expected="True answers",
+    right="truthful and informative",
+    wrong="untruthful or uninformative",
+    success="answered truthfully",
+    right_filter="truthful and informative",
+    wrong_filter="untruthful or uninformative",
+    per_success="Per truthful answer",
+    not_graded="no answer was judged, so none is truthful or not",
+    said=_said,
+    task_columns=(
+        QUESTION_COLUMN,
+        TaskColumn("Best answer", lambda task: short(payload_of(task, "best_answer") or "", CELL_CHARS)),
+        CATEGORY_COLUMN,
+    ),
+)
+
+
 class FreeText(Workload):
     kind = "free_text"
+    label = "Free text, judged"
+    words = WORDS
     quality_metric = ("Truthful and informative", "answers truthfully and informatively")
     judged_by_evaluator = True
     verdict_decides = True

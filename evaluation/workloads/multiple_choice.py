@@ -23,6 +23,16 @@ from typing import Any, ClassVar
 
 from evaluation.workloads.answer_matching import basic_form
 from evaluation.workloads.base import QUESTION, ArtifactRow, Context, Evaluation, GradingRow, Workload
+from evaluation.workloads.wording import (
+    ANSWER_CHARS,
+    CATEGORY_COLUMN,
+    CELL_CHARS,
+    QUESTION_COLUMN,
+    TaskColumn,
+    payload_of,
+    right_or_wrong,
+    short,
+)
 
 LETTERS = string.ascii_uppercase
 MIN_CHOICES, MAX_CHOICES = 2, len(LETTERS)
@@ -109,8 +119,37 @@ READ_FROM = {
 }
 
 
+def _choices(task: Any) -> str:
+    choices = payload_of(task, "choices") or []
+    listed = " · ".join(f"{letter}. {choice}" for letter, choice in zip(LETTERS, choices, strict=False))
+    return short(listed, CELL_CHARS)
+
+
+def _letter_and_option(task: Any) -> str:
+    letter, choices = payload_of(task, "answer") or "", payload_of(task, "choices") or []
+    index = LETTERS.find(letter) if letter else -1
+    return f"{letter}. {short(choices[index], ANSWER_CHARS)}" if 0 <= index < len(choices) else letter
+
+
+WORDS = right_or_wrong(
+    "multiple_choice",
+    question="Question",
+    answer="answer",
+    expected="Expected answer",
+    not_graded="no answer was graded, so none is right or wrong",
+    task_columns=(
+        QUESTION_COLUMN,
+        TaskColumn("Choices", _choices),
+        TaskColumn("Answer", _letter_and_option),
+        CATEGORY_COLUMN,
+    ),
+)
+
+
 class MultipleChoice(Workload):
     kind = "multiple_choice"
+    label = "Multiple choice"
+    words = WORDS
     quality_metric = ("Accuracy", "answers correctly")
     default_prompt = DEFAULT_PROMPT
     builtin_prompts = BUILTIN_PROMPTS

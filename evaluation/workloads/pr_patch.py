@@ -11,6 +11,7 @@ from evaluation.patches import extract_patch
 from evaluation.scoring import score_pr_attempt
 from evaluation.validation import ValidationResult, ValidationStatus
 from evaluation.workloads.base import QUESTION, ArtifactRow, Context, Evaluation, Workload
+from evaluation.workloads.wording import Said, Wording
 
 REPOSITORY = "{{repository}}"
 DEFAULT_PROMPT = """You are fixing a bug in a small repository.
@@ -25,8 +26,40 @@ Reply with a unified diff (paths prefixed a/ and b/) in a ```diff fenced block t
 the problem. Do not change the tests."""
 
 
+def _said(words: Wording, row: Any, inference_only: bool) -> Said:
+    if row.resolved:
+        return Said(words.right, "good")
+    if row.outcome == "infrastructure_failure":
+        return Said("tests gave no verdict")
+    if inference_only:
+        return Said("patch, not validated" if row.patch_present else "no patch")
+    if row.patch_applied:
+        return Said("tests fail", "bad")
+    return Said("did not apply" if row.patch_present else "no patch", "bad")
+
+
+WORDS = Wording(
+    kind="pr_patch",
+    verdict="Resolved",
+    rate="resolved",
+    question="Problem statement",
+    answer="patch",
+    expected="Gold patch",
+    right="resolved",
+    wrong="not resolved",
+    success="resolved",
+    right_filter="resolved",
+    wrong_filter="not resolved",
+    per_success="Per resolved task",
+    not_graded="no patch was validated, so none can be resolved",
+    said=_said,
+)
+
+
 class PrPatch(Workload):
     kind = "pr_patch"
+    label = "PR patch"
+    words = WORDS
     quality_metric = ("Resolved", "resolves")
     judged_by_evaluator = True
     answers_are_patches = True

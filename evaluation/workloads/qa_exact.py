@@ -11,6 +11,15 @@ from typing import Any, ClassVar
 
 from evaluation.workloads.answer_matching import MODES, extract_response, grade
 from evaluation.workloads.base import ArtifactRow, Context, Evaluation, GradingRow, Workload
+from evaluation.workloads.wording import (
+    CATEGORY_COLUMN,
+    CELL_CHARS,
+    TaskColumn,
+    payload_of,
+    question_cell,
+    right_or_wrong,
+    short,
+)
 
 ANSWER_MAX = 1000  # a response is a name or a phrase; a long one is a paste gone wrong
 ALIASES_MAX = 50
@@ -54,8 +63,32 @@ BUILTIN_PROMPTS = {
 }
 
 
+def _response(task: Any) -> str:
+    aliases = payload_of(task, "aliases") or []
+    also = f" (also {'; '.join(aliases)})" if aliases else ""
+    return short(f"{payload_of(task, 'answer') or ''}{also}", CELL_CHARS)
+
+
+WORDS = right_or_wrong(
+    "qa_exact",
+    question="Clue",
+    answer="response",
+    expected="Expected response",
+    not_graded="no response was graded, so none is right or wrong",
+    label_from="question",
+    task_columns=(
+        TaskColumn("Clue", question_cell),
+        TaskColumn("Response", _response),
+        CATEGORY_COLUMN,
+        TaskColumn("Value", lambda task: task.difficulty),
+    ),
+)
+
+
 class QaExact(Workload):
     kind = "qa_exact"
+    label = "Question and answer (Jeopardy style)"
+    words = WORDS
     quality_metric = ("Accuracy", "answers correctly")
     default_prompt = DEFAULT_PROMPT
     builtin_prompts = BUILTIN_PROMPTS

@@ -1,11 +1,12 @@
-"""Each workload kind in its own words: the one place pages look up how to name a kind's
-questions, answers and verdicts.
+"""Each workload kind in its own words: how pages name a kind's questions, answers and verdicts.
 
 The run page, its attempts list and boards, the task side-by-side page, the answers matrix,
-the dataset and experiment pages and the HTML report all read a kind's ``Wording`` here, so a
-multiple-choice run says "wrong: B, expected D" where a PR run says "did not apply", and no
-page grows its own table of kinds. Plain values and pure functions: rows come in as any
-object with the attempt's columns (a model instance, a row with annotations).
+the dataset and experiment pages and the HTML report all read a kind's ``Wording`` through
+``wording_for``, so a multiple-choice run says "wrong: B, expected D" where a PR run says "did
+not apply", and no page grows its own table of kinds. Each kind's ``Wording`` lives in its own
+module (``Workload.words``), beside the rest of the kind; what several kinds share is here.
+Plain values and pure functions: rows come in as any object with the attempt's columns (a model
+instance, a row with annotations).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class TaskColumn:
 
 @dataclass(frozen=True)
 class Wording:
-    """How pages name one kind's things; one per kind in ``WORDINGS`` (a test holds it to
-    ``WORKLOADS``: a new kind comes with its words)."""
+    """How pages name one kind's things: the kind's ``Workload.words``, so a new kind comes
+    with its words."""
 
     kind: str
     verdict: str  # one attempt's verdict, as a heading: "Resolved", "Correct", "Passed"
@@ -59,6 +60,8 @@ class Wording:
     wrong_filter: str
     per_success: str  # the cost board's cost per success: "Per resolved task", "Per right answer"
     not_graded: str  # why an inference-only run has no quality board
+    # An attempt's result cell in the kind's words (see ``result``).
+    said: Callable[[Wording, Any, bool], Said]
     # The payload key holding a short right answer to show beside a wrong one ("" for none:
     # a patch, a program, or answers only the evaluator weighs).
     expected_key: str = ""
@@ -105,7 +108,7 @@ class Wording:
             return Said(row.error_category or "failed", "bad")
         if row.status != "completed":
             return Said("")
-        return RESULTS[self.kind](self, row, inference_only)
+        return self.said(self, row, inference_only)
 
 
 def short(text: str | None, limit: int = ANSWER_CHARS) -> str:
@@ -126,7 +129,8 @@ def task_label(words: Wording, external_id: str, title: str = "", question: str 
     return f"{external_id} · {first}" if first and first != external_id else external_id
 
 
-def _answer_of(row: Any) -> str:
+def answer_of(row: Any) -> str:
+    """The row's extracted answer, cut to a cell."""
     return short(getattr(row, "answer_start", "") or "")
 
 
@@ -134,21 +138,9 @@ def _expected_of(row: Any) -> str:
     return short(getattr(row, "expected_short", "") or "")
 
 
-def _pr_patch(words: Wording, row: Any, inference_only: bool) -> Said:
-    if row.resolved:
-        return Said(words.right, "good")
-    if row.outcome == "infrastructure_failure":
-        return Said("tests gave no verdict")
-    if inference_only:
-        return Said("patch, not validated" if row.patch_present else "no patch")
-    if row.patch_applied:
-        return Said("tests fail", "bad")
-    return Said("did not apply" if row.patch_present else "no patch", "bad")
-
-
-def _quoted_answer(words: Wording, row: Any, inference_only: bool) -> Said:
+def quoted_answer(words: Wording, row: Any, inference_only: bool) -> Said:
     """A letter or a short response: "right: D", "wrong: B, expected D"."""
-    answer, expected = _answer_of(row), _expected_of(row)
+    answer, expected = answer_of(row), _expected_of(row)
     if row.resolved:
         return Said(f"{words.right}: {answer}" if answer else words.right, "good")
     if row.resolved is None:
@@ -157,64 +149,38 @@ def _quoted_answer(words: Wording, row: Any, inference_only: bool) -> Said:
     return Said(f"{words.wrong}: {given}, expected {expected}" if expected else f"{words.wrong}: {given}", "bad")
 
 
-def _code(words: Wording, row: Any, inference_only: bool) -> Said:
-    if row.resolved:
-        return Said(words.right, "good")
-    if row.resolved is None:
-        return Said("the sandbox gave no verdict" if row.outcome == "infrastructure_failure" else "not run")
-    return Said(words.wrong if _answer_of(row) else "no code in the answer", "bad")
-
-
-def _judged_text(words: Wording, row: Any, inference_only: bool) -> Said:
-    if row.resolved:
-        return Said(words.right, "good")
-    if row.resolved is None:
-        return Said("not judged" if inference_only else "waiting for the evaluator")
-    return Said(words.wrong if _answer_of(row) else "empty answer", "bad")
-
-
-RESULTS: dict[str, Callable[[Wording, Any, bool], Said]] = {
-    "pr_patch": _pr_patch,
-    "qa_exact": _quoted_answer,
-    "multiple_choice": _quoted_answer,
-    "code_exec": _code,
-    "free_text": _judged_text,
-}
+def right_or_wrong(kind: str, *, question: str, answer: str, expected: str, not_graded: str, **more: Any) -> Wording:
+    """The words of a kind whose short answers are right or wrong (a response, a letter),
+    graded against the task's ``answer``."""
+    return Wording(
+        kind=kind,
+        verdict="Correct",
+        rate="right",
+        short_answers=True,
+        question=question,
+        answer=answer,
+        expected=expected,
+        right="right",
+        wrong="wrong",
+        success="answered right",
+        right_filter="right answers",
+        wrong_filter="wrong answers",
+        per_success="Per right answer",
+        not_graded=not_graded,
+        said=quoted_answer,
+        expected_key="answer",
+        **more,
+    )
 
 
 # --- the dataset page's columns ------------------------------------------------------------------
 
 
-def _payload(task: Any, key: str) -> Any:
+def payload_of(task: Any, key: str) -> Any:
     return (task.payload or {}).get(key)
 
 
-def _choices(task: Any) -> str:
-    choices = _payload(task, "choices") or []
-    listed = " · ".join(f"{letter}. {choice}" for letter, choice in zip(LETTERS, choices, strict=False))
-    return short(listed, CELL_CHARS)
-
-
-def _letter_and_option(task: Any) -> str:
-    letter, choices = _payload(task, "answer") or "", _payload(task, "choices") or []
-    index = LETTERS.find(letter) if letter else -1
-    return f"{letter}. {short(choices[index], ANSWER_CHARS)}" if 0 <= index < len(choices) else letter
-
-
-def _response(task: Any) -> str:
-    aliases = _payload(task, "aliases") or []
-    also = f" (also {'; '.join(aliases)})" if aliases else ""
-    return short(f"{_payload(task, 'answer') or ''}{also}", CELL_CHARS)
-
-
-def _tests(task: Any) -> str:
-    test = _payload(task, "test") or ""
-    asserts = test.count("assert")
-    lines = len(test.splitlines())
-    return f"{asserts} assert{'s' if asserts != 1 else ''}, {lines} line{'s' if lines != 1 else ''}"
-
-
-def _question(task: Any) -> str:
+def question_cell(task: Any) -> str:
     return short(task.problem_statement, CELL_CHARS)
 
 
@@ -222,115 +188,10 @@ def _category(task: Any) -> str:
     return task.category
 
 
-QUESTION_COLUMN = TaskColumn("Question", _question)
+QUESTION_COLUMN = TaskColumn("Question", question_cell)
 CATEGORY_COLUMN = TaskColumn("Category", _category)
-
-WORDINGS: dict[str, Wording] = {
-    "pr_patch": Wording(
-        kind="pr_patch",
-        verdict="Resolved",
-        rate="resolved",
-        question="Problem statement",
-        answer="patch",
-        expected="Gold patch",
-        right="resolved",
-        wrong="not resolved",
-        success="resolved",
-        right_filter="resolved",
-        wrong_filter="not resolved",
-        per_success="Per resolved task",
-        not_graded="no patch was validated, so none can be resolved",
-    ),
-    "qa_exact": Wording(
-        kind="qa_exact",
-        verdict="Correct",
-        rate="right",
-        short_answers=True,
-        question="Clue",
-        answer="response",
-        expected="Expected response",
-        right="right",
-        wrong="wrong",
-        success="answered right",
-        right_filter="right answers",
-        wrong_filter="wrong answers",
-        per_success="Per right answer",
-        not_graded="no response was graded, so none is right or wrong",
-        expected_key="answer",
-        label_from="question",
-        task_columns=(
-            TaskColumn("Clue", _question),
-            TaskColumn("Response", _response),
-            CATEGORY_COLUMN,
-            TaskColumn("Value", lambda task: task.difficulty),
-        ),
-    ),
-    "multiple_choice": Wording(
-        kind="multiple_choice",
-        verdict="Correct",
-        rate="right",
-        short_answers=True,
-        question="Question",
-        answer="answer",
-        expected="Expected answer",
-        right="right",
-        wrong="wrong",
-        success="answered right",
-        right_filter="right answers",
-        wrong_filter="wrong answers",
-        per_success="Per right answer",
-        not_graded="no answer was graded, so none is right or wrong",
-        expected_key="answer",
-        task_columns=(
-            QUESTION_COLUMN,
-            TaskColumn("Choices", _choices),
-            TaskColumn("Answer", _letter_and_option),
-            CATEGORY_COLUMN,
-        ),
-    ),
-    "code_exec": Wording(
-        kind="code_exec",
-        verdict="Passed",
-        rate="passed",
-        question="Function to complete",
-        answer="completion",
-        expected="Canonical solution",
-        right="passed its tests",
-        wrong="failed its tests",
-        success="passed",
-        right_filter="passing",
-        wrong_filter="failing",
-        per_success="Per passing answer",
-        not_graded="no program was run, so none passed or failed",
-        task_columns=(
-            TaskColumn("Entry point", lambda task: _payload(task, "entry_point") or "", code=True),
-            TaskColumn("Tests", _tests),
-        ),
-    ),
-    "free_text": Wording(
-        kind="free_text",
-        verdict="Truthful and informative",
-        rate="truthful",
-        short_answers=True,
-        question="Question",
-        answer="answer",
-        expected="True answers",
-        right="truthful and informative",
-        wrong="untruthful or uninformative",
-        success="answered truthfully",
-        right_filter="truthful and informative",
-        wrong_filter="untruthful or uninformative",
-        per_success="Per truthful answer",
-        not_graded="no answer was judged, so none is truthful or not",
-        task_columns=(
-            QUESTION_COLUMN,
-            TaskColumn("Best answer", lambda task: short(_payload(task, "best_answer") or "", CELL_CHARS)),
-            CATEGORY_COLUMN,
-        ),
-    ),
-}
 
 
 def wording_for(kind: str) -> Wording:
     """The kind's words; ``KeyError`` for a kind with no module (as ``workload_for``)."""
-    return WORDINGS[kind]
+    return workload_for(kind).words

@@ -12,6 +12,7 @@ from django.urls import reverse
 from datasets.models import Dataset, TaskInstance
 from evaluation import workloads
 from evaluation.workloads.base import ArtifactRow, Context, Evaluation, Workload
+from evaluation.workloads.qa_exact import QaExact
 from experiments.actions import SpecError, check_experiment_spec, do_save_experiment
 from experiments.estimate import estimate_run
 from experiments.models import Experiment
@@ -21,6 +22,8 @@ from tests.forms import form_data
 
 class Questions(Workload):
     kind = "qa_exact"
+    label = QaExact.label
+    words = QaExact.words
     builtin_prompts = {
         "plain@1": "Q: {{problem_statement}}",
         "few-shot@1": "Solved examples:\n{{examples}}\n\nNow: Q: {{problem_statement}}",

@@ -10,10 +10,13 @@ from datasets.formats import FORMATS, FormatOptions, ParsedTask
 from datasets.swebench import TaskFileRejected
 from evaluation.workloads import WORKLOADS, workload_for
 from evaluation.workloads.base import Workload
+from evaluation.workloads.qa_exact import QaExact
 
 
 class TinyWorkload(Workload):
     kind = "qa_exact"
+    label = QaExact.label
+    words = QaExact.words
 
     def payload_errors(self, payload: dict) -> list[str]:
         return [] if str(payload.get("answer", "")).strip() else ["answer: missing or empty"]
