@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.db.migrations import Migration
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
@@ -19,11 +20,11 @@ OUR_APPS = {"orgs", "providers", "evaluation", "datasets", "experiments", "leade
 Key = tuple[str, str]
 
 
-def disk_migrations() -> dict[Key, object]:
+def disk_migrations() -> dict[Key, Migration]:
     return MigrationLoader(None, ignore_no_migrations=True).disk_migrations
 
 
-def squashes() -> dict[Key, object]:
+def squashes() -> dict[Key, Migration]:
     return {key: migration for key, migration in disk_migrations().items() if migration.replaces}
 
 
