@@ -242,6 +242,18 @@ def arm_leaderboard(attempts: QuerySet) -> list[ArmRow]:
     return sorted(board, key=lambda r: (-(r.resolved_rate or 0), -(r.ci_low or 0), r.cost_usd or Decimal("Infinity")))
 
 
+# The patch figures of a PatchQualityRow, in the order every board, export and API shows them.
+PATCH_FIGURES = (
+    "well_formed_rate",
+    "applied_rate",
+    "fail_to_pass_mean",
+    "pass_to_pass_regressions",
+    "build_ok_rate",
+    "lint_clean_rate",
+    "lines_changed_mean",
+)
+
+
 @dataclass(frozen=True)
 class PatchQualityRow:
     """Rule metrics of an arm's answers; a rate is over the answers where the metric applies

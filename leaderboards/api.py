@@ -18,7 +18,7 @@ from ninja import Query, Router, Schema
 
 from experiments.access import access_run
 from experiments.models import Run
-from leaderboards.aggregation import ArmRow, PatchQualityRow
+from leaderboards.aggregation import PATCH_FIGURES, ArmRow, PatchQualityRow
 from leaderboards.boards import Board, Entry, RunBoards, run_boards
 from leaderboards.crossrun import ArmTrend, CrossRunBoard, MatchedArm, TrendPoint
 from leaderboards.forms import CrossRunForm
@@ -352,17 +352,6 @@ def boards_out(run: Run, boards: RunBoards) -> RunLeaderboards:
             for row in boards.reliability
         ],
     )
-
-
-PATCH_FIGURES = (
-    "well_formed_rate",
-    "applied_rate",
-    "fail_to_pass_mean",
-    "pass_to_pass_regressions",
-    "build_ok_rate",
-    "lint_clean_rate",
-    "lines_changed_mean",
-)
 
 
 def _quality(board: Board, metric: str, patches: bool) -> QualityBoard:

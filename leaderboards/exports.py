@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from experiments.models import Run
-from leaderboards.aggregation import PatchQualityRow
+from leaderboards.aggregation import PATCH_FIGURES, PatchQualityRow
 from leaderboards.boards import Entry, run_boards
 from leaderboards.jobs import ensure_fresh_summaries
 from leaderboards.report import run_report
@@ -92,16 +92,7 @@ def _number(value: Decimal | float | None) -> float | None:
 
 
 def _quality_fields(row: PatchQualityRow | None) -> dict:
-    fields = (
-        "well_formed_rate",
-        "applied_rate",
-        "fail_to_pass_mean",
-        "pass_to_pass_regressions",
-        "build_ok_rate",
-        "lint_clean_rate",
-        "lines_changed_mean",
-    )
-    return {field: getattr(row, field) if row else None for field in fields}
+    return {field: getattr(row, field) if row else None for field in PATCH_FIGURES}
 
 
 def html_report(run: Run) -> str:

@@ -50,8 +50,8 @@ def parse(name: str, data: bytes, options: FormatOptions) -> list[ParsedTask]:
 
 @pytest.fixture
 def tiny_format(monkeypatch):
-    monkeypatch.setitem(FORMATS, "tiny", "tests.experiments.tiny_format.parse")
-    monkeypatch.setitem(WORKLOADS, "qa_exact", "tests.experiments.tiny_format.TinyWorkload")
+    monkeypatch.setitem(FORMATS, "tiny", "tests.datasets.tiny_format.parse")
+    monkeypatch.setitem(WORKLOADS, "qa_exact", "tests.datasets.tiny_format.TinyWorkload")
     workload_for.cache_clear()
     yield "tiny"
     workload_for.cache_clear()

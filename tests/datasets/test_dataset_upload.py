@@ -14,7 +14,7 @@ from datasets.models import Dataset, TaskInstance, TaskUpload, UploadStatus
 from orgs.models import Membership, Role
 from tests.cli import run_command
 from tests.conftest import client_for, make_user
-from tests.experiments.tiny_format import tiny_format  # noqa: F401 (a fixture)
+from tests.datasets.tiny_format import tiny_format  # noqa: F401 (a fixture)
 from tests.samples import SWEBENCH_LITE, SWEBENCH_LITE_LINES, edited
 
 UPLOAD = reverse("datasets:upload_new")
