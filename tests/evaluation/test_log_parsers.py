@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from datasets import validation
 from datasets.models import Dataset, TaskInstance
-from datasets.validation import test_plan
 from evaluation.log_parsers import (
     log_parser_for,
     parse_django,
@@ -224,7 +224,7 @@ def test_a_tasks_plan_names_its_parser(org):
     named = TaskInstance.objects.create(
         dataset=dataset, external_id="s-1", repo="acme/app", metadata={"log_parser": "parse_log_sympy"}
     )
-    assert [test_plan(task).log_parser for task in (django_task, mined, named)] == ["django", "", "sympy"]
+    assert [validation.test_plan(task).log_parser for task in (django_task, mined, named)] == ["django", "", "sympy"]
 
 
 def test_the_parser_reads_every_test_of_a_suite_whose_log_is_longer_than_the_stored_log():
