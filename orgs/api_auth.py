@@ -13,7 +13,6 @@ from ninja.security import APIKeyCookie, HttpBearer
 from ninja.utils import check_csrf
 
 from orgs import api_keys
-from orgs.access import access_current_org
 from orgs.models import ApiScope, Role
 
 # What a signed-in person's role allows, in the API's scopes.
@@ -101,7 +100,3 @@ def actor(request: HttpRequest) -> Any:
     if api_key is not None:
         return api_key.created_by
     return request.user
-
-
-def current_org_or_404(request: HttpRequest) -> Any:
-    return access_current_org(request).org
