@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import models
 
+from evaluation.environments import Recipe
 from evaluation.patches import HarnessRule
 from evaluation.workloads import kind_choices
 
@@ -90,6 +91,9 @@ class GoldStatus(models.TextChoices):
     UNRESOLVED = "unresolved", "gold does not resolve it"
     FLAKY = "flaky", "gold flips between runs"
     TRIVIAL = "trivial", "the empty patch resolves it too"
+    # Its tests cannot run here: no environment holds what they import, its build failed, or
+    # this worker lacks the interpreter it needs. Nobody's failure but the platform's.
+    NO_ENVIRONMENT = "no_environment", "environment missing"
     ERROR = "error", "could not be checked"
 
 
@@ -130,6 +134,9 @@ class TaskInstance(models.Model):
     gold_detail = models.TextField(blank=True, help_text="How each gold run went, and the empty patch's run if asked")
     gold_checked_at = models.DateTimeField(null=True, blank=True)
     dataset_version = models.PositiveIntegerField(default=1, help_text="The dataset version that added it")
+    # The environment its tests last ran in (evaluation.Environment.key), "" for the worker's
+    # own Python: which tasks a failed build quarantines, and which builds a page shows.
+    environment_key = models.CharField(max_length=64, blank=True, db_index=True)
 
     class Meta:
         db_table = "experiments_taskinstance"
@@ -297,3 +304,45 @@ class MiningJob(models.Model):
     @property
     def is_busy(self) -> bool:
         return self.status in MINING_BUSY
+
+
+RECIPE_FIELDS = ("python", "packages", "requirements", "project", "pre_install", "system_packages", "test_env")
+
+
+RECIPE_FIELDS = ("python", "packages", "requirements", "project", "pre_install", "system_packages", "test_env")
+
+
+class EnvironmentRecipe(models.Model):
+    """How to make the environment a repository's tests run in (evaluation/environments.py):
+    for one version of the repository as its tasks name it, or for every version without a
+    recipe of its own (``version`` empty)."""
+
+    dataset = models.ForeignKey(Dataset, models.CASCADE, related_name="environment_recipes")
+    repo = models.CharField(max_length=200, help_text="owner/name, as the dataset's tasks name it")
+    version = models.CharField(max_length=50, blank=True, help_text="The tasks' version; empty: every other version")
+    python = models.CharField(max_length=10, help_text='The interpreter, e.g. "3.11"')
+    packages = models.JSONField(default=list, blank=True, help_text="Requirement specifiers installed first")
+    requirements = models.JSONField(default=list, blank=True, help_text="Requirements files in the repository")
+    project = models.CharField(
+        max_length=200, blank=True, default="-e .", help_text='How the project is installed: "-e .", "-e .[test]", ""'
+    )
+    pre_install = models.JSONField(default=list, blank=True, help_text="Shell commands run in the checkout first")
+    system_packages = models.JSONField(default=list, blank=True, help_text="What the worker machine must have")
+    test_command = models.JSONField(
+        default=list, blank=True, help_text="The tests' argv for tasks without their own; {python} is the environment's"
+    )
+    test_env = models.JSONField(default=dict, blank=True, help_text="Variables the tests run with")
+    source = models.CharField(max_length=300, blank=True, help_text="Where the recipe came from")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "repo", "version"], name="one_recipe_per_repo_version")
+        ]
+        ordering = ["repo", "version"]
+
+    def __str__(self) -> str:
+        return f"{self.repo} {self.version or '(every version)'}"
+
+    def recipe(self) -> Recipe:
+        return Recipe.from_fields({name: getattr(self, name) for name in RECIPE_FIELDS})

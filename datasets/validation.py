@@ -3,12 +3,15 @@ commit with the task's test plan. Used by the pipeline (an arm's patch) and by v
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
 from django.conf import settings
 
+from datasets.environments import recipe_for, runtime_for
 from datasets.models import TaskInstance
+from evaluation.environments import Runtime, in_use
 from evaluation.log_parsers import log_parser_for
 from evaluation.repositories import ensure_commit
 from evaluation.validation import TestPlan, ValidationResult, validate_in_repository, validate_patch
@@ -19,20 +22,28 @@ _validation_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
 
 
 def validate_task(task: TaskInstance, patch: str) -> ValidationResult:
-    """The patch validated against the task, at most one validation per core at a time."""
+    """The patch validated against the task, at most one validation per core at a time, in
+    the task's environment (built first if this worker has none: see datasets/environments.py,
+    which raises EnvironmentUnavailable when it cannot be had)."""
     timeout = settings.PRBENCH_VALIDATION_TIMEOUT_SECONDS
-    with _validation_slots:
-        if not task.repo:
+    if not task.repo:
+        with _validation_slots:
             return validate_patch(task.repo_files, patch, task.test_command, timeout)
-        clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
-        return validate_in_repository(clone, task.base_commit, patch, test_plan(task), timeout)
+    clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
+    environment = runtime_for(task)  # outside the slots: a first build may take minutes
+    with _validation_slots, in_use(environment[0]) if environment else contextlib.nullcontext():
+        plan = test_plan(task, environment[1] if environment else None)
+        return validate_in_repository(clone, task.base_commit, patch, plan, timeout)
 
 
-def test_plan(task: TaskInstance) -> TestPlan:
-    """How a repository task judges a patch: its own test command, or its dataset's."""
+def test_plan(task: TaskInstance, environment: Runtime | None = None) -> TestPlan:
+    """How a repository task judges a patch: its own test command, else its recipe's, else
+    its dataset's; in ``environment`` when it has one."""
     dataset = task.dataset
+    recipe = recipe_for(task) if not task.test_command else None
     return TestPlan(
-        command=task.test_command or dataset.test_command,
+        command=task.test_command or (recipe.test_command if recipe else []) or dataset.test_command,
+        environment=environment,
         test_patch=task.test_patch,
         fail_to_pass=tuple(task.fail_to_pass),
         pass_to_pass=tuple(task.pass_to_pass),

@@ -268,3 +268,40 @@ class Verdict(models.Model):
     def repaired(self) -> bool:
         """Judged on the repair request: the first answer was not valid."""
         return self.status == VerdictStatus.JUDGED and len(self.raw_responses) > 1
+
+
+class EnvironmentStatus(models.TextChoices):
+    QUEUED = "queued"
+    BUILDING = "building"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class Environment(models.Model):
+    """The record of building one task environment (evaluation/environments.py), by key: a
+    hash of its recipe and of its repository's dependency files, so that every dataset and
+    organisation whose tasks need the same one shares it. The environment itself is on each
+    worker's disk; this says how its last build went, for pages and for quarantining."""
+
+    key = models.CharField(max_length=64, unique=True)
+    label = models.CharField(max_length=300, blank=True, help_text="The repository and version it was built for")
+    recipe = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=EnvironmentStatus.choices, default=EnvironmentStatus.QUEUED)
+    step = models.CharField(max_length=300, blank=True, help_text="What the build is doing now, or did last")
+    steps_done = models.PositiveSmallIntegerField(default=0)
+    steps_total = models.PositiveSmallIntegerField(default=0)
+    log = models.TextField(blank=True)
+    failure = models.TextField(blank=True, help_text="Why the build failed: the log's last lines")
+    build_seconds = models.FloatField(null=True, blank=True)
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    builder = models.CharField(max_length=200, blank=True, help_text="The worker building it (host:pid)")
+    requested_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.label or self.key[:12]} ({self.status})"
+
+    @property
+    def short_key(self) -> str:
+        return self.key[:12]

@@ -67,17 +67,18 @@ NAMESPACES = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
 SANDBOX_UIDS = (2_000_000, 2_999_999)
 FILE_SIZE_LIMIT = 1024**3  # no single file beyond 1 GiB
 # Run as root inside the new mount namespace, then drops to the sandbox user for good:
-# set aside the directories to keep, cover the hidden ones, put the kept ones back.
+# set aside the directories to keep, cover the hidden ones, put the kept ones back read-only.
 ENTER_SANDBOX = r"""
 set -e
-uid=$1 stash=$2 keep=$3 hide=$4
-shift 4
+uid=$1 stash=$2 keep=$3 hide=$4 writable=$5
+shift 5
 IFS=:
 i=0
-for dir in $keep; do mkdir "$stash/$i"; mount --bind "$dir" "$stash/$i"; i=$((i+1)); done
+for dir in $keep $writable; do mkdir "$stash/$i"; mount --bind "$dir" "$stash/$i"; i=$((i+1)); done
 for dir in $hide; do if [ -d "$dir" ]; then mount -t tmpfs -o mode=755,size=64k prbench-hidden "$dir"; fi; done
 i=0
-for dir in $keep; do mkdir -p "$dir"; mount --move "$stash/$i" "$dir"; i=$((i+1)); done
+for dir in $keep; do mkdir -p "$dir"; mount --move "$stash/$i" "$dir"; mount -o remount,bind,ro "$dir"; i=$((i+1)); done
+for dir in $writable; do mkdir -p "$dir"; mount --move "$stash/$i" "$dir"; i=$((i+1)); done
 unset IFS
 exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"
 """
@@ -156,9 +157,31 @@ class Finished:
     timed_out: bool
 
 
-def scrubbed_environment(home: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class Surroundings:
+    """What a sandboxed command sees beyond its own directory. ``keep``: directories the
+    sandbox would hide that must stay visible (a task's environment under the var directory,
+    the interpreter it was made from under a home); the sandbox user can read them, never
+    write them (they are the worker's, and mounted read-only). ``variables`` are added to the scrubbed
+    environment (an environment's PATH, PYTHONPATH, the recipe's own). ``network``: only an
+    environment's build has it (to reach the package index); tests never do."""
+
+    variables: tuple[tuple[str, str], ...] = ()
+    keep: tuple[str, ...] = ()
+    network: bool = False
+    writable: tuple[str, ...] = ()  # kept visible and writable: only a build's own directories
+
+    @property
+    def own_python(self) -> bool:
+        return any(name == "VIRTUAL_ENV" for name, _ in self.variables)
+
+
+NOTHING_MORE = Surroundings()
+
+
+def scrubbed_environment(home: str, surroundings: Surroundings = NOTHING_MORE) -> dict[str, str]:
     """Only what a test runner needs: no provider keys, no database or Redis URL."""
-    return {
+    variables = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": home,
         "LANG": "C.UTF-8",
@@ -167,6 +190,11 @@ def scrubbed_environment(home: str) -> dict[str, str]:
         "GIT_CONFIG_NOSYSTEM": "1",
         "TMPDIR": home,
     }
+    if not surroundings.own_python:
+        # Tests run by the worker's own interpreter must not load the worker's pytest plugins
+        # (pytest-django would look for the worker's settings in the code under test).
+        variables["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return variables | dict(surroundings.variables)
 
 
 def sandbox_user() -> int | None:
@@ -197,6 +225,7 @@ class Box:
     workdir: str
     uid: int | None = None
     session: SandboxSession | None = None
+    surroundings: Surroundings = NOTHING_MORE
 
     def run(
         self, command: list[str], timeout_s: float, stdin: str | None = None, output_limit: int = LOG_LIMIT
@@ -204,7 +233,9 @@ class Box:
         if self.session:
             finished = self.session.run(command, timeout_s, stdin, output_limit)
         else:
-            finished = run_limited(command, self.workdir, timeout_s, stdin, self.uid, output_limit)
+            finished = run_limited(
+                command, self.workdir, timeout_s, stdin, self.uid, output_limit, surroundings=self.surroundings
+            )
         root = self.workdir.rstrip("/")
         if len(root) < 2:
             return finished
@@ -213,7 +244,7 @@ class Box:
 
 
 @contextlib.contextmanager
-def sandbox_session(root: Path) -> Iterator[Box]:
+def sandbox_session(root: Path, surroundings: Surroundings = NOTHING_MORE) -> Iterator[Box]:
     """A box for one validation's commands in ``root``, handed over to a fresh sandbox user
     (where there is one). Where namespaces work, one sandbox for all of its commands, set
     up here and torn down (with anything still running in it) on the way out."""
@@ -221,12 +252,12 @@ def sandbox_session(root: Path) -> Iterator[Box]:
     hand_over(root, uid)
     found = isolation()
     if not found.sessions:
-        yield Box(str(root), uid)
+        yield Box(str(root), uid, surroundings=surroundings)
         return
     with _process_group_limit(found.pids_cgroup) as cgroup, _stash(uid) as stash:
-        session = SandboxSession.start(str(root), uid, cgroup, stash)
+        session = SandboxSession.start(str(root), uid, cgroup, stash, surroundings)
         try:
-            yield Box(str(root), uid, session)
+            yield Box(str(root), uid, session, surroundings)
         finally:
             session.close()
 
@@ -250,9 +281,17 @@ class SandboxSession:
     command server inside it (evaluation/sandbox_server.py) that runs its commands in turn.
     Used by one thread at a time, as a validation is."""
 
-    def __init__(self, process: subprocess.Popen, workdir: str, uid: int | None, cgroup: Path | None) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        workdir: str,
+        uid: int | None,
+        cgroup: Path | None,
+        surroundings: Surroundings = NOTHING_MORE,
+    ) -> None:
         self.process = process
         self.workdir, self.uid, self.cgroup = workdir, uid, cgroup
+        self.surroundings = surroundings
         self.failure = ""  # why the session was given up, once it was
         self._answers = bytearray()
         self._requests = 0
@@ -261,13 +300,15 @@ class SandboxSession:
         self._diagnostics_reader.start()
 
     @classmethod
-    def start(cls, workdir: str, uid: int | None, cgroup: Path | None, stash: str) -> SandboxSession:
+    def start(
+        cls, workdir: str, uid: int | None, cgroup: Path | None, stash: str, surroundings: Surroundings = NOTHING_MORE
+    ) -> SandboxSession:
         server = [sys.executable, "-I", "-S", "-c", _server_source()]
         limits = _limits(None, cgroup is not None, uid)  # no CPU limit: the server sets one per command
         process = subprocess.Popen(
-            _wrapped(server, isolation(), uid, stash),
+            _wrapped(server, isolation(), uid, stash, surroundings),
             cwd=workdir,
-            env=scrubbed_environment(workdir),
+            env=scrubbed_environment(workdir, surroundings),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -276,7 +317,7 @@ class SandboxSession:
         )
         assert process.stdin is not None
         os.set_blocking(process.stdin.fileno(), False)
-        session = cls(process, workdir, uid, cgroup)
+        session = cls(process, workdir, uid, cgroup, surroundings)
         ready = session._exchange(None, time.monotonic() + SERVER_START_S)
         if not ready.get("ready"):
             raise session._given_up(f"the sandbox did not start: it said {ready!r}")
@@ -291,7 +332,7 @@ class SandboxSession:
             "id": self._requests,
             "command": command,
             "cwd": self.workdir,
-            "env": scrubbed_environment(self.workdir),
+            "env": scrubbed_environment(self.workdir, self.surroundings),
             "timeout_s": timeout_s,
             "stdin": stdin,
             "output_limit": output_limit,
@@ -403,6 +444,7 @@ def run_limited(
     stdin: str | None = None,
     uid: int | None = None,
     output_limit: int = LOG_LIMIT,
+    surroundings: Surroundings = NOTHING_MORE,
 ) -> Finished:
     """Run ``command`` in ``cwd`` in a sandbox of its own, as ``uid`` when given (see
     ``sandbox_user``; ``cwd`` must be handed over to it); its output is kept to about
@@ -410,12 +452,12 @@ def run_limited(
     _check_program(command[0], cwd)
     found = isolation()
     with _process_group_limit(found.pids_cgroup) as cgroup, _stash(uid) as stash:
-        wrapped = _wrapped(command, found, uid, stash)
+        wrapped = _wrapped(command, found, uid, stash, surroundings)
         limits = _limits(int(timeout_s) + 5, cgroup is not None, uid)
         process = subprocess.Popen(
             wrapped,
             cwd=cwd,
-            env=scrubbed_environment(cwd),
+            env=scrubbed_environment(cwd, surroundings),
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -447,15 +489,20 @@ def _stash(uid: int | None) -> contextlib.AbstractContextManager[str]:
     return tempfile.TemporaryDirectory(prefix="prbench-keep-")
 
 
-def _wrapped(command: list[str], found: Isolation, uid: int | None, stash: str) -> list[str]:
+def _wrapped(
+    command: list[str], found: Isolation, uid: int | None, stash: str, surroundings: Surroundings = NOTHING_MORE
+) -> list[str]:
     if not found.namespaces:
         return command
-    unshare = [shutil.which("unshare") or "unshare", *NAMESPACES, "--"]
+    namespaces = [flag for flag in NAMESPACES if flag != "--net"] if surroundings.network else NAMESPACES
+    unshare = [shutil.which("unshare") or "unshare", *namespaces, "--"]
     if uid is None:
         return [*unshare, *command]
     hidden = _hidden_directories()
-    kept = [path for path in (sys.base_prefix, sys.prefix) if any(_within(path, h) for h in hidden)]
-    args = [str(uid), stash, ":".join(dict.fromkeys(kept)), ":".join(hidden)]
+    wanted = (sys.base_prefix, sys.prefix, *surroundings.keep)
+    kept = [path for path in wanted if any(_within(path, h) for h in hidden)]
+    writable = [path for path in surroundings.writable if any(_within(path, h) for h in hidden)]
+    args = [str(uid), stash, ":".join(dict.fromkeys(kept)), ":".join(hidden), ":".join(writable)]
     return [*unshare, "/bin/sh", "-c", ENTER_SANDBOX, "prbench-sandbox", *args, *command]
 
 

@@ -17,11 +17,12 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 
 from django.db import models
 
+from evaluation.environments import Runtime
 from evaluation.log_parsers import parse_log
 from evaluation.patches import (
     HarnessRule,
@@ -32,7 +33,16 @@ from evaluation.patches import (
     patch_paths,
 )
 from evaluation.repositories import checkout
-from evaluation.sandbox import LOG_LIMIT, Box, Finished, hand_over, sandbox_session, truncate
+from evaluation.sandbox import (
+    LOG_LIMIT,
+    NOTHING_MORE,
+    Box,
+    Finished,
+    Surroundings,
+    hand_over,
+    sandbox_session,
+    truncate,
+)
 from evaluation.test_results import TestOutcome, maintained_ids, parse_junit, parse_test_log, passing_ids
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
@@ -104,6 +114,9 @@ class ValidationResult:
     tests: tuple[TestOutcome, ...] = ()  # per test, when the runner reported them
     tally: TestTally | None = None  # FAIL_TO_PASS / PASS_TO_PASS, for tasks that name them
     apply_method: str = ""  # an ApplyMethod when the patch applied
+    # A module the repository's tests import that no environment provides (environment_missing):
+    # the platform's failure, never the patch's.
+    environment_missing: str = ""
 
     @property
     def applied(self) -> bool:
@@ -138,6 +151,15 @@ class TestPlan:
     # How to read per-test results from the log (evaluation/log_parsers.py), for tasks whose
     # ids follow a runner's log (SWE-bench's); empty: the JUnit report, else whatever the log holds.
     log_parser: str = ""
+    # The task's environment (evaluation/environments.py); None: the worker's own Python.
+    environment: Runtime | None = None
+
+    @property
+    def python(self) -> str:
+        return self.environment.python if self.environment else sys.executable
+
+    def surroundings(self, checkout: Path) -> Surroundings:
+        return self.environment.surroundings(str(checkout)) if self.environment else NOTHING_MORE
 
     @property
     def judged_by_test_ids(self) -> bool:
@@ -169,7 +191,7 @@ def validate_in(
         check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch), rule=plan.harness_rule)
     except PatchRejected as exc:
         return result(ValidationStatus.REJECTED, str(exc))
-    with workspace as root, sandbox_session(root) as box:
+    with workspace as root, sandbox_session(root, plan.surroundings(root)) as box:
         findings_before = _lint_findings(changed_python_files(patch, root), box)
         method, refusal = apply_like_the_harness(box, patch)
         if not method:
@@ -187,7 +209,15 @@ def validate_in(
         python_files = changed_python_files(patch, root)
         build = _build(plan, python_files, box)
         lint = _lint(python_files, box, findings_before)
-        tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser)
+        tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser, plan.python)
+        missing = environment_missing(tests.output, patch, root) if not tests.timed_out else ""
+    if missing:
+        log = (
+            f"the tests could not import {missing!r}, which the repository needs and this patch does not add: "
+            f"the task's environment is missing or incomplete (the platform's failure, not the patch's)\n"
+            f"{tests.output}"
+        )
+        return replace(result(ValidationStatus.FAILED, log), environment_missing=missing)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
@@ -215,14 +245,14 @@ def apply_like_the_harness(box: Box, patch: str) -> tuple[str, str]:
 
 
 def run_tests(
-    command: list[str], box: Box, timeout_s: float, log_parser: str = ""
+    command: list[str], box: Box, timeout_s: float, log_parser: str = "", python: str = sys.executable
 ) -> tuple[Finished, list[TestOutcome]]:
-    """Run the test command in the box; its outcome and the per-test results."""
+    """Run the test command in the box (``{python}`` is ``python``); its outcome and the per-test results."""
     with tempfile.TemporaryDirectory(prefix="prbench-report-") as report_dir:
         # Outside the work directory: the patch cannot plant a report there in advance.
         hand_over(Path(report_dir), box.uid)
         report = Path(report_dir) / "junit.xml"
-        finished = box.run(_test_command(command, report), timeout_s, output_limit=TEST_OUTPUT_LIMIT)
+        finished = box.run(_test_command(command, report, python), timeout_s, output_limit=TEST_OUTPUT_LIMIT)
         return finished, _outcomes(report, finished, log_parser)
 
 
@@ -236,21 +266,27 @@ class TestRun:
     timed_out: bool
     outcomes: tuple[TestOutcome, ...]
     log: str
+    environment_missing: str = ""  # a module the tests needed and could not import
 
     @property
     def passed(self) -> frozenset[str]:
         return frozenset(outcome.id for outcome in self.outcomes if outcome.outcome == "passed")
 
 
-def run_tests_with(clone: Path, commit: str, patches: list[str], command: list[str], timeout_s: float) -> TestRun:
-    """Check out ``commit``, apply ``patches`` in order, run the tests."""
-    with checkout(clone, commit) as root, sandbox_session(root) as box:
+def run_tests_with(
+    clone: Path, commit: str, patches: list[str], command: list[str], timeout_s: float, plan: TestPlan | None = None
+) -> TestRun:
+    """Check out ``commit``, apply ``patches`` in order, run the tests (in ``plan``'s
+    environment, read with its log parser, when given)."""
+    plan = plan or TestPlan(command)
+    with checkout(clone, commit) as root, sandbox_session(root, plan.surroundings(root)) as box:
         for patch in filter(str.strip, patches):
             applied = box.run(APPLY_COMMAND, 30, stdin=patch)
             if applied.returncode != 0:
                 return TestRun(truncate(applied.output) or "git apply failed", False, (), "")
-        finished, outcomes = run_tests(command, box, timeout_s)
-    return TestRun("", finished.timed_out, tuple(outcomes), truncate(finished.output))
+        finished, outcomes = run_tests(command, box, timeout_s, plan.log_parser, plan.python)
+        missing = environment_missing(finished.output, "", root) if not finished.timed_out else ""
+    return TestRun("", finished.timed_out, tuple(outcomes), truncate(finished.output), missing)
 
 
 def _judge(plan: TestPlan, tests: Finished, outcomes: list[TestOutcome]) -> ValidationStatus:
@@ -297,9 +333,9 @@ def _written(files: dict[str, str]) -> Iterator[Path]:
 
 def _build(plan: TestPlan, python_files: list[str], box: Box) -> CheckResult:
     if plan.build_command:
-        command = [sys.executable if part == "{python}" else part for part in plan.build_command]
+        command = [plan.python if part == "{python}" else part for part in plan.build_command]
         return _status_of(box.run(command, CHECK_TIMEOUT_S))
-    return _check([sys.executable, "-m", "py_compile", *python_files], python_files, box)
+    return _check([plan.python, "-m", "py_compile", *python_files], python_files, box)
 
 
 def _symbolic_links(root: Path, paths: tuple[str, ...]) -> list[str]:
@@ -308,9 +344,9 @@ def _symbolic_links(root: Path, paths: tuple[str, ...]) -> list[str]:
     return [path for path in paths if (root / path).is_symlink()]
 
 
-def _test_command(test_command: list[str], report: Path) -> list[str]:
-    """``{python}`` is this interpreter, ``{junit}`` where the runner writes its JUnit XML."""
-    return [sys.executable if part == "{python}" else part.replace("{junit}", str(report)) for part in test_command]
+def _test_command(test_command: list[str], report: Path, python: str = sys.executable) -> list[str]:
+    """``{python}`` is the task's interpreter, ``{junit}`` where the runner writes its JUnit XML."""
+    return [python if part == "{python}" else part.replace("{junit}", str(report)) for part in test_command]
 
 
 def _outcomes(report: Path, finished: Finished, log_parser: str = "") -> list[TestOutcome]:
@@ -382,3 +418,38 @@ def write_files(root: Path, files: dict[str, str]) -> None:
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
+
+
+# "ModuleNotFoundError: No module named 'flask.json'" (Python 3), "ImportError: No module named flask" (2)
+MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?(?P<module>[\w.]+)'?")
+
+
+def environment_missing(log: str, patch: str, root: Path) -> str:
+    """The module the tests failed to import because nothing installed it ("" when none):
+    neither the repository's own (a file or package in the checkout, which a patch may break)
+    nor one the patch itself brings in (a model that adds ``import numpy`` fails by its own
+    answer). What is left is the task's environment: missing, or missing a dependency."""
+    added = "\n".join(line for line in patch.splitlines() if line.startswith("+"))
+    touched = {part for path in _paths_of(patch) for part in PurePosixPath(path).with_suffix("").parts}
+    for found in MISSING_MODULE.finditer(log):
+        top = found["module"].split(".")[0]
+        if _in_checkout(root, top) or top in touched or re.search(rf"\b{re.escape(top)}\b", added):
+            continue  # the repository's own, or the patch's doing (it removed or imports it)
+        return found["module"]
+    return ""
+
+
+def _paths_of(patch: str) -> frozenset[str]:
+    try:
+        return patch_paths(patch)
+    except Exception:  # a patch that never applied has no say here
+        return frozenset()
+
+
+def _in_checkout(root: Path, module: str) -> bool:
+    """Whether ``module`` is the repository's own: a package or module anywhere in the
+    checkout's top two levels (``src/`` layouts included)."""
+    for base in (root, *(path for path in root.iterdir() if path.is_dir())):
+        if (base / module).is_dir() or (base / f"{module}.py").is_file():
+            return True
+    return False

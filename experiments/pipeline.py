@@ -35,8 +35,10 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bound_contextvars
 
+from datasets.environments import runtime_for
 from datasets.models import GoldStatus, TaskInstance
 from datasets.validation import validate_task
+from evaluation.environments import EnvironmentUnavailable
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, stated_confidence
@@ -251,6 +253,7 @@ def execute(
             # Before the call: a repository that cannot be checked out must not cost an answer.
             task = attempt.task
             ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
+            runtime_for(task)  # its environment, built now if this worker has none
         request = built or build_request(attempt)
         try:
             completion, responded_at = _answer(attempt, prepared, request, held_slot, cache)
@@ -274,6 +277,11 @@ def execute(
         return Outcome(
             attempt.pk, request, error=ProviderError(ErrorCategory.UNKNOWN, f"repository unavailable: {exc}")
         )
+    except EnvironmentUnavailable as exc:
+        # Checked before the call, so normally never paid for; the run's page names the
+        # environment (its key, repository and version) and why.
+        logger.warning("attempt %s: %s", attempt.pk, exc)
+        return Outcome(attempt.pk, request, error=ProviderError(ErrorCategory.PLATFORM_ERROR, str(exc)[:2000]))
     except Exception as exc:
         # Whatever broke (a bad config the checks missed, a sandbox error), the attempt ends
         # as a scored failure instead of jamming its batch and the run for ever.

@@ -279,6 +279,19 @@ PRBENCH_UPLOAD_MAX_BYTES = envint("PRBENCH_UPLOAD_MAX_BYTES", str(64 * 1024 * 10
 PRBENCH_UPLOAD_INLINE_MAX_BYTES = envint("PRBENCH_UPLOAD_INLINE_MAX_BYTES", str(1024 * 1024))
 # One bare clone per task repository (see evaluation/repositories.py).
 PRBENCH_REPO_CACHE_DIR = Path(env("PRBENCH_REPO_CACHE_DIR", str(VAR_DIR / "repos")))
+# Task environments (evaluation/environments.py): one virtualenv per recipe and dependency
+# files, built with uv and shared by every task and run that needs it; least recently used
+# ones are removed beyond PRBENCH_ENV_CACHE_BYTES.
+PRBENCH_ENV_CACHE_DIR = Path(env("PRBENCH_ENV_CACHE_DIR", str(VAR_DIR / "environments")))
+PRBENCH_ENV_CACHE_BYTES = envint("PRBENCH_ENV_CACHE_BYTES", str(20 * 1024**3))
+# One build step (an install) may take this long before the build is given up.
+PRBENCH_ENV_BUILD_TIMEOUT_SECONDS = envint("PRBENCH_ENV_BUILD_TIMEOUT_SECONDS", "1800")
+# Where builds get packages: empty is uv's default (PyPI); "none" uses PRBENCH_ENV_FIND_LINKS
+# alone (a directory of wheels: an offline machine, the test suite).
+PRBENCH_ENV_INDEX_URL = env("PRBENCH_ENV_INDEX_URL", "")
+PRBENCH_ENV_FIND_LINKS = env("PRBENCH_ENV_FIND_LINKS", "")
+# The interpreters environments may be made from, as paths; empty: found on PATH and under pyenv.
+PRBENCH_PYTHONS = [path for path in env("PRBENCH_PYTHONS", "").split(",") if path.strip()]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

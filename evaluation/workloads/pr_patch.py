@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from evaluation.environments import EnvironmentUnavailable
 from evaluation.patches import extract_patch
 from evaluation.scoring import score_pr_attempt
 from evaluation.validation import ValidationResult, ValidationStatus
@@ -80,7 +81,10 @@ class PrPatch(Workload):
         validation = None
         if not context.inference_only:
             assert context.validate is not None, "a PR patch is validated by the pipeline's validator"
-            validation = context.validate(task, patch)
+            try:
+                validation = context.validate(task, patch)
+            except EnvironmentUnavailable as exc:
+                return _not_validated(patch, str(exc))
         score = score_pr_attempt(patch, validation)
         resolved = score.resolved if validation else None
         return Evaluation(
@@ -90,8 +94,23 @@ class PrPatch(Workload):
             columns=_columns(score, validation),
             artifacts=_artifacts(patch, validation),
             validated=validation is not None,
-            harness_failed=_harness_timed_out(task, validation, context),
+            harness_failed=bool(validation and validation.environment_missing)
+            or _harness_timed_out(task, validation, context),
         )
+
+
+def _not_validated(patch: str, why: str) -> Evaluation:
+    """The task's environment went missing between the call and the validation: the answer is
+    kept, unscored, as the platform's failure."""
+    return Evaluation(
+        answer=patch,
+        correct=None,
+        score=None,
+        columns={},
+        artifacts=(ArtifactRow("patch", patch), ArtifactRow("validation", why, ValidationStatus.SKIPPED)),
+        validated=False,
+        harness_failed=True,
+    )
 
 
 def _harness_timed_out(task: Any, validation: ValidationResult | None, context: Context) -> bool:

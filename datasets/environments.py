@@ -1,0 +1,240 @@
+"""Which environment a task's tests run in, and building it (evaluation/environments.py).
+
+A task on a repository with a recipe (``EnvironmentRecipe`` for its repository and version,
+else for its repository) runs in the environment keyed by that recipe and by its dependency
+files at the task's base commit; a task without one runs with the worker's own Python, as
+the demo's do. ``runtime_for`` gives a validation its environment, building it first if this
+worker has none (under the key's lock: a second worker waits for the first one's build).
+
+A build that fails quarantines every task known to use it, with the log's last lines, and
+the build is recorded as failed: later validations of those tasks fail at once as the
+platform's failure (``EnvironmentUnavailable``) instead of building again. ``environments
+build --retry`` (or a changed recipe, which changes the key) tries again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from datasets.background import enqueue_on_commit
+from datasets.models import EnvironmentRecipe, TaskInstance
+from evaluation.environments import (
+    BuildFailed,
+    BuildLog,
+    Built,
+    EnvironmentUnavailable,
+    Runtime,
+    build,
+    environment_key,
+    missing_need,
+    runtime,
+)
+from evaluation.models import Environment, EnvironmentStatus
+from evaluation.repositories import ensure_commit, export_tree, read_files
+
+ENVIRONMENT_QUARANTINE = "environment: "
+BUILD_JOB_TIMEOUT_S = 4 * 3600
+PROGRESS_EVERY_S = 1.0
+# (recipe id, its last change, base commit) -> key: the dependency files are read once per process.
+_keys: dict[tuple[int, str, str, str], str] = {}
+
+
+def recipe_for(task: TaskInstance) -> EnvironmentRecipe | None:
+    """The task's repository's recipe for its version, else for every version; None for a
+    self-contained task or a repository without one (the worker's own Python)."""
+    if not task.repo:
+        return None
+    recipes = EnvironmentRecipe.objects.filter(dataset_id=task.dataset_id, repo=task.repo)
+    found = {recipe.version: recipe for recipe in recipes.filter(version__in=[task.version, ""])}
+    return found.get(task.version) or found.get("")
+
+
+def key_for(task: TaskInstance, recipe: EnvironmentRecipe) -> str:
+    cached = (recipe.pk, recipe.updated_at.isoformat(), task.repo, task.base_commit)
+    if cached not in _keys:
+        made = recipe.recipe()
+        clone = _clone(task)
+        _keys[cached] = environment_key(made, read_files(clone, task.base_commit, list(made.dependency_paths())))
+    return _keys[cached]
+
+
+def _clone(task: TaskInstance) -> Path:
+    return ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
+
+
+def runtime_for(task: TaskInstance) -> tuple[str, Runtime] | None:
+    """The task's environment (its key and how to use it), built now if this worker has
+    none; None when the task has no recipe. Raises EnvironmentUnavailable when it cannot be
+    had: the build failed (now or before), or the worker lacks what the recipe needs."""
+    recipe = recipe_for(task)
+    if recipe is None:
+        return None
+    key = key_for(task, recipe)
+    _remember_key(task, key)
+    if found := runtime(key):
+        return key, found
+    record = Environment.objects.filter(key=key).first()
+    if record and record.status == EnvironmentStatus.FAILED:
+        raise EnvironmentUnavailable(_failed_text(record))
+    if need := missing_need(recipe.recipe()):
+        raise EnvironmentUnavailable(f"environment {key[:12]} ({_label(recipe)}) {need}")
+    return key, do_build(task, recipe, key).runtime
+
+
+def _remember_key(task: TaskInstance, key: str) -> None:
+    if task.environment_key != key:
+        TaskInstance.objects.filter(pk=task.pk).update(environment_key=key)
+        task.environment_key = key
+
+
+def _label(recipe: EnvironmentRecipe) -> str:
+    return f"{recipe.repo} {recipe.version or 'every version'}, Python {recipe.python}"
+
+
+def _failed_text(record: Environment) -> str:
+    return f"environment {record.short_key} ({record.label}) could not be built:\n{record.failure}"
+
+
+def do_build(task: TaskInstance, recipe: EnvironmentRecipe, key: str, retry: bool = False) -> Built:
+    """Build the environment ``key`` for ``task`` (nothing to do when this worker has it),
+    recording progress, the log and the outcome; a failure quarantines the tasks that use it
+    and raises BuildFailed. A recorded failure is not tried again unless ``retry``."""
+    record, _ = Environment.objects.get_or_create(
+        key=key, defaults={"label": _label(recipe), "recipe": recipe.recipe().as_fields()}
+    )
+    if record.status == EnvironmentStatus.FAILED and not retry and not runtime(key):
+        raise BuildFailed(_failed_text(record))
+    if need := missing_need(recipe.recipe()):  # this worker's lack, not the recipe's fault
+        raise EnvironmentUnavailable(f"environment {key[:12]} ({_label(recipe)}) {need}")
+    progress = _progress_writer(key)
+    try:
+        built = build(key, recipe.recipe(), lambda target: _export(task, target), BuildLog(report=progress))
+    except BuildFailed as exc:
+        log = exc.log or BuildLog()
+        _finish(key, EnvironmentStatus.FAILED, log.text(), failure=log.tail() or str(exc), reason=str(exc))
+        do_quarantine_users(key, task, f"{exc}\n{log.tail()}")
+        raise BuildFailed(_failed_text(Environment.objects.get(key=key)), log) from None
+    if not built.reused or record.status != EnvironmentStatus.READY:
+        _finish(key, EnvironmentStatus.READY, built.log, seconds=built.seconds or None, size=built.size_bytes)
+        do_lift_quarantine(key)
+    return built
+
+
+def _export(task: TaskInstance, target: Path) -> None:
+    export_tree(_clone(task), task.base_commit, target)
+
+
+def _progress_writer(key: str) -> Callable[[BuildLog], None]:
+    """Writes the build's step to its record, at most once a second (and at the first step)."""
+    last = [0.0]
+    builder = f"{socket.gethostname()}:{os.getpid()}"
+
+    def report(log: BuildLog) -> None:
+        now = time.monotonic()
+        if last[0] and now - last[0] < PROGRESS_EVERY_S and log.steps_done < log.steps_total:
+            return
+        changes = {"step": log.step[:300], "steps_done": log.steps_done, "steps_total": log.steps_total,
+                   "log": log.text()}  # fmt: skip
+        if not last[0]:
+            changes |= {"status": EnvironmentStatus.BUILDING, "builder": builder, "started_at": timezone.now(),
+                        "failure": "", "finished_at": None}  # fmt: skip
+        last[0] = now
+        Environment.objects.filter(key=key).update(**changes)
+
+    return report
+
+
+def _finish(
+    key: str,
+    status: str,
+    log: str,
+    failure: str = "",
+    reason: str = "",
+    seconds: float | None = None,
+    size: int | None = None,
+) -> None:
+    changes = {"status": status, "log": log, "failure": failure, "finished_at": timezone.now()}
+    if reason:
+        changes["step"] = reason[:300]
+    if seconds is not None:
+        changes["build_seconds"] = round(seconds, 2)
+    if size is not None:
+        changes["size_bytes"] = size
+    if status == EnvironmentStatus.READY:
+        changes["steps_done"] = Environment.objects.get(key=key).steps_total
+    Environment.objects.filter(key=key).update(**changes)
+
+
+@transaction.atomic
+def do_quarantine_users(key: str, task: TaskInstance, why: str) -> int:
+    """Quarantine every task known to use ``key`` (and ``task``), saying why; returns how many."""
+    users = TaskInstance.objects.filter(Q(environment_key=key) | Q(pk=task.pk)).exclude(quarantined=True)
+    return users.update(quarantined=True, quarantine_reason=f"{ENVIRONMENT_QUARANTINE}{why}"[:5000])
+
+
+def do_lift_quarantine(key: str) -> int:
+    """A build that now succeeds lifts the quarantine its failure put on its tasks (only that one)."""
+    return TaskInstance.objects.filter(
+        environment_key=key, quarantined=True, quarantine_reason__startswith=ENVIRONMENT_QUARANTINE
+    ).update(quarantined=False, quarantine_reason="")
+
+
+# -- builds on the queue --------------------------------------------------------------------
+
+
+def tasks_needing_environments(tasks: Iterable[TaskInstance]) -> dict[str, tuple[TaskInstance, EnvironmentRecipe]]:
+    """One task per environment key among ``tasks`` (those with a recipe), to build it with."""
+    found: dict[str, tuple[TaskInstance, EnvironmentRecipe]] = {}
+    for task in tasks:
+        if (recipe := recipe_for(task)) is None:
+            continue
+        key = key_for(task, recipe)
+        _remember_key(task, key)
+        found.setdefault(key, (task, recipe))
+    return found
+
+
+def enqueue_builds(tasks: Iterable[TaskInstance], retry: bool = False) -> list[str]:
+    """Queue a build of every environment ``tasks`` need that this worker has not built;
+    returns their keys. One job per key (its id is the key's), so queuing twice builds once."""
+    queued = []
+    for key, (task, recipe) in tasks_needing_environments(tasks).items():
+        if runtime(key):
+            continue
+        record, _ = Environment.objects.get_or_create(
+            key=key, defaults={"label": _label(recipe), "recipe": recipe.recipe().as_fields()}
+        )
+        if record.status == EnvironmentStatus.FAILED and not retry:
+            continue
+        Environment.objects.filter(key=key).update(status=EnvironmentStatus.QUEUED, step="waiting for a worker")
+        job = build_environment_job_retrying if retry else build_environment_job
+        enqueue_on_commit(job, task.pk, f"environment-{key}", BUILD_JOB_TIMEOUT_S)
+        queued.append(key)
+    return queued
+
+
+def build_environment_job(task_id: int, retry: bool = False) -> str:
+    """RQ job: build the environment ``task_id``'s tests need. Safe to run twice: the second
+    run finds it built (or waits on the first one's lock, then finds it built)."""
+    task = TaskInstance.objects.select_related("dataset").filter(pk=task_id).first()
+    if task is None or (recipe := recipe_for(task)) is None:
+        return "nothing to build"
+    key = key_for(task, recipe)
+    _remember_key(task, key)
+    try:
+        built = do_build(task, recipe, key, retry=retry)
+    except EnvironmentUnavailable as exc:
+        return f"failed: {exc}"
+    return f"{'reused' if built.reused else 'built'} {key[:12]} in {built.seconds:.1f}s"
+
+
+def build_environment_job_retrying(task_id: int) -> str:
+    return build_environment_job(task_id, retry=True)

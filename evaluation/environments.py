@@ -1,0 +1,523 @@
+"""Task environments: a virtualenv per recipe, built once with uv and shared read-only.
+
+A repository whose tests import its dependencies needs them installed. A *recipe* says how
+(the interpreter, pinned packages, requirements files, how the project itself is installed,
+shell steps before that). An environment is keyed by the recipe and by the content of the
+files that decide what gets installed at the task's base commit (the requirements files,
+``setup.py``, ``setup.cfg``, ``pyproject.toml``): every task and run whose key matches
+shares one build, and a repository that changes its dependencies gets a new one.
+
+Building (``build``) happens outside any validation, in a sandbox that keeps the network
+(to reach the package index) but runs as the build user, with the worker's state hidden;
+the finished environment then belongs to the worker and is read-only to everyone else, and
+validations see it read-only (``runtime.surroundings``). A half-built environment never
+lies where a validation would find it: it is built under a temporary name and renamed whole.
+
+The project itself is installed editable from the build's checkout, then that checkout is
+removed: what its ``.pth`` files pointed at becomes *import roots* relative to the checkout,
+put on ``PYTHONPATH`` for each validation's own fresh checkout. The project's metadata
+(its version, entry points) stays installed. A project whose build compiles extensions in
+place needs them built in each checkout, which this does not do.
+
+One lock file per key serialises building it on a machine (two workers never build the
+same one); a validation holds the same lock shared while it uses an environment, so
+``prune`` never removes one in use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import glob
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from django.conf import settings
+
+from evaluation.sandbox import Finished, Surroundings, hand_over, isolation, run_limited
+
+META = "prbench-env.json"
+# What decides what a recipe installs, besides the recipe: read at the task's base commit.
+PROJECT_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
+PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
+# Builds run as one fixed user (where the sandbox changes users), so that uv's download cache
+# can be shared by every build; below the range validations draw their users from.
+BUILD_UID = 1_999_999
+LOG_TAIL_LINES = 30
+# What a build needs of the worker's environment to reach the package index (its proxy, the
+# certificates a proxy that inspects TLS signs with); nothing else of it goes in.
+NETWORK_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
+                     "https_proxy", "no_proxy")  # fmt: skip
+BUILD_LOG_LIMIT = 200_000
+
+
+class EnvironmentUnavailable(Exception):
+    """The task's environment cannot be had on this worker: its interpreter is missing, or
+    its build failed. The platform's failure, never a model's."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to make a task's environment (see the module docstring). ``project`` is how the
+    project itself is installed, in pip's words with ``.`` for the checkout: "-e .",
+    "-e .[test]", or "" for not at all."""
+
+    python: str
+    packages: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+    project: str = "-e ."
+    pre_install: tuple[str, ...] = ()
+    system_packages: tuple[str, ...] = ()
+    test_env: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_fields(cls, fields: dict) -> Recipe:
+        return cls(
+            python=str(fields.get("python") or ""),
+            packages=tuple(fields.get("packages") or ()),
+            requirements=tuple(fields.get("requirements") or ()),
+            project=str(fields.get("project") or ""),
+            pre_install=tuple(fields.get("pre_install") or ()),
+            system_packages=tuple(fields.get("system_packages") or ()),
+            test_env=tuple(sorted((str(k), str(v)) for k, v in (fields.get("test_env") or {}).items())),
+        )
+
+    def as_fields(self) -> dict:
+        fields = asdict(self)
+        fields["test_env"] = dict(self.test_env)
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()}
+
+    def dependency_paths(self) -> tuple[str, ...]:
+        return (*self.requirements, *(PROJECT_FILES if self.project else ()))
+
+
+def environment_key(recipe: Recipe, dependency_files: dict[str, str]) -> str:
+    """The recipe and what its dependency files hold (a missing file counts as missing)."""
+    digest = hashlib.sha256(json.dumps(recipe.as_fields(), sort_keys=True).encode())
+    for path in recipe.dependency_paths():
+        content = dependency_files.get(path)
+        digest.update(f"\0{path}\0".encode())
+        digest.update(b"-" if content is None else hashlib.sha256(content.encode()).digest())
+    return digest.hexdigest()[:32]
+
+
+# -- interpreters ---------------------------------------------------------------------------
+
+
+@functools.cache
+def available_pythons() -> dict[str, str]:
+    """The interpreters this worker can make environments from, by ``3.x`` version: those
+    named in PRBENCH_PYTHONS, else every ``python3.x`` on PATH and under pyenv."""
+    candidates = list(settings.PRBENCH_PYTHONS)
+    if not candidates:
+        candidates += [path for minor in range(6, 16) if (path := shutil.which(f"python3.{minor}"))]
+        pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+        candidates += sorted(glob.glob(str(pyenv / "3.*" / "bin" / "python3")))
+        candidates.append(sys.executable)
+    found: dict[str, str] = {}
+    for candidate in candidates:
+        version, executable = _version_of(candidate)
+        if version:
+            found.setdefault(version, executable)
+    return dict(sorted(found.items(), key=lambda item: int(item[0].split(".")[1])))
+
+
+def _version_of(python: str) -> tuple[str, str]:
+    """Its ``3.x`` version and real executable (a pyenv shim is a script that finds one)."""
+    try:
+        said = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"],
+            capture_output=True,
+            timeout=10,
+            text=True,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "", ""
+    version, _, executable = said.stdout.strip().partition("\n")
+    if said.returncode != 0 or not PYTHON_VERSION.match(version):
+        return "", ""
+    return version, executable or python
+
+
+def missing_need(recipe: Recipe) -> str:
+    """What this worker lacks to build the recipe ("" when nothing): its interpreter, or a
+    system package it names (looked for as a program or a Debian package)."""
+    if recipe.python not in available_pythons():
+        return f"needs Python {recipe.python}"
+    if absent := [name for name in recipe.system_packages if not _system_package_present(name)]:
+        return f"needs system packages {', '.join(absent)}"
+    return ""
+
+
+@functools.cache
+def _system_package_present(name: str) -> bool:
+    if shutil.which(name):
+        return True
+    return Path(f"/var/lib/dpkg/info/{name}.list").exists() or bool(glob.glob(f"/var/lib/dpkg/info/{name}:*.list"))
+
+
+# -- built environments ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A built environment, as a validation uses it."""
+
+    root: Path
+    python: str  # the venv's interpreter
+    base_prefix: str  # the interpreter it was made from: the sandbox must show it too
+    import_roots: tuple[str, ...]  # relative to the checkout, "" for the checkout itself
+    test_env: tuple[tuple[str, str], ...] = ()
+
+    def surroundings(self, checkout: str) -> Surroundings:
+        venv = self.root / "venv"
+        roots = [str(Path(checkout, root)) if root else checkout for root in self.import_roots]
+        variables = {
+            **dict(self.test_env),
+            "VIRTUAL_ENV": str(venv),
+            "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PYTHONPATH": ":".join(roots),
+        }
+        return Surroundings(tuple(variables.items()), keep=(str(self.root), self.base_prefix))
+
+
+def cache_dir() -> Path:
+    return Path(settings.PRBENCH_ENV_CACHE_DIR)
+
+
+def environment_path(key: str) -> Path:
+    return cache_dir() / key
+
+
+def runtime(key: str) -> Runtime | None:
+    """The built environment under ``key`` on this worker, or None."""
+    try:
+        meta = json.loads((environment_path(key) / META).read_text())
+    except (OSError, ValueError):
+        return None
+    return Runtime(
+        root=environment_path(key),
+        python=str(environment_path(key) / "venv" / "bin" / "python"),
+        base_prefix=meta["base_prefix"],
+        import_roots=tuple(meta["import_roots"]),
+        test_env=tuple((str(name), str(value)) for name, value in meta.get("test_env", [])),
+    )
+
+
+@contextlib.contextmanager
+def in_use(key: str) -> Iterator[None]:
+    """Held while a validation uses the environment: ``prune`` leaves it alone meanwhile."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / f"{key}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        try:
+            os.utime(handle.fileno())  # when it was last used, for eviction
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def building(key: str) -> Iterator[None]:
+    """Held while the environment is built: a second worker waits, then finds it built."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / f"{key}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass
+class BuildLog:
+    """What a build did, step by step; ``report`` is called after each step (progress)."""
+
+    report: Callable[[BuildLog], None] = lambda log: None
+    steps_total: int = 0
+    steps_done: int = 0
+    step: str = ""
+    lines: list[str] = field(default_factory=list)
+
+    def begin(self, step: str) -> None:
+        self.step = step
+        self.lines.append(f"$ {step}")
+        self.report(self)
+
+    def finish(self, output: str) -> None:
+        self.lines.append(output.rstrip())
+        self.steps_done += 1
+        self.report(self)
+
+    def text(self) -> str:
+        text = "\n".join(self.lines)
+        return text if len(text) <= BUILD_LOG_LIMIT else "…\n" + text[-BUILD_LOG_LIMIT:]
+
+    def tail(self) -> str:
+        return "\n".join(self.text().splitlines()[-LOG_TAIL_LINES:])
+
+
+class BuildFailed(EnvironmentUnavailable):
+    def __init__(self, message: str, log: BuildLog | None = None) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass(frozen=True)
+class Built:
+    key: str
+    runtime: Runtime
+    seconds: float
+    size_bytes: int
+    log: str
+    reused: bool  # another worker (or an earlier build) had made it
+
+
+def build(key: str, recipe: Recipe, export_checkout: Callable[[Path], None], log: BuildLog | None = None) -> Built:
+    """Build the environment ``key`` from ``recipe`` unless it is already built; the
+    repository's files at the base commit are written by ``export_checkout(directory)``.
+    Raises BuildFailed (with the log) when a step fails."""
+    log = log or BuildLog()
+    with building(key):
+        if found := runtime(key):
+            return Built(key, found, 0.0, _size(found.root), "", reused=True)
+        started = time.monotonic()
+        partial = cache_dir() / f"{key}.partial-{uuid.uuid4().hex[:8]}"
+        try:
+            found = _build_into(partial, key, recipe, export_checkout, log)
+            partial.rename(environment_path(key))
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        seconds = time.monotonic() - started
+        built = runtime(key)
+        assert built is not None
+        return Built(key, built, seconds, _size(built.root), log.text(), reused=False)
+
+
+def _build_into(
+    partial: Path, key: str, recipe: Recipe, export_checkout: Callable[[Path], None], log: BuildLog
+) -> Runtime:
+    if need := missing_need(recipe):
+        raise BuildFailed(need, log)
+    interpreter = available_pythons()[recipe.python]
+    source, venv = partial / "src", partial / "venv"
+    source.mkdir(parents=True)
+    export_checkout(source)
+    uid = BUILD_UID if isolation().separate_user else None
+    uv_cache = cache_dir() / ".uv-cache"
+    uv_cache.mkdir(exist_ok=True)
+    hand_over(partial, uid)
+    hand_over(uv_cache, uid)
+    steps = _steps(recipe, interpreter, source, venv)
+    log.steps_total = len(steps)
+    variables = {
+        **{name: os.environ[name] for name in NETWORK_VARIABLES if name in os.environ},
+        "UV_CACHE_DIR": str(uv_cache),
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_NO_PROGRESS": "1",
+    }
+    surroundings = Surroundings(
+        tuple(variables.items()),
+        keep=(_prefix_of(interpreter), str(Path(_uv()).parent.parent)),
+        network=True,
+        writable=(str(partial), str(uv_cache)),
+    )
+    for title, command in steps:
+        log.begin(title)
+        finished = _run_step(command, source, uid, surroundings)
+        log.finish(finished.output)
+        if finished.timed_out or finished.returncode != 0:
+            why = "timed out" if finished.timed_out else f"exited with {finished.returncode}"
+            raise BuildFailed(f"the build step `{title}` {why}", log)
+    roots = _relocate_editable_paths(venv, source)
+    shutil.rmtree(source)
+    _seal(partial)
+    base_prefix = _prefix_of(interpreter)
+    meta = {
+        "key": key,
+        "recipe": recipe.as_fields(),
+        "base_prefix": base_prefix,
+        "import_roots": roots,
+        "test_env": [list(pair) for pair in recipe.test_env],
+        "built_at": time.time(),
+    }
+    (partial / META).write_text(json.dumps(meta, indent=2))
+    (partial / META).chmod(0o444)
+    return Runtime(partial, str(venv / "bin" / "python"), base_prefix, tuple(roots), recipe.test_env)
+
+
+def _uv() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def _prefix_of(interpreter: str) -> str:
+    """The interpreter's installation (``.../3.9.18`` for ``.../3.9.18/bin/python3``)."""
+    said = subprocess.run(
+        [interpreter, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, timeout=10
+    )
+    return said.stdout.strip() or str(Path(interpreter).resolve().parent.parent)
+
+
+def _index_options() -> list[str]:
+    options = []
+    if settings.PRBENCH_ENV_INDEX_URL == "none":
+        options.append("--no-index")
+    elif settings.PRBENCH_ENV_INDEX_URL:
+        options += ["--default-index", settings.PRBENCH_ENV_INDEX_URL]
+    if settings.PRBENCH_ENV_FIND_LINKS:
+        options += ["--find-links", settings.PRBENCH_ENV_FIND_LINKS]
+    return options
+
+
+def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[tuple[str, list[str]]]:
+    """(what the log calls it, argv) for each step of the build."""
+    uv = _uv()
+    install = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *_index_options()]
+    steps: list[tuple[str, list[str]]] = [
+        (f"uv venv --python {recipe.python}", [uv, "venv", "--python", interpreter, str(venv)])
+    ]
+    steps += [(command, ["/bin/sh", "-c", command]) for command in recipe.pre_install]
+    if recipe.packages:
+        steps.append((f"install {' '.join(recipe.packages)}", [*install, *recipe.packages]))
+    for requirements in recipe.requirements:
+        steps.append((f"install -r {requirements}", [*install, "-r", str(source / requirements)]))
+    if recipe.project:
+        # setuptools' "compat" editable mode writes a plain path into a .pth file, which can
+        # be moved to each validation's checkout; its default finder hard-codes the path.
+        args = [str(source) + arg[1:] if arg.startswith(".") else arg for arg in shlex.split(recipe.project)]
+        steps.append((f"install {recipe.project}", [*install, "--config-settings", "editable_mode=compat", *args]))
+    return steps
+
+
+def _run_step(command: list[str], source: Path, uid: int | None, surroundings: Surroundings) -> Finished:
+    variables = dict(surroundings.variables)
+    variables["PATH"] = f"{Path(command[0]).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    return run_limited(
+        command,
+        str(source),
+        settings.PRBENCH_ENV_BUILD_TIMEOUT_SECONDS,
+        uid=uid,
+        output_limit=40_000,
+        surroundings=replace(surroundings, variables=tuple(variables.items())),
+    )
+
+
+def _relocate_editable_paths(venv: Path, source: Path) -> list[str]:
+    """Turn the editable install's paths into the checkout's import roots, and drop them
+    from the venv (the build's checkout is about to go). No editable path: the checkout."""
+    roots: list[str] = []
+    for pth in venv.glob("lib/python3*/site-packages/*.pth"):
+        lines = pth.read_text().splitlines()
+        kept = []
+        for line in lines:
+            path = Path(line.strip()) if line.strip() and not line.startswith(("#", "import")) else None
+            if path is not None and path.is_relative_to(source):
+                relative = str(path.relative_to(source))
+                roots.append("" if relative == "." else relative)
+            else:
+                kept.append(line)
+        if kept != lines:
+            pth.write_text("\n".join(kept) + ("\n" if kept else ""))
+    return list(dict.fromkeys(roots)) or [""]
+
+
+def _seal(root: Path) -> None:
+    """The worker's, read-only: no validation's user may change what every task shares."""
+    uid, gid = os.geteuid(), os.getegid()
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = os.path.join(directory, name)
+            os.lchown(path, uid, gid)
+            if not os.path.islink(path):
+                mode = os.lstat(path).st_mode
+                os.chmod(path, mode & 0o555)
+    os.chown(root, uid, gid)
+    os.chmod(root, 0o555)
+
+
+def _size(root: Path) -> int:
+    total = 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(directory, name)).st_size
+    return total
+
+
+# -- the cache ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CachedEnvironment:
+    key: str
+    size_bytes: int
+    last_used: float
+    recipe: dict
+
+
+def cached() -> list[CachedEnvironment]:
+    """Every built environment on this worker, least recently used first."""
+    found = []
+    for meta_file in cache_dir().glob(f"*/{META}"):
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, ValueError):
+            continue
+        key = meta_file.parent.name
+        lock = cache_dir() / f"{key}.lock"
+        last_used = lock.stat().st_mtime if lock.exists() else meta.get("built_at", 0)
+        found.append(CachedEnvironment(key, _size(meta_file.parent), last_used, meta.get("recipe", {})))
+    return sorted(found, key=lambda env: env.last_used)
+
+
+def prune(max_bytes: int | None = None, keys: list[str] | None = None) -> list[CachedEnvironment]:
+    """Remove least recently used environments until the cache holds at most ``max_bytes``
+    (PRBENCH_ENV_CACHE_BYTES by default), or exactly ``keys``; one in use is skipped.
+    Returns what was removed."""
+    limit = settings.PRBENCH_ENV_CACHE_BYTES if max_bytes is None else max_bytes
+    environments = cached()
+    total = sum(env.size_bytes for env in environments)
+    removed = []
+    for env in environments:
+        if keys is None and total <= limit:
+            break
+        if keys is not None and env.key not in keys:
+            continue
+        if _remove_unless_in_use(env.key):
+            removed.append(env)
+            total -= env.size_bytes
+    return removed
+
+
+def _remove_unless_in_use(key: str) -> bool:
+    with open(cache_dir() / f"{key}.lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            path = environment_path(key)
+            doomed = path.with_name(f"{key}.removing-{uuid.uuid4().hex[:8]}")
+            path.rename(doomed)  # gone for validations at once; deleting takes longer
+            for directory, dirs, _ in os.walk(doomed):
+                for name in dirs:
+                    os.chmod(os.path.join(directory, name), 0o755)
+            os.chmod(doomed, 0o755)
+            shutil.rmtree(doomed)
+            return True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
