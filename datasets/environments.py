@@ -14,11 +14,13 @@ build --retry`` (or a changed recipe, which changes the key) tries again.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import cast
 
 from django.db import transaction
 from django.db.models import Q
@@ -31,6 +33,7 @@ from evaluation.environments import (
     BuildLog,
     Built,
     EnvironmentUnavailable,
+    Recipe,
     Runtime,
     build,
     environment_key,
@@ -43,8 +46,8 @@ from evaluation.repositories import ensure_commit, export_tree, read_files
 ENVIRONMENT_QUARANTINE = "environment: "
 BUILD_JOB_TIMEOUT_S = 4 * 3600
 PROGRESS_EVERY_S = 1.0
-# (recipe id, its last change, base commit) -> key: the dependency files are read once per process.
-_keys: dict[tuple[int, str, str, str], str] = {}
+# (the recipe, repository, base commit) -> key: the dependency files are read once per process.
+_keys: dict[tuple[str, str, str], str] = {}
 
 
 def recipe_for(task: TaskInstance) -> EnvironmentRecipe | None:
@@ -58,9 +61,9 @@ def recipe_for(task: TaskInstance) -> EnvironmentRecipe | None:
 
 
 def key_for(task: TaskInstance, recipe: EnvironmentRecipe) -> str:
-    cached = (recipe.pk, recipe.updated_at.isoformat(), task.repo, task.base_commit)
+    made = recipe.recipe()
+    cached = (json.dumps(made.as_fields(), sort_keys=True), task.repo, task.base_commit)
     if cached not in _keys:
-        made = recipe.recipe()
         clone = _clone(task)
         _keys[cached] = environment_key(made, read_files(clone, task.base_commit, list(made.dependency_paths())))
     return _keys[cached]
@@ -81,12 +84,30 @@ def runtime_for(task: TaskInstance) -> tuple[str, Runtime] | None:
     _remember_key(task, key)
     if found := runtime(key):
         return key, found
-    record = Environment.objects.filter(key=key).first()
-    if record and record.status == EnvironmentStatus.FAILED:
-        raise EnvironmentUnavailable(_failed_text(record))
-    if need := missing_need(recipe.recipe()):
-        raise EnvironmentUnavailable(f"environment {key[:12]} ({_label(recipe)}) {need}")
     return key, do_build(task, recipe, key).runtime
+
+
+# What a task's ``prepared_environment`` holds before ``prepare_environment`` has run.
+UNPREPARED = object()
+
+
+def prepare_environment(task: TaskInstance) -> None:
+    """Resolve (and build, if need be) the task's environment now, and keep the answer on the
+    task: the pipeline's pool threads validate without touching the database."""
+    try:
+        task.prepared_environment = runtime_for(task)  # type: ignore[attr-defined]
+    except EnvironmentUnavailable as exc:
+        task.prepared_environment = exc  # type: ignore[attr-defined]
+
+
+def environment_of(task: TaskInstance) -> tuple[str, Runtime] | None:
+    """``runtime_for``, as ``prepare_environment`` found it when it ran for this task object."""
+    prepared = getattr(task, "prepared_environment", UNPREPARED)
+    if prepared is UNPREPARED:
+        return runtime_for(task)
+    if isinstance(prepared, EnvironmentUnavailable):
+        raise prepared
+    return cast(tuple[str, Runtime] | None, prepared)
 
 
 def _remember_key(task: TaskInstance, key: str) -> None:
@@ -107,25 +128,50 @@ def do_build(task: TaskInstance, recipe: EnvironmentRecipe, key: str, retry: boo
     """Build the environment ``key`` for ``task`` (nothing to do when this worker has it),
     recording progress, the log and the outcome; a failure quarantines the tasks that use it
     and raises BuildFailed. A recorded failure is not tried again unless ``retry``."""
-    record, _ = Environment.objects.get_or_create(
-        key=key, defaults={"label": _label(recipe), "recipe": recipe.recipe().as_fields()}
-    )
-    if record.status == EnvironmentStatus.FAILED and not retry and not runtime(key):
-        raise BuildFailed(_failed_text(record))
-    if need := missing_need(recipe.recipe()):  # this worker's lack, not the recipe's fault
-        raise EnvironmentUnavailable(f"environment {key[:12]} ({_label(recipe)}) {need}")
-    progress = _progress_writer(key)
     try:
-        built = build(key, recipe.recipe(), lambda target: _export(task, target), BuildLog(report=progress))
+        built = do_build_at(key, recipe.recipe(), _label(recipe), lambda target: _export(task, target), retry)
+    except BuildFailed as exc:
+        if exc.log is not None:  # this build failed now, not an earlier one
+            do_quarantine_users(key, task, f"{exc}")
+        raise
+    if not built.reused:
+        do_lift_quarantine(key)
+    return built
+
+
+def do_build_at(
+    key: str, recipe: Recipe, label: str, export_checkout: Callable[[Path], None], retry: bool = False
+) -> Built:
+    """Build ``key`` from ``recipe`` (unless this worker has it), with its record: progress
+    while it builds, then the log, time and size, or why it failed. Raises BuildFailed,
+    whose ``log`` is set only when this call's build failed; EnvironmentUnavailable when this
+    worker lacks what the recipe needs (its failure, not the recipe's: nothing recorded)."""
+    record, _ = Environment.objects.get_or_create(key=key, defaults={"label": label, "recipe": recipe.as_fields()})
+    if found := runtime(key):
+        if record.status != EnvironmentStatus.READY:  # built by a worker that could not record it
+            _finish(key, EnvironmentStatus.READY, record.log)
+        return Built(key, found, 0.0, 0, "", reused=True)
+    if record.status == EnvironmentStatus.FAILED and not retry:
+        raise BuildFailed(_failed_text(record))
+    if need := missing_need(recipe):
+        raise EnvironmentUnavailable(f"environment {key[:12]} ({label}) {need}")
+    try:
+        built = build(key, recipe, export_checkout, BuildLog(report=_progress_writer(key)))
     except BuildFailed as exc:
         log = exc.log or BuildLog()
         _finish(key, EnvironmentStatus.FAILED, log.text(), failure=log.tail() or str(exc), reason=str(exc))
-        do_quarantine_users(key, task, f"{exc}\n{log.tail()}")
         raise BuildFailed(_failed_text(Environment.objects.get(key=key)), log) from None
-    if not built.reused or record.status != EnvironmentStatus.READY:
-        _finish(key, EnvironmentStatus.READY, built.log, seconds=built.seconds or None, size=built.size_bytes)
-        do_lift_quarantine(key)
+    if not built.reused:
+        _finish(key, EnvironmentStatus.READY, built.log, seconds=built.seconds, size=built.size_bytes)
     return built
+
+
+def environment_at(clone: Path, commit: str, recipe: Recipe, label: str) -> tuple[str, Runtime]:
+    """The environment ``recipe`` makes for ``commit`` of a cached clone (mining's candidates,
+    which have no task yet), built if need be."""
+    key = environment_key(recipe, read_files(clone, commit, list(recipe.dependency_paths())))
+    built = do_build_at(key, recipe, label, lambda target: export_tree(clone, commit, target))
+    return key, built.runtime
 
 
 def _export(task: TaskInstance, target: Path) -> None:

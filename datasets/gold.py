@@ -7,6 +7,7 @@ picks up where it left off."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,8 +16,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from datasets.environments import runtime_for
 from datasets.models import Dataset, GoldStatus, TaskInstance
 from datasets.validation import test_plan, validate_task
+from evaluation.environments import EnvironmentUnavailable, in_use
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.sandbox import SandboxFailed
 from evaluation.test_results import passing_ids
@@ -63,7 +66,16 @@ def _judge_gold(task: TaskInstance, runs: int, empty: bool) -> GoldFinding:
         results = [validate_task(task, task.gold_patch) for _ in range(runs)]
     except RepositoryUnavailable as exc:
         return GoldFinding(task, GoldStatus.ERROR, f"the repository is unavailable: {exc}")
+    except EnvironmentUnavailable as exc:
+        return GoldFinding(task, GoldStatus.NO_ENVIRONMENT, str(exc))
     lines = [f"run {n}: {_summary(result)}" for n, result in enumerate(results, 1)]
+    if missing := next((result.environment_missing for result in results if result.environment_missing), ""):
+        return GoldFinding(
+            task,
+            GoldStatus.NO_ENVIRONMENT,
+            f"the tests cannot import {missing!r}: no environment provides the repository's dependencies "
+            "(give it a recipe: manage.py environments set)\n" + "\n".join(lines),
+        )
     if any(result.timed_out or not result.applied for result in results):
         status = GoldStatus.ERROR if any(r.timed_out for r in results) else GoldStatus.UNRESOLVED
         return GoldFinding(task, status, "\n".join(lines))
@@ -93,10 +105,12 @@ def _empty_patch_resolves(task: TaskInstance) -> str:
     ("" otherwise): a task whose FAIL_TO_PASS tests pass with no fix measures nothing."""
     if not task.repo or not task.fail_to_pass:
         return ""
-    plan = test_plan(task)
     clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
-    run = run_tests_with(clone, task.base_commit, [task.test_patch], plan.command, _timeout())
-    if run.apply_error or run.timed_out:
+    environment = runtime_for(task)
+    plan = test_plan(task, environment[1] if environment else None)
+    with in_use(environment[0]) if environment else contextlib.nullcontext():
+        run = run_tests_with(clone, task.base_commit, [task.test_patch], plan.command, _timeout(), plan)
+    if run.apply_error or run.timed_out or run.environment_missing:
         return ""
     passed = passing_ids(plan.fail_to_pass, list(run.outcomes))
     if all(test in passed for test in plan.fail_to_pass):

@@ -17,20 +17,23 @@ killed run loses at most the candidate in progress and a re-run skips what is de
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from datasets.environments import environment_at
 from datasets.imports import locked_dataset, next_position, open_version
-from datasets.models import Dataset, MinedCandidate, TaskInstance
+from datasets.models import Dataset, EnvironmentRecipe, MinedCandidate, TaskInstance
+from evaluation.environments import EnvironmentUnavailable, Recipe, Runtime, in_use
 from evaluation.patches import PatchRejected, check_patch, touches_test_harness
 from evaluation.repositories import RepositoryUnavailable, ensure_commit, git
-from evaluation.validation import TestRun, run_tests_with
+from evaluation.validation import TestPlan, TestRun, run_tests_with
 from orgs.models import Organization
 
 # --continue-on-collection-errors: before the fix, a new test module may not even import;
@@ -100,6 +103,9 @@ class IngestOptions:
     max_candidates: int | None = None  # stop after judging this many candidates, kept or not
     since: datetime | None = None  # only commits committed at or after this
     retry_rejected: bool = False  # judge again the candidates a previous run rejected
+    # How to make the environment the tests run in (evaluation/environments.py); None: the
+    # worker's own Python, for repositories whose tests need nothing installed.
+    recipe: Recipe | None = None
 
 
 class TestCommandDoesNotStart(Exception):
@@ -237,14 +243,30 @@ def judge_candidate(candidate: Candidate, options: IngestOptions, check: Command
         verdict.rejected = str(exc)
         return verdict
 
+    try:
+        key, environment = _environment(clone, candidate, options)
+    except EnvironmentUnavailable as exc:
+        verdict.rejected = f"its environment cannot be had: {exc}"
+        return verdict
+    plan = TestPlan(options.test_command, environment=environment)
+
     def run(patches: list[str]) -> TestRun:
         try:
-            return run_tests_with(clone, candidate.parent, patches, options.test_command, options.timeout_s)
+            with in_use(key) if key else contextlib.nullcontext():
+                return run_tests_with(clone, candidate.parent, patches, options.test_command, options.timeout_s, plan)
         except FileNotFoundError as exc:  # no such program on this machine
             found = _does_not_start(candidate, options.test_command, "could not start", str(exc))
             raise TestCommandDoesNotStart(found) from None
 
     before = run([candidate.test_patch])
+    if before.environment_missing:
+        # Every test would look broken before and after alike: not the candidate's doing.
+        verdict.rejected = (
+            f"environment missing: the tests cannot import {before.environment_missing!r}, which the repository "
+            "needs (give the repository a recipe: manage.py environments set, or ingest_prs --python)"
+        )
+        verdict.log_tail = log_tail(before.log)
+        return verdict
     if check:
         check.first_run(before, candidate, options.test_command)
     afters = [run([candidate.patch, candidate.test_patch]) for _ in range(options.gold_runs)]
@@ -263,6 +285,13 @@ def judge_candidate(candidate: Candidate, options: IngestOptions, check: Command
     if not verdict.fail_to_pass:
         verdict.rejected = "the gold patch turns no test green (no FAIL_TO_PASS test)"
     return verdict
+
+
+def _environment(clone: Path, candidate: Candidate, options: IngestOptions) -> tuple[str, Runtime | None]:
+    if options.recipe is None:
+        return "", None
+    label = f"{options.repo_name} at {candidate.parent[:12]}, Python {options.recipe.python}"
+    return environment_at(clone, candidate.parent, options.recipe, label)
 
 
 def _rejection(before: TestRun, afters: list[TestRun]) -> tuple[str, str]:
@@ -300,6 +329,8 @@ def ingest(
     ``max_tasks`` are kept or ``max_candidates`` judged. Yields each Verdict once saved, and
     Skipped for commits that are no candidate or are already decided. Raises
     TestCommandDoesNotStart (before deciding anything more) when the command is broken."""
+    if options.recipe is None and (recipe := existing_recipe(org, dataset_name, options.repo_name)):
+        options = replace(options, recipe=recipe)
     decided = decided_commits(org, dataset_name, options.repo_name)
     existing = existing_task_ids(org, dataset_name)
     check = CommandCheck()
@@ -346,6 +377,14 @@ def _already_decided(commit: str, options: IngestOptions, decided: dict[str, boo
     return "" if options.retry_rejected else "rejected before (--retry-rejected tests them again)"
 
 
+def existing_recipe(org: Organization, dataset_name: str, repo_name: str) -> Recipe | None:
+    """The dataset's recipe for the repository (every version), when it has one."""
+    found = EnvironmentRecipe.objects.filter(
+        dataset__org=org, dataset__name=dataset_name, repo=repo_name, version=""
+    ).first()
+    return found.recipe() if found else None
+
+
 def task_id(repo_name: str, commit: str) -> str:
     return f"{repo_name.replace('/', '__')}-{commit[:12]}"
 
@@ -375,6 +414,13 @@ def do_save_verdict(
     dataset.repo_sources = {**dataset.repo_sources, options.repo_name: options.source}
     dataset.test_command = dataset.test_command or options.test_command
     dataset.save(update_fields=["repo_sources", "test_command"])
+    if options.recipe:  # the dataset's tasks are validated in the environment they were mined in
+        EnvironmentRecipe.objects.get_or_create(
+            dataset=dataset,
+            repo=options.repo_name,
+            version="",
+            defaults={**options.recipe.as_fields(), "source": "ingest_prs"},
+        )
     candidate = verdict.candidate
     task = None
     if verdict.kept and not dataset.tasks.filter(external_id=task_id(options.repo_name, candidate.commit)).exists():

@@ -9,9 +9,9 @@ import threading
 
 from django.conf import settings
 
-from datasets.environments import recipe_for, runtime_for
+from datasets.environments import environment_of, recipe_for
 from datasets.models import TaskInstance
-from evaluation.environments import Runtime, in_use
+from evaluation.environments import EnvironmentUnavailable, Runtime, in_use, runtime
 from evaluation.log_parsers import log_parser_for
 from evaluation.repositories import ensure_commit
 from evaluation.validation import TestPlan, ValidationResult, validate_in_repository, validate_patch
@@ -30,8 +30,10 @@ def validate_task(task: TaskInstance, patch: str) -> ValidationResult:
         with _validation_slots:
             return validate_patch(task.repo_files, patch, task.test_command, timeout)
     clone = ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
-    environment = runtime_for(task)  # outside the slots: a first build may take minutes
+    environment = environment_of(task)  # outside the slots: a first build may take minutes
     with _validation_slots, in_use(environment[0]) if environment else contextlib.nullcontext():
+        if environment and runtime(environment[0]) is None:
+            raise EnvironmentUnavailable(f"environment {environment[0][:12]} was removed from this worker's cache")
         plan = test_plan(task, environment[1] if environment else None)
         return validate_in_repository(clone, task.base_commit, patch, plan, timeout)
 

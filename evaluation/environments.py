@@ -391,10 +391,12 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
         (f"uv venv --python {recipe.python}", [uv, "venv", "--python", interpreter, str(venv)])
     ]
     steps += [(command, ["/bin/sh", "-c", command]) for command in recipe.pre_install]
-    if recipe.packages:
-        steps.append((f"install {' '.join(recipe.packages)}", [*install, *recipe.packages]))
+    # As SWE-bench's harness orders them: the requirements files, then the pinned packages,
+    # whose pins must win over the files'.
     for requirements in recipe.requirements:
         steps.append((f"install -r {requirements}", [*install, "-r", str(source / requirements)]))
+    if recipe.packages:
+        steps.append((f"install {' '.join(recipe.packages)}", [*install, *recipe.packages]))
     if recipe.project:
         # setuptools' "compat" editable mode writes a plain path into a .pth file, which can
         # be moved to each validation's checkout; its default finder hard-codes the path.

@@ -35,7 +35,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bound_contextvars
 
-from datasets.environments import runtime_for
+from datasets.environments import environment_of, prepare_environment
 from datasets.models import GoldStatus, TaskInstance
 from datasets.validation import validate_task
 from evaluation.environments import EnvironmentUnavailable
@@ -194,7 +194,10 @@ class RelatedCache:
         self.load_arms({a.arm_id for a in attempts})
         if len(self.tasks) > self.MAX_TASKS:
             self.tasks.clear()
-        self._load(self.tasks, TaskInstance.objects.select_related("dataset"), {a.task_id for a in attempts})
+        loaded = self._load(self.tasks, TaskInstance.objects.select_related("dataset"), {a.task_id for a in attempts})
+        for task in loaded:
+            if task.repo:  # here, not on a pool thread: finding (or building) it reads the database
+                prepare_environment(task)
         for attempt in attempts:
             attempt.run = self.runs[attempt.run_id]
             attempt.arm = self.arms[attempt.arm_id]
@@ -212,10 +215,14 @@ class RelatedCache:
         self._load(self.arms, RunArm.objects.all(), ids)
 
     @staticmethod
-    def _load(cache: dict, rows: QuerySet, ids: set[int]) -> None:
+    def _load(cache: dict, rows: QuerySet, ids: set[int]) -> list:
+        """Read the rows not yet cached; returns those it read."""
         missing = ids - cache.keys()
-        if missing:
-            cache.update(rows.in_bulk(missing))
+        if not missing:
+            return []
+        read = rows.in_bulk(missing)
+        cache.update(read)
+        return list(read.values())
 
 
 def claim_attempt(attempt_id: int) -> uuid.UUID | None:
@@ -253,7 +260,7 @@ def execute(
             # Before the call: a repository that cannot be checked out must not cost an answer.
             task = attempt.task
             ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
-            runtime_for(task)  # its environment, built now if this worker has none
+            environment_of(task)  # its environment (prepared when the job loaded the task)
         request = built or build_request(attempt)
         try:
             completion, responded_at = _answer(attempt, prepared, request, held_slot, cache)

@@ -20,6 +20,7 @@ from datasets.ingest import (
     ingest,
     parse_since,
 )
+from evaluation.environments import PYTHON_VERSION, Recipe
 from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand
 
@@ -51,6 +52,15 @@ class Command(CheckedCommand):
         )
         parser.add_argument("--gold-runs", type=int, default=2, help="times the gold patch is tested (flakiness)")
         parser.add_argument("--timeout", type=float, default=120, help="seconds allowed for one test run")
+        environment = parser.add_argument_group(
+            "environment", "for a repository whose tests import its dependencies: the recipe of the environment "
+            "its tests run in, built with uv and kept as the dataset's recipe for the repository "
+            "(default: the dataset's recipe, else the worker's own Python)"
+        )  # fmt: skip
+        environment.add_argument("--python", help='the interpreter, e.g. "3.11"')
+        environment.add_argument("--package", action="append", default=[], help="a requirement installed first")
+        environment.add_argument("--requirements", action="append", default=[], help="a requirements file to install")
+        environment.add_argument("--project", default="-e .", help='how the project is installed (default "-e .")')
 
     def handle(self, *args, org, dataset, **options):
         organisation = org_by_slug(org)
@@ -83,6 +93,7 @@ class Command(CheckedCommand):
             raise CommandError("nothing ingested:\n  " + "\n  ".join(exc.messages)) from None
         except ValueError as exc:
             raise CommandError(f"nothing ingested: --test-command: {exc}") from None
+        recipe = _recipe(rest)
         gold_runs, timeout = rest["gold_runs"], rest["timeout"]
         if not command or gold_runs < 1 or (max is not None and max < 1):
             raise CommandError("nothing ingested: --test-command must be non-empty, --gold-runs and --max at least 1")
@@ -101,6 +112,7 @@ class Command(CheckedCommand):
             max_candidates=max_candidates,
             since=since_date,
             retry_rejected=retry_rejected,
+            recipe=recipe,
         )
 
     def _mine(self, organisation, dataset: str, settings: IngestOptions, found: list[Verdict | Skipped]) -> None:
@@ -151,3 +163,18 @@ class Command(CheckedCommand):
             self.stdout.write(
                 f"{skipped.total()} other commit(s) skipped: " + ", ".join(f"{n} {why}" for why, n in skipped.items())
             )
+
+
+def _recipe(options: dict) -> Recipe | None:
+    if not options["python"]:
+        if options["package"] or options["requirements"]:
+            raise CommandError("nothing ingested: --package and --requirements need --python")
+        return None
+    if not PYTHON_VERSION.match(options["python"]):
+        raise CommandError(f'nothing ingested: --python must be a version such as "3.11", not {options["python"]!r}')
+    return Recipe(
+        python=options["python"],
+        packages=tuple(options["package"]),
+        requirements=tuple(options["requirements"]),
+        project=options["project"],
+    )

@@ -1,0 +1,272 @@
+"""A repository whose tests import a package the worker does not have: mined, validated and
+run in an environment built from a recipe (a wheel made here, served from a local directory:
+no internet), and, without that environment, the platform's failure rather than the model's."""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from datasets.environments import key_for, recipe_for, runtime_for
+from datasets.gold import check_gold, tasks_to_check
+from datasets.ingest import IngestOptions, ingest
+from datasets.models import EnvironmentRecipe, GoldStatus, TaskInstance
+from datasets.validation import validate_task
+from evaluation.environments import BuildFailed, EnvironmentUnavailable, Recipe, in_use, prune, runtime
+from evaluation.models import Environment, EnvironmentStatus
+from evaluation.sandbox import isolation
+from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
+from experiments.models import AttemptStatus
+from providers.errors import ErrorCategory
+from providers.outcomes import OutcomeClass
+from tests.conftest import work_queue
+
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+UNITTEST = ["{python}", "-m", "unittest", "-v"]
+RECIPE = Recipe(python=PYTHON, packages=("wordsmith==1.0",), project="")
+STATS = """from wordsmith import split_words
+
+
+def count_words(text):
+    return len(split_words(text))
+
+
+def average_length(text):
+    words = split_words(text)
+    return sum(len(word) for word in words) {op} len(words)
+"""
+TESTS = """import unittest
+
+from textstats import average_length, count_words
+
+
+class StatsTest(unittest.TestCase):
+    def test_count(self):
+        self.assertEqual(count_words("a bb ccc"), 3)
+"""
+AVERAGE_TEST = """
+    def test_average(self):
+        self.assertEqual(average_length("a bb"), 1.5)
+"""
+
+
+def _wheel(directory: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    """A pure-Python wheel, written as the format says (what a build backend would make)."""
+    info = f"{name}-{version}.dist-info"
+    files = {
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: prbench-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in {**files, f"{info}/RECORD": "\n".join(record) + "\n"}.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def _commit(repo: Path, message: str, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}  # fmt: skip
+    subprocess.run(["git", "add", "--all"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "--quiet", "-m", message], cwd=repo, check=True, env=env)
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every sandbox user can reach (pytest's own are the worker's alone)."""
+    directory = Path(tempfile.mkdtemp(prefix="prbench-env-test-"))
+    directory.chmod(0o755)
+    yield directory
+    for root, dirs, _ in os.walk(directory):  # sealed environments are read-only
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+    shutil.rmtree(directory)
+
+
+@pytest.fixture
+def textstats(tmp_path, settings, shared_dir):
+    """The repository (two commits: a bug, then its fix with a test) and the package index."""
+    wheels = shared_dir / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "wordsmith", "1.0", {"wordsmith/__init__.py": "def split_words(text):\n    return text.split()\n"})
+    settings.PRBENCH_ENV_INDEX_URL = "none"
+    settings.PRBENCH_ENV_FIND_LINKS = str(wheels)
+    settings.PRBENCH_ENV_CACHE_DIR = shared_dir / "environments"
+    settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "repos"
+    repo = tmp_path / "textstats"
+    repo.mkdir()
+    subprocess.run(["git", "init", "--quiet", "--initial-branch=main"], cwd=repo, check=True)
+    _commit(repo, "Start textstats", {"textstats/__init__.py": STATS.format(op="//"), "tests/__init__.py": "",
+                                      "tests/test_stats.py": TESTS})  # fmt: skip
+    _commit(
+        repo,
+        "average_length rounds down\n\naverage_length('a bb') is 1, not 1.5.",
+        {"textstats/__init__.py": STATS.format(op="/"), "tests/test_stats.py": TESTS + AVERAGE_TEST},
+    )
+    return repo
+
+
+def _mine(org, repo: Path, recipe: Recipe | None, dataset: str = "textstats") -> list:
+    options = IngestOptions("local/textstats", str(repo), test_command=UNITTEST, gold_runs=1, recipe=recipe)
+    return list(ingest(org, dataset, options))
+
+
+def _task(dataset: str = "textstats") -> TaskInstance:
+    return TaskInstance.objects.select_related("dataset").get(dataset__name=dataset)
+
+
+def test_the_worker_lacks_the_package_the_repository_needs():
+    with pytest.raises(ModuleNotFoundError):
+        __import__("wordsmith")
+
+
+def test_a_recipe_builds_the_environment_the_tests_need_and_gold_resolves_in_it(org, textstats):
+    verdicts = _mine(org, textstats, RECIPE)
+    assert [verdict.kept for verdict in verdicts] == [True], verdicts[0].rejected
+    task = _task()
+    [fixed], [kept] = task.fail_to_pass, task.pass_to_pass
+    assert fixed.startswith("test_average (tests.test_stats.StatsTest") and kept.startswith("test_count (")
+    recipe = EnvironmentRecipe.objects.get(dataset=task.dataset, repo="local/textstats", version="")
+    assert (recipe.python, recipe.packages, recipe.source) == (PYTHON, ["wordsmith==1.0"], "ingest_prs")
+
+    record = Environment.objects.get()
+    assert record.status == EnvironmentStatus.READY and record.steps_done == record.steps_total == 2
+    assert record.build_seconds > 0 and record.size_bytes > 0
+    assert "install wordsmith==1.0" in record.log
+
+    findings = list(check_gold(tasks_to_check(task.dataset, recheck=True), runs=2, empty=True))
+    assert [(finding.status, finding.detail.count("passed")) for finding in findings] == [(GoldStatus.RESOLVED, 2)]
+    empty = validate_task(task, "")
+    assert (empty.passed, empty.tally.fail_to_pass_passed, empty.environment_missing) == (False, 0, "")
+    assert Environment.objects.count() == 1  # built once, reused by mining, gold and the empty patch
+    task.refresh_from_db()
+    assert task.environment_key == record.key
+
+
+def test_without_the_environment_the_same_tasks_are_the_platforms_failures(org, alice, textstats, start):
+    _mine(org, textstats, RECIPE)
+    task = _task()
+    EnvironmentRecipe.objects.all().delete()  # the worker's own Python, which lacks wordsmith
+
+    gold = list(check_gold(tasks_to_check(task.dataset, recheck=True), runs=1, empty=False))
+    assert [finding.status for finding in gold] == [GoldStatus.NO_ENVIRONMENT]
+    assert "cannot import 'wordsmith'" in gold[0].detail
+    result = validate_task(task, task.gold_patch)
+    assert result.environment_missing == "wordsmith" and not result.passed
+
+    arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
+    experiment = do_save_experiment(org, ExperimentSpec(name="e", dataset=task.dataset, arms=arms, repetitions=2))
+    check_start_run(experiment)
+    run = start(experiment)
+    work_queue()
+    attempts = list(run.attempts.all())
+    assert len(attempts) == 2
+    # Answered and paid for, but not scored against the model: the platform's failure.
+    assert {(a.status, a.outcome, a.resolved) for a in attempts} == {
+        (AttemptStatus.COMPLETED, OutcomeClass.INFRASTRUCTURE_FAILURE, False)
+    }
+
+
+def test_mining_without_the_environment_says_it_is_missing(org, textstats):
+    verdicts = _mine(org, textstats, None, dataset="bare")
+    assert [verdict.kept for verdict in verdicts] == [False]
+    assert "environment missing: the tests cannot import 'wordsmith'" in verdicts[0].rejected
+    assert not TaskInstance.objects.filter(dataset__name="bare").exists()
+
+
+def test_a_recipe_that_cannot_build_quarantines_its_tasks_and_fails_before_the_call(org, alice, textstats, start):
+    _mine(org, textstats, RECIPE)
+    task = _task()
+    EnvironmentRecipe.objects.filter(dataset=task.dataset).update(packages=["wordsmith==9.9"])
+    with pytest.raises(BuildFailed, match="could not be built") as failed:
+        validate_task(task, task.gold_patch)
+    assert "wordsmith==9.9" in str(failed.value)
+    task.refresh_from_db()
+    assert task.quarantined and task.quarantine_reason.startswith("environment: ")
+    broken = Environment.objects.get(key=task.environment_key)
+    assert broken.status == EnvironmentStatus.FAILED and "wordsmith" in broken.failure
+
+    TaskInstance.objects.filter(pk=task.pk).update(quarantined=False)  # as an experiment including them would
+    arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
+    experiment = do_save_experiment(org, ExperimentSpec(name="e", dataset=task.dataset, arms=arms, repetitions=1))
+    check_start_run(experiment)
+    run = start(experiment)
+    work_queue()
+    attempt = run.attempts.get()
+    assert (attempt.status, attempt.error_category) == (AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR)
+    assert attempt.outcome == OutcomeClass.INFRASTRUCTURE_FAILURE and broken.short_key in attempt.error_message
+    assert attempt.output == ""  # refused before the model was asked: nothing paid
+
+
+def test_a_worker_without_the_interpreter_says_which_it_needs(org, textstats, settings):
+    _mine(org, textstats, RECIPE)
+    task = _task()
+    EnvironmentRecipe.objects.filter(dataset=task.dataset).update(python="3.99")
+    with pytest.raises(EnvironmentUnavailable, match=r"needs Python 3\.99"):
+        runtime_for(task)
+    findings = list(check_gold(tasks_to_check(task.dataset, recheck=True), runs=1, empty=False))
+    assert findings[0].status == GoldStatus.NO_ENVIRONMENT and "needs Python 3.99" in findings[0].detail
+    task.refresh_from_db()
+    assert not task.quarantined  # another worker may have it
+
+
+@pytest.mark.skipif(not isolation().separate_user, reason="needs a sandbox user of its own (a root worker)")
+def test_a_patch_cannot_alter_the_environment_another_task_uses(org, textstats):
+    _mine(org, textstats, RECIPE)
+    task = _task()
+    key, environment = runtime_for(task)
+    package = next(Path(environment.root).glob("venv/lib/python3*/site-packages/wordsmith/__init__.py"))
+    before = package.read_text()
+    venv = environment.root / "venv"
+    base = STATS.format(op="//")
+    attack = (
+        "import pathlib, wordsmith\n"
+        f"for target in (pathlib.Path(wordsmith.__file__), pathlib.Path({str(venv / 'planted.pth')!r})):\n"
+        "    try:\n        target.write_text('raise SystemExit(1)')\n"
+        "    except OSError as exc:\n        print('REFUSED', type(exc).__name__)\n"
+    )
+    hostile = "".join(
+        difflib.unified_diff(
+            base.splitlines(keepends=True),
+            (attack + base).splitlines(keepends=True),
+            "a/textstats/__init__.py",
+            "b/textstats/__init__.py",
+        )
+    )
+    result = validate_task(task, hostile)
+    assert result.applied, result.log
+    assert result.log.count("REFUSED") >= 2
+    assert package.read_text() == before and not (venv / "planted.pth").exists()
+    assert runtime(key) is not None
+
+
+def test_prune_evicts_the_least_recently_used_but_never_one_in_use(org, textstats):
+    _mine(org, textstats, RECIPE)
+    task = _task()
+    key = key_for(task, recipe_for(task))
+    assert runtime(key) is not None
+    with in_use(key):
+        assert prune(max_bytes=0) == []
+    assert [removed.key for removed in prune(max_bytes=0)] == [key]
+    assert runtime(key) is None
+    runtime_for(task)  # built again on demand
+    assert runtime(key) is not None
