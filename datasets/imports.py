@@ -20,8 +20,11 @@ from django.db import transaction
 from django.db.models import Max
 
 from datasets.formats import FORMATS, FormatOptions, ParsedTask, parser_for
-from datasets.models import Dataset, DatasetKind, TaskInstance
+from datasets.models import Dataset, DatasetKind, EnvironmentRecipe, TaskInstance
 from datasets.swebench import REPO, SwebenchTask, TaskFileRejected, parse_swebench
+from datasets.swebench_specs import recipe_for as harness_recipe
+from datasets.swebench_specs import task_test_command
+from evaluation.environments import missing_need
 from evaluation.patches import HarnessRule, gold_patch_refusal
 from evaluation.workloads import workload_for, workload_kinds
 from orgs.models import Organization
@@ -40,6 +43,10 @@ class ImportReport:
     # are imported quarantined, since nothing could resolve them.
     refused_gold: list[tuple[str, str]] = field(default_factory=list)
     version: int = 1  # the dataset version the imported tasks belong to
+    # Environment recipes the import made from SWE-bench's harness (repo and version), and
+    # those among them this worker cannot build, with what it lacks ("needs Python 3.9").
+    recipes_made: list[str] = field(default_factory=list)
+    recipes_unbuildable: dict[str, str] = field(default_factory=dict)
 
 
 def check_repo_sources(pairs: list[str]) -> dict[str, str]:
@@ -148,8 +155,11 @@ def do_import_tasks(
     rows = [_task_row(dataset, start + i, task, version) for i, task in enumerate(tasks)]
     refused = _quarantine_refused_gold(rows, dataset.harness_rule)
     TaskInstance.objects.bulk_create(rows)
+    made = do_make_harness_recipes(dataset, {(task.repo, task.version) for task in tasks})
     repos = sorted({task.repo for task in tasks})
     return ImportReport(
+        recipes_made=[str(recipe) for recipe in made],
+        recipes_unbuildable={str(recipe): need for recipe in made if (need := missing_need(recipe.recipe()))},
         dataset=dataset,
         created=created,
         imported=len(tasks),
@@ -158,6 +168,21 @@ def do_import_tasks(
         refused_gold=refused,
         version=version,
     )
+
+
+def do_make_harness_recipes(dataset: Dataset, versions: set[tuple[str, str]]) -> list[EnvironmentRecipe]:
+    """A recipe for each repository version SWE-bench's harness specifies and the dataset has
+    none for yet (one a user set is kept); returns those made."""
+    made = []
+    for repo, version in sorted(versions):
+        recipe = harness_recipe(repo, version)
+        if recipe is None or EnvironmentRecipe.objects.filter(dataset=dataset, repo=repo, version=version).exists():
+            continue
+        # The harness installs the first of its requirements files that exists: one entry of
+        # alternatives (evaluation/environments.py reads "a|b" so).
+        recipe["requirements"] = ["|".join(recipe["requirements"])] if recipe["requirements"] else []
+        made.append(EnvironmentRecipe.objects.create(dataset=dataset, repo=repo, version=version, **recipe))
+    return made
 
 
 def _quarantine_refused_gold(rows: list[TaskInstance], rule: str) -> list[tuple[str, str]]:
@@ -222,6 +247,8 @@ def _task_row(dataset: Dataset, position: int, task: SwebenchTask, version: int)
         test_patch=task.test_patch,
         hints_text=task.hints_text,
         version=task.version,
+        # The test files its test patch names, run as the harness runs its version's tests.
+        test_command=task_test_command(task.repo, task.version, task.test_patch),
         fail_to_pass=task.fail_to_pass,
         pass_to_pass=task.pass_to_pass,
         metadata=task.metadata,

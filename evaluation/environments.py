@@ -52,6 +52,9 @@ META = "prbench-env.json"
 # What decides what a recipe installs, besides the recipe: read at the task's base commit.
 PROJECT_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
+# Between requirements files of which the first present is installed (SWE-bench's harness
+# looks for a repository's requirements in several places).
+ALTERNATIVES = "|"
 # Builds run as one fixed user (where the sandbox changes users), so that uv's download cache
 # can be shared by every build; below the range validations draw their users from.
 BUILD_UID = 1_999_999
@@ -100,7 +103,8 @@ class Recipe:
         return {name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()}
 
     def dependency_paths(self) -> tuple[str, ...]:
-        return (*self.requirements, *(PROJECT_FILES if self.project else ()))
+        files = [path for entry in self.requirements for path in entry.split(ALTERNATIVES)]
+        return (*files, *(PROJECT_FILES if self.project else ()))
 
 
 def environment_key(recipe: Recipe, dependency_files: dict[str, str]) -> str:
@@ -320,7 +324,10 @@ def _build_into(
     uv_cache.mkdir(exist_ok=True)
     hand_over(partial, uid)
     hand_over(uv_cache, uid)
-    steps = _steps(recipe, interpreter, source, venv)
+    try:
+        steps = _steps(recipe, interpreter, source, venv)
+    except BuildFailed as exc:
+        raise BuildFailed(str(exc), log) from None
     log.steps_total = len(steps)
     variables = {
         **{name: os.environ[name] for name in NETWORK_VARIABLES if name in os.environ},
@@ -393,7 +400,8 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
     steps += [(command, ["/bin/sh", "-c", command]) for command in recipe.pre_install]
     # As SWE-bench's harness orders them: the requirements files, then the pinned packages,
     # whose pins must win over the files'.
-    for requirements in recipe.requirements:
+    for entry in recipe.requirements:
+        requirements = _first_present(source, entry)
         steps.append((f"install -r {requirements}", [*install, "-r", str(source / requirements)]))
     if recipe.packages:
         steps.append((f"install {' '.join(recipe.packages)}", [*install, *recipe.packages]))
@@ -403,6 +411,14 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
         args = [str(source) + arg[1:] if arg.startswith(".") else arg for arg in shlex.split(recipe.project)]
         steps.append((f"install {recipe.project}", [*install, "--config-settings", "editable_mode=compat", *args]))
     return steps
+
+
+def _first_present(source: Path, entry: str) -> str:
+    """A requirements entry is a path, or alternatives ``a|b``: the first that exists."""
+    for path in entry.split(ALTERNATIVES):
+        if (source / path).is_file():
+            return path
+    raise BuildFailed(f"the repository has no requirements file {' or '.join(entry.split(ALTERNATIVES))}")
 
 
 def _run_step(command: list[str], source: Path, uid: int | None, surroundings: Surroundings) -> Finished:

@@ -136,7 +136,14 @@ def test_a_run_on_repository_tasks_needs_their_sources_and_a_test_command(org):
         check_start_run(experiment)
     messages = "\n".join(caught.value.messages)
     assert "repository sqlfluff/sqlfluff has no source to clone it from" in messages
-    assert "no test command to validate them with" in messages
+    # Each task runs the test files its instance names, as SWE-bench's harness runs them.
+    assert "no test command to validate them with" not in messages
+    sqlfluff = dataset.tasks.get(external_id="sqlfluff__sqlfluff-1625")
+    assert sqlfluff.test_command == ["{python}", "-m", "pytest", "-rA", "test/cli/commands_test.py"]
+    assert dataset.environment_recipes.filter(repo="sqlfluff/sqlfluff", version="0.6").exists()
+    dataset.tasks.filter(pk=sqlfluff.pk).update(test_command=[])  # a task the harness has no command for
+    with pytest.raises(ValidationError, match="no test command to validate them with"):
+        check_start_run(experiment)
     # The default prompt shows repository files, so even inference needs the sources...
     with pytest.raises(ValidationError):
         check_start_run(experiment, inference_only=True)

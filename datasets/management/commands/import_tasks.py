@@ -95,6 +95,13 @@ class Command(CheckedCommand):
             )
             for instance_id, reason in report.refused_gold:
                 self.stdout.write(f"  {instance_id}: {reason}")
+        if report.recipes_made:
+            self.stdout.write(
+                f"Environment recipes from SWE-bench's harness: {len(report.recipes_made)} "
+                f"({', '.join(report.recipes_made)}); build them with manage.py environments build."
+            )
+        for recipe, need in report.recipes_unbuildable.items():
+            self.stdout.write(f"  {recipe}: this worker {need}; its tasks need a worker that has it")
 
     def _parse(self, spec: TaskFile, path: Path) -> Tasks:
         """The file's tasks, with a progress bar: SWE-bench files run to tens of megabytes. A
