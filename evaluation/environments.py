@@ -394,9 +394,11 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
     """(what the log calls it, argv) for each step of the build."""
     uv = _uv()
     install = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *_index_options()]
-    steps: list[tuple[str, list[str]]] = [
-        (f"uv venv --python {recipe.python}", [uv, "venv", "--python", interpreter, str(venv)])
-    ]
+    # A project's own install (and, through pkg_resources, often its tests) expects pip and
+    # setuptools in the environment, as a virtualenv or a conda environment has them.
+    seed = ["--seed", *_index_options()] if recipe.project else []
+    venv_step = [uv, "venv", "--python", interpreter, *seed, str(venv)]
+    steps: list[tuple[str, list[str]]] = [(f"uv venv --python {recipe.python}", venv_step)]
     steps += [(command, ["/bin/sh", "-c", command]) for command in recipe.pre_install]
     # As SWE-bench's harness orders them: the requirements files, then the pinned packages,
     # whose pins must win over the files'.
