@@ -9,9 +9,11 @@ saved, ``do_import_task_file`` saves it, checking again under the dataset's lock
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
@@ -155,7 +157,7 @@ def do_import_tasks(
     rows = [_task_row(dataset, start + i, task, version) for i, task in enumerate(tasks)]
     refused = _quarantine_refused_gold(rows, dataset.harness_rule)
     TaskInstance.objects.bulk_create(rows)
-    made = do_make_harness_recipes(dataset, {(task.repo, task.version) for task in tasks})
+    made = do_make_harness_recipes(dataset, _latest_dates(tasks))
     repos = sorted({task.repo for task in tasks})
     return ImportReport(
         recipes_made=[str(recipe) for recipe in made],
@@ -170,17 +172,33 @@ def do_import_tasks(
     )
 
 
-def do_make_harness_recipes(dataset: Dataset, versions: set[tuple[str, str]]) -> list[EnvironmentRecipe]:
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _latest_dates(tasks: list[SwebenchTask]) -> dict[tuple[str, str], str]:
+    """Each repository version's newest task date ("" when the file gives none)."""
+    latest: dict[tuple[str, str], str] = {}
+    for task in tasks:
+        created = str(task.metadata.get("created_at") or "")[:10]
+        key = (task.repo, task.version)
+        latest[key] = max(latest.get(key, ""), created if DATE.match(created) else "")
+    return latest
+
+
+def do_make_harness_recipes(dataset: Dataset, versions: dict[tuple[str, str], str]) -> list[EnvironmentRecipe]:
     """A recipe for each repository version SWE-bench's harness specifies and the dataset has
-    none for yet (one a user set is kept); returns those made."""
+    none for yet (one a user set is kept), resolved as the package index stood a month after
+    its newest task (what its developers had); returns those made."""
     made = []
-    for repo, version in sorted(versions):
+    for (repo, version), newest in sorted(versions.items()):
         recipe = harness_recipe(repo, version)
         if recipe is None or EnvironmentRecipe.objects.filter(dataset=dataset, repo=repo, version=version).exists():
             continue
         # The harness installs the first of its requirements files that exists: one entry of
         # alternatives (evaluation/environments.py reads "a|b" so).
         recipe["requirements"] = ["|".join(recipe["requirements"])] if recipe["requirements"] else []
+        if newest:
+            recipe["exclude_newer"] = (date.fromisoformat(newest) + timedelta(days=30)).isoformat()
         made.append(EnvironmentRecipe.objects.create(dataset=dataset, repo=repo, version=version, **recipe))
     return made
 

@@ -306,10 +306,28 @@ class MiningJob(models.Model):
         return self.status in MINING_BUSY
 
 
-RECIPE_FIELDS = ("python", "packages", "requirements", "project", "pre_install", "system_packages", "test_env")
+RECIPE_FIELDS = (
+    "python",
+    "packages",
+    "requirements",
+    "project",
+    "pre_install",
+    "system_packages",
+    "test_env",
+    "exclude_newer",
+)
 
 
-RECIPE_FIELDS = ("python", "packages", "requirements", "project", "pre_install", "system_packages", "test_env")
+RECIPE_FIELDS = (
+    "python",
+    "packages",
+    "requirements",
+    "project",
+    "pre_install",
+    "system_packages",
+    "test_env",
+    "exclude_newer",
+)
 
 
 class EnvironmentRecipe(models.Model):
@@ -332,6 +350,9 @@ class EnvironmentRecipe(models.Model):
         default=list, blank=True, help_text="The tests' argv for tasks without their own; {python} is the environment's"
     )
     test_env = models.JSONField(default=dict, blank=True, help_text="Variables the tests run with")
+    exclude_newer = models.CharField(
+        max_length=40, blank=True, help_text="Install what the package index held then (ISO date), e.g. the tasks' date"
+    )
     source = models.CharField(max_length=300, blank=True, help_text="Where the recipe came from")
     updated_at = models.DateTimeField(auto_now=True)
 

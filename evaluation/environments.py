@@ -84,6 +84,10 @@ class Recipe:
     pre_install: tuple[str, ...] = ()
     system_packages: tuple[str, ...] = ()
     test_env: tuple[tuple[str, str], ...] = ()
+    # Resolve as the package index stood then (an ISO date or time; uv's --exclude-newer): an
+    # old version of a project installs what its developers had, not today's releases (today's
+    # setuptools has no pkg_resources, which 2021's sqlfluff imports).
+    exclude_newer: str = ""
 
     @classmethod
     def from_fields(cls, fields: dict) -> Recipe:
@@ -95,6 +99,7 @@ class Recipe:
             pre_install=tuple(fields.get("pre_install") or ()),
             system_packages=tuple(fields.get("system_packages") or ()),
             test_env=tuple(sorted((str(k), str(v)) for k, v in (fields.get("test_env") or {}).items())),
+            exclude_newer=str(fields.get("exclude_newer") or ""),
         )
 
     def as_fields(self) -> dict:
@@ -334,6 +339,7 @@ def _build_into(
         "UV_CACHE_DIR": str(uv_cache),
         "UV_PYTHON_DOWNLOADS": "never",
         "UV_NO_PROGRESS": "1",
+        **({"UV_EXCLUDE_NEWER": recipe.exclude_newer} if recipe.exclude_newer else {}),
     }
     surroundings = Surroundings(
         tuple(variables.items()),
