@@ -61,8 +61,8 @@ BUILD_UID = 1_999_999
 LOG_TAIL_LINES = 30
 # What a build needs of the worker's environment to reach the package index (its proxy, the
 # certificates a proxy that inspects TLS signs with); nothing else of it goes in.
-NETWORK_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
-                     "https_proxy", "no_proxy")  # fmt: skip
+NETWORK_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "PIP_CERT", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
+                     "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")  # fmt: skip
 BUILD_LOG_LIMIT = 200_000
 
 
@@ -339,6 +339,9 @@ def _build_into(
         "UV_CACHE_DIR": str(uv_cache),
         "UV_PYTHON_DOWNLOADS": "never",
         "UV_NO_PROGRESS": "1",
+        "PIP_CONFIG_SETTINGS": "editable_mode=compat",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_CONFIG_FILE": "/dev/null",  # the machine's pip settings are not the recipe's
         **({"UV_EXCLUDE_NEWER": recipe.exclude_newer} if recipe.exclude_newer else {}),
     }
     surroundings = Surroundings(
@@ -414,11 +417,26 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
     if recipe.packages:
         steps.append((f"install {' '.join(recipe.packages)}", [*install, *recipe.packages]))
     if recipe.project:
-        # setuptools' "compat" editable mode writes a plain path into a .pth file, which can
-        # be moved to each validation's checkout; its default finder hard-codes the path.
+        # With the environment's own pip (seeded as the index stood at the recipe's date), as
+        # the harness installs it: an old project's setuptools has no PEP 660 editable build,
+        # which uv requires, and pip falls back to ``setup.py develop`` for it. Where setuptools
+        # has one, its "compat" mode writes a plain path into a .pth file, which can be moved
+        # to each validation's checkout (its default finder hard-codes the path).
         args = [str(source) + arg[1:] if arg.startswith(".") else arg for arg in shlex.split(recipe.project)]
-        steps.append((f"install {recipe.project}", [*install, "--config-settings", "editable_mode=compat", *args]))
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-input", *_pip_index_options()]
+        steps.append((f"pip install {recipe.project}", [*pip, *args]))
     return steps
+
+
+def _pip_index_options() -> list[str]:
+    options = []
+    if settings.PRBENCH_ENV_INDEX_URL == "none":
+        options.append("--no-index")
+    elif settings.PRBENCH_ENV_INDEX_URL:
+        options += ["--index-url", settings.PRBENCH_ENV_INDEX_URL]
+    if settings.PRBENCH_ENV_FIND_LINKS:
+        options += ["--find-links", settings.PRBENCH_ENV_FIND_LINKS]
+    return options
 
 
 def _first_present(source: Path, entry: str) -> str:
@@ -458,7 +476,16 @@ def _relocate_editable_paths(venv: Path, source: Path) -> list[str]:
                 kept.append(line)
         if kept != lines:
             pth.write_text("\n".join(kept) + ("\n" if kept else ""))
-    return list(dict.fromkeys(roots)) or [""]
+    roots = list(dict.fromkeys(roots)) or [""]
+    # ``setup.py develop`` leaves the project's metadata (its version, its entry points:
+    # sqlfluff finds its own rules through them) in the checkout, which is about to go: it
+    # moves into site-packages, where importlib.metadata finds it as well.
+    for site_packages in venv.glob("lib/python3*/site-packages"):
+        for root in roots:
+            for metadata in (source / root).glob("*.egg-info"):
+                if not (site_packages / metadata.name).exists():
+                    shutil.move(str(metadata), site_packages / metadata.name)
+    return roots
 
 
 def _seal(root: Path) -> None:
