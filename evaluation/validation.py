@@ -10,7 +10,10 @@ itself raises SandboxFailed: the harness's failure, not the patch's.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -30,9 +33,10 @@ from evaluation.patches import (
     check_patch,
     check_relative_path,
     patch_paths,
+    paths_to_reset,
 )
 from evaluation.repositories import checkout
-from evaluation.sandbox import LOG_LIMIT, Box, Finished, hand_over, sandbox_session, truncate
+from evaluation.sandbox import LOG_LIMIT, Box, Finished, SandboxFailed, hand_over, sandbox_session, truncate
 from evaluation.test_results import TestOutcome, maintained_ids, parse_junit, parse_test_log, passing_ids
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
@@ -158,36 +162,41 @@ def validate_in(
     workspace: AbstractContextManager[Path], patch: str, plan: TestPlan, timeout_s: float
 ) -> ValidationResult:
     started = time.monotonic()
-
-    def result(status: ValidationStatus, log: str) -> ValidationResult:
-        # Nothing ran: none of the task's FAIL_TO_PASS tests is fixed, none of the others broken.
-        tally = TestTally(0, len(plan.fail_to_pass), 0) if plan.judged_by_test_ids else None
-        return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000), tally=tally)
-
+    protected = patch_paths(plan.test_patch)
     try:
-        check_patch(patch)
-        check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch), rule=plan.harness_rule)
+        check_patch(patch, binary=True)
+        check_leaves_tests_alone(patch, protected=protected, rule=plan.harness_rule)
     except PatchRejected as exc:
-        return result(ValidationStatus.REJECTED, str(exc))
-    with workspace as root, sandbox_session(root) as box:
-        findings_before = _lint_findings(changed_python_files(patch, root), box)
-        method, refusal = apply_like_the_harness(box, patch)
-        if not method:
-            return result(ValidationStatus.NOT_APPLIED, refusal)
-        if links := _symbolic_links(root, check_patch(patch).paths):
-            return result(ValidationStatus.REJECTED, f"the patch made a symbolic link: {', '.join(links)}")
-        if plan.test_patch:
-            tests_applied = box.run(APPLY_COMMAND, 30, stdin=plan.test_patch)
-            if tests_applied.returncode != 0:
-                return result(
-                    ValidationStatus.NOT_APPLIED,
-                    "the patch applied, but the task's test patch no longer applies on top of it:\n"
-                    + tests_applied.output,
-                )
-        python_files = changed_python_files(patch, root)
-        build = _build(plan, python_files, box)
-        lint = _lint(python_files, box, findings_before)
-        tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser)
+        return _nothing_ran(plan, ValidationStatus.REJECTED, str(exc), started)
+    reset = paths_to_reset(patch, protected, plan.harness_rule)
+    with workspace as root:
+        pristine = {path: _pristine(root, path) for path in reset}  # before the sandbox owns the tree
+        with sandbox_session(root) as box:
+            findings_before = _lint_findings(changed_python_files(patch, root, reset), box)
+            method, refusal = apply_like_the_harness(box, patch)
+            if not method:
+                return _nothing_ran(plan, ValidationStatus.NOT_APPLIED, refusal, started)
+            if links := _symbolic_links(root, check_patch(patch, binary=True).paths):
+                links_made = f"the patch made a symbolic link: {', '.join(links)}"
+                return _nothing_ran(plan, ValidationStatus.REJECTED, links_made, started)
+            # As the harness checks the test files out at the base commit after the model's
+            # patch. Nothing the patch brought has run yet: only git apply or patch wrote the tree.
+            for path, content in pristine.items():
+                _put_back(root, path, content, box.uid)
+            if plan.test_patch:
+                tests_applied = box.run(APPLY_COMMAND, 30, stdin=plan.test_patch)
+                if tests_applied.returncode != 0:
+                    return _nothing_ran(
+                        plan,
+                        ValidationStatus.NOT_APPLIED,
+                        "the patch applied, but the task's test patch no longer applies on top of it:\n"
+                        + tests_applied.output,
+                        started,
+                    )
+            python_files = changed_python_files(patch, root, reset)
+            build = _build(plan, python_files, box)
+            lint = _lint(python_files, box, findings_before)
+            tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
@@ -196,6 +205,61 @@ def validate_in(
     return ValidationResult(
         status, truncate(log), duration_ms, lint, build, tuple(outcomes), _tally(plan, outcomes), method
     )
+
+
+def _nothing_ran(plan: TestPlan, status: ValidationStatus, log: str, started: float) -> ValidationResult:
+    """No test ran: none of the task's FAIL_TO_PASS tests is fixed, none of the others broken."""
+    tally = TestTally(0, len(plan.fail_to_pass), 0) if plan.judged_by_test_ids else None
+    return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000), tally=tally)
+
+
+@dataclass(frozen=True)
+class Pristine:
+    """A file as the checkout had it: its bytes and mode, or, for a link, where it points."""
+
+    content: bytes = b""
+    mode: int = 0o644
+    link: str = ""
+
+
+def _pristine(root: Path, path: str) -> Pristine | None:
+    """``path`` as the base commit has it, None where it has no file there."""
+    target = root / path
+    if target.is_symlink():
+        return Pristine(link=os.readlink(target))
+    if not target.is_file() or not _inside(root, target.parent):
+        return None
+    return Pristine(target.read_bytes(), stat.S_IMODE(target.stat().st_mode))
+
+
+def _put_back(root: Path, path: str, pristine: Pristine | None, uid: int | None) -> None:
+    """Undo the patch's change to ``path``: what was there goes back, what was not goes away.
+    Never through a link: a directory on the way must lie inside the checkout."""
+    target = root / path
+    if not _inside(root, target.parent):
+        raise SandboxFailed(f"cannot put {path} back: its directory leads outside the checkout")
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)
+    if pristine is None:
+        return
+    created = [parent for parent in reversed(target.parents) if not parent.exists()]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if pristine.link:
+        target.symlink_to(pristine.link)
+    else:
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, pristine.mode)
+        with os.fdopen(descriptor, "wb") as written:
+            written.write(pristine.content)
+        os.chmod(target, pristine.mode, follow_symlinks=False)
+    for made in [*created, target]:
+        if uid is not None:
+            os.lchown(made, uid, uid)
+
+
+def _inside(root: Path, directory: Path) -> bool:
+    return directory.resolve().is_relative_to(root.resolve())
 
 
 def apply_like_the_harness(box: Box, patch: str) -> tuple[str, str]:
@@ -336,10 +400,11 @@ def _agrees(outcomes: list[TestOutcome], finished: Finished) -> bool:
     return not ((finished.returncode == 0 and failed) or (finished.returncode == 1 and not failed))
 
 
-def changed_python_files(patch: str, root: Path) -> list[str]:
-    """The Python files the patch leaves in place (added or modified, not deleted)."""
-    files = check_patch(patch).paths
-    return sorted(path for path in files if path.endswith(".py") and (root / path).is_file())
+def changed_python_files(patch: str, root: Path, undone: frozenset[str] = frozenset()) -> list[str]:
+    """The Python files the patch leaves in place (added or modified, not deleted, nor its
+    changes to the task's tests, which were ``undone``)."""
+    files = check_patch(patch, binary=True).paths
+    return sorted(path for path in files if path.endswith(".py") and path not in undone and (root / path).is_file())
 
 
 def _lint_findings(python_files: list[str], box: Box) -> tuple[Counter, str]:
