@@ -36,7 +36,7 @@ from evaluation.patches import (
     paths_to_reset,
 )
 from evaluation.repositories import checkout
-from evaluation.sandbox import LOG_LIMIT, Box, Finished, SandboxFailed, hand_over, sandbox_session, truncate
+from evaluation.sandbox import CHECKOUT_MARK, LOG_LIMIT, Box, Finished, hand_over, sandbox_session, truncate
 from evaluation.test_results import TestOutcome, maintained_ids, parse_junit, parse_test_log, passing_ids
 
 __all__ = ["LOG_LIMIT", "truncate"]  # re-exported: callers read logs through this module
@@ -181,8 +181,16 @@ def validate_in(
                 return _nothing_ran(plan, ValidationStatus.REJECTED, links_made, started)
             # As the harness checks the test files out at the base commit after the model's
             # patch. Nothing the patch brought has run yet: only git apply or patch wrote the tree.
-            for path, content in pristine.items():
-                _put_back(root, path, content, box.uid)
+            try:
+                for path in sorted(pristine, key=lambda path: (path.count("/"), path)):  # parents first
+                    _put_back(root, path, pristine[path], box.uid)
+            except OSError as exc:
+                return _nothing_ran(
+                    plan,
+                    ValidationStatus.NOT_APPLIED,
+                    f"the task's tests could not be put back: {str(exc).replace(str(root), CHECKOUT_MARK)}",
+                    started,
+                )
             if plan.test_patch:
                 tests_applied = box.run(APPLY_COMMAND, 30, stdin=plan.test_patch)
                 if tests_applied.returncode != 0:
@@ -237,7 +245,7 @@ def _put_back(root: Path, path: str, pristine: Pristine | None, uid: int | None)
     Never through a link: a directory on the way must lie inside the checkout."""
     target = root / path
     if not _inside(root, target.parent):
-        raise SandboxFailed(f"cannot put {path} back: its directory leads outside the checkout")
+        raise OSError(f"{path}'s directory leads outside the checkout")
     if target.is_symlink() or target.is_file():
         target.unlink()
     elif target.is_dir():
@@ -250,9 +258,9 @@ def _put_back(root: Path, path: str, pristine: Pristine | None, uid: int | None)
         target.symlink_to(pristine.link)
     else:
         descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, pristine.mode)
+        os.fchmod(descriptor, pristine.mode)  # not left to the umask
         with os.fdopen(descriptor, "wb") as written:
             written.write(pristine.content)
-        os.chmod(target, pristine.mode, follow_symlinks=False)
     for made in [*created, target]:
         if uid is not None:
             os.lchown(made, uid, uid)
