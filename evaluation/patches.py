@@ -273,16 +273,21 @@ def _is_runner_hook(path: str) -> bool:
 
 
 def gold_patch_refusal(gold_patch: str, test_patch: str, rule: str) -> str:
-    """Why validation would refuse the task's own gold patch under ``rule`` ("" when it
-    would not): such a task could never be resolved, so an import flags it."""
+    """Why validation would refuse the task's own gold patch under ``rule``, or undo part of
+    it as a change to the task's tests ("" when neither): such a task could never be resolved,
+    so an import flags it."""
     if not gold_patch.strip():
         return ""
+    protected = patch_paths(test_patch)
     try:
-        check_leaves_tests_alone(gold_patch, protected=patch_paths(test_patch), rule=rule)
+        check_leaves_tests_alone(gold_patch, protected=protected, rule=rule)
+        undone = paths_to_reset(gold_patch, protected, rule)
     except PatchRejected as exc:
         return str(exc)
     except UnidiffParseError as exc:
         return f"malformed patch: {exc}"
+    if undone:
+        return f"the patch changes the task's tests, which validation puts back ({', '.join(sorted(undone))})"
     return ""
 
 

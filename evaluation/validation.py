@@ -2,9 +2,11 @@
 
 A self-contained task's files are written to a temporary directory; a task on a real
 repository gets a fresh checkout of its base commit (evaluation/repositories.py). Then:
-the model's patch (vetted first), the task's test patch, build, lint, and the tests, every
-command in the validation's one sandbox (evaluation/sandbox.py). A sandbox that fails
-itself raises SandboxFailed: the harness's failure, not the patch's.
+the model's patch (vetted first), its changes to the task's tests undone (an imported task's,
+as SWE-bench's harness checks the test files out again; evaluation/patches.py), the task's
+test patch, build, lint, and the tests, every command in the validation's one sandbox
+(evaluation/sandbox.py). A sandbox that fails itself raises SandboxFailed: the harness's
+failure, not the patch's.
 """
 
 from __future__ import annotations

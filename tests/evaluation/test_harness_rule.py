@@ -95,7 +95,8 @@ def test_a_test_file_at_the_root_protects_itself_not_the_whole_repository():
 
 def test_a_gold_patch_refusal_says_why():
     assert gold_patch_refusal(change("src/_pytest/logging.py"), PYTEST_TESTS, HarnessRule.TASK) == ""
-    assert gold_patch_refusal(change("testing/logging/helpers.py"), PYTEST_TESTS, HarnessRule.TASK) == ""
+    helpers = gold_patch_refusal(change("testing/logging/helpers.py"), PYTEST_TESTS, HarnessRule.TASK)
+    assert "puts back (testing/logging/helpers.py)" in helpers  # its own change would be undone
     assert "src/conftest.py" in gold_patch_refusal(change("src/conftest.py"), PYTEST_TESTS, HarnessRule.TASK)
     assert "src/_pytest/logging.py" in gold_patch_refusal(change("src/_pytest/logging.py"), PYTEST_TESTS, "strict")
     assert gold_patch_refusal("", PYTEST_TESTS, HarnessRule.TASK) == ""
