@@ -6,8 +6,12 @@ or its gold patch can never resolve it, whatever environment the tests run in.
 
 (default: /work/shared/data/swebench/SWE-bench_Lite_dev.jsonl). For each id the script writes
 the line the repository's runner prints for a passing test of that id, in SWE-bench's format
-(pytest ``-rA``; Django's runner at ``--verbosity 2``, whose docstring tests print their name,
-then the docstring's first line; sympy's ``bin/test --verbose``), and asks a parser for it:
+and with the runner's real spacing (pytest ``-rA``, and the ``-v`` status a logging test's
+output wraps onto a line of its own, padded to the progress column, whose first word the
+harness took for the ids ``[100%]`` and ``[``; Django's runner at ``--verbosity 2`` on the
+Python 3.11 here, which prints ``test_x (module.Class.test_x)``, and whose docstring tests
+print their name, then the docstring's first line; sympy's ``bin/test --verbose``), and asks
+a parser for it:
 
 - today (JUnit): PRBench before issue 14. pytest repositories write a JUnit report (the test
   commands carry ``--junitxml={junit}``), whose test case (classname and name, as pytest's
@@ -39,7 +43,7 @@ from evaluation.log_parsers import log_parser_for, parse_log  # noqa: E402
 from evaluation.test_results import TestOutcome, passing_ids  # noqa: E402
 
 DEFAULT_FILE = Path("/work/shared/data/swebench/SWE-bench_Lite_dev.jsonl")
-UNITTEST_ID = re.compile(r"^\w+ \([\w.]+\)$")
+UNITTEST_ID = re.compile(r"^(?P<name>\w+) \((?P<path>[\w.]+)\)$")
 PLACEHOLDER_TEST = "test_documented (tests.tests.DocumentedTests)"
 
 
@@ -77,7 +81,21 @@ def full_id(test: str) -> str:
     return f"{test} cut]" if test.count("[") > test.count("]") else test
 
 
+# A -v status wrapped onto a line of its own (the test logged before it): pytest pads it to
+# the progress column of an 80-column terminal, "PASSED" and 67 spaces, then "[ 50%]". The
+# harness read the first word after the status as an id, so the lists hold "[100%]", "[" (of
+# "[ 50%]") and, where pytest 4 wrote a live-log rule straight after the progress,
+# "[100%]------------------------------".
+PROGRESS_ID = re.compile(r"^\[(?P<percent>\d*%?)\]?(?P<rest>-*)$")
+PROGRESS_PADDING = " " * 67
+LIVE_LOG_RULE = "-" * 30 + " live log teardown " + "-" * 30
+
+
 def pytest_output(test: str) -> str:
+    if progress := PROGRESS_ID.match(test):
+        percent = progress["percent"] or "50%"
+        rule = LIVE_LOG_RULE if progress["rest"] else ""
+        return f"PASSED{PROGRESS_PADDING}[{percent:>4}]{rule}\n"
     return f"PASSED {full_id(test)}\n"
 
 
@@ -91,8 +109,11 @@ def junit_case(test: str) -> tuple[str, str]:
 
 
 def django_output(test: str) -> str:
-    if UNITTEST_ID.match(test):
-        return f"{test} ... ok\n"
+    """Python 3.11's runner (the one here) repeats the method's name, whichever form the
+    task's id has: ``test_x (module.Class.test_x)``."""
+    if named := UNITTEST_ID.match(test):
+        name, path = named["name"], named["path"]
+        return f"{name} ({path if path.endswith(f'.{name}') else f'{path}.{name}'}) ... ok\n"
     return f"{PLACEHOLDER_TEST}\n{test} ... ok\n"  # a docstring's first line
 
 

@@ -3,11 +3,13 @@ repository family's log (swebench/harness/log_parsers/python.py), so that the id
 ones a task's FAIL_TO_PASS / PASS_TO_PASS lists hold:
 
 - pytest ``-rA`` summary lines (``PASSED path::test[param with spaces]``, ``FAILED id - message``),
-  also the verbose ``path::test PASSED [ 50%]`` form; requests, pydicom and pylint shorten a
-  parameter that is an absolute path to its last part; matplotlib's ids spell mouse buttons as
-  numbers;
-- Django's runner at ``--verbosity 2``: ``test_x (module.Class) ... ok``, or, for a test with a
-  docstring, the docstring's first line on the next line, which is then the test's id;
+  also the verbose ``path::test PASSED     [ 50%]`` form, and a verbose status wrapped onto a
+  line of its own (``PASSED     [100%]``), read as the harness reads it (the id ``[100%]``);
+  requests, pydicom and pylint shorten a parameter that is an absolute path to its last part;
+  matplotlib's ids spell mouse buttons as numbers;
+- Django's runner at ``--verbosity 2``: ``test_x (module.Class) ... ok`` (``test_x
+  (module.Class.test_x)`` from Python 3.11), or, for a test with a docstring, the
+  docstring's first line on the next line, which is then the test's id;
 - sympy's own runner (``bin/test --verbose``): bare names, ``test_x ok`` / ``F`` / ``E``.
 
 Which family a task uses comes from its ``log_parser`` metadata (the harness's own names,
@@ -29,6 +31,11 @@ PYTEST_STATUSES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SK
 _STATUS = "|".join(PYTEST_STATUSES)
 # "PASSED tests/test_a.py::test_x[a b]" or "FAILED tests/test_a.py::test_y - assert 1 == 2"
 PYTEST_SUMMARY = re.compile(rf"^(?P<status>{_STATUS}) (?P<id>\S.*)$")
+# A test that logs (live logging) or prints before its status has the status wrapped onto a
+# line of its own, padded to the progress column: "PASSED" and 67 spaces, then "[ 50%]". The
+# harness takes the first word after the status for an id, and SWE-bench's lists hold what it
+# took ("[100%]", and "[" from "[ 50%]": pytest-dev__pytest-5227, -5262, -7521).
+PYTEST_WRAPPED_STATUS = re.compile(rf"^(?P<status>{_STATUS})  +(?P<id>\S+)")
 # -v: "tests/test_a.py::test_x PASSED   [ 50%]", "tests/test_a.py::test_z SKIPPED (reason)  [ 75%]"
 # (found with a plain search, then checked: one regex for the whole line backtracks badly
 # on a long line of output that merely looks like one)
@@ -51,8 +58,6 @@ DJANGO_STARTED = re.compile(r"^(?P<test>.+?) \.\.\. ")
 DJANGO_LATE_RESULT = re.compile(rf"^{_DJANGO_OUTCOME}$")
 DJANGO_OUTCOMES = {"ok": "passed", "OK": "passed", "FAIL": "failed", "ERROR": "error", "skipped": "skipped",
                    "expected failure": "xfailed", "unexpected success": "xpassed"}  # fmt: skip
-# Python 3.11+ repeats the method's name: "test_x (module.Class.test_x)"; SWE-bench's ids do not.
-UNITTEST_NAME = re.compile(r"^(?P<name>\w+) \((?P<path>[\w.]+)\)$")
 
 # "test_expand ok", "test_root F", "test_skipped reason s", the file's last one with "[OK]".
 SYMPY_RESULT = re.compile(r"^(?P<name>test_\w+)(?: .*)? (?P<mark>ok|F|E|f|s|w|X|T)(?:\s+\[(?:OK|FAIL)\])?$")
@@ -62,11 +67,15 @@ SYMPY_OUTCOMES = {"ok": "passed", "F": "failed", "E": "error", "f": "xfailed", "
 
 def parse_pytest(log: str) -> list[TestOutcome]:
     """pytest's ``-rA`` summary (and ``-v`` lines): the whole rest of the line is the id,
-    spaces in parameters included, up to the `` - message`` pytest adds to all but PASSED."""
+    spaces in parameters included, up to the `` - message`` pytest adds to all but PASSED.
+    A status padded by several spaces is a wrapped ``-v`` status, whose first word the harness
+    reads as an id (PYTEST_WRAPPED_STATUS)."""
     outcomes: dict[str, str] = {}
     for line in ANSI_ESCAPE.sub("", log).splitlines():
         line = line.rstrip()
-        if summary := PYTEST_SUMMARY.match(line):
+        if wrapped := PYTEST_WRAPPED_STATUS.match(line):
+            status, test = wrapped["status"], wrapped["id"]
+        elif summary := PYTEST_SUMMARY.match(line):
             status, test = summary["status"], summary["id"]
             if status == "SKIPPED" and PYTEST_SKIP_COUNT.match(test.split()[0]):
                 continue
@@ -113,16 +122,19 @@ def parse_matplotlib(log: str) -> list[TestOutcome]:
 def parse_django(log: str) -> list[TestOutcome]:
     """Django's runner at ``--verbosity 2``. A test with a docstring prints its name alone,
     then the docstring's first line with the result: that line is its id, as in the harness.
-    A test that prints between ``...`` and its result gets the result from a later line."""
+    A test that prints between ``...`` and its result gets the result from a later line.
+    Ids keep the form the runner printed, as the harness's do: ``test_x (module.Class)`` before
+    Python 3.11, ``test_x (module.Class.test_x)`` from it (SWE-bench's Django 5.0 tasks name
+    theirs so); grading matches either form against either (test_results.same_test)."""
     outcomes: dict[str, str] = {}
     started = None  # the test whose "..." line had output instead of a result
     for line in log.splitlines():
         line = line.strip()
         if result := DJANGO_RESULT.match(line):
-            outcomes[_django_id(result["test"])] = _django_outcome(result["outcome"])
+            outcomes[result["test"]] = _django_outcome(result["outcome"])
             started = None
         elif begun := DJANGO_STARTED.match(line):
-            started = _django_id(begun["test"])
+            started = begun["test"]
         elif started and (late := DJANGO_LATE_RESULT.match(line)):
             outcomes[started] = _django_outcome(late["outcome"])
             started = None
@@ -131,13 +143,6 @@ def parse_django(log: str) -> list[TestOutcome]:
 
 def _django_outcome(result: str) -> str:
     return DJANGO_OUTCOMES["skipped" if result.startswith("skipped") else result]
-
-
-def _django_id(test: str) -> str:
-    named = UNITTEST_NAME.match(test)
-    if named and named["path"].endswith(f".{named['name']}"):
-        return f"{named['name']} ({named['path'][: -len(named['name']) - 1]})"
-    return test
 
 
 def parse_sympy(log: str) -> list[TestOutcome]:

@@ -16,7 +16,8 @@ FENCE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
 class PatchRejected(Exception):
-    """The patch must not be applied: malformed, binary, or escaping the work directory."""
+    """The patch must not be applied: malformed, escaping the work directory, a link, compiled
+    Python, or (where the caller refuses them) binary."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,22 @@ def _with_final_newline(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def check_patch(patch: str) -> PatchStats:
-    """Parse and vet a patch before it touches a disk. Raises PatchRejected with the reason."""
+def check_patch(patch: str, binary: bool = False) -> PatchStats:
+    """Parse and vet a patch before it touches a disk. Raises PatchRejected with the reason.
+
+    ``binary``: accept binary hunks, as SWE-bench's harness does for a model's patch. It
+    applies them with ``git apply`` (a ``GIT binary patch`` with full index lines applies when
+    its preimage matches; one that does not leaves the patch not applied), and a ``Binary files
+    ... differ`` line carries no content: ``git apply`` refuses it and ``patch`` skips it (a new
+    such file comes out empty), so the rest of the patch applies. A binary hunk's path is vetted
+    like any other; what Python would load in place of source is refused whatever its form
+    (COMPILED_PYTHON). Task supplies (imports, mining) keep refusing them: a task's test patch
+    with a binary hunk never applies whole."""
     if not patch.strip():
         raise PatchRejected("the patch is empty")
     if SYMLINK_MODE.search(patch):
         raise PatchRejected("symbolic links are not accepted (a link can aim a later write outside the checkout)")
-    if "GIT binary patch" in patch or re.search(r"^Binary files .* differ$", patch, re.MULTILINE):
+    if not binary and ("GIT binary patch" in patch or re.search(r"^Binary files .* differ$", patch, re.MULTILINE)):
         raise PatchRejected("binary patches are not accepted")
     try:
         files = PatchSet(patch)
@@ -91,10 +101,11 @@ def check_patch(patch: str) -> PatchStats:
     if not files:
         raise PatchRejected("malformed patch: no file changes found")
     for patched_file in files:
-        if patched_file.is_binary_file:
+        if patched_file.is_binary_file and not binary:
             raise PatchRejected(f"binary patches are not accepted ({patched_file.path})")
         for raw in (patched_file.source_file, patched_file.target_file):
             check_relative_path(_strip_prefix(raw))
+            check_not_compiled(_strip_prefix(raw))
     paths = tuple(_strip_prefix(f.target_file) or _strip_prefix(f.source_file) for f in files)
     return PatchStats(files=len(files), added=files.added, removed=files.removed, paths=paths)
 
@@ -114,6 +125,19 @@ def check_relative_path(path: str) -> None:
         raise PatchRejected(f"path {path!r} escapes the work directory")
     if ".git" in pure.parts:
         raise PatchRejected(f"path {path!r} touches .git")
+
+
+# Python loads a compiled module in place of a source file of the same name: an extension
+# module before it, a package directory before it, and a cached .pyc under __pycache__ whose
+# recorded size and time (known: a checkout's files carry their commit's time) match it. Such a
+# file could replace a test file the validation puts back, or a runner hook, without naming it.
+COMPILED_SUFFIXES = (".pyc", ".pyo", ".pyd", ".so")
+
+
+def check_not_compiled(path: str) -> None:
+    pure = PurePosixPath(path)
+    if pure.name.endswith(COMPILED_SUFFIXES) or "__pycache__" in pure.parts:
+        raise PatchRejected(f"compiled Python is not accepted ({path}): it would be loaded in place of source")
 
 
 # Files that decide whether tests pass. A patch is judged by the task's tests, so it may not
@@ -144,7 +168,7 @@ def touches_test_harness(path: str) -> bool:
 
 
 # Files that run inside the test process wherever they sit: a patch may not add or change them
-# under either rule.
+# under either rule. (A package named "pytest" is not one: pytest's own repository has one.)
 RUNNER_HOOKS = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.py"})
 
 
@@ -154,7 +178,9 @@ class HarnessRule:
     TASK: the task's own test files and the directories they sit in, test files by name and
     runner hooks, as SWE-bench's harness has it: a project whose source is a test framework
     (pytest's ``_pytest/``) or whose fix touches its packaging (``setup.cfg``,
-    ``pyproject.toml``, ``tox.ini``) can be fixed."""
+    ``pyproject.toml``, ``tox.ini``) can be fixed. A TASK with a test patch has a change to its
+    tests undone rather than refused, as the harness does (``paths_to_reset``); runner hooks
+    stay refused under both rules."""
 
     STRICT = "strict"
     TASK = "task"
@@ -164,20 +190,62 @@ def check_leaves_tests_alone(
     patch: str, protected: frozenset[str] = frozenset(), rule: str = HarnessRule.STRICT
 ) -> None:
     """Refuse changes to ``protected`` (the task's own test files, from its test patch) and,
-    under ``rule``, to the tests or their harness."""
+    under ``rule``, to the tests or their harness. Under TASK with a test patch, a change to
+    the task's tests is not refused but undone (``paths_to_reset``); runner hooks stay refused."""
+    resets = _resets(protected, rule)
     test_dirs = _test_directories(protected)
-    for patched_file in PatchSet(patch):
-        for raw in (patched_file.source_file, patched_file.target_file):
-            path = _strip_prefix(raw)
-            if path in protected:
-                raise PatchRejected(f"the patch changes the task's test file {path}")
-            if not path:
-                continue
-            if rule == HarnessRule.TASK:
-                if _in_directories(path, test_dirs) or _is_test_file_or_hook(path):
-                    raise PatchRejected(f"the patch changes the task's tests or their runner ({path})")
-            elif touches_test_harness(path):
-                raise PatchRejected(f"the patch changes the tests or their harness ({path})")
+    for path in _paths(patch):
+        if resets:
+            if path not in protected and _is_runner_hook(path):
+                raise PatchRejected(f"the patch changes the task's test runner ({path})")
+            continue
+        if path in protected or _shadows(path, protected):
+            raise PatchRejected(f"the patch changes the task's test file {path}")
+        if rule == HarnessRule.TASK:
+            if _in_directories(path, test_dirs) or _is_test_file_or_hook(path):
+                raise PatchRejected(f"the patch changes the task's tests or their runner ({path})")
+        elif touches_test_harness(path):
+            raise PatchRejected(f"the patch changes the tests or their harness ({path})")
+
+
+def paths_to_reset(patch: str, protected: frozenset[str], rule: str) -> frozenset[str]:
+    """What SWE-bench's harness does instead of refusing: after the model's patch it checks the
+    test patch's files out at the base commit, then applies the test patch. Under TASK with a
+    test patch, these are the paths ``patch`` touches that are the task's tests, to be put back
+    as they were at the base commit (removed if they were not there): the test patch's own
+    files (the harness's set; a file the test patch adds too, which the harness leaves for the
+    test patch to fail on), the files beside them, test files by name, and whatever would be
+    imported in their place (a package of the same name). The harness keeps a model's change
+    to a test file the test patch does not touch; here it is undone as well, as a change to the
+    tests the task does not ask for. Empty under any other rule, where such a patch is refused."""
+    if not _resets(protected, rule):
+        return frozenset()
+    test_dirs = _test_directories(protected)
+    return frozenset(
+        path
+        for path in _paths(patch)
+        if path in protected
+        or _shadows(path, protected)
+        or _in_directories(path, test_dirs)
+        or _is_test_file_or_hook(path)
+    )
+
+
+def _resets(protected: frozenset[str], rule: str) -> bool:
+    return rule == HarnessRule.TASK and bool(protected)
+
+
+def _paths(patch: str) -> list[str]:
+    """Every path the patch touches, old and new names."""
+    paths = (_strip_prefix(raw) for patched in PatchSet(patch) for raw in (patched.source_file, patched.target_file))
+    return [path for path in dict.fromkeys(paths) if path]
+
+
+def _shadows(path: str, protected: frozenset[str]) -> bool:
+    """A package directory Python would import instead of a protected module (``tests/x/``
+    for ``tests/x.py``); a test file at the repository's root has no test directory to hold it."""
+    parents = PurePosixPath(path).parents
+    return any(str(parent) + ".py" in protected for parent in parents if parent.parts)
 
 
 def _test_directories(test_files: frozenset[str]) -> frozenset[PurePosixPath]:
@@ -191,20 +259,35 @@ def _in_directories(path: str, directories: frozenset[PurePosixPath]) -> bool:
 
 def _is_test_file_or_hook(path: str) -> bool:
     name = PurePosixPath(path).name
-    return name in RUNNER_HOOKS or name.startswith("test_") or name.endswith(("_test.py", ".pth"))
+    return _is_runner_hook(path) or name.startswith("test_") or name.endswith("_test.py")
+
+
+def _is_runner_hook(path: str) -> bool:
+    """A hook by name, or inside a package named like one (imported in the hook's place)."""
+    pure = PurePosixPath(path)
+    return (
+        pure.name in RUNNER_HOOKS
+        or pure.name.endswith(".pth")
+        or any(f"{part}.py" in RUNNER_HOOKS for part in pure.parts[:-1] if part != "pytest")
+    )
 
 
 def gold_patch_refusal(gold_patch: str, test_patch: str, rule: str) -> str:
-    """Why validation would refuse the task's own gold patch under ``rule`` ("" when it
-    would not): such a task could never be resolved, so an import flags it."""
+    """Why validation would refuse the task's own gold patch under ``rule``, or undo part of
+    it as a change to the task's tests ("" when neither): such a task could never be resolved,
+    so an import flags it."""
     if not gold_patch.strip():
         return ""
+    protected = patch_paths(test_patch)
     try:
-        check_leaves_tests_alone(gold_patch, protected=patch_paths(test_patch), rule=rule)
+        check_leaves_tests_alone(gold_patch, protected=protected, rule=rule)
+        undone = paths_to_reset(gold_patch, protected, rule)
     except PatchRejected as exc:
         return str(exc)
     except UnidiffParseError as exc:
         return f"malformed patch: {exc}"
+    if undone:
+        return f"the patch changes the task's tests, which validation puts back ({', '.join(sorted(undone))})"
     return ""
 
 

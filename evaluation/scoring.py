@@ -21,7 +21,7 @@ class PatchScore:
 def score_pr_attempt(patch: str, validation: ValidationResult | None) -> PatchScore:
     """Rule metrics for a pr_patch attempt; ``validation`` is None for inference-only runs."""
     try:
-        stats = check_patch(patch)
+        stats = check_patch(patch, binary=True)  # as validation takes it
     except PatchRejected:
         well_formed, lines_changed, files_changed = False, 0, 0
     else:

@@ -28,6 +28,7 @@ UNITTEST_LINE = re.compile(
 )
 UNITTEST_OUTCOMES = {"ok": "passed", "FAIL": "failed", "ERROR": "error", "skipped": "skipped",
                      "expected failure": "xfailed", "unexpected success": "xpassed"}  # fmt: skip
+UNITTEST_ID = re.compile(r"^(?P<name>\w+) \((?P<path>[\w.]+)\)$")
 # How SWE-bench grades a named test (swebench/harness/grading.py): a FAIL_TO_PASS test is
 # fixed when it passed or failed as expected (XFAIL); a PASS_TO_PASS test is kept when it
 # also did that or was skipped. Anything else (failed, error, an unexpected pass, or not run
@@ -136,16 +137,30 @@ def ids_graded(expected: Iterable[str], outcomes: Iterable[TestOutcome], accepte
     """Which of the ``expected`` ids had an ``accepted`` outcome. SWE-bench cut some ids at a
     space inside their parameters (``test_x[a``, its issue 290); as its grading does, such an
     id stands for the tests whose id it begins when they all were accepted or all were not,
-    never for an exact id."""
-    passed = {outcome.id: outcome.outcome in accepted for outcome in outcomes}
+    never for an exact id. A unittest id matches in either Python's form (``same_test``)."""
+    passed: dict[str, set[bool]] = {}
+    for outcome in outcomes:
+        passed.setdefault(same_test(outcome.id), set()).add(outcome.outcome in accepted)
     found = set()
     for test in expected:
-        if test in passed:
-            verdicts = {passed[test]}
+        if same_test(test) in passed:
+            verdicts = passed[same_test(test)]
         elif test.count("[") > test.count("]"):
-            verdicts = {verdict for other, verdict in passed.items() if other.startswith(test)}
+            verdicts = set().union(*(verdict for other, verdict in passed.items() if other.startswith(test)))
         else:
             verdicts = set()
         if verdicts == {True}:
             found.add(test)
     return found
+
+
+def same_test(test: str) -> str:
+    """One spelling of a unittest id whichever Python printed it: from 3.11 the runner repeats
+    the method's name (``test_x (module.Class.test_x)``), before it did not (``test_x
+    (module.Class)``). A task's ids are in the form of the Python its runner ran on when it was
+    recorded (SWE-bench's Django 5.0 tasks the long one, older Django the short one), which
+    need not be the Python that runs it here; any other id is its own spelling."""
+    named = UNITTEST_ID.match(test)
+    if named and named["path"].endswith(f".{named['name']}"):
+        return f"{named['name']} ({named['path'][: -len(named['name']) - 1]})"
+    return test

@@ -2,15 +2,20 @@
 
 A self-contained task's files are written to a temporary directory; a task on a real
 repository gets a fresh checkout of its base commit (evaluation/repositories.py). Then:
-the model's patch (vetted first), the task's test patch, build, lint, and the tests, every
-command in the validation's one sandbox (evaluation/sandbox.py). A sandbox that fails
-itself raises SandboxFailed: the harness's failure, not the patch's.
+the model's patch (vetted first), its changes to the task's tests undone (an imported task's,
+as SWE-bench's harness checks the test files out again; evaluation/patches.py), the task's
+test patch, build, lint, and the tests, every command in the validation's one sandbox
+(evaluation/sandbox.py). A sandbox that fails itself raises SandboxFailed: the harness's
+failure, not the patch's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -31,9 +36,11 @@ from evaluation.patches import (
     check_patch,
     check_relative_path,
     patch_paths,
+    paths_to_reset,
 )
 from evaluation.repositories import checkout
 from evaluation.sandbox import (
+    CHECKOUT_MARK,
     LOG_LIMIT,
     NOTHING_MORE,
     Box,
@@ -180,44 +187,57 @@ def validate_in(
     workspace: AbstractContextManager[Path], patch: str, plan: TestPlan, timeout_s: float
 ) -> ValidationResult:
     started = time.monotonic()
-
-    def result(status: ValidationStatus, log: str) -> ValidationResult:
-        # Nothing ran: none of the task's FAIL_TO_PASS tests is fixed, none of the others broken.
-        tally = TestTally(0, len(plan.fail_to_pass), 0) if plan.judged_by_test_ids else None
-        return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000), tally=tally)
-
+    protected = patch_paths(plan.test_patch)
     try:
-        check_patch(patch)
-        check_leaves_tests_alone(patch, protected=patch_paths(plan.test_patch), rule=plan.harness_rule)
+        check_patch(patch, binary=True)
+        check_leaves_tests_alone(patch, protected=protected, rule=plan.harness_rule)
     except PatchRejected as exc:
-        return result(ValidationStatus.REJECTED, str(exc))
-    with workspace as root, sandbox_session(root, plan.surroundings(root)) as box:
-        findings_before = _lint_findings(changed_python_files(patch, root), box)
-        method, refusal = apply_like_the_harness(box, patch)
-        if not method:
-            return result(ValidationStatus.NOT_APPLIED, refusal)
-        if links := _symbolic_links(root, check_patch(patch).paths):
-            return result(ValidationStatus.REJECTED, f"the patch made a symbolic link: {', '.join(links)}")
-        if plan.test_patch:
-            tests_applied = box.run(APPLY_COMMAND, 30, stdin=plan.test_patch)
-            if tests_applied.returncode != 0:
-                return result(
+        return _nothing_ran(plan, ValidationStatus.REJECTED, str(exc), started)
+    reset = paths_to_reset(patch, protected, plan.harness_rule)
+    with workspace as root:
+        pristine = {path: _pristine(root, path) for path in reset}  # before the sandbox owns the tree
+        with sandbox_session(root, plan.surroundings(root)) as box:
+            findings_before = _lint_findings(changed_python_files(patch, root, reset), box)
+            method, refusal = apply_like_the_harness(box, patch)
+            if not method:
+                return _nothing_ran(plan, ValidationStatus.NOT_APPLIED, refusal, started)
+            if links := _symbolic_links(root, check_patch(patch, binary=True).paths):
+                links_made = f"the patch made a symbolic link: {', '.join(links)}"
+                return _nothing_ran(plan, ValidationStatus.REJECTED, links_made, started)
+            # As the harness checks the test files out at the base commit after the model's
+            # patch. Nothing the patch brought has run yet: only git apply or patch wrote the tree.
+            try:
+                for path in sorted(pristine, key=lambda path: (path.count("/"), path)):  # parents first
+                    _put_back(root, path, pristine[path], box.uid)
+            except OSError as exc:
+                return _nothing_ran(
+                    plan,
                     ValidationStatus.NOT_APPLIED,
-                    "the patch applied, but the task's test patch no longer applies on top of it:\n"
-                    + tests_applied.output,
+                    f"the task's tests could not be put back: {str(exc).replace(str(root), CHECKOUT_MARK)}",
+                    started,
                 )
-        python_files = changed_python_files(patch, root)
-        build = _build(plan, python_files, box)
-        lint = _lint(python_files, box, findings_before)
-        tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser, plan.python)
-        missing = environment_missing(tests.output, patch, root) if not tests.timed_out else ""
+            if plan.test_patch:
+                tests_applied = box.run(APPLY_COMMAND, 30, stdin=plan.test_patch)
+                if tests_applied.returncode != 0:
+                    return _nothing_ran(
+                        plan,
+                        ValidationStatus.NOT_APPLIED,
+                        "the patch applied, but the task's test patch no longer applies on top of it:\n"
+                        + tests_applied.output,
+                        started,
+                    )
+            python_files = changed_python_files(patch, root, reset)
+            build = _build(plan, python_files, box)
+            lint = _lint(python_files, box, findings_before)
+            tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser, plan.python)
+            missing = environment_missing(tests.output, patch, root) if not tests.timed_out else ""
     if missing:
         log = (
             f"the tests could not import {missing!r}, which the repository needs and this patch does not add: "
             f"the task's environment is missing or incomplete (the platform's failure, not the patch's)\n"
             f"{tests.output}"
         )
-        return replace(result(ValidationStatus.FAILED, log), environment_missing=missing)
+        return replace(_nothing_ran(plan, ValidationStatus.FAILED, log, started), environment_missing=missing)
     if tests.timed_out:
         status, log = ValidationStatus.TIMED_OUT, f"tests exceeded {timeout_s:g}s\n{tests.output}"
     else:
@@ -226,6 +246,61 @@ def validate_in(
     return ValidationResult(
         status, truncate(log), duration_ms, lint, build, tuple(outcomes), _tally(plan, outcomes), method
     )
+
+
+def _nothing_ran(plan: TestPlan, status: ValidationStatus, log: str, started: float) -> ValidationResult:
+    """No test ran: none of the task's FAIL_TO_PASS tests is fixed, none of the others broken."""
+    tally = TestTally(0, len(plan.fail_to_pass), 0) if plan.judged_by_test_ids else None
+    return ValidationResult(status, truncate(log), round((time.monotonic() - started) * 1000), tally=tally)
+
+
+@dataclass(frozen=True)
+class Pristine:
+    """A file as the checkout had it: its bytes and mode, or, for a link, where it points."""
+
+    content: bytes = b""
+    mode: int = 0o644
+    link: str = ""
+
+
+def _pristine(root: Path, path: str) -> Pristine | None:
+    """``path`` as the base commit has it, None where it has no file there."""
+    target = root / path
+    if target.is_symlink():
+        return Pristine(link=os.readlink(target))
+    if not target.is_file() or not _inside(root, target.parent):
+        return None
+    return Pristine(target.read_bytes(), stat.S_IMODE(target.stat().st_mode))
+
+
+def _put_back(root: Path, path: str, pristine: Pristine | None, uid: int | None) -> None:
+    """Undo the patch's change to ``path``: what was there goes back, what was not goes away.
+    Never through a link: a directory on the way must lie inside the checkout."""
+    target = root / path
+    if not _inside(root, target.parent):
+        raise OSError(f"{path}'s directory leads outside the checkout")
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)
+    if pristine is None:
+        return
+    created = [parent for parent in reversed(target.parents) if not parent.exists()]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if pristine.link:
+        target.symlink_to(pristine.link)
+    else:
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, pristine.mode)
+        os.fchmod(descriptor, pristine.mode)  # not left to the umask
+        with os.fdopen(descriptor, "wb") as written:
+            written.write(pristine.content)
+    for made in [*created, target]:
+        if uid is not None:
+            os.lchown(made, uid, uid)
+
+
+def _inside(root: Path, directory: Path) -> bool:
+    return directory.resolve().is_relative_to(root.resolve())
 
 
 def apply_like_the_harness(box: Box, patch: str) -> tuple[str, str]:
@@ -372,10 +447,11 @@ def _agrees(outcomes: list[TestOutcome], finished: Finished) -> bool:
     return not ((finished.returncode == 0 and failed) or (finished.returncode == 1 and not failed))
 
 
-def changed_python_files(patch: str, root: Path) -> list[str]:
-    """The Python files the patch leaves in place (added or modified, not deleted)."""
-    files = check_patch(patch).paths
-    return sorted(path for path in files if path.endswith(".py") and (root / path).is_file())
+def changed_python_files(patch: str, root: Path, undone: frozenset[str] = frozenset()) -> list[str]:
+    """The Python files the patch leaves in place (added or modified, not deleted, nor its
+    changes to the task's tests, which were ``undone``)."""
+    files = check_patch(patch, binary=True).paths
+    return sorted(path for path in files if path.endswith(".py") and path not in undone and (root / path).is_file())
 
 
 def _lint_findings(python_files: list[str], box: Box) -> tuple[Counter, str]:

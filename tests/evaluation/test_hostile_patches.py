@@ -76,14 +76,62 @@ def test_a_symbolic_link_is_refused(clone):
     assert "symbolic links are not accepted" in result.log
 
 
-def test_a_binary_patch_is_refused(clone):
-    patch = (
-        "diff --git a/textkit/blob.bin b/textkit/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\n"
-        "GIT binary patch\nliteral 4\nLcmZ?l|Nj60\n\nliteral 0\nHcmV?d00001\n\n"
+def binary_patch(path: str, old: bytes | None, new: bytes) -> str:
+    """What ``git diff --binary --full-index`` writes for the change, as a model's patch carries it."""
+    with tempfile.TemporaryDirectory() as work:
+        git = ["git", "-C", work, "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        target = Path(work) / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if old is not None:
+            target.write_bytes(old)
+            subprocess.run([*git, "add", "-A"], check=True)
+            subprocess.run([*git, "commit", "-qm", "old"], check=True)
+        target.write_bytes(new)
+        subprocess.run([*git, "add", "-A"], check=True)
+        diff = subprocess.run([*git, "diff", "--cached", "--binary", "--full-index"], capture_output=True, check=True)
+        return diff.stdout.decode()
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+
+def test_a_binary_hunk_applies_as_the_harness_applies_it(clone):
+    """git apply takes a binary hunk with full index lines: the file is written, the tests run."""
+    patch = replacing_words_module("X = 1") + binary_patch("textkit/logo.png", None, PNG)
+    result = validate(clone, patch)
+    assert result.status == ValidationStatus.PASSED, result.log
+    assert result.apply_method == "git_apply"
+
+
+def test_a_binary_hunk_that_does_not_apply_leaves_the_patch_not_applied(clone):
+    """Its preimage is not the file's (git checks the full index line), and patch cannot apply
+    binary hunks at all: not applied, as the harness counts it, not refused."""
+    patch = binary_patch("textkit/words.py", b"def count_words(text):\n    return 0\n", b"\x00binary now")
+    result = validate(clone, patch)
+    assert result.status == ValidationStatus.NOT_APPLIED
+    assert "does not match" in result.log and "git binary diffs are not supported" in result.log
+
+
+def test_a_binary_hunk_without_content_is_skipped_as_the_harness_skips_it(clone):
+    """ "Binary files ... differ" carries no content: git apply refuses it, and patch (the
+    harness's last resort) applies the rest."""
+    patch = replacing_words_module("X = 1") + (
+        "diff --git a/textkit/logo.png b/textkit/logo.png\nnew file mode 100644\nindex 0000000..45a21f1\n"
+        "Binary files /dev/null and b/textkit/logo.png differ\n"
     )
     result = validate(clone, patch)
-    assert result.status == ValidationStatus.REJECTED
-    assert "binary patches are not accepted" in result.log
+    assert result.status == ValidationStatus.PASSED, result.log
+    assert result.apply_method == "patch_fuzz"
+
+
+def test_compiled_python_is_refused_in_any_form(clone):
+    """A cached .pyc or an extension module is imported in place of the source beside it: it
+    could stand in for the task's test file or a runner hook without naming either."""
+    for path in ("tests/__pycache__/test_words.cpython-311.pyc", "textkit/conftest.cpython-311-x86_64-linux-gnu.so"):
+        result = validate(clone, binary_patch(path, None, b"\x00compiled"))
+        assert result.status == ValidationStatus.REJECTED
+        assert "compiled Python is not accepted" in result.log
 
 
 def test_changing_the_tests_is_refused(clone):
@@ -363,17 +411,79 @@ def test_a_symbolic_link_in_any_spelling_is_refused(clone, mode):
     assert "symbolic link" in result.log
 
 
-def test_an_imported_tasks_rule_lets_a_fix_touch_packaging_but_not_its_tests(clone):
-    """End to end under the harness's rule: a patch to setup.cfg runs; one to a file beside
-    the task's test file is refused before anything is written."""
+def test_an_imported_tasks_rule_lets_a_fix_touch_packaging_but_not_its_runner(clone):
+    """End to end under the harness's rule: a patch to setup.cfg runs; a conftest.py is refused
+    before anything is written."""
     test_patch = "--- /dev/null\n+++ b/checks/verify.py\n@@ -0,0 +1 @@\n+CHECK = True\n"
     packaging = "--- /dev/null\n+++ b/setup.cfg\n@@ -0,0 +1 @@\n+[metadata]\n"
-    beside = "--- /dev/null\n+++ b/checks/helper.py\n@@ -0,0 +1 @@\n+HELP = True\n"
+    hook = "--- /dev/null\n+++ b/textkit/conftest.py\n@@ -0,0 +1 @@\n+HOOK = True\n"
 
     allowed = validate(clone, packaging, test_patch=test_patch, harness_rule="task")
-    refused = validate(clone, beside, test_patch=test_patch, harness_rule="task")
+    refused = validate(clone, hook, test_patch=test_patch, harness_rule="task")
     strict = validate(clone, packaging, test_patch=test_patch)
 
     assert allowed.status != ValidationStatus.REJECTED, allowed.log
-    assert refused.status == ValidationStatus.REJECTED and "checks/helper.py" in refused.log
+    assert refused.status == ValidationStatus.REJECTED and "textkit/conftest.py" in refused.log
     assert strict.status == ValidationStatus.REJECTED and "setup.cfg" in strict.log
+
+
+# A SWE-bench-like task on the testbed: its test patch adds a test to tests/test_words.py that
+# fails until count_words stops counting a lone dash as a word.
+DASH_TEST = (
+    "--- a/tests/test_words.py\n+++ b/tests/test_words.py\n@@ -11,3 +11,7 @@ def test_counts_words_across_newlines():\n"
+    ' \n def test_empty_text_has_no_words():\n     assert count_words("") == 0\n+\n+\n'
+    "+def test_a_lone_dash_is_not_a_word():\n"
+)
+DASH_TESTS = DASH_TEST + '+    assert count_words("one - two") == 2\n'
+DASH_FIX = (
+    f"--- a/{WORDS}\n+++ b/{WORDS}\n@@ -1,4 +1,4 @@\n def count_words(text):\n"
+    '     """How many words the text holds."""\n     # split() with no argument splits on any run of whitespace.\n'
+    "-    return len(text.split())\n"
+    '+    return len([word for word in text.split() if word != "-"])\n'
+)
+CHEAT = DASH_TEST + "+    assert True\n"  # the same test, made to pass whatever the code does
+NEW_TEST = "--- /dev/null\n+++ b/tests/test_dash.py\n@@ -0,0 +1,5 @@\n+from textkit.words import count_words\n+\n+\n"
+DASH_PLAN = {
+    "harness_rule": "task",
+    "test_patch": DASH_TESTS,
+    "fail_to_pass": ("tests/test_words.py::test_a_lone_dash_is_not_a_word",),
+    "pass_to_pass": ("tests/test_words.py::test_empty_text_has_no_words",),
+}
+
+
+@pytest.mark.parametrize(
+    ("patch", "status", "fixed"),
+    [
+        (DASH_FIX + DASH_TESTS, ValidationStatus.PASSED, 1),  # a fix that writes the test itself too
+        (CHEAT, ValidationStatus.FAILED, 0),  # its change to the test is undone
+        (DASH_FIX + CHEAT, ValidationStatus.PASSED, 1),
+        (CHEAT + "--- /dev/null\n+++ b/tests/helpers.py\n@@ -0,0 +1 @@\n+HELP = True\n", ValidationStatus.FAILED, 0),
+    ],
+)
+def test_a_patch_that_changes_the_tasks_tests_has_them_put_back_as_the_harness_does(clone, patch, status, fixed):
+    """SWE-bench's harness applies the model's patch, checks the test patch's files out at the
+    base commit and applies the test patch: a patch that also edits the tests is graded on the
+    task's tests, neither refused nor helped by its own version of them."""
+    result = validate(clone, patch, **DASH_PLAN)
+    assert result.status == status, result.log
+    assert result.tally is not None and (result.tally.fail_to_pass_passed, result.tally.pass_to_pass_failed) == (
+        fixed,
+        0,
+    )
+
+
+def test_a_file_the_test_patch_adds_is_the_test_patchs_not_the_models(clone):
+    """The model wrote tests/test_dash.py, which the test patch adds: its version goes, the
+    task's comes in (the harness would have failed to apply the test patch over it and run the
+    model's), and a package of that name, imported in its place, goes too."""
+    test_patch = NEW_TEST + '+def test_dash():\n+    assert count_words("a - b") == 2\n'
+    cheat = NEW_TEST + "+def test_dash():\n+    assert True\n"
+    shadow = "--- /dev/null\n+++ b/tests/test_dash/__init__.py\n@@ -0,0 +1 @@\n+HIDDEN = True\n"
+    plan = {"harness_rule": "task", "test_patch": test_patch, "fail_to_pass": ("tests/test_dash.py::test_dash",)}
+
+    fixed = validate(clone, DASH_FIX + cheat, **plan)
+    cheated = validate(clone, cheat + shadow, **plan)
+
+    assert fixed.status == ValidationStatus.PASSED, fixed.log
+    assert cheated.status == ValidationStatus.FAILED, cheated.log
+    assert "assert 3 == 2" in cheated.log

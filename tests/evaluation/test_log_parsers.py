@@ -65,6 +65,24 @@ def test_pytest_verbose_lines_are_read_too():
     }
 
 
+def test_a_status_wrapped_onto_its_own_line_is_read_as_the_harness_reads_it():
+    """A test that logs during its call has its -v status on a line of its own, padded to the
+    progress column (real spacing: "PASSED", 67 spaces, "[ 50%]"). The harness takes the first
+    word after the status, so pytest-dev__pytest-5227, -5262 and -7521 name "[100%]" and "["
+    among their PASS_TO_PASS ids; the -v lines with their padding and the summary still count."""
+    outcomes = outcomes_of(parse_pytest(log("pytest_live_log.log")))
+    assert "PASSED" + " " * 67 + "[ 50%]" in log("pytest_live_log.log").splitlines()
+    names = ("test_quiet", "test_logs_in_its_call", "test_logs_in_teardown", "test_logs_last")
+    assert outcomes == {"[": "passed", "[100%]": "passed", **{f"tests/test_live_log.py::{n}": "passed" for n in names}}
+    assert passing_ids(
+        ["[100%]", "[", "tests/test_live_log.py::test_logs_last"], parse_pytest(log("pytest_live_log.log"))
+    ) == {
+        "[100%]",
+        "[",
+        "tests/test_live_log.py::test_logs_last",
+    }
+
+
 def test_requests_pydicom_and_pylint_keep_the_last_part_of_a_path_parameter():
     outcomes = outcomes_of(parse_pytest_options(log("pytest_rA.log")))
     assert f"{SAMPLE}::test_parametrised[/x.so]" in outcomes
@@ -80,17 +98,44 @@ def test_matplotlib_spells_mouse_buttons_as_numbers():
 
 def test_django_ids_are_names_or_a_docstrings_first_line():
     """Django's runner at -v 2: a test with a docstring is known by its docstring's first line
-    (as the harness has it), one without by "name (module.Class)", even on Python 3.11, which
-    repeats the name inside the parentheses. Output printed before "ok" does not lose the test."""
+    (as the harness has it), one without by its name as the runner printed it: Python 3.11
+    repeats the name inside the parentheses, and so do SWE-bench's Django 5.0 tasks' ids.
+    Output printed before "ok" does not lose the test."""
     assert outcomes_of(parse_django(log("django_verbosity2.log"))) == {
-        "test_error (shelf.tests.ShelfTests)": "error",
+        "test_error (shelf.tests.ShelfTests.test_error)": "error",
         "A failing test with a docstring ... still reports its first line.": "failed",
-        "test_known_bug (shelf.tests.ShelfTests)": "xfailed",
-        "test_plain (shelf.tests.ShelfTests)": "passed",
-        "test_prints_before_its_result (shelf.tests.ShelfTests)": "passed",
-        "test_skipped (shelf.tests.ShelfTests)": "skipped",
+        "test_known_bug (shelf.tests.ShelfTests.test_known_bug)": "xfailed",
+        "test_plain (shelf.tests.ShelfTests.test_plain)": "passed",
+        "test_prints_before_its_result (shelf.tests.ShelfTests.test_prints_before_its_result)": "passed",
+        "test_skipped (shelf.tests.ShelfTests.test_skipped)": "skipped",
         "Regression for #9362: a shelf keeps its order.": "passed",
     }
+
+
+# The runner's output before Python 3.11, as older Django tasks' logs hold it.
+SHORT_FORM_LOG = "test_plain (shelf.tests.ShelfTests) ... ok\ntest_error (shelf.tests.ShelfTests) ... ERROR\n"
+
+
+@pytest.mark.parametrize(
+    ("output", "ids"),
+    [
+        (log("django_verbosity2.log"), ["test_plain (shelf.tests.ShelfTests.test_plain)"]),  # Django 5.0's tasks
+        (log("django_verbosity2.log"), ["test_plain (shelf.tests.ShelfTests)"]),  # older tasks, run on 3.11
+        (SHORT_FORM_LOG, ["test_plain (shelf.tests.ShelfTests)"]),  # older tasks, as recorded
+        (SHORT_FORM_LOG, ["test_plain (shelf.tests.ShelfTests.test_plain)"]),
+    ],
+)
+def test_a_django_id_matches_in_either_pythons_form(output, ids):
+    """A task's ids take the form of the Python its runner ran on when it was recorded, which
+    need not be the one here: either form is graded against either; a different test is not."""
+    outcomes = parse_django(output)
+    assert passing_ids(ids, outcomes) == set(ids)
+    error = ids[0].replace("test_plain", "test_error")
+    assert passing_ids([error], outcomes) == maintained_ids([error], outcomes) == set()
+    assert (
+        passing_ids(["test_plain (shelf.tests.OtherTests)", "test_plain (shelf.tests.ShelfTests.other)"], outcomes)
+        == set()
+    )
 
 
 def test_sympy_ids_are_bare_names_from_its_runner():

@@ -40,6 +40,8 @@ def test_lines_changed():
         (PATCH.replace("a/m.py", "/etc/passwd").replace("b/m.py", "/etc/passwd"), "escapes"),
         (PATCH.replace("m.py", ".git/config"), "touches .git"),
         ("diff --git a/x.bin b/x.bin\nGIT binary patch\nliteral 3\nabc\n", "binary"),
+        (PATCH.replace("m.py", "pkg/__pycache__/m.cpython-311.pyc"), "compiled Python"),
+        (PATCH.replace("m.py", "conftest.cpython-311-x86_64-linux-gnu.so"), "compiled Python"),
         ("--- a/m.py\n+++ b/m.py\n@@ -1,5 +1,5 @@\n-x\n", "malformed"),
     ],
 )
@@ -72,3 +74,36 @@ def test_extract_joins_one_block_per_file():
 def test_a_restated_patch_is_taken_once():
     answer = f"```diff\n{PATCH}```\nTo recap, the whole change:\n```diff\n{PATCH}{OTHER}```\n"
     assert extract_patch(answer) == PATCH
+
+
+# `git diff --binary --full-index` of a new 10-byte PNG header, as a model's patch may carry it.
+BINARY = (
+    "diff --git a/data/logo.png b/data/logo.png\nnew file mode 100644\n"
+    "index 0000000000000000000000000000000000000000..45a21f14508d7b08cb5cbeb662de2364b6f90584\n"
+    "GIT binary patch\nliteral 10\nRcmeAS@N?(olHy`u000e}0jdB1\n\nliteral 0\nHcmV?d00001\n\n"
+)
+NO_CONTENT = (
+    "diff --git a/data/logo.png b/data/logo.png\nindex 1111111..2222222 100644\n"
+    "Binary files a/data/logo.png and b/data/logo.png differ\n"
+)
+
+
+def test_a_binary_hunk_is_vetted_like_any_other_where_the_caller_takes_them():
+    """Validation takes binary hunks as the harness does; a task supply still refuses them."""
+    stats = check_patch(PATCH + BINARY, binary=True)
+    assert (stats.files, stats.paths) == (2, ("m.py", "data/logo.png"))
+    assert check_patch(NO_CONTENT, binary=True).paths == ("data/logo.png",)
+    with pytest.raises(PatchRejected, match="binary"):
+        check_patch(PATCH + BINARY)
+    with pytest.raises(PatchRejected, match="escapes"):
+        check_patch(BINARY.replace("data/logo.png", "../logo.png"), binary=True)
+    with pytest.raises(PatchRejected, match="compiled Python"):
+        check_patch(BINARY.replace("data/logo.png", "tests/__pycache__/test_m.cpython-311.pyc"), binary=True)
+    with pytest.raises(PatchRejected, match="symbolic links"):
+        check_patch(BINARY.replace("new file mode 100644", "new file mode 120000"), binary=True)
+
+
+def test_a_binary_patch_is_scored_well_formed_as_validation_takes_it():
+    from evaluation.scoring import score_pr_attempt
+
+    assert score_pr_attempt(PATCH + BINARY, None).well_formed
