@@ -18,14 +18,15 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from datasets.background import enqueue_on_commit
-from datasets.models import EnvironmentRecipe, TaskInstance
+from datasets.models import Dataset, EnvironmentRecipe, TaskInstance
 from evaluation.environments import (
     BuildFailed,
     BuildLog,
@@ -103,10 +104,17 @@ def _failed_text(record: Environment) -> str:
     return f"environment {record.short_key} ({record.label}) could not be built:\n{record.failure}"
 
 
-def do_build(task: TaskInstance, recipe: EnvironmentRecipe, key: str, retry: bool = False) -> Built:
+def do_build(
+    task: TaskInstance,
+    recipe: EnvironmentRecipe,
+    key: str,
+    retry: bool = False,
+    on_progress: Callable[[BuildLog], None] | None = None,
+) -> Built:
     """Build the environment ``key`` for ``task`` (nothing to do when this worker has it),
     recording progress, the log and the outcome; a failure quarantines the tasks that use it
-    and raises BuildFailed. A recorded failure is not tried again unless ``retry``."""
+    and raises BuildFailed. A recorded failure is not tried again unless ``retry``.
+    ``on_progress`` is told of each step too (a command's progress bar)."""
     record, _ = Environment.objects.get_or_create(
         key=key, defaults={"label": _label(recipe), "recipe": recipe.recipe().as_fields()}
     )
@@ -114,7 +122,13 @@ def do_build(task: TaskInstance, recipe: EnvironmentRecipe, key: str, retry: boo
         raise BuildFailed(_failed_text(record))
     if need := missing_need(recipe.recipe()):  # this worker's lack, not the recipe's fault
         raise EnvironmentUnavailable(f"environment {key[:12]} ({_label(recipe)}) {need}")
-    progress = _progress_writer(key)
+    recorded = _progress_writer(key)
+
+    def progress(log: BuildLog) -> None:
+        recorded(log)
+        if on_progress is not None:
+            on_progress(log)
+
     try:
         built = build(key, recipe.recipe(), lambda target: _export(task, target), BuildLog(report=progress))
     except BuildFailed as exc:
@@ -238,3 +252,68 @@ def build_environment_job(task_id: int, retry: bool = False) -> str:
 
 def build_environment_job_retrying(task_id: int) -> str:
     return build_environment_job(task_id, retry=True)
+
+
+# -- what a dataset's pages and commands show ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UsedEnvironment:
+    """An environment the dataset's tasks use, as far as they are known to: its key, its
+    build's record (None before anything asked for it), and how many of the tasks use it."""
+
+    key: str
+    record: Environment | None
+    tasks: int
+
+    @property
+    def short_key(self) -> str:
+        return self.key[:12]
+
+    @property
+    def is_busy(self) -> bool:
+        return self.record is not None and self.record.status in (EnvironmentStatus.QUEUED, EnvironmentStatus.BUILDING)
+
+
+def used_environments(dataset: Dataset) -> list[UsedEnvironment]:
+    """The environments the dataset's tasks carry keys of (``environment_key``): another
+    organisation's build record is reached only through a key its own tasks carry."""
+    counts = (
+        dataset.tasks.exclude(environment_key="")
+        .values("environment_key")
+        .annotate(count=Count("pk"))
+        .order_by("environment_key")
+    )
+    keys = {row["environment_key"]: row["count"] for row in counts}
+    records = {record.key: record for record in Environment.objects.filter(key__in=keys)}
+    return [UsedEnvironment(key, records.get(key), count) for key, count in keys.items()]
+
+
+def used_environment(dataset: Dataset, key: str) -> Environment | None:
+    """The build record of ``key`` when one of the dataset's tasks uses it; else None."""
+    if not dataset.tasks.filter(environment_key=key).exists():
+        return None
+    return Environment.objects.filter(key=key).first()
+
+
+PLAN_JOB_TIMEOUT_S = 3600  # cloning the dataset's repositories, to read their dependency files
+
+
+def enqueue_dataset_builds_job(dataset_id: int, retry: bool = False) -> str:
+    """RQ job: queue a build of every environment the dataset's tasks need (``enqueue_builds``).
+    A job, not the request that asked: working out the keys clones each repository."""
+    dataset = Dataset.objects.filter(pk=dataset_id).first()
+    if dataset is None:
+        return "no such dataset"
+    queued = enqueue_builds(dataset.tasks.select_related("dataset").order_by("position"), retry=retry)
+    return f"queued {len(queued)} build(s)"
+
+
+def enqueue_dataset_builds_retrying_job(dataset_id: int) -> str:
+    return enqueue_dataset_builds_job(dataset_id, retry=True)
+
+
+def do_request_builds(dataset: Dataset, retry: bool = False) -> None:
+    """Build the dataset's environments on the queue (failed ones again with ``retry``)."""
+    job = enqueue_dataset_builds_retrying_job if retry else enqueue_dataset_builds_job
+    enqueue_on_commit(job, dataset.pk, f"environments-of-{dataset.pk}", PLAN_JOB_TIMEOUT_S)

@@ -309,9 +309,6 @@ class MiningJob(models.Model):
 RECIPE_FIELDS = ("python", "packages", "requirements", "project", "pre_install", "system_packages", "test_env")
 
 
-RECIPE_FIELDS = ("python", "packages", "requirements", "project", "pre_install", "system_packages", "test_env")
-
-
 class EnvironmentRecipe(models.Model):
     """How to make the environment a repository's tests run in (evaluation/environments.py):
     for one version of the repository as its tasks name it, or for every version without a
