@@ -5,11 +5,15 @@ builds a bare venv offline in about a second."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from datasets.models import Dataset, DatasetKind, TaskInstance
+from evaluation.environments import prune
 
 REPO = "local/tiny"
 
@@ -24,11 +28,17 @@ def _git(path, *args: str) -> str:
 
 @pytest.fixture
 def environment_cache(tmp_path, settings):
-    settings.PRBENCH_ENV_CACHE_DIR = tmp_path / "environments"
+    """Outside pytest's own temporary directory, which the build user (another uid, where the
+    sandbox changes users) cannot reach."""
+    shared = Path(tempfile.mkdtemp(prefix="prbench-environments-"))
+    shared.chmod(0o755)
+    settings.PRBENCH_ENV_CACHE_DIR = shared / "environments"
     settings.PRBENCH_REPO_CACHE_DIR = tmp_path / "repositories"
     settings.PRBENCH_ENV_INDEX_URL = "none"  # nothing reaches the internet
     settings.PRBENCH_ENV_FIND_LINKS = ""
-    return settings.PRBENCH_ENV_CACHE_DIR
+    yield settings.PRBENCH_ENV_CACHE_DIR
+    prune(0)  # sealed read-only: removed as prune removes them
+    shutil.rmtree(shared, ignore_errors=True)
 
 
 @pytest.fixture
