@@ -100,7 +100,9 @@ def check_recipe(dataset: Dataset, raw: Any, where: str = "") -> CheckedRecipe:
             errors.append(f"requirements: {path[:60]!r} {problem}")
     project = raw.get("project", DEFAULT_PROJECT)
     if not isinstance(project, str) or (project.strip() and not PROJECT.match(project.strip())):
-        errors.append('project: how the checkout is installed: "-e .", "-e .[extras]", ".[extras]", or "" for not at all')
+        errors.append(
+            'project: how the checkout is installed: "-e .", "-e .[extras]", ".[extras]", or "" for not at all'
+        )
     test_env = _check_test_env(raw.get("test_env", {}), errors)
     source = raw.get("source", "")
     if problem := text_problem(source, SOURCE_MAX):
@@ -134,7 +136,9 @@ def _check_repo(dataset: Dataset, raw: dict, errors: list[str]) -> tuple[str, st
         errors.append(f"repo: the dataset's tasks name no repository {repo[:200]!r} (they name: {named})")
     version = raw.get("version", "")
     if not isinstance(version, str) or text_problem(version, VERSION_MAX):
-        errors.append(f"version: the tasks' version as text of at most {VERSION_MAX} characters, or empty for every version")
+        errors.append(
+            f"version: the tasks' version as text of at most {VERSION_MAX} characters, or empty for every version"
+        )
         return repo, ""
     version = version.strip()
     if version and repo in repositories and version not in repositories[repo]:

@@ -20,8 +20,16 @@ def problems(dataset, raw, where=""):
 def test_a_good_recipe_is_accepted_with_its_defaults(repo_dataset):
     checked = check_recipe(repo_dataset, {"repo": REPO, "python": "3.11"})
     assert checked.version == "" and checked.project == "-e ." and checked.packages == [] and checked.test_env == {}
-    checked = check_recipe(repo_dataset, {**GOOD, "requirements": ["requirements/test.txt"], "project": "-e .[test]",
-                                          "test_command": ["{python}", "-m", "pytest"], "test_env": {"LANG": "C.UTF-8"}})  # fmt: skip
+    checked = check_recipe(
+        repo_dataset,
+        {
+            **GOOD,
+            "requirements": ["requirements/test.txt"],
+            "project": "-e .[test]",
+            "test_command": ["{python}", "-m", "pytest"],
+            "test_env": {"LANG": "C.UTF-8"},
+        },
+    )
     assert checked.requirements == ["requirements/test.txt"] and checked.test_env == {"LANG": "C.UTF-8"}
 
 
@@ -59,8 +67,10 @@ def test_each_bad_field_is_named(repo_dataset, change, field):
 def test_every_bad_field_is_named_at_once_with_where_it_is(repo_dataset):
     found = problems(repo_dataset, {"repo": REPO, "python": "3", "project": "x", "test_env": []}, "environments[1]")
     assert [message.split(":")[0] for message in found] == [
-        "environments[1].python", "environments[1].project", "environments[1].test_env",
-    ]  # fmt: skip
+        "environments[1].python",
+        "environments[1].project",
+        "environments[1].test_env",
+    ]
 
 
 def test_the_repository_must_be_one_the_tasks_name(repo_dataset, dataset):

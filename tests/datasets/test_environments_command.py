@@ -9,16 +9,51 @@ from tests.datasets.conftest import REPO
 
 
 def set_bare_recipe(org, version: str = "", python: str = "3.11") -> str:
-    return run_command("environments", "set", "--org", org.slug, "--dataset", "tiny", "--repo", REPO,
-                       "--version", version, "--python", python, "--project", "")  # fmt: skip
+    return run_command(
+        "environments",
+        "set",
+        "--org",
+        org.slug,
+        "--dataset",
+        "tiny",
+        "--repo",
+        REPO,
+        "--version",
+        version,
+        "--python",
+        python,
+        "--project",
+        "",
+    )
 
 
 def test_set_creates_then_updates_the_recipe(org, repo_dataset):
     output = run_command(
-        "environments", "set", "--org", org.slug, "--dataset", "tiny", "--repo", REPO, "--version", "1.0",
-        "--python", "3.11", "--package", "pytest==8.3.4", "--package", "attrs", "--requirements", "requirements.txt",
-        "--project", "-e .[test]", "--test-command", '["{python}", "-m", "pytest", "-q"]', "--test-env", "LANG=C.UTF-8",
-    )  # fmt: skip
+        "environments",
+        "set",
+        "--org",
+        org.slug,
+        "--dataset",
+        "tiny",
+        "--repo",
+        REPO,
+        "--version",
+        "1.0",
+        "--python",
+        "3.11",
+        "--package",
+        "pytest==8.3.4",
+        "--package",
+        "attrs",
+        "--requirements",
+        "requirements.txt",
+        "--project",
+        "-e .[test]",
+        "--test-command",
+        '["{python}", "-m", "pytest", "-q"]',
+        "--test-env",
+        "LANG=C.UTF-8",
+    )
     assert output.startswith("Created the recipe local/tiny 1.0: Python 3.11, installs pytest==8.3.4 attrs")
     recipe = EnvironmentRecipe.objects.get(dataset=repo_dataset)
     assert recipe.packages == ["pytest==8.3.4", "attrs"] and recipe.requirements == ["requirements.txt"]
@@ -39,8 +74,9 @@ def test_set_refuses_a_bad_field_by_its_option_and_changes_nothing(org, repo_dat
     assert refused(*base, "--python", "3.11", "--test-command", '"pytest"').startswith("--test-command: must be a list")
     assert refused(*base, "--python", "3.11", "--test-env", "LANG").startswith("--test-env: 'LANG' is not NAME=VALUE")
     assert "--repo: the dataset's tasks name no repository 'x/y'" in refused(*base[:-1], "x/y", "--python", "3.11")
-    assert "has no dataset 'nope'" in refused("environments", "set", "--org", org.slug, "--dataset", "nope",
-                                              "--repo", REPO, "--python", "3.11")  # fmt: skip
+    assert "has no dataset 'nope'" in refused(
+        "environments", "set", "--org", org.slug, "--dataset", "nope", "--repo", REPO, "--python", "3.11"
+    )
     assert not EnvironmentRecipe.objects.exists()
 
 
@@ -59,13 +95,31 @@ def test_build_builds_each_environment_once_then_reuses_it(org, repo_dataset, en
 
 def test_build_says_what_failed_and_quarantines_its_tasks(org, repo_dataset, environment_cache):
     missing = next(f"3.{minor}" for minor in range(30, 40) if f"3.{minor}" not in available_pythons())
-    run_command("environments", "set", "--org", org.slug, "--dataset", "tiny", "--repo", REPO, "--version", "2.0",
-                "--python", "3.11", "--project", "", "--pre-install", "echo no such luck; exit 3")  # fmt: skip
+    run_command(
+        "environments",
+        "set",
+        "--org",
+        org.slug,
+        "--dataset",
+        "tiny",
+        "--repo",
+        REPO,
+        "--version",
+        "2.0",
+        "--python",
+        "3.11",
+        "--project",
+        "",
+        "--pre-install",
+        "echo no such luck; exit 3",
+    )
     set_bare_recipe(org, "1.0", python=missing)
     message = refused("environments", "build", "--org", org.slug, "--dataset", "tiny")
     assert message == "2 environment(s) could not be had: their tasks are quarantined"
     failed = Environment.objects.get(status=EnvironmentStatus.FAILED)
-    assert "no such luck" in failed.failure and "the build step `echo no such luck; exit 3` exited with 3" in failed.step
+    assert (
+        "no such luck" in failed.failure and "the build step `echo no such luck; exit 3` exited with 3" in failed.step
+    )
     task = repo_dataset.tasks.get(version="2.0")
     assert task.quarantined and "no such luck" in task.quarantine_reason
     assert not repo_dataset.tasks.get(external_id="tiny-0").quarantined  # this worker's lack, not the recipe's fault
@@ -103,4 +157,3 @@ def test_prune_removes_what_is_asked_and_says_what_it_freed(org, repo_dataset, e
     output = run_command("environments", "prune", "--max-bytes", "0")
     assert output.startswith(f"removed {key[:12]}") and "(1 removed); 0 left" in output
     assert cached() == []
-

@@ -54,16 +54,25 @@ class Command(CheckedCommand):
         setting.add_argument("--version", default="", help="the tasks' version (default: every version)")
         setting.add_argument("--python", required=True, help='the interpreter, e.g. "3.11"')
         setting.add_argument("--package", action="append", default=[], help="a requirement specifier (repeatable)")
-        setting.add_argument("--requirements", action="append", default=[], help="a requirements file in the repository")
+        setting.add_argument(
+            "--requirements", action="append", default=[], help="a requirements file in the repository"
+        )
         setting.add_argument("--project", default="-e .", help='how the project is installed: "-e .[test]", "" for not')
         setting.add_argument("--pre-install", action="append", default=[], help="a shell command run first")
         setting.add_argument("--system-package", action="append", default=[], help="what the worker must have")
-        setting.add_argument("--test-command", help='the tests\' argv as a JSON list, e.g. ["{python}", "-m", "pytest"]')
+        setting.add_argument(
+            "--test-command", help='the tests\' argv as a JSON list, e.g. ["{python}", "-m", "pytest"]'
+        )
         setting.add_argument("--test-env", action="append", default=[], metavar="NAME=VALUE", help="(repeatable)")
         setting.add_argument("--source", default="", help="where the recipe came from")
 
     def handle(self, *args, action, **options):
-        {"list": self.list_environments, "build": self.build_environments, "prune": self.prune_cache, "set": self.set_recipe}[action](**options)
+        {
+            "list": self.list_environments,
+            "build": self.build_environments,
+            "prune": self.prune_cache,
+            "set": self.set_recipe,
+        }[action](**options)
 
     # -- list -------------------------------------------------------------------------------
 
@@ -80,14 +89,18 @@ class Command(CheckedCommand):
                 self.stdout.write(f"  recipe {_describe(recipe)}")
             for env in used:
                 here = on_disk.get(env.key)
-                self.stdout.write(f"  environment {env.short_key}  {_status(env.record)}  {env.tasks} task(s)  "
-                                  f"here: {_here(here)}")  # fmt: skip
-        self.stdout.write(f"On this worker's disk: {len(on_disk)} environment(s), "
-                          f"{filesizeformat(sum(env.size_bytes for env in on_disk.values()))}")  # fmt: skip
+                self.stdout.write(
+                    f"  environment {env.short_key}  {_status(env.record)}  {env.tasks} task(s)  here: {_here(here)}"
+                )
+        self.stdout.write(
+            f"On this worker's disk: {len(on_disk)} environment(s), "
+            f"{filesizeformat(sum(env.size_bytes for env in on_disk.values()))}"
+        )
         for env in on_disk.values():
             label = f"{env.recipe.get('python', '?')} {' '.join(env.recipe.get('packages', []))}".strip()
-            self.stdout.write(f"  {env.key[:12]}  {filesizeformat(env.size_bytes)}  last used {_ago(env.last_used)}"
-                              f"  Python {label}")  # fmt: skip
+            self.stdout.write(
+                f"  {env.key[:12]}  {filesizeformat(env.size_bytes)}  last used {_ago(env.last_used)}  Python {label}"
+            )
         pythons = available_pythons()
         self.stdout.write("Interpreters here: " + (", ".join(f"{v} ({p})" for v, p in pythons.items()) or "none"))
 
@@ -106,15 +119,19 @@ class Command(CheckedCommand):
         tasks = found.tasks.select_related("dataset").order_by("position")
         if queue:
             queued = enqueue_builds(tasks, retry=retry)
-            self.stdout.write(f"Queued {len(queued)} build(s) of {found.name!r}: " + (" ".join(k[:12] for k in queued) or
-                              "nothing to build (built here already, or failed: --retry)"))  # fmt: skip
+            self.stdout.write(
+                f"Queued {len(queued)} build(s) of {found.name!r}: "
+                + (" ".join(k[:12] for k in queued) or "nothing to build (built here already, or failed: --retry)")
+            )
             return
         needed = tasks_needing_environments(tasks)
         failed = 0
         with tqdm(total=len(needed), unit="environment", file=sys.stderr) as bar:
 
             def show(log: BuildLog) -> None:
-                bar.set_postfix_str(f"step {min(log.steps_done + 1, log.steps_total)}/{log.steps_total}: {log.step[:40]}")
+                bar.set_postfix_str(
+                    f"step {min(log.steps_done + 1, log.steps_total)}/{log.steps_total}: {log.step[:40]}"
+                )
 
             for key, (task, recipe) in needed.items():
                 bar.set_description(f"{recipe.repo} {recipe.version or ''}".strip())
@@ -127,10 +144,14 @@ class Command(CheckedCommand):
                 else:
                     how = "reused" if built.reused else "built"
                     with tqdm.external_write_mode(file=sys.stderr):
-                        self.stdout.write(f"{key[:12]} {how} in {built.seconds:.1f}s, {filesizeformat(built.size_bytes)}"
-                                          f" ({recipe.repo} {recipe.version or 'every version'}, Python {recipe.python})")  # fmt: skip
+                        self.stdout.write(
+                            f"{key[:12]} {how} in {built.seconds:.1f}s, {filesizeformat(built.size_bytes)}"
+                            f" ({recipe.repo} {recipe.version or 'every version'}, Python {recipe.python})"
+                        )
                 bar.update()
-        self.stdout.write(f"{len(needed)} environment(s) for {found.name!r}: {len(needed) - failed} ready, {failed} failed")
+        self.stdout.write(
+            f"{len(needed)} environment(s) for {found.name!r}: {len(needed) - failed} ready, {failed} failed"
+        )
         if failed:
             raise CommandError(f"{failed} environment(s) could not be had: their tasks are quarantined")
 
@@ -141,10 +162,14 @@ class Command(CheckedCommand):
             raise CommandError("--max-bytes must be 0 or more")
         removed = prune(max_bytes, key)
         for env in removed:
-            self.stdout.write(f"removed {env.key[:12]}  {filesizeformat(env.size_bytes)}  last used {_ago(env.last_used)}")
+            self.stdout.write(
+                f"removed {env.key[:12]}  {filesizeformat(env.size_bytes)}  last used {_ago(env.last_used)}"
+            )
         left = cached()
-        self.stdout.write(f"Freed {filesizeformat(sum(env.size_bytes for env in removed))} ({len(removed)} removed); "
-                          f"{len(left)} left, {filesizeformat(sum(env.size_bytes for env in left))}")  # fmt: skip
+        self.stdout.write(
+            f"Freed {filesizeformat(sum(env.size_bytes for env in removed))} ({len(removed)} removed); "
+            f"{len(left)} left, {filesizeformat(sum(env.size_bytes for env in left))}"
+        )
 
     # -- set --------------------------------------------------------------------------------
 
@@ -197,8 +222,9 @@ def _describe(recipe: EnvironmentRecipe) -> str:
     fields = recipe_fields(recipe)
     installs = [*fields["packages"], *(f"-r {r}" for r in fields["requirements"]), fields["project"]]
     what = " ".join(part for part in installs if part) or "nothing"
-    return (f"{recipe.repo} {recipe.version or '(every version)'}: Python {recipe.python}, installs {what}"
-            + (f"  [{recipe.source}]" if recipe.source else ""))  # fmt: skip
+    return f"{recipe.repo} {recipe.version or '(every version)'}: Python {recipe.python}, installs {what}" + (
+        f"  [{recipe.source}]" if recipe.source else ""
+    )
 
 
 def _status(record) -> str:
