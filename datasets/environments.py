@@ -260,11 +260,14 @@ def build_environment_job_retrying(task_id: int) -> str:
 @dataclass(frozen=True)
 class UsedEnvironment:
     """An environment the dataset's tasks use, as far as they are known to: its key, its
-    build's record (None before anything asked for it), and how many of the tasks use it."""
+    build's record (None before anything asked for it), how many of the tasks use it and for
+    which of the dataset's repositories (the record's own label may name another
+    organisation's: a key is shared by every task whose recipe and dependency files match)."""
 
     key: str
     record: Environment | None
     tasks: int
+    used_for: str
 
     @property
     def short_key(self) -> str:
@@ -278,22 +281,24 @@ class UsedEnvironment:
 def used_environments(dataset: Dataset) -> list[UsedEnvironment]:
     """The environments the dataset's tasks carry keys of (``environment_key``): another
     organisation's build record is reached only through a key its own tasks carry."""
-    counts = (
+    rows = (
         dataset.tasks.exclude(environment_key="")
-        .values("environment_key")
+        .values("environment_key", "repo", "version")
         .annotate(count=Count("pk"))
-        .order_by("environment_key")
+        .order_by("environment_key", "repo", "version")
     )
-    keys = {row["environment_key"]: row["count"] for row in counts}
-    records = {record.key: record for record in Environment.objects.filter(key__in=keys)}
-    return [UsedEnvironment(key, records.get(key), count) for key, count in keys.items()]
+    counts: dict[str, int] = {}
+    used_for: dict[str, list[str]] = {}
+    for row in rows:
+        counts[row["environment_key"]] = counts.get(row["environment_key"], 0) + row["count"]
+        used_for.setdefault(row["environment_key"], []).append(f"{row['repo']} {row['version']}".strip())
+    records = {record.key: record for record in Environment.objects.filter(key__in=counts)}
+    return [UsedEnvironment(key, records.get(key), count, ", ".join(used_for[key])) for key, count in counts.items()]
 
 
-def used_environment(dataset: Dataset, key: str) -> Environment | None:
-    """The build record of ``key`` when one of the dataset's tasks uses it; else None."""
-    if not dataset.tasks.filter(environment_key=key).exists():
-        return None
-    return Environment.objects.filter(key=key).first()
+def used_environment(dataset: Dataset, key: str) -> UsedEnvironment | None:
+    """``key``'s environment when one of the dataset's tasks uses it; else None."""
+    return next((env for env in used_environments(dataset) if env.key == key), None)
 
 
 PLAN_JOB_TIMEOUT_S = 3600  # cloning the dataset's repositories, to read their dependency files

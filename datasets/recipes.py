@@ -206,3 +206,9 @@ def do_set_recipe(dataset: Dataset, checked: CheckedRecipe) -> tuple[Environment
 def do_set_recipes(dataset: Dataset, checked: list[CheckedRecipe]) -> list[tuple[EnvironmentRecipe, bool]]:
     """Several recipes at once (a spec's): all of them, or none."""
     return [do_set_recipe(dataset, recipe) for recipe in checked]
+
+
+def recipe_installs(recipe: EnvironmentRecipe) -> str:
+    """What the recipe installs, in a line: its packages, requirements files and project."""
+    parts = [*recipe.packages, *(f"-r {path}" for path in recipe.requirements), recipe.project]
+    return " ".join(part for part in parts if part) or "nothing"

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from datasets.environments import do_build, enqueue_builds, tasks_needing_environments, used_environments
 from datasets.management.commands._helpers import dataset_by_name
 from datasets.models import Dataset, EnvironmentRecipe
-from datasets.recipes import check_recipe, do_set_recipe, recipe_fields
+from datasets.recipes import check_recipe, do_set_recipe, recipe_installs
 from evaluation.environments import BuildLog, EnvironmentUnavailable, available_pythons, cached, prune
 from orgs.management.commands._helpers import org_by_slug
 from prbench.inputs import CheckedCommand, JsonRejected, parse_json
@@ -219,12 +219,9 @@ def _as_option(message: str) -> str:
 
 
 def _describe(recipe: EnvironmentRecipe) -> str:
-    fields = recipe_fields(recipe)
-    installs = [*fields["packages"], *(f"-r {r}" for r in fields["requirements"]), fields["project"]]
-    what = " ".join(part for part in installs if part) or "nothing"
-    return f"{recipe.repo} {recipe.version or '(every version)'}: Python {recipe.python}, installs {what}" + (
-        f"  [{recipe.source}]" if recipe.source else ""
-    )
+    source = f"  [{recipe.source}]" if recipe.source else ""
+    version = recipe.version or "(every version)"
+    return f"{recipe.repo} {version}: Python {recipe.python}, installs {recipe_installs(recipe)}{source}"
 
 
 def _status(record) -> str:
