@@ -41,7 +41,7 @@ from experiments.estimate import estimate_run
 from experiments.idempotency import IDEMPOTENCY_KEY_TTL, IdempotencyConflict, StartChoices, start_run_once
 from experiments.models import Allocation, ContextMode, Experiment, ModelArm, Run, SampleStrategy
 from experiments.progress import run_progress
-from orgs.access import access_current_org
+from orgs.access import access_current_org, check_role, membership_for
 from orgs.api_auth import READ, RUN, actor
 from orgs.models import Organization
 from prbench.api_support import (
@@ -260,9 +260,12 @@ def _checked_spec(request: HttpRequest, org: Organization) -> ExperimentSpec:
     name = "request.yaml" if request.content_type in YAML_TYPES else "request.json"
     raw = load_spec(request.body, name)
     try:
-        return check_experiment_spec(org, raw)
+        spec = check_experiment_spec(org, raw)
     except SpecError as exc:
         raise ValidationError({exc.field or "__all__": exc.messages}) from None
+    if spec.environments:  # a dataset's recipes are for those who manage it, as on its page
+        check_role(membership_for(request, org), manage=True)
+    return spec
 
 
 def _name_conflict(org: Organization, name: str, experiment: Experiment | None) -> None:

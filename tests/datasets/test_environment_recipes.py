@@ -1,11 +1,18 @@
 """One check for a recipe however it comes in (datasets/recipes.py), and its all-or-nothing write."""
 
+import json
+
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
 from django.db import DataError
 
 from datasets.models import EnvironmentRecipe
 from datasets.recipes import check_recipe, do_set_recipe, do_set_recipes
+from experiments.actions import SpecError, check_experiment_spec, do_apply_experiment
+from experiments.models import Experiment
+from tests.cli import refused, run_command
+from tests.conftest import api_client, make_api_key
 from tests.datasets.conftest import REPO
 
 GOOD = {"repo": REPO, "version": "1.0", "python": "3.11", "project": "", "packages": ["pytest==8.3.4"]}
@@ -104,3 +111,54 @@ def test_several_recipes_are_set_all_or_nothing(repo_dataset):
         do_set_recipes(repo_dataset, [first, broken])
     assert not EnvironmentRecipe.objects.exists()
     assert len(do_set_recipes(repo_dataset, [first, clash])) == 2
+
+
+# --- an experiment spec's environments: the same check, applied with the experiment ---------
+
+
+def spec_with(environments) -> dict:
+    return {
+        "name": "Tiny duel",
+        "dataset": "tiny",
+        "arms": [{"label": "a", "provider": "mock", "model_name": "m-a", "config": {"mode": "oracle"}}],
+        "environments": environments,
+    }
+
+
+def test_a_spec_sets_its_datasets_recipes_with_the_experiment(tmp_path, org, repo_dataset):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec_with([GOOD, {"repo": REPO, "version": "2.0", "python": "3.11"}])))
+    assert "Created experiment 'Tiny duel'" in run_command("apply_experiment", "--org", org.slug, str(path))
+    recipes = {r.version: r for r in EnvironmentRecipe.objects.filter(dataset=repo_dataset)}
+    assert set(recipes) == {"1.0", "2.0"} and recipes["1.0"].packages == ["pytest==8.3.4"]
+    assert recipes["2.0"].project == "-e ."
+    spec = check_experiment_spec(org, {k: v for k, v in spec_with([]).items() if k != "environments"})
+    assert spec.environments == []  # left out: the recipes stay as they are
+    do_apply_experiment(org, spec)
+    assert EnvironmentRecipe.objects.count() == 2
+
+
+def test_a_bad_recipe_in_a_spec_is_named_and_changes_nothing(tmp_path, org, repo_dataset):
+    bad = spec_with([GOOD, {**GOOD, "python": "3"}, {**GOOD, "requirements": ["/etc/x"]}, GOOD])
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(bad))
+    message = refused("apply_experiment", "--org", org.slug, str(path))
+    assert "environments[1].python: required" in message
+    assert "environments[2].requirements: '/etc/x' must be a path relative" in message
+    assert "environments[3].version: a second recipe for local/tiny 1.0" in message
+    with pytest.raises(SpecError) as caught:
+        check_experiment_spec(org, spec_with({"repo": REPO}))
+    assert caught.value.field == "environments" and not Experiment.objects.exists()
+    assert not EnvironmentRecipe.objects.exists()
+
+
+def test_through_the_api_a_spec_with_recipes_needs_a_manager(org, bob, repo_dataset):
+    from orgs.api_keys import do_create_api_key
+
+    as_member = api_client(do_create_api_key(org, "ci", ["read", "run"], None, user=bob)[1])
+    body = json.dumps(spec_with([GOOD]))
+    assert as_member.post("/api/experiments", body, content_type="application/json").status_code == 403
+    assert not EnvironmentRecipe.objects.exists() and not Experiment.objects.exists()
+    as_admin = api_client(make_api_key(org, ("read", "run", "admin")))
+    assert as_admin.post("/api/experiments", body, content_type="application/json").status_code == 201
+    assert EnvironmentRecipe.objects.get().packages == ["pytest==8.3.4"]
