@@ -31,6 +31,8 @@ LIST_FIELDS = ("packages", "requirements", "pre_install", "system_packages", "te
 DEFAULT_PROJECT = "-e ."
 # pip's words for installing the checkout: "-e .", "-e .[test]", ".[test,docs]", "." ("" for not at all).
 PROJECT = re.compile(r"^(-e )?\.(\[[A-Za-z0-9][A-Za-z0-9_.-]*(,[A-Za-z0-9][A-Za-z0-9_.-]*)*\])?$")
+# A Debian package or a program the worker must have (evaluation.environments.missing_need).
+SYSTEM_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*$")
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 # Set by the environment itself for every test run (evaluation/environments.py Runtime): a
 # recipe's value would be overwritten, so it is refused rather than silently ignored.
@@ -95,6 +97,9 @@ def check_recipe(dataset: Dataset, raw: Any, where: str = "") -> CheckedRecipe:
     for package in lists["packages"]:
         if package.startswith("-"):
             errors.append(f"packages: {package[:60]!r} starts with '-': give requirement specifiers, not uv options")
+    for name in lists["system_packages"]:
+        if not SYSTEM_PACKAGE.match(name):
+            errors.append(f"system_packages: {name[:60]!r} is not a package or program name")
     for path in lists["requirements"]:
         if problem := _relative_path_problem(path):
             errors.append(f"requirements: {path[:60]!r} {problem}")

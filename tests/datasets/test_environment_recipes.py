@@ -61,6 +61,7 @@ def test_a_good_recipe_is_accepted_with_its_defaults(repo_dataset):
         ({"test_env": {"PYTHONPATH": "/tmp"}}, "test_env"),
         ({"test_env": {"LANG": 1}}, "test_env"),
         ({"system_packages": ["libxml2\n"]}, "system_packages"),
+        ({"system_packages": ["libxml2 && curl evil"]}, "system_packages"),
         ({"repo": "someone/else"}, "repo"),
         ({"version": "9.9"}, "version"),
         ({"colour": "blue"}, "colour"),
@@ -162,3 +163,40 @@ def test_through_the_api_a_spec_with_recipes_needs_a_manager(org, bob, repo_data
     as_admin = api_client(make_api_key(org, ("read", "run", "admin")))
     assert as_admin.post("/api/experiments", body, content_type="application/json").status_code == 201
     assert EnvironmentRecipe.objects.get().packages == ["pytest==8.3.4"]
+
+
+def test_staff_set_recipes_in_the_admin_through_the_same_check_and_read_build_logs(alice, repo_dataset):
+    from django.urls import reverse
+
+    from evaluation.models import Environment
+    from tests.conftest import client_for
+
+    alice.is_staff = alice.is_superuser = True
+    alice.save()
+    client = client_for(alice)
+    add = reverse("admin:datasets_environmentrecipe_add")
+    fields = {
+        "dataset": repo_dataset.pk,
+        "repo": REPO,
+        "version": "1.0",
+        "python": "3",
+        "packages": '["-e/srv"]',
+        "requirements": "[]",
+        "project": "",
+        "pre_install": "[]",
+        "system_packages": "[]",
+        "test_command": "[]",
+        "test_env": "{}",
+        "source": "",
+    }
+    response = client.post(add, fields)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert set(errors) == {"python", "packages"} and not EnvironmentRecipe.objects.exists()
+    assert client.post(add, {**fields, "python": "3.11", "packages": '["attrs"]'}).status_code == 302
+    assert EnvironmentRecipe.objects.get().packages == ["attrs"]
+    record = Environment.objects.create(key="a" * 32, log="$ uv venv --python 3.11")
+    page = client.get(reverse("admin:evaluation_environment_change", args=[record.pk]))
+    assert page.status_code == 200 and "$ uv venv --python 3.11" in page.content.decode()
+    assert client.get(reverse("admin:evaluation_environment_changelist")).status_code == 200
+    assert client.get(reverse("admin:evaluation_environment_add")).status_code == 403
