@@ -2,6 +2,7 @@
 environment's progress and its build log; scoped through the datasets access layer."""
 
 import pytest
+from django.template.defaultfilters import floatformat
 from django.urls import reverse
 
 from datasets.environments import runtime_for
@@ -56,7 +57,7 @@ def test_the_section_shows_recipes_and_each_environment_built(alice, org, repo_d
     assert "<h2>Environments</h2>" in page and "<code>local/tiny</code>" in page and "every version" in page
     assert "written by hand" in page and "Build environments</button>" in page
     assert f'<code title="{record.key}">{record.key[:12]}</code>' in page and "local/tiny 1.0, local/tiny 2.0" in page
-    assert '<span class="status ready">Ready</span>' in page and f"{record.build_seconds:.1f} s" in page
+    assert '<span class="status ready">Ready</span>' in page and f"{floatformat(record.build_seconds, 1)} s" in page
     assert reverse("datasets:environment_log", args=[repo_dataset.code, record.key]) in page
     assert "hx-get" not in page  # nothing to wait for
     log = client_for(alice).get(reverse("datasets:environment_log", args=[repo_dataset.code, record.key]))
