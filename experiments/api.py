@@ -156,6 +156,22 @@ class FewShotDoc(Schema):
     k: int = Field(description="How many solved examples a prompt shows")
 
 
+class RecipeDoc(Schema):
+    """An environment recipe for one of the dataset's repositories (datasets/recipes.py)."""
+
+    repo: str = Field(description="owner/name, as the dataset's tasks name it")
+    version: str = Field("", description="The tasks' version; empty: every version without its own")
+    python: str = Field(description='The interpreter, e.g. "3.11"')
+    packages: list[str] = Field(default_factory=list, description="Requirement specifiers installed first")
+    requirements: list[str] = Field(default_factory=list, description="Requirements files in the repository")
+    project: str = Field("-e .", description='How the project is installed: "-e .", "-e .[test]", "" for not')
+    pre_install: list[str] = Field(default_factory=list, description="Shell commands run in the checkout first")
+    system_packages: list[str] = Field(default_factory=list, description="What the worker machine must have")
+    test_command: list[str] = Field(default_factory=list, description="The tests' argv; {python}: the environment's")
+    test_env: dict[str, str] = Field(default_factory=dict, description="Variables the tests run with")
+    source: str = Field("", description="Where the recipe came from")
+
+
 class ExperimentSpecDoc(Schema):
     """The experiment spec: the same document ``manage.py apply_experiment`` reads."""
 
@@ -177,6 +193,9 @@ class ExperimentSpecDoc(Schema):
     budget_usd: Decimal | None = Field(None, description="A limit on all its runs' spend together")
     response_cache: bool = False
     grading: str = Field("", description="One of the dataset kind's grading modes ('': its default)")
+    environments: list[RecipeDoc] | None = Field(
+        None, description="Sets these recipes for the dataset's repositories (admin keys); left out, they stay"
+    )
 
 
 class ExperimentOut(Schema):

@@ -81,6 +81,8 @@ def test_set_refuses_a_bad_field_by_its_option_and_changes_nothing(org, repo_dat
 
 
 def test_build_builds_each_environment_once_then_reuses_it(org, repo_dataset, environment_cache):
+    without = run_command("environments", "build", "--org", org.slug, "--dataset", "tiny")
+    assert without == "No task of 'tiny' has an environment recipe: they run with the worker's Python\n"
     set_bare_recipe(org)  # one recipe for every version: one environment for the three tasks
     output = run_command("environments", "build", "--org", org.slug, "--dataset", "tiny")
     key = repo_dataset.tasks.exclude(repo="").values_list("environment_key", flat=True).distinct().get()

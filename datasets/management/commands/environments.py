@@ -125,6 +125,9 @@ class Command(CheckedCommand):
             )
             return
         needed = tasks_needing_environments(tasks)
+        if not needed:
+            self.stdout.write(f"No task of {found.name!r} has an environment recipe: they run with the worker's Python")
+            return
         failed = 0
         with tqdm(total=len(needed), unit="environment", file=sys.stderr) as bar:
 
