@@ -5,7 +5,16 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from datasets.imports import check_repo_sources
-from datasets.models import Dataset, MinedCandidate, MiningJob, MiningSource, TaskInstance, TaskUpload
+from datasets.models import (
+    Dataset,
+    EnvironmentRecipe,
+    MinedCandidate,
+    MiningJob,
+    MiningSource,
+    TaskInstance,
+    TaskUpload,
+)
+from datasets.recipes import RECIPE_INPUT_FIELDS, check_recipe
 
 
 @admin.register(Dataset)
@@ -80,3 +89,40 @@ class TaskUploadAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("data")
+
+
+class EnvironmentRecipeForm(forms.ModelForm):
+    """The same check as the dataset page's, the command's and the spec's (datasets/recipes.py)."""
+
+    class Meta:
+        model = EnvironmentRecipe
+        fields = ["dataset", *RECIPE_INPUT_FIELDS]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors or cleaned.get("dataset") is None:
+            return cleaned
+        raw = {name: cleaned.get(name) for name in RECIPE_INPUT_FIELDS}
+        raw = {
+            name: "" if value is None and name in ("version", "project", "source") else value
+            for name, value in raw.items()
+        }
+        try:
+            checked = check_recipe(cleaned["dataset"], raw)
+        except ValidationError as exc:
+            errors: dict[str, list[str]] = {}
+            for message in exc.messages:
+                field, _, problem = message.partition(": ")
+                name = field.split(".")[0].split("[")[0]
+                errors.setdefault(name if name in self.fields else "__all__", []).append(problem or message)
+            raise ValidationError(errors) from None
+        return {**cleaned, **checked.fields()}
+
+
+@admin.register(EnvironmentRecipe)
+class EnvironmentRecipeAdmin(admin.ModelAdmin):
+    form = EnvironmentRecipeForm
+    list_display = ["repo", "version", "python", "dataset", "source", "updated_at"]
+    list_filter = ["python"]
+    search_fields = ["repo", "dataset__name", "source"]
+    readonly_fields = ["updated_at"]

@@ -19,15 +19,16 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from datasets.background import enqueue_on_commit
-from datasets.models import EnvironmentRecipe, TaskInstance
+from datasets.models import Dataset, EnvironmentRecipe, TaskInstance
 from evaluation.environments import (
     BuildFailed,
     BuildLog,
@@ -124,12 +125,21 @@ def _failed_text(record: Environment) -> str:
     return f"environment {record.short_key} ({record.label}) could not be built:\n{record.failure}"
 
 
-def do_build(task: TaskInstance, recipe: EnvironmentRecipe, key: str, retry: bool = False) -> Built:
+def do_build(
+    task: TaskInstance,
+    recipe: EnvironmentRecipe,
+    key: str,
+    retry: bool = False,
+    on_progress: Callable[[BuildLog], None] | None = None,
+) -> Built:
     """Build the environment ``key`` for ``task`` (nothing to do when this worker has it),
     recording progress, the log and the outcome; a failure quarantines the tasks that use it
-    and raises BuildFailed. A recorded failure is not tried again unless ``retry``."""
+    and raises BuildFailed. A recorded failure is not tried again unless ``retry``.
+    ``on_progress`` is told of each step too (a command's progress bar)."""
     try:
-        built = do_build_at(key, recipe.recipe(), _label(recipe), lambda target: _export(task, target), retry)
+        built = do_build_at(
+            key, recipe.recipe(), _label(recipe), lambda target: _export(task, target), retry, on_progress
+        )
     except BuildFailed as exc:
         if exc.log is not None:  # this build failed now, not an earlier one
             do_quarantine_users(key, task, f"{exc}")
@@ -140,7 +150,12 @@ def do_build(task: TaskInstance, recipe: EnvironmentRecipe, key: str, retry: boo
 
 
 def do_build_at(
-    key: str, recipe: Recipe, label: str, export_checkout: Callable[[Path], None], retry: bool = False
+    key: str,
+    recipe: Recipe,
+    label: str,
+    export_checkout: Callable[[Path], None],
+    retry: bool = False,
+    on_progress: Callable[[BuildLog], None] | None = None,
 ) -> Built:
     """Build ``key`` from ``recipe`` (unless this worker has it), with its record: progress
     while it builds, then the log, time and size, or why it failed. Raises BuildFailed,
@@ -156,7 +171,14 @@ def do_build_at(
     if need := missing_need(recipe):
         raise EnvironmentUnavailable(f"environment {key[:12]} ({label}) {need}")
     try:
-        built = build(key, recipe, export_checkout, BuildLog(report=_progress_writer(key)))
+        recorded = _progress_writer(key)
+
+        def progress(log: BuildLog) -> None:
+            recorded(log)
+            if on_progress is not None:
+                on_progress(log)
+
+        built = build(key, recipe, export_checkout, BuildLog(report=progress))
     except BuildFailed as exc:
         log = exc.log or BuildLog()
         _finish(key, EnvironmentStatus.FAILED, log.text(), failure=log.tail() or str(exc), reason=str(exc))
@@ -284,3 +306,73 @@ def build_environment_job(task_id: int, retry: bool = False) -> str:
 
 def build_environment_job_retrying(task_id: int) -> str:
     return build_environment_job(task_id, retry=True)
+
+
+# -- what a dataset's pages and commands show ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UsedEnvironment:
+    """An environment the dataset's tasks use, as far as they are known to: its key, its
+    build's record (None before anything asked for it), how many of the tasks use it and for
+    which of the dataset's repositories (the record's own label may name another
+    organisation's: a key is shared by every task whose recipe and dependency files match)."""
+
+    key: str
+    record: Environment | None
+    tasks: int
+    used_for: str
+
+    @property
+    def short_key(self) -> str:
+        return self.key[:12]
+
+    @property
+    def is_busy(self) -> bool:
+        return self.record is not None and self.record.status in (EnvironmentStatus.QUEUED, EnvironmentStatus.BUILDING)
+
+
+def used_environments(dataset: Dataset) -> list[UsedEnvironment]:
+    """The environments the dataset's tasks carry keys of (``environment_key``): another
+    organisation's build record is reached only through a key its own tasks carry."""
+    rows = (
+        dataset.tasks.exclude(environment_key="")
+        .values("environment_key", "repo", "version")
+        .annotate(count=Count("pk"))
+        .order_by("environment_key", "repo", "version")
+    )
+    counts: dict[str, int] = {}
+    used_for: dict[str, list[str]] = {}
+    for row in rows:
+        counts[row["environment_key"]] = counts.get(row["environment_key"], 0) + row["count"]
+        used_for.setdefault(row["environment_key"], []).append(f"{row['repo']} {row['version']}".strip())
+    records = {record.key: record for record in Environment.objects.filter(key__in=counts)}
+    return [UsedEnvironment(key, records.get(key), count, ", ".join(used_for[key])) for key, count in counts.items()]
+
+
+def used_environment(dataset: Dataset, key: str) -> UsedEnvironment | None:
+    """``key``'s environment when one of the dataset's tasks uses it; else None."""
+    return next((env for env in used_environments(dataset) if env.key == key), None)
+
+
+PLAN_JOB_TIMEOUT_S = 3600  # cloning the dataset's repositories, to read their dependency files
+
+
+def enqueue_dataset_builds_job(dataset_id: int, retry: bool = False) -> str:
+    """RQ job: queue a build of every environment the dataset's tasks need (``enqueue_builds``).
+    A job, not the request that asked: working out the keys clones each repository."""
+    dataset = Dataset.objects.filter(pk=dataset_id).first()
+    if dataset is None:
+        return "no such dataset"
+    queued = enqueue_builds(dataset.tasks.select_related("dataset").order_by("position"), retry=retry)
+    return f"queued {len(queued)} build(s)"
+
+
+def enqueue_dataset_builds_retrying_job(dataset_id: int) -> str:
+    return enqueue_dataset_builds_job(dataset_id, retry=True)
+
+
+def do_request_builds(dataset: Dataset, retry: bool = False) -> None:
+    """Build the dataset's environments on the queue (failed ones again with ``retry``)."""
+    job = enqueue_dataset_builds_retrying_job if retry else enqueue_dataset_builds_job
+    enqueue_on_commit(job, dataset.pk, f"environments-of-{dataset.pk}", PLAN_JOB_TIMEOUT_S)

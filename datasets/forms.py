@@ -1,7 +1,10 @@
-"""The datasets page's forms: uploading a task file, mining a repository."""
+"""The datasets page's forms: uploading a task file, mining a repository, a repository's
+environment recipe."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import PurePath
 from typing import Any, cast
 
@@ -14,7 +17,8 @@ from django.template.defaultfilters import filesizeformat
 from datasets.formats import format_names
 from datasets.imports import check_dataset_name, parse_field_map
 from datasets.mining import MAX_CANDIDATES_LIMIT, MAX_TASKS_LIMIT, allowed_sources
-from datasets.models import DatasetKind, MiningSource
+from datasets.models import Dataset, DatasetKind, EnvironmentRecipe, MiningSource
+from datasets.recipes import CheckedRecipe, check_recipe, dataset_repositories, recipe_fields
 from datasets.uploads import UploadedFile
 from orgs.models import Organization
 from prbench.inputs import NAME_MAX, TextValidator, check_text
@@ -152,3 +156,118 @@ class MiningForm(forms.Form):
         name = self.cleaned_data["dataset_name"].strip()
         check_dataset_name(name)
         return name
+
+
+def _shell_words(argv: list[str]) -> str:
+    """``argv`` as typed in a shell, quoting only what needs it ({python} stays as it is)."""
+    return " ".join(arg if re.fullmatch(r"[^\s'\"\\$`;&|<>()*?#~]+", arg) else shlex.quote(arg) for arg in argv)
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class RecipeForm(forms.Form):
+    """A repository's environment recipe, as text boxes; ``check_recipe`` judges it (the same
+    check as the command's and the spec's), its findings shown at the field they name."""
+
+    repo = forms.ChoiceField(label="Repository", help_text="As the dataset's tasks name it")
+    version = forms.CharField(
+        label="Version", required=False, max_length=50, help_text="The tasks' version; empty: every other version"
+    )
+    python = forms.CharField(label="Python", max_length=10, initial="3.11", help_text='The interpreter, e.g. "3.11"')
+    packages = forms.CharField(
+        label="Packages",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Requirement specifiers installed first, one a line (pytest==8.3.4)",
+    )
+    requirements = forms.CharField(
+        label="Requirements files",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Files in the repository, one a line (requirements/test.txt)",
+    )
+    project = forms.CharField(
+        label="Project",
+        required=False,
+        initial="-e .",
+        help_text='How the project is installed: "-e .", "-e .[test]", or empty for not at all',
+    )
+    pre_install = forms.CharField(
+        label="Before installing",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Shell commands run in the checkout first, one a line",
+    )
+    system_packages = forms.CharField(
+        label="System packages", required=False, help_text="What the worker machine must have, separated by spaces"
+    )
+    test_command = forms.CharField(
+        label="Test command",
+        required=False,
+        help_text="For tasks without their own, as typed in a shell; {python} is the environment's interpreter",
+    )
+    test_env = forms.CharField(
+        label="Test variables",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="NAME=VALUE, one a line",
+    )
+    source = forms.CharField(label="Source", required=False, max_length=300, help_text="Where the recipe came from")
+
+    def __init__(self, *args: Any, dataset: Dataset, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.dataset = dataset
+        cast(forms.ChoiceField, self.fields["repo"]).choices = [(r, r) for r in dataset_repositories(dataset)]
+        self.checked: CheckedRecipe | None = None
+
+    @classmethod
+    def initial_for(cls, recipe: EnvironmentRecipe) -> dict[str, Any]:
+        fields = recipe_fields(recipe)
+        return {
+            **fields,
+            "packages": "\n".join(fields["packages"]),
+            "requirements": "\n".join(fields["requirements"]),
+            "pre_install": "\n".join(fields["pre_install"]),
+            "system_packages": " ".join(fields["system_packages"]),
+            "test_command": _shell_words(fields["test_command"]),
+            "test_env": "\n".join(f"{name}={value}" for name, value in fields["test_env"].items()),
+        }
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        raw: dict[str, Any] = {
+            "repo": cleaned["repo"],
+            "version": cleaned["version"],
+            "python": cleaned["python"].strip(),
+            "packages": _lines(cleaned["packages"]),
+            "requirements": _lines(cleaned["requirements"]),
+            "project": cleaned["project"],
+            "pre_install": _lines(cleaned["pre_install"]),
+            "system_packages": cleaned["system_packages"].split(),
+            "source": cleaned["source"] or "set on the dataset's page",
+        }
+        try:
+            raw["test_command"] = shlex.split(cleaned["test_command"])
+        except ValueError as exc:
+            self.add_error("test_command", f"cannot be read as a command: {exc}")
+            return cleaned
+        variables = {}
+        for line in _lines(cleaned["test_env"]):
+            name, equals, value = line.partition("=")
+            if not equals:
+                self.add_error("test_env", f"{line[:60]!r} is not NAME=VALUE")
+                return cleaned
+            variables[name.strip()] = value
+        raw["test_env"] = variables
+        try:
+            self.checked = check_recipe(self.dataset, raw)
+        except ValidationError as exc:
+            for message in exc.messages:
+                field, _, problem = message.partition(": ")
+                name = field.split(".")[0].split("[")[0]
+                self.add_error(name if name in self.fields else None, problem if name in self.fields else message)
+        return cleaned

@@ -318,18 +318,6 @@ RECIPE_FIELDS = (
 )
 
 
-RECIPE_FIELDS = (
-    "python",
-    "packages",
-    "requirements",
-    "project",
-    "pre_install",
-    "system_packages",
-    "test_env",
-    "exclude_newer",
-)
-
-
 class EnvironmentRecipe(models.Model):
     """How to make the environment a repository's tests run in (evaluation/environments.py):
     for one version of the repository as its tasks name it, or for every version without a

@@ -1,8 +1,10 @@
 """Bringing tasks in from the browser: uploading a task file (its preview, its import) and
-mining a repository. Owners and admins only; the pages poll with htmx while a job runs."""
+mining a repository; a dataset's environments (its recipes, their builds). Owners and admins
+change things; the pages poll with htmx while a job runs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
@@ -10,14 +12,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from datasets.access import access_dataset, access_mining_job, access_task_upload
-from datasets.forms import FORMAT_LABELS, MiningForm, TaskUploadForm, UploadSizeLimit
+from datasets.environments import do_request_builds, used_environment, used_environments
+from datasets.forms import FORMAT_LABELS, MiningForm, RecipeForm, TaskUploadForm, UploadSizeLimit
 from datasets.history import dataset_versions, recent_imports
 from datasets.mining import (
     check_retry_mining,
@@ -27,6 +31,7 @@ from datasets.mining import (
     mining_abandoned,
 )
 from datasets.models import Dataset, DatasetKind
+from datasets.recipes import do_set_recipe, recipe_installs
 from datasets.uploads import (
     check_confirm_upload,
     check_discard_upload,
@@ -39,6 +44,7 @@ from datasets.uploads import (
     split_problem,
     upload_abandoned,
 )
+from evaluation.models import EnvironmentStatus
 from evaluation.workloads.wording import wording_for
 from orgs.access import access_current_org, membership_for
 from orgs.models import Membership
@@ -227,4 +233,93 @@ def dataset_detail(request: HttpRequest, code: str) -> HttpResponse:
     }
     if can_manage:
         context.update(recent_imports(dataset.org_id, dataset))
+    context.update(_environments_context(dataset, can_manage))
     return render(request, "datasets/dataset_detail.html", context)
+
+
+# --- environments --------------------------------------------------------------------------
+
+
+def _environments_context(dataset: Dataset, can_manage: bool) -> dict[str, Any]:
+    used = used_environments(dataset)
+    return {
+        "dataset": dataset,
+        "recipes": [(recipe, recipe_installs(recipe)) for recipe in dataset.environment_recipes.all()],
+        "environments": [
+            (env, percent_of(env.record.steps_done, env.record.steps_total) if env.record else 0) for env in used
+        ],
+        "environments_busy": any(env.is_busy for env in used),
+        "has_repositories": dataset.tasks.exclude(repo="").exists(),
+        "can_manage": can_manage,
+    }
+
+
+@login_required
+def dataset_environments(request: HtmxHttpRequest, code: str) -> HttpResponse:
+    """The dataset's environments section on a page of its own; with htmx, the section alone
+    (the detail page polls it while a build is queued or under way)."""
+    dataset = access_dataset(request, code)
+    context = _environments_context(dataset, membership_for(request, dataset.org).can_manage)
+    if request.htmx:
+        response = render(request, "datasets/environments.html#environments", context)
+        return response if context["environments_busy"] else HttpResponseStopPolling(response.content)
+    return render(request, "datasets/environments.html", context)
+
+
+@login_required
+def environment_recipe(request: HttpRequest, code: str) -> HttpResponse:
+    """Add a recipe, or edit the one ``?repo=&version=`` names (admins and owners)."""
+    dataset = access_dataset(request, code, manage=True)
+    if request.method == "POST":
+        form = RecipeForm(request.POST, dataset=dataset)
+        if form.is_valid():
+            assert form.checked is not None
+            recipe, created = do_set_recipe(dataset, form.checked)
+            messages.success(request, f"{'Added' if created else 'Saved'} the recipe for {recipe}.")
+            return redirect(reverse("datasets:environments", args=[dataset.code]))
+    else:
+        repo, version = request.GET.get("repo"), request.GET.get("version", "")
+        existing = dataset.environment_recipes.filter(repo=repo, version=version).first() if repo else None
+        initial = RecipeForm.initial_for(existing) if existing else {"repo": repo, "version": version}
+        form = RecipeForm(initial=initial, dataset=dataset)
+    return render(request, "datasets/environment_recipe.html", {"dataset": dataset, "form": form})
+
+
+@login_required
+@require_POST
+def environments_build(request: HttpRequest, code: str) -> HttpResponse:
+    dataset = access_dataset(request, code, manage=True)
+    retry = request.POST.get("retry") == "1"
+    if not dataset.environment_recipes.exists():
+        messages.error(request, "The dataset has no environment recipe: add one first.")
+    else:
+        do_request_builds(dataset, retry=retry)
+        messages.success(
+            request,
+            "Queued: a worker works out which environments the tasks need, then builds "
+            "each one it has not built" + (", failed ones again." if retry else "."),
+        )
+    return redirect(reverse("datasets:environments", args=[dataset.code]))
+
+
+@login_required
+def environment_log(request: HtmxHttpRequest, code: str, key: str) -> HttpResponse:
+    """One environment's build and its whole log: only through a key the dataset's tasks carry."""
+    dataset = access_dataset(request, code)
+    used = used_environment(dataset, key)
+    if used is None or used.record is None:
+        raise Http404("No such environment")
+    record = used.record
+    busy = record.status in (EnvironmentStatus.QUEUED, EnvironmentStatus.BUILDING)
+    context = {
+        "dataset": dataset,
+        "environment": record,
+        "busy": busy,
+        "percent": percent_of(record.steps_done, record.steps_total),
+        "recipe_json": json.dumps(record.recipe, indent=2),
+        "used_for": used.used_for,
+    }
+    if request.htmx:
+        response = render(request, "datasets/environment_log.html#build", context)
+        return response if busy else HttpResponseStopPolling(response.content)
+    return render(request, "datasets/environment_log.html", context)

@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import admin
 
 from evaluation.agreement import agreements_with, describe
-from evaluation.models import JUDGING_FIELDS, EvaluatorProfile, Verdict
+from evaluation.models import JUDGING_FIELDS, Environment, EvaluatorProfile, Verdict
 
 
 @admin.register(EvaluatorProfile)
@@ -70,3 +70,26 @@ class VerdictAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False  # deleting a profile's verdicts would unfreeze it: history stays
+
+
+@admin.register(Environment)
+class EnvironmentAdmin(admin.ModelAdmin):
+    """Build records of task environments: written by the builds, read here (log included)."""
+
+    list_display = [
+        "short_key",
+        "label",
+        "status",
+        "steps_done",
+        "steps_total",
+        "build_seconds",
+        "size_bytes",
+        "builder",
+        "finished_at",
+    ]
+    list_filter = ["status"]
+    search_fields = ["key", "label"]
+    readonly_fields = [field.name for field in Environment._meta.fields]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False

@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from datasets.models import Dataset, TaskInstance
+from datasets.recipes import CheckedRecipe, check_recipe, do_set_recipes
 from evaluation.evaluator import active_profile
 from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for, workload_kinds
@@ -89,6 +90,9 @@ class ExperimentSpec:
     budget_usd: Decimal | None = None
     response_cache: bool = False
     grading: str = ""  # one of the dataset kind's grading modes; "": the kind's default
+    # Environment recipes for the dataset's repositories (datasets/recipes.py), set with the
+    # experiment; left out of a spec, the dataset's recipes stay as they are.
+    environments: list[CheckedRecipe] = field(default_factory=list)
 
 
 class SpecError(ValidationError):
@@ -136,6 +140,7 @@ SPEC_FIELDS = {
     "response_cache",
     "grading",
     "arms",
+    "environments",
 }
 ARM_FIELDS = {"label", "provider", "model_name", "credential", "config"}
 
@@ -190,6 +195,8 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         errors.append(f"budget_usd: {problem}")
     arms, arm_errors = _check_arms(org, raw.get("arms"))
     errors += arm_errors
+    environments, environment_errors = check_spec_environments(dataset, raw.get("environments"))
+    errors += environment_errors
     flagged = {error.split(":")[0] for error in arm_errors}  # said once per field is enough
     errors += [
         e for i, a in enumerate(arms) for e in arm_text_errors(a, f"arms[{i}]") if e.split(":")[0] not in flagged
@@ -217,7 +224,32 @@ def check_experiment_spec(org: Organization, raw: Any) -> ExperimentSpec:
         budget_usd=budget_usd,
         response_cache=raw.get("response_cache", False),
         grading=raw.get("grading") or "",
+        environments=environments,
     )
+
+
+def check_spec_environments(dataset: Dataset | None, raw: Any) -> tuple[list[CheckedRecipe], list[str]]:
+    """A spec's ``environments``: recipes for its dataset's repositories, each checked as the
+    dataset page and ``manage.py environments set`` check one, one per repository version."""
+    if raw is None:
+        return [], []
+    if not isinstance(raw, list):
+        return [], ["environments: must be a list of recipes (repo, version, python, packages, ...)"]
+    if dataset is None:
+        return [], []  # the dataset's own error says why
+    checked, errors, seen = [], [], set()
+    for index, entry in enumerate(raw):
+        where = f"environments[{index}]"
+        try:
+            recipe = check_recipe(dataset, entry, where)
+        except ValidationError as exc:
+            errors += exc.messages
+            continue
+        if (recipe.repo, recipe.version) in seen:
+            errors.append(f"{where}.version: a second recipe for {recipe.repo} {recipe.version or '(every version)'}")
+        seen.add((recipe.repo, recipe.version))
+        checked.append(recipe)
+    return checked, errors
 
 
 FEW_SHOT_MAX = 20
@@ -476,6 +508,7 @@ def do_save_experiment(
     experiment.few_shot_k = spec.few_shot_k
     experiment.save()
     do_replace_arms(experiment, spec.arms)
+    do_set_recipes(spec.dataset, spec.environments)
     return experiment
 
 

@@ -41,7 +41,7 @@ from experiments.estimate import estimate_run
 from experiments.idempotency import IDEMPOTENCY_KEY_TTL, IdempotencyConflict, StartChoices, start_run_once
 from experiments.models import Allocation, ContextMode, Experiment, ModelArm, Run, SampleStrategy
 from experiments.progress import run_progress
-from orgs.access import access_current_org
+from orgs.access import access_current_org, check_role, membership_for
 from orgs.api_auth import READ, RUN, actor
 from orgs.models import Organization
 from prbench.api_support import (
@@ -156,6 +156,23 @@ class FewShotDoc(Schema):
     k: int = Field(description="How many solved examples a prompt shows")
 
 
+class RecipeDoc(Schema):
+    """An environment recipe for one of the dataset's repositories (datasets/recipes.py)."""
+
+    repo: str = Field(description="owner/name, as the dataset's tasks name it")
+    version: str = Field("", description="The tasks' version; empty: every version without its own")
+    python: str = Field(description='The interpreter, e.g. "3.11"')
+    packages: list[str] = Field(default_factory=list, description="Requirement specifiers installed first")
+    requirements: list[str] = Field(default_factory=list, description="Requirements files in the repository")
+    project: str = Field("-e .", description='How the project is installed: "-e .", "-e .[test]", "" for not')
+    pre_install: list[str] = Field(default_factory=list, description="Shell commands run in the checkout first")
+    system_packages: list[str] = Field(default_factory=list, description="What the worker machine must have")
+    test_command: list[str] = Field(default_factory=list, description="The tests' argv; {python}: the environment's")
+    test_env: dict[str, str] = Field(default_factory=dict, description="Variables the tests run with")
+    exclude_newer: str = Field("", description="Install what the package index held at this date (ISO)")
+    source: str = Field("", description="Where the recipe came from")
+
+
 class ExperimentSpecDoc(Schema):
     """The experiment spec: the same document ``manage.py apply_experiment`` reads."""
 
@@ -177,6 +194,9 @@ class ExperimentSpecDoc(Schema):
     budget_usd: Decimal | None = Field(None, description="A limit on all its runs' spend together")
     response_cache: bool = False
     grading: str = Field("", description="One of the dataset kind's grading modes ('': its default)")
+    environments: list[RecipeDoc] | None = Field(
+        None, description="Sets these recipes for the dataset's repositories (admin keys); left out, they stay"
+    )
 
 
 class ExperimentOut(Schema):
@@ -218,6 +238,7 @@ def experiment_spec_doc(experiment: Experiment) -> ExperimentSpecDoc:
         include_quarantined=experiment.include_quarantined,
         budget_usd=experiment.budget_usd,
         response_cache=experiment.response_cache,
+        environments=None,  # recipes belong to the dataset: a spec read back leaves them as they are
         grading=experiment.grading,
     )
 
@@ -260,9 +281,12 @@ def _checked_spec(request: HttpRequest, org: Organization) -> ExperimentSpec:
     name = "request.yaml" if request.content_type in YAML_TYPES else "request.json"
     raw = load_spec(request.body, name)
     try:
-        return check_experiment_spec(org, raw)
+        spec = check_experiment_spec(org, raw)
     except SpecError as exc:
         raise ValidationError({exc.field or "__all__": exc.messages}) from None
+    if spec.environments:  # a dataset's recipes are for those who manage it, as on its page
+        check_role(membership_for(request, org), manage=True)
+    return spec
 
 
 def _name_conflict(org: Organization, name: str, experiment: Experiment | None) -> None:
