@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -417,15 +418,35 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
     if recipe.packages:
         steps.append((f"install {' '.join(recipe.packages)}", [*install, *recipe.packages]))
     if recipe.project:
-        # With the environment's own pip (seeded as the index stood at the recipe's date), as
-        # the harness installs it: an old project's setuptools has no PEP 660 editable build,
-        # which uv requires, and pip falls back to ``setup.py develop`` for it. Where setuptools
-        # has one, its "compat" mode writes a plain path into a .pth file, which can be moved
-        # to each validation's checkout (its default finder hard-codes the path).
-        args = [str(source) + arg[1:] if arg.startswith(".") else arg for arg in shlex.split(recipe.project)]
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-input", *_pip_index_options()]
-        steps.append((f"pip install {recipe.project}", [*pip, *args]))
+        # Its dependencies through uv, resolved at the recipe's date like the rest (a plain
+        # install, whose wheel an old setuptools can build); then the project itself, editable,
+        # with the environment's own pip, as the harness installs it: an old setuptools has no
+        # PEP 660 editable build, which uv requires, and pip falls back to ``setup.py develop``.
+        # Where setuptools has one, its "compat" mode writes a plain path into a .pth file,
+        # which can be moved to each validation's checkout (its default finder hard-codes it).
+        target = [str(source) + arg[1:] if arg.startswith(".") else arg for arg in shlex.split(recipe.project)]
+        plain = [arg for arg in target if arg not in ("-e", "--editable")]
+        steps.append((f"install {' '.join(shlex.split(recipe.project)[-1:])} and its dependencies", [*install, *plain]))
+        if _built_by_setuptools(source):
+            # Without isolation: the environment's own setuptools, of the recipe's date (today's
+            # turns ``setup.py develop`` into a pip call of its own, which an old pip cannot take).
+            python = str(venv / "bin" / "python")
+            pip = [python, "-m", "pip", "install", "--no-input", "--no-deps", "--no-build-isolation"]
+            steps.append((f"pip install --no-deps {recipe.project}", [*pip, *_pip_index_options(), "-e", *plain]))
+        else:  # hatchling, flit, poetry...: PEP 660 from the start, which uv builds
+            steps.append((f"install --no-deps {recipe.project}", [*install, "--no-deps", "-e", *plain]))
     return steps
+
+
+def _built_by_setuptools(source: Path) -> bool:
+    """Whether the project builds with setuptools: no ``pyproject.toml``, none naming a build
+    backend, or one naming setuptools'."""
+    try:
+        project = tomllib.loads((source / "pyproject.toml").read_text())
+    except (OSError, ValueError):
+        return True
+    backend = project.get("build-system", {}).get("build-backend", "")
+    return not backend or backend.startswith("setuptools")
 
 
 def _pip_index_options() -> list[str]:

@@ -250,16 +250,30 @@ def sandbox_session(root: Path, surroundings: Surroundings = NOTHING_MORE) -> It
     up here and torn down (with anything still running in it) on the way out."""
     uid = sandbox_user()
     hand_over(root, uid)
-    found = isolation()
-    if not found.sessions:
-        yield Box(str(root), uid, surroundings=surroundings)
+    with _scratch(uid, surroundings) as surroundings:
+        found = isolation()
+        if not found.sessions:
+            yield Box(str(root), uid, surroundings=surroundings)
+            return
+        with _process_group_limit(found.pids_cgroup) as cgroup, _stash(uid) as stash:
+            session = SandboxSession.start(str(root), uid, cgroup, stash, surroundings)
+            try:
+                yield Box(str(root), uid, session, surroundings)
+            finally:
+                session.close()
+
+
+@contextlib.contextmanager
+def _scratch(uid: int | None, surroundings: Surroundings) -> Iterator[Surroundings]:
+    """In a task's own environment, its tests' temporary files go outside the checkout, as in
+    the harness's containers: the checkout is on the import path, and a test that makes a
+    module "outside the path" (astroid's) must find it outside."""
+    if not surroundings.own_python:
+        yield surroundings
         return
-    with _process_group_limit(found.pids_cgroup) as cgroup, _stash(uid) as stash:
-        session = SandboxSession.start(str(root), uid, cgroup, stash, surroundings)
-        try:
-            yield Box(str(root), uid, session, surroundings)
-        finally:
-            session.close()
+    with tempfile.TemporaryDirectory(prefix="prbench-tmp-") as scratch:
+        hand_over(Path(scratch), uid)
+        yield replace(surroundings, variables=(*surroundings.variables, ("TMPDIR", scratch)))
 
 
 class SandboxFailed(RuntimeError):
