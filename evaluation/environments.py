@@ -344,6 +344,10 @@ def _build_into(
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_CONFIG_FILE": "/dev/null",  # the machine's pip settings are not the recipe's
         **({"UV_EXCLUDE_NEWER": recipe.exclude_newer} if recipe.exclude_newer else {}),
+        # uv leaves the installed packages uncompiled, and a sealed environment never gets the
+        # bytecode written (nor may a validation write it): every test run would compile pytest
+        # and the rest from source again, about a third of a second each (bench/validation.py).
+        "UV_COMPILE_BYTECODE": "1",
     }
     surroundings = Surroundings(
         tuple(variables.items()),
