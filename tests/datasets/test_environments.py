@@ -16,11 +16,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError
 
 from datasets.environments import key_for, recipe_for, runtime_for
 from datasets.gold import check_gold, tasks_to_check
 from datasets.ingest import IngestOptions, ingest
-from datasets.models import EnvironmentRecipe, GoldStatus, TaskInstance
+from datasets.models import Dataset, EnvironmentRecipe, GoldStatus, TaskInstance
 from datasets.validation import validate_task
 from evaluation.environments import BuildFailed, EnvironmentUnavailable, Recipe, in_use, prune, runtime
 from evaluation.models import Environment, EnvironmentStatus
@@ -30,6 +31,7 @@ from experiments.models import AttemptStatus
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
 from tests.conftest import work_queue
+from tests.factories import ingest_textkit
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 UNITTEST = ["{python}", "-m", "unittest", "-v"]
@@ -279,3 +281,28 @@ def test_the_environment_holds_its_packages_bytecode(org, textstats):
     _, environment = runtime_for(_task())
     package = next(Path(environment.root).glob("venv/lib/python3*/site-packages/wordsmith"))
     assert list(package.glob("__pycache__/__init__.*.pyc"))
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        (["--package", "wordsmith"], "--package, --requirements and --pre-install need --python"),
+        (["--pre-install", "true"], "--package, --requirements and --pre-install need --python"),
+        (["--python", "three"], '--python must be a version such as "3.11"'),
+    ],
+)
+def test_ingest_prs_refuses_an_incomplete_recipe_and_mines_nothing(org, textstats, options, refusal):
+    with pytest.raises(CommandError, match=refusal):
+        ingest_textkit(org, textstats, "--test-command", "{python} -m unittest -v", *options)
+    assert not Dataset.objects.exists() and not Environment.objects.exists()
+
+
+def test_ingest_prs_keeps_its_recipe_with_the_dataset(org, textstats):
+    output = ingest_textkit(
+        org, textstats, "--test-command", "{python} -m unittest -v", "--python", PYTHON, "--package", "wordsmith==1.0",
+        "--project", "", "--pre-install", "echo prepared > prepared.txt", "--gold-runs", "1",
+    )  # fmt: skip
+    assert "kept 1" in output
+    recipe = EnvironmentRecipe.objects.get(dataset__name="textkit")
+    assert (recipe.packages, recipe.pre_install) == (["wordsmith==1.0"], ["echo prepared > prepared.txt"])
+    assert "$ echo prepared > prepared.txt" in Environment.objects.get().log

@@ -61,6 +61,9 @@ class Command(CheckedCommand):
         environment.add_argument("--package", action="append", default=[], help="a requirement installed first")
         environment.add_argument("--requirements", action="append", default=[], help="a requirements file to install")
         environment.add_argument("--project", default="-e .", help='how the project is installed (default "-e .")')
+        environment.add_argument(
+            "--pre-install", action="append", default=[], help="a shell command run in the checkout before installing"
+        )
 
     def handle(self, *args, org, dataset, **options):
         organisation = org_by_slug(org)
@@ -167,8 +170,8 @@ class Command(CheckedCommand):
 
 def _recipe(options: dict) -> Recipe | None:
     if not options["python"]:
-        if options["package"] or options["requirements"]:
-            raise CommandError("nothing ingested: --package and --requirements need --python")
+        if options["package"] or options["requirements"] or options["pre_install"]:
+            raise CommandError("nothing ingested: --package, --requirements and --pre-install need --python")
         return None
     if not PYTHON_VERSION.match(options["python"]):
         raise CommandError(f'nothing ingested: --python must be a version such as "3.11", not {options["python"]!r}')
@@ -177,4 +180,5 @@ def _recipe(options: dict) -> Recipe | None:
         packages=tuple(options["package"]),
         requirements=tuple(options["requirements"]),
         project=options["project"],
+        pre_install=tuple(options["pre_install"]),
     )
