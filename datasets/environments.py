@@ -42,7 +42,7 @@ from evaluation.environments import (
     runtime,
 )
 from evaluation.models import Environment, EnvironmentStatus
-from evaluation.repositories import ensure_commit, export_tree, read_files
+from evaluation.repositories import RepositoryUnavailable, ensure_commit, export_tree, read_files
 
 ENVIRONMENT_QUARANTINE = "environment: "
 BUILD_JOB_TIMEOUT_S = 4 * 3600
@@ -183,6 +183,11 @@ def do_build_at(
         log = exc.log or BuildLog()
         _finish(key, EnvironmentStatus.FAILED, log.text(), failure=log.tail() or str(exc), reason=str(exc))
         raise BuildFailed(_failed_text(Environment.objects.get(key=key)), log) from None
+    except RepositoryUnavailable as exc:
+        # Not the recipe's failure (a clone missing objects, say): the record says why it was
+        # not built, rather than waiting for ever as "queued".
+        Environment.objects.filter(key=key).update(step=f"not built: {exc}"[:300], finished_at=timezone.now())
+        raise
     if not built.reused:
         _finish(key, EnvironmentStatus.READY, built.log, seconds=built.seconds, size=built.size_bytes)
     return built

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError
 
-from datasets.environments import key_for, recipe_for, runtime_for
+from datasets.environments import do_build_at, key_for, recipe_for, runtime_for
 from datasets.gold import check_gold, tasks_to_check
 from datasets.ingest import IngestOptions, ingest
 from datasets.models import Dataset, EnvironmentRecipe, GoldStatus, TaskInstance
 from datasets.validation import validate_task
 from evaluation.environments import BuildFailed, EnvironmentUnavailable, Recipe, in_use, prune, runtime
 from evaluation.models import Environment, EnvironmentStatus
+from evaluation.repositories import RepositoryUnavailable
 from evaluation.sandbox import isolation
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.models import AttemptStatus
@@ -306,3 +307,13 @@ def test_ingest_prs_keeps_its_recipe_with_the_dataset(org, textstats):
     recipe = EnvironmentRecipe.objects.get(dataset__name="textkit")
     assert (recipe.packages, recipe.pre_install) == (["wordsmith==1.0"], ["echo prepared > prepared.txt"])
     assert "$ echo prepared > prepared.txt" in Environment.objects.get().log
+
+
+def test_a_build_the_repository_cannot_feed_says_why_instead_of_waiting(db, textstats):
+    def unreadable(target):
+        raise RepositoryUnavailable("git archive abc failed: invalid object for 'data/big.h5'")
+
+    with pytest.raises(RepositoryUnavailable):
+        do_build_at("k" * 32, RECIPE, "local/textstats", unreadable)
+    record = Environment.objects.get(key="k" * 32)
+    assert record.step.startswith("not built: git archive abc failed") and record.finished_at is not None
