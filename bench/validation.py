@@ -212,7 +212,7 @@ def paired_validations(attempts: int) -> dict:
         order = ("without", "in") if n % 2 == 0 else ("in", "without")
         took = {}
         for where in order:
-            # What the pipeline's prepare_environment leaves on a task: None is the worker's Python.
+            # What the pipeline's prepare_environments leaves on a task: None is the worker's Python.
             task.prepared_environment = environment if where == "in" else None
             result = validate_task(task, task.gold_patch)
             assert result.passed, result.log

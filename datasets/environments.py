@@ -51,13 +51,19 @@ PROGRESS_EVERY_S = 1.0
 _keys: dict[tuple[str, str, str], str] = {}
 
 
-def recipe_for(task: TaskInstance) -> EnvironmentRecipe | None:
+def recipe_for(task: TaskInstance, recipes: list[EnvironmentRecipe] | None = None) -> EnvironmentRecipe | None:
     """The task's repository's recipe for its version, else for every version; None for a
-    self-contained task or a repository without one (the worker's own Python)."""
+    self-contained task or a repository without one (the worker's own Python). ``recipes``:
+    its dataset's, read once for many tasks (``prepare_environments``)."""
     if not task.repo:
         return None
-    recipes = EnvironmentRecipe.objects.filter(dataset_id=task.dataset_id, repo=task.repo)
-    found = {recipe.version: recipe for recipe in recipes.filter(version__in=[task.version, ""])}
+    if recipes is None:
+        recipes = list(EnvironmentRecipe.objects.filter(dataset_id=task.dataset_id, repo=task.repo))
+    found = {
+        recipe.version: recipe
+        for recipe in recipes
+        if recipe.dataset_id == task.dataset_id and recipe.repo == task.repo and recipe.version in (task.version, "")
+    }
     return found.get(task.version) or found.get("")
 
 
@@ -74,11 +80,11 @@ def _clone(task: TaskInstance) -> Path:
     return ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
 
 
-def runtime_for(task: TaskInstance) -> tuple[str, Runtime] | None:
+def runtime_for(task: TaskInstance, recipes: list[EnvironmentRecipe] | None = None) -> tuple[str, Runtime] | None:
     """The task's environment (its key and how to use it), built now if this worker has
     none; None when the task has no recipe. Raises EnvironmentUnavailable when it cannot be
     had: the build failed (now or before), or the worker lacks what the recipe needs."""
-    recipe = recipe_for(task)
+    recipe = recipe_for(task, recipes)
     if recipe is None:
         return None
     key = key_for(task, recipe)
@@ -88,21 +94,27 @@ def runtime_for(task: TaskInstance) -> tuple[str, Runtime] | None:
     return key, do_build(task, recipe, key).runtime
 
 
-# What a task's ``prepared_environment`` holds before ``prepare_environment`` has run.
+# What a task's ``prepared_environment`` holds before ``prepare_environments`` has run.
 UNPREPARED = object()
 
 
-def prepare_environment(task: TaskInstance) -> None:
-    """Resolve (and build, if need be) the task's environment now, and keep the answer on the
-    task: the pipeline's pool threads validate without touching the database."""
-    try:
-        task.prepared_environment = runtime_for(task)  # type: ignore[attr-defined]
-    except EnvironmentUnavailable as exc:
-        task.prepared_environment = exc  # type: ignore[attr-defined]
+def prepare_environments(tasks: list[TaskInstance]) -> None:
+    """Resolve (and build, if need be) each task's environment now, and keep the answer on the
+    task: the pipeline's pool threads validate without touching the database. Their datasets'
+    recipes are read in one query."""
+    repository_tasks = [task for task in tasks if task.repo]
+    if not repository_tasks:
+        return
+    recipes = list(EnvironmentRecipe.objects.filter(dataset_id__in={task.dataset_id for task in repository_tasks}))
+    for task in repository_tasks:
+        try:
+            task.prepared_environment = runtime_for(task, recipes)  # type: ignore[attr-defined]
+        except EnvironmentUnavailable as exc:
+            task.prepared_environment = exc  # type: ignore[attr-defined]
 
 
 def environment_of(task: TaskInstance) -> tuple[str, Runtime] | None:
-    """``runtime_for``, as ``prepare_environment`` found it when it ran for this task object."""
+    """``runtime_for``, as ``prepare_environments`` found it when it ran for this task object."""
     prepared = getattr(task, "prepared_environment", UNPREPARED)
     if prepared is UNPREPARED:
         return runtime_for(task)

@@ -214,6 +214,13 @@ class RecipeForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="NAME=VALUE, one a line",
     )
+    exclude_newer = forms.CharField(
+        label="Packages as of",
+        required=False,
+        max_length=40,
+        help_text="Install what the package index held on this date (2021-12-31), as the project's developers had; "
+        "empty: today's releases",
+    )
     source = forms.CharField(label="Source", required=False, max_length=300, help_text="Where the recipe came from")
 
     def __init__(self, *args: Any, dataset: Dataset, **kwargs: Any):
@@ -248,6 +255,7 @@ class RecipeForm(forms.Form):
             "project": cleaned["project"],
             "pre_install": _lines(cleaned["pre_install"]),
             "system_packages": cleaned["system_packages"].split(),
+            "exclude_newer": cleaned["exclude_newer"].strip(),
             "source": cleaned["source"] or "set on the dataset's page",
         }
         try:

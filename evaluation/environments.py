@@ -60,6 +60,7 @@ ALTERNATIVES = "|"
 # can be shared by every build; below the range validations draw their users from.
 BUILD_UID = 1_999_999
 LOG_TAIL_LINES = 30
+ENVIRONMENT_MARK = "<environment>"  # where a build log names the directory it builds in
 # What a build needs of the worker's environment to reach the package index (its proxy, the
 # certificates a proxy that inspects TLS signs with); nothing else of it goes in.
 NETWORK_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "PIP_CERT", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
@@ -358,7 +359,8 @@ def _build_into(
     for title, command in steps:
         log.begin(title)
         finished = _run_step(command, source, uid, surroundings)
-        log.finish(finished.output)
+        # Pages show the log: it names no directory of the server's.
+        log.finish(finished.output.replace(str(partial), ENVIRONMENT_MARK).replace(str(cache_dir()), "<cache>"))
         if finished.timed_out or finished.returncode != 0:
             why = "timed out" if finished.timed_out else f"exited with {finished.returncode}"
             raise BuildFailed(f"the build step `{title}` {why}", log)
@@ -393,12 +395,13 @@ def _prefix_of(interpreter: str) -> str:
     return said.stdout.strip() or str(Path(interpreter).resolve().parent.parent)
 
 
-def _index_options() -> list[str]:
+def _index_options(index_flag: str = "--default-index") -> list[str]:
+    """Where packages come from, in uv's words (pip's: ``index_flag="--index-url"``)."""
     options = []
     if settings.PRBENCH_ENV_INDEX_URL == "none":
         options.append("--no-index")
     elif settings.PRBENCH_ENV_INDEX_URL:
-        options += ["--default-index", settings.PRBENCH_ENV_INDEX_URL]
+        options += [index_flag, settings.PRBENCH_ENV_INDEX_URL]
     if settings.PRBENCH_ENV_FIND_LINKS:
         options += ["--find-links", settings.PRBENCH_ENV_FIND_LINKS]
     return options
@@ -436,7 +439,9 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
             # turns ``setup.py develop`` into a pip call of its own, which an old pip cannot take).
             python = str(venv / "bin" / "python")
             pip = [python, "-m", "pip", "install", "--no-input", "--no-deps", "--no-build-isolation"]
-            steps.append((f"pip install --no-deps {recipe.project}", [*pip, *_pip_index_options(), "-e", *plain]))
+            steps.append(
+                (f"pip install --no-deps {recipe.project}", [*pip, *_index_options("--index-url"), "-e", *plain])
+            )
         else:  # hatchling, flit, poetry...: PEP 660 from the start, which uv builds
             steps.append((f"install --no-deps {recipe.project}", [*install, "--no-deps", "-e", *plain]))
     return steps
@@ -451,17 +456,6 @@ def _built_by_setuptools(source: Path) -> bool:
         return True
     backend = project.get("build-system", {}).get("build-backend", "")
     return not backend or backend.startswith("setuptools")
-
-
-def _pip_index_options() -> list[str]:
-    options = []
-    if settings.PRBENCH_ENV_INDEX_URL == "none":
-        options.append("--no-index")
-    elif settings.PRBENCH_ENV_INDEX_URL:
-        options += ["--index-url", settings.PRBENCH_ENV_INDEX_URL]
-    if settings.PRBENCH_ENV_FIND_LINKS:
-        options += ["--find-links", settings.PRBENCH_ENV_FIND_LINKS]
-    return options
 
 
 def _first_present(source: Path, entry: str) -> str:

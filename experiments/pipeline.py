@@ -35,7 +35,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bound_contextvars
 
-from datasets.environments import environment_of, prepare_environment
+from datasets.environments import environment_of, prepare_environments
 from datasets.models import GoldStatus, TaskInstance
 from datasets.validation import validate_task
 from evaluation.environments import EnvironmentUnavailable
@@ -195,9 +195,10 @@ class RelatedCache:
         if len(self.tasks) > self.MAX_TASKS:
             self.tasks.clear()
         loaded = self._load(self.tasks, TaskInstance.objects.select_related("dataset"), {a.task_id for a in attempts})
-        for task in loaded:
-            if task.repo:  # here, not on a pool thread: finding (or building) it reads the database
-                prepare_environment(task)
+        validated = {a.task_id for a in attempts if not self.runs[a.run_id].inference_only}
+        # Here, not on a pool thread: finding (or building) an environment reads the database.
+        # An inference-only run validates nothing, so it builds nothing.
+        prepare_environments([task for task in loaded if task.pk in validated])
         for attempt in attempts:
             attempt.run = self.runs[attempt.run_id]
             attempt.arm = self.arms[attempt.arm_id]

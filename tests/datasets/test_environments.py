@@ -12,11 +12,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError
+from django.db import connection
 
 from datasets.environments import do_build_at, key_for, recipe_for, runtime_for
 from datasets.gold import check_gold, tasks_to_check
@@ -31,6 +33,7 @@ from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_sav
 from experiments.models import AttemptStatus
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
+from tests.cli import run_command
 from tests.conftest import work_queue
 from tests.factories import ingest_textkit
 
@@ -317,3 +320,54 @@ def test_a_build_the_repository_cannot_feed_says_why_instead_of_waiting(db, text
         do_build_at("k" * 32, RECIPE, "local/textstats", unreadable)
     record = Environment.objects.get(key="k" * 32)
     assert record.step.startswith("not built: git archive abc failed") and record.finished_at is not None
+
+
+def test_an_inference_only_run_builds_no_environment(org, textstats, start):
+    _mine(org, textstats, RECIPE)
+    task = _task()
+    EnvironmentRecipe.objects.filter(dataset=task.dataset).update(packages=["wordsmith==9.9"])
+    arms = [ArmSpec("oracle", "mock", "mock-oracle", {"mode": "oracle"})]
+    experiment = do_save_experiment(org, ExperimentSpec(name="e", dataset=task.dataset, arms=arms, repetitions=1))
+    run = start(experiment, inference_only=True)
+    work_queue()
+    assert run.attempts.get().status == AttemptStatus.COMPLETED
+    assert Environment.objects.count() == 1  # mining's: the 9.9 recipe was never built
+
+
+def test_two_workers_asking_for_one_environment_build_it_once(transactional_db, textstats):
+    exports, built = [], []
+    recipe = Recipe(python=PYTHON, project="")
+
+    def worker():  # with its own database connection, as another worker has
+        try:
+            built.append(do_build_at("b" * 32, recipe, "twice", exports.append))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(exports) == 1 and sorted(b.reused for b in built) == [False, True]
+
+
+def test_a_build_log_names_no_directory_of_the_server(org, textstats, settings):
+    _mine(org, textstats, RECIPE)
+    log = Environment.objects.get().log
+    assert "Creating virtual environment at: <environment>/venv" in log
+    assert str(settings.PRBENCH_ENV_CACHE_DIR) not in log
+
+
+def test_the_packages_date_is_kept_from_the_command(org, textstats):
+    _mine(org, textstats, RECIPE)
+    run_command(
+        "environments", "set", "--org", org.slug, "--dataset", "textstats", "--repo", "local/textstats",
+        "--python", PYTHON, "--project", "", "--exclude-newer", "2021-12-31",
+    )  # fmt: skip
+    assert EnvironmentRecipe.objects.get().exclude_newer == "2021-12-31"
+    with pytest.raises(CommandError, match="--exclude-newer"):
+        run_command(
+            "environments", "set", "--org", org.slug, "--dataset", "textstats", "--repo", "local/textstats",
+            "--python", PYTHON, "--exclude-newer", "last year",
+        )  # fmt: skip

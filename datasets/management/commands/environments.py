@@ -23,6 +23,7 @@ OPTIONS = {
     "requirements": "--requirements",
     "system_packages": "--system-package",
     "pre_install": "--pre-install",
+    "exclude_newer": "--exclude-newer",
 }
 
 
@@ -64,6 +65,9 @@ class Command(CheckedCommand):
             "--test-command", help='the tests\' argv as a JSON list, e.g. ["{python}", "-m", "pytest"]'
         )
         setting.add_argument("--test-env", action="append", default=[], metavar="NAME=VALUE", help="(repeatable)")
+        setting.add_argument(
+            "--exclude-newer", default="", metavar="DATE", help="install what the package index held then (ISO date)"
+        )
         setting.add_argument("--source", default="", help="where the recipe came from")
 
     def handle(self, *args, action, **options):
@@ -188,6 +192,7 @@ class Command(CheckedCommand):
             "pre_install": options["pre_install"],
             "system_packages": options["system_package"],
             "test_env": _test_env(test_env),
+            "exclude_newer": options["exclude_newer"],
             "source": options["source"] or "manage.py environments set",
         }
         if test_command is not None:
