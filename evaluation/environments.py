@@ -48,6 +48,7 @@ from pathlib import Path
 from django.conf import settings
 
 from evaluation.sandbox import Finished, Surroundings, hand_over, isolation, run_limited
+from prbench.redaction import redact_text
 
 META = "prbench-env.json"
 # What decides what a recipe installs, besides the recipe: read at the task's base commit.
@@ -262,13 +263,16 @@ class BuildLog:
     step: str = ""
     lines: list[str] = field(default_factory=list)
 
+    # Every line passes the redaction chokepoint: a step's command line names the package
+    # index, and a failing pip or uv prints the proxy or index address back, credentials and
+    # all; the log is shown on the dataset page.
     def begin(self, step: str) -> None:
-        self.step = step
-        self.lines.append(f"$ {step}")
+        self.step = redact_text(step)
+        self.lines.append(f"$ {self.step}")
         self.report(self)
 
     def finish(self, output: str) -> None:
-        self.lines.append(output.rstrip())
+        self.lines.append(redact_text(output.rstrip()))
         self.steps_done += 1
         self.report(self)
 
@@ -423,7 +427,8 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
         requirements = _first_present(source, entry)
         steps.append((f"install -r {requirements}", [*install, "-r", str(source / requirements)]))
     if recipe.packages:
-        steps.append((f"install {' '.join(recipe.packages)}", [*install, *recipe.packages]))
+        exempt = [f"--exclude-newer-package={name}=false" for name in _exact_pins(recipe.packages)]
+        steps.append((f"install {' '.join(recipe.packages)}", [*install, *exempt, *recipe.packages]))
     if recipe.project:
         # Its dependencies through uv, resolved at the recipe's date like the rest (a plain
         # install, whose wheel an old setuptools can build); then the project itself, editable,
@@ -445,6 +450,17 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
         else:  # hatchling, flit, poetry...: PEP 660 from the start, which uv builds
             steps.append((f"install --no-deps {recipe.project}", [*install, "--no-deps", "-e", *plain]))
     return steps
+
+
+EXACT_PIN = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*===?\s*[^,;\s*]+\s*")
+
+
+def _exact_pins(packages: list[str]) -> list[str]:
+    """The packages pinned to one version (``name==1.2``): the recipe's date does not hold
+    them back. A recipe's author names that version on purpose, later than the date at times
+    (SWE-bench's harness pins setuptools 70.0.0 for Flask 2.3, whose tasks date from 2023);
+    what they depend on still resolves at the date."""
+    return [match.group(1) for package in packages if (match := EXACT_PIN.fullmatch(package))]
 
 
 def _built_by_setuptools(source: Path) -> bool:

@@ -10,7 +10,10 @@ Two kinds of secret are removed, each replaced by ``MARKER``:
 - key-shaped tokens of any credential: ``sk-…`` (OpenAI, ``sk-proj-``, Anthropic's
   ``sk-ant-``, OpenRouter's ``sk-or-v1-``), ``Bearer …``, and the values of ``api-key``,
   ``x-api-key`` and friends, in header, query and JSON form; and PRBench's own secrets, an
-  organisation API key (``prb_…``) and a webhook signing secret (``whsec_…``).
+  organisation API key (``prb_…``) and a webhook signing secret (``whsec_…``);
+- the password of a URL that carries one (``https://user:secret@proxy:3128``), and a bare
+  token standing as a URL's user (``https://ghp_…@host``): a build passes the worker's proxy
+  and package-index addresses on, and a pip or uv error prints them back.
 
 What is spared: the model's answer (``redact_answer``) loses only the credential's own key,
 since an answer may legitimately quote a lookalike (a test fixture, a placeholder); error
@@ -46,6 +49,10 @@ KEY_VALUES = (
     re.compile(r"([Aa][Pp][Ii][-_]?[Kk][Ee][Yy][\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9._~+/=-]{16,}"),
     re.compile(r"([Ss]ubscription-[Kk]ey[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9._~+/=-]{16,}"),
 )
+# A URL's userinfo: the password after "user:", or a user that is itself a token (16 or more
+# token characters, no password), as an index or proxy address with credentials carries it.
+URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]+(?=@)")
+URL_TOKEN_USER = re.compile(r"(://)[A-Za-z0-9._~+=-]{16,}(?=@)")
 # JSON keys whose string value is a credential whatever it looks like (compared lower-case,
 # without "-" and "_").
 SECRET_FIELDS = frozenset({"apikey", "xapikey", "authorization", "proxyauthorization", "ocpapimsubscriptionkey"})
@@ -61,6 +68,9 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     for prefix, pattern in OWN_TOKENS:
         if prefix in text:
             text = pattern.sub(MARKER, text)
+    if "://" in text and "@" in text:
+        text = URL_PASSWORD.sub(lambda match: match.group(1) + MARKER, text)
+        text = URL_TOKEN_USER.sub(lambda match: match.group(1) + MARKER, text)
     lowered = text.lower()  # a plain search first: most texts need no regex at all
     patterns = ([BEARER_TOKEN] if "bearer" in lowered else []) + (list(KEY_VALUES) if "key" in lowered else [])
     for pattern in patterns:  # the scheme or field name stays, for the reader

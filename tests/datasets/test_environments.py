@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ from datasets.gold import check_gold, tasks_to_check
 from datasets.ingest import IngestOptions, ingest
 from datasets.models import Dataset, EnvironmentRecipe, GoldStatus, TaskInstance
 from datasets.validation import validate_task
-from evaluation.environments import BuildFailed, EnvironmentUnavailable, Recipe, in_use, prune, runtime
+from evaluation import environments
+from evaluation.environments import BuildFailed, BuildLog, EnvironmentUnavailable, Recipe, in_use, prune, runtime
 from evaluation.models import Environment, EnvironmentStatus
 from evaluation.repositories import RepositoryUnavailable
 from evaluation.sandbox import isolation
@@ -357,6 +359,26 @@ def test_a_build_log_names_no_directory_of_the_server(org, textstats, settings):
     log = Environment.objects.get().log
     assert "Creating virtual environment at: <environment>/venv" in log
     assert str(settings.PRBENCH_ENV_CACHE_DIR) not in log
+
+
+def test_a_build_log_keeps_no_proxy_or_index_credentials():
+    # pip and uv print the proxy or index address back when they fail, password and all.
+    log = BuildLog()
+    log.begin("uv pip install --index-url https://__token__:s3cret-index-token@pkgs.corp/simple -r req.txt")
+    log.finish("error: Failed to fetch: ProxyError('http://bob:hunter2-proxy@proxy.corp:3128')")
+    assert "s3cret-index-token" not in log.text() and "hunter2-proxy" not in log.text()
+    assert "https://__token__:[redacted]@pkgs.corp/simple" in log.text() and log.step.startswith("uv pip install")
+
+
+def test_a_version_the_recipe_pins_is_not_held_back_by_its_date(tmp_path):
+    # SWE-bench's Flask 2.3 recipe pins setuptools 70.0.0 (May 2024) for tasks of 2023: with the
+    # date alone, uv finds no such version and the environment cannot be built.
+    recipe = Recipe(python="3.11", packages=["setuptools==70.0.0", "click>=8", "pytest[testing]==7.3"])
+    recipe = replace(recipe, exclude_newer="2023-05-15")
+    steps = dict(environments._steps(recipe, sys.executable, tmp_path, tmp_path / "venv"))
+    command = steps["install setuptools==70.0.0 click>=8 pytest[testing]==7.3"]
+    exempt = [arg for arg in command if arg.startswith("--exclude-newer-package")]
+    assert exempt == ["--exclude-newer-package=setuptools=false", "--exclude-newer-package=pytest=false"]
 
 
 def test_the_packages_date_is_kept_from_the_command(org, textstats):

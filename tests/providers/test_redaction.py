@@ -45,6 +45,13 @@ def test_key_shaped_tokens_leave_error_text():
         "ocp-apim-subscription-key: 4f9c2a7e1b8d4c6fa3e5b7d9c1f2a4e6": f"ocp-apim-subscription-key: {MARKER}",
         "KEY=prb_Zx3kQ9-vB7_wLm2Np5Rt8Yc4Hd6Jf1Gs0Ae3Ui5Oq in the env": f"KEY={MARKER} in the env",
         "secret whsec_0a1B2c3D4e5F6g7H8i9J0kLmNoPq shown once": f"secret {MARKER} shown once",
+        "ProxyError('http://bob:hunter2@proxy.corp:3128')": f"ProxyError('http://bob:{MARKER}@proxy.corp:3128')",
+        "--index-url https://__token__:pypi-AgEIcHlwaS5vcmc@pkgs.corp/simple": (
+            f"--index-url https://__token__:{MARKER}@pkgs.corp/simple"
+        ),
+        "git+https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r": (
+            f"git+https://{MARKER}@github.com/o/r"
+        ),
     }
     for text, expected in cases.items():
         assert redact_text(text) == expected
@@ -58,6 +65,8 @@ def test_ordinary_text_is_not_mangled():
         "sk-proj-****************************************Qb",  # already masked by the provider
         "HTTP 429: Rate limit reached for gpt-4o in organization org-abc on tokens per min",
         "key ci (prb_Zx3kQ9-v…) revoked",  # a key's prefix, as pages and the audit log name it
+        "git clone git@github.com:pallets/flask.git; https://pypi.org/simple/ (mail a@b.example)",
+        "https://user@example.com:8080/path and http://proxy:3128/",  # no password to hide
     ]:
         assert redact_text(text) == text
 
