@@ -43,6 +43,7 @@ import tomllib
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -414,10 +415,11 @@ def _index_options(index_flag: str = "--default-index") -> list[str]:
 def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[tuple[str, list[str]]]:
     """(what the log calls it, argv) for each step of the build."""
     uv = _uv()
-    install = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *_index_options()]
+    tools = _build_tools_date(recipe)
+    install = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *_index_options(), *tools]
     # A project's own install (and, through pkg_resources, often its tests) expects pip and
     # setuptools in the environment, as a virtualenv or a conda environment has them.
-    seed = ["--seed", *_index_options()] if recipe.project else []
+    seed = ["--seed", *_index_options(), *tools] if recipe.project else []
     venv_step = [uv, "venv", "--python", interpreter, *seed, str(venv)]
     steps: list[tuple[str, list[str]]] = [(f"uv venv --python {recipe.python}", venv_step)]
     steps += [(command, ["/bin/sh", "-c", command]) for command in recipe.pre_install]
@@ -425,10 +427,11 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
     # whose pins must win over the files'.
     for entry in recipe.requirements:
         requirements = _first_present(source, entry)
+        if recipe.project:  # the project step installs the checkout: its own line is left out
+            _drop_self_install(source, source / requirements)
         steps.append((f"install -r {requirements}", [*install, "-r", str(source / requirements)]))
     if recipe.packages:
-        exempt = [f"--exclude-newer-package={name}=false" for name in _exact_pins(recipe.packages)]
-        steps.append((f"install {' '.join(recipe.packages)}", [*install, *exempt, *recipe.packages]))
+        steps.append(_packages_step(recipe, install))
     if recipe.project:
         # Its dependencies through uv, resolved at the recipe's date like the rest (a plain
         # install, whose wheel an old setuptools can build); then the project itself, editable,
@@ -450,6 +453,71 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
         else:  # hatchling, flit, poetry...: PEP 660 from the start, which uv builds
             steps.append((f"install --no-deps {recipe.project}", [*install, "--no-deps", "-e", *plain]))
     return steps
+
+
+# When each CPython minor version came out: a setuptools or pip older than the interpreter does
+# not run on it (setuptools 41 calls HTMLParser.unescape, gone in 3.9), whatever the recipe's
+# date. SWE-bench's harness runs 2019's pytest 4.4 on Python 3.9, with the build tools of 2024.
+PYTHON_RELEASED = {
+    "3.6": "2016-12-23", "3.7": "2018-06-27", "3.8": "2019-10-14", "3.9": "2020-10-05",
+    "3.10": "2021-10-04", "3.11": "2022-10-24", "3.12": "2023-10-02", "3.13": "2024-10-07",
+}  # fmt: skip
+BUILD_TOOLS = ("setuptools", "pip", "wheel")
+BUILD_TOOLS_SETTLE = timedelta(days=183)  # the releases that fixed what the new version broke
+
+
+def _build_tools_date(recipe: Recipe, pinned: tuple[str, ...] = ()) -> list[str]:
+    """uv options resolving the build tools no earlier than half a year after the recipe's
+    interpreter came out, when the recipe's date is earlier than that (and the recipe does not
+    pin them itself)."""
+    released = PYTHON_RELEASED.get(recipe.python)
+    if not recipe.exclude_newer or released is None:
+        return []
+    floor = (date.fromisoformat(released) + BUILD_TOOLS_SETTLE).isoformat()
+    if recipe.exclude_newer[:10] >= floor:
+        return []
+    return [f"--exclude-newer-package={tool}={floor}" for tool in BUILD_TOOLS if tool not in pinned]
+
+
+def _packages_step(recipe: Recipe, install: list[str]) -> tuple[str, list[str]]:
+    """The recipe's packages, at its date but for the versions it pins exactly. A pinned
+    release later than the date can need dependencies later than it too (SWE-bench's Sphinx
+    recipes pin tox 4.16.0, of 2024, for tasks of 2022, and tox wants cachetools 5.3.3): if
+    the dated resolution fails, the packages resolve as the index stands today, and the log
+    shows both tries."""
+    pins = tuple(_exact_pins(recipe.packages))
+    title = f"install {' '.join(recipe.packages)}"
+    if not pins or not recipe.exclude_newer:
+        return title, [*install, *recipe.packages]
+    base = [arg for arg in install if not arg.startswith("--exclude-newer-package=")]
+    dated = [*base, *_build_tools_date(recipe, pins), *[f"--exclude-newer-package={name}=false" for name in pins]]
+    today = [*base, f"--exclude-newer={datetime.now(UTC).isoformat(timespec='seconds')}"]
+    script = (
+        f"{shlex.join([*dated, *recipe.packages])} || "
+        "{ echo 'Not resolvable at the recipe date: resolving as the package index stands today.'; "
+        f"{shlex.join([*today, *recipe.packages])}; }}"
+    )
+    return title, ["/bin/sh", "-c", script]
+
+
+SELF_INSTALL = re.compile(r"\s*(?:(?:-e|--editable)\s+)?\.(?:/)?(?:\[[^\]]*\])?\s*(?:#.*)?")
+
+
+def _drop_self_install(source: Path, requirements: Path, seen: set[Path] | None = None) -> None:
+    """Leave the checkout's own line (``-e .``, ``.[test]``) out of a requirements file and of
+    those it includes, in the build's copy: the project step installs it, with the pip that
+    can build it editable (uv needs a PEP 660 backend, which an old setuptools lacks)."""
+    seen = set() if seen is None else seen
+    if requirements in seen or not requirements.is_file():
+        return
+    seen.add(requirements)
+    lines = requirements.read_text(errors="replace").splitlines()
+    kept = [line for line in lines if not SELF_INSTALL.fullmatch(line)]
+    if len(kept) != len(lines):
+        requirements.write_text("\n".join(kept) + "\n")
+    for line in kept:
+        if include := re.fullmatch(r"\s*(?:-r|--requirement)\s*(\S+)\s*", line):
+            _drop_self_install(source, requirements.parent / include.group(1), seen)
 
 
 EXACT_PIN = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*===?\s*[^,;\s*]+\s*")

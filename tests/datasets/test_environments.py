@@ -376,9 +376,33 @@ def test_a_version_the_recipe_pins_is_not_held_back_by_its_date(tmp_path):
     recipe = Recipe(python="3.11", packages=["setuptools==70.0.0", "click>=8", "pytest[testing]==7.3"])
     recipe = replace(recipe, exclude_newer="2023-05-15")
     steps = dict(environments._steps(recipe, sys.executable, tmp_path, tmp_path / "venv"))
-    command = steps["install setuptools==70.0.0 click>=8 pytest[testing]==7.3"]
-    exempt = [arg for arg in command if arg.startswith("--exclude-newer-package")]
-    assert exempt == ["--exclude-newer-package=setuptools=false", "--exclude-newer-package=pytest=false"]
+    script = steps["install setuptools==70.0.0 click>=8 pytest[testing]==7.3"][-1]
+    dated, today = script.split(" || ")
+    assert "--exclude-newer-package=setuptools=false --exclude-newer-package=pytest=false" in dated
+    # Sphinx's recipes pin tox 4.16.0 (2024), whose dependencies are later than the tasks' date.
+    assert "resolving as the package index stands today" in today and "--exclude-newer=20" in today
+
+
+def test_the_build_tools_are_never_older_than_the_interpreter(tmp_path):
+    # The harness runs 2019's pytest 4.4 on Python 3.9: setuptools of 2019 does not run on 3.9.
+    old = Recipe(python="3.9", packages=["pytest"], exclude_newer="2019-05-01")
+    steps = dict(environments._steps(old, sys.executable, tmp_path, tmp_path / "venv"))
+    floor = ["--exclude-newer-package=setuptools=2021-04-06", "--exclude-newer-package=pip=2021-04-06"]
+    for title in ("uv venv --python 3.9", "install pytest", "install . and its dependencies"):
+        assert all(option in steps[title] for option in floor), title
+    recent = dict(environments._steps(replace(old, exclude_newer="2022-01-01"), sys.executable, tmp_path, tmp_path))
+    assert not any(arg.startswith("--exclude-newer-package") for step in recent.values() for arg in step)
+
+
+def test_a_requirements_file_installing_the_checkout_leaves_that_to_the_project_step(tmp_path):
+    # pylint 2.13's requirements_test.txt includes one whose "-e ." uv cannot build editable
+    # with the setuptools of the recipe's date; the project step installs it with pip.
+    (tmp_path / "requirements_test.txt").write_text("-r requirements_test_min.txt\ncoverage~=6.2\n")
+    (tmp_path / "requirements_test_min.txt").write_text("-e .[testutils]\nastroid==2.11.2  # the pin\n.\n")
+    recipe = Recipe(python="3.9", requirements=("requirements_test.txt",), project="-e .")
+    environments._steps(recipe, sys.executable, tmp_path, tmp_path / "venv")
+    assert (tmp_path / "requirements_test_min.txt").read_text() == "astroid==2.11.2  # the pin\n"
+    assert (tmp_path / "requirements_test.txt").read_text() == "-r requirements_test_min.txt\ncoverage~=6.2\n"
 
 
 def test_the_packages_date_is_kept_from_the_command(org, textstats):
