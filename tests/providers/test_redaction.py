@@ -49,9 +49,7 @@ def test_key_shaped_tokens_leave_error_text():
         "--index-url https://__token__:pypi-AgEIcHlwaS5vcmc@pkgs.corp/simple": (
             f"--index-url https://__token__:{MARKER}@pkgs.corp/simple"
         ),
-        "git+https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r": (
-            f"git+https://{MARKER}@github.com/o/r"
-        ),
+        "git+https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r": (f"git+https://{MARKER}@github.com/o/r"),
     }
     for text, expected in cases.items():
         assert redact_text(text) == expected
