@@ -72,7 +72,8 @@ def key_for(task: TaskInstance, recipe: EnvironmentRecipe) -> str:
     cached = (json.dumps(made.as_fields(), sort_keys=True), task.repo, task.base_commit)
     if cached not in _keys:
         clone = _clone(task)
-        _keys[cached] = environment_key(made, read_files(clone, task.base_commit, list(made.dependency_paths())))
+        files = read_files(clone, task.base_commit, list(made.dependency_paths()))
+        _keys[cached] = environment_key(made, files, task.base_commit)
     return _keys[cached]
 
 
@@ -208,7 +209,7 @@ def do_build_at(
 def environment_at(clone: Path, commit: str, recipe: Recipe, label: str) -> tuple[str, Runtime]:
     """The environment ``recipe`` makes for ``commit`` of a cached clone (mining's candidates,
     which have no task yet), built if need be."""
-    key = environment_key(recipe, read_files(clone, commit, list(recipe.dependency_paths())))
+    key = environment_key(recipe, read_files(clone, commit, list(recipe.dependency_paths())), commit)
     built = do_build_at(key, recipe, label, lambda target: export_tree(clone, commit, target))
     return key, built.runtime
 
