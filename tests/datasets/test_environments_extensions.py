@@ -189,7 +189,8 @@ def test_gold_resolves_in_the_checkout_build_and_the_empty_patch_does_not(mined)
 def test_each_base_commit_has_its_own_environment_holding_what_the_build_made(mined):
     used = {task.base_commit: runtime_for(task) for task in mined.values()}
     assert len(used) == 2 and len({key for key, _ in used.values()}) == 2
-    assert Environment.objects.filter(key__in=[key for key, _ in used.values()]).count() == 2
+    labels = set(Environment.objects.filter(key__in=[key for key, _ in used.values()]).values_list("label", flat=True))
+    assert all(sum(commit[:12] in label for label in labels) == 1 for commit in used), labels  # says whose
     for _, environment in used.values():
         produced = sorted(path.name for path in environment.produced.glob("fastsum/*.so"))
         assert [name.split(".")[0] for name in produced] == ["_other", "_speedups"]
