@@ -51,7 +51,7 @@ import sys
 import time
 import tomllib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -497,7 +497,7 @@ def in_environment(venv: Path, command: str) -> list[str]:
 EXACT_PIN = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*===?\s*[^,;\s*]+\s*")
 
 
-def _exact_pins(packages: list[str]) -> list[str]:
+def _exact_pins(packages: Sequence[str]) -> list[str]:
     """The packages pinned to one version (``name==1.2``): the recipe's date does not hold
     them back. A recipe's author names that version on purpose, later than the date at times
     (SWE-bench's harness pins setuptools 70.0.0 for Flask 2.3, whose tasks date from 2023);
