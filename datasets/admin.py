@@ -104,7 +104,7 @@ class EnvironmentRecipeForm(forms.ModelForm):
             return cleaned
         raw = {name: cleaned.get(name) for name in RECIPE_INPUT_FIELDS}
         raw = {
-            name: "" if value is None and name in ("version", "project", "source") else value
+            name: "" if value is None and name in ("version", "project", "checkout_build", "source") else value
             for name, value in raw.items()
         }
         try:

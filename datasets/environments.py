@@ -72,7 +72,8 @@ def key_for(task: TaskInstance, recipe: EnvironmentRecipe) -> str:
     cached = (json.dumps(made.as_fields(), sort_keys=True), task.repo, task.base_commit)
     if cached not in _keys:
         clone = _clone(task)
-        _keys[cached] = environment_key(made, read_files(clone, task.base_commit, list(made.dependency_paths())))
+        files = read_files(clone, task.base_commit, list(made.dependency_paths()))
+        _keys[cached] = environment_key(made, files, task.base_commit)
     return _keys[cached]
 
 
@@ -129,8 +130,10 @@ def _remember_key(task: TaskInstance, key: str) -> None:
         task.environment_key = key
 
 
-def _label(recipe: EnvironmentRecipe) -> str:
-    return f"{recipe.repo} {recipe.version or 'every version'}, Python {recipe.python}"
+def _label(recipe: EnvironmentRecipe, task: TaskInstance) -> str:
+    label = f"{recipe.repo} {recipe.version or 'every version'}, Python {recipe.python}"
+    # An environment with a checkout build is one commit's (it holds what that commit compiles).
+    return f"{label}, at {task.base_commit[:12]}" if recipe.checkout_build else label
 
 
 def _failed_text(record: Environment) -> str:
@@ -150,7 +153,7 @@ def do_build(
     ``on_progress`` is told of each step too (a command's progress bar)."""
     try:
         built = do_build_at(
-            key, recipe.recipe(), _label(recipe), lambda target: _export(task, target), retry, on_progress
+            key, recipe.recipe(), _label(recipe, task), lambda target: _export(task, target), retry, on_progress
         )
     except BuildFailed as exc:
         if exc.log is not None:  # this build failed now, not an earlier one
@@ -208,7 +211,7 @@ def do_build_at(
 def environment_at(clone: Path, commit: str, recipe: Recipe, label: str) -> tuple[str, Runtime]:
     """The environment ``recipe`` makes for ``commit`` of a cached clone (mining's candidates,
     which have no task yet), built if need be."""
-    key = environment_key(recipe, read_files(clone, commit, list(recipe.dependency_paths())))
+    key = environment_key(recipe, read_files(clone, commit, list(recipe.dependency_paths())), commit)
     built = do_build_at(key, recipe, label, lambda target: export_tree(clone, commit, target))
     return key, built.runtime
 
@@ -295,7 +298,7 @@ def enqueue_builds(tasks: Iterable[TaskInstance], retry: bool = False) -> list[s
         if runtime(key):
             continue
         record, _ = Environment.objects.get_or_create(
-            key=key, defaults={"label": _label(recipe), "recipe": recipe.recipe().as_fields()}
+            key=key, defaults={"label": _label(recipe, task), "recipe": recipe.recipe().as_fields()}
         )
         if record.status == EnvironmentStatus.FAILED and not retry:
             continue

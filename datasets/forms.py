@@ -221,6 +221,13 @@ class RecipeForm(forms.Form):
         help_text="Install what the package index held on this date (2021-12-31), as the project's developers had; "
         "empty: today's releases",
     )
+    checkout_build = forms.CharField(
+        label="Checkout build",
+        required=False,
+        help_text="A shell command that builds the project in its checkout (python setup.py build_ext --inplace), "
+        "for projects that compile extensions: run at each base commit, then again after each patch; "
+        "empty: none",
+    )
     source = forms.CharField(label="Source", required=False, max_length=300, help_text="Where the recipe came from")
 
     def __init__(self, *args: Any, dataset: Dataset, **kwargs: Any):
@@ -256,6 +263,7 @@ class RecipeForm(forms.Form):
             "pre_install": _lines(cleaned["pre_install"]),
             "system_packages": cleaned["system_packages"].split(),
             "exclude_newer": cleaned["exclude_newer"].strip(),
+            "checkout_build": cleaned["checkout_build"].strip(),
             "source": cleaned["source"] or "set on the dataset's page",
         }
         try:

@@ -110,7 +110,7 @@ def _empty_patch_resolves(task: TaskInstance) -> str:
     plan = test_plan(task, environment[1] if environment else None)
     with in_use(environment[0]) if environment else contextlib.nullcontext():
         run = run_tests_with(clone, task.base_commit, [task.test_patch], plan.command, _timeout(), plan)
-    if run.apply_error or run.timed_out or run.environment_missing:
+    if run.apply_error or run.build_error or run.timed_out or run.environment_missing:
         return ""
     passed = passing_ids(plan.fail_to_pass, list(run.outcomes))
     if all(test in passed for test in plan.fail_to_pass):

@@ -198,7 +198,7 @@ class CommandCheck:
     done: bool = False
 
     def first_run(self, run: TestRun, candidate: Candidate, command: list[str]) -> None:
-        if self.done or run.apply_error:  # the tests did not run: check on the next candidate
+        if self.done or run.apply_error or run.build_error:  # the tests did not run: check on the next candidate
             return
         self.done = True
         if not run.outcomes and not run.timed_out:
@@ -300,6 +300,8 @@ def _rejection(before: TestRun, afters: list[TestRun]) -> tuple[str, str]:
     if before.apply_error:
         why = f"the test patch does not apply at the parent commit: {before.apply_error.strip()[:300]}"
         return why, before.apply_error
+    if before.build_error:  # the environment's build of this very tree succeeded: not the candidate's doing
+        return "environment: the checkout build fails at the parent commit in the sandbox", before.build_error
     # Without a trustworthy "before", every test would look newly fixed.
     if before.timed_out:
         return "the tests timed out before the gold patch", before.log
@@ -309,6 +311,8 @@ def _rejection(before: TestRun, afters: list[TestRun]) -> tuple[str, str]:
         if after.apply_error:
             why = f"the gold patch does not apply at the parent commit: {after.apply_error.strip()[:300]}"
             return why, after.apply_error
+        if after.build_error:
+            return "the gold patch does not build (the recipe's checkout build fails)", after.build_error
         if after.timed_out:
             return "the tests timed out with the gold patch", after.log
         if not after.outcomes:

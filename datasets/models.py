@@ -315,6 +315,7 @@ RECIPE_FIELDS = (
     "system_packages",
     "test_env",
     "exclude_newer",
+    "checkout_build",
 )
 
 
@@ -340,6 +341,11 @@ class EnvironmentRecipe(models.Model):
     test_env = models.JSONField(default=dict, blank=True, help_text="Variables the tests run with")
     exclude_newer = models.CharField(
         max_length=40, blank=True, help_text="Install what the package index held then (ISO date), e.g. the tasks' date"
+    )
+    checkout_build = models.TextField(
+        blank=True,
+        help_text="A shell command building the project in its checkout (compiled extensions), run again after "
+        "each patch; empty: none",
     )
     source = models.CharField(max_length=300, blank=True, help_text="Where the recipe came from")
     updated_at = models.DateTimeField(auto_now=True)

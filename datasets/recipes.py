@@ -26,7 +26,7 @@ from prbench.inputs import document_problems, text_problem
 
 RECIPE_INPUT_FIELDS = (
     "repo", "version", "python", "packages", "requirements", "project", "pre_install", "system_packages",
-    "test_command", "test_env", "exclude_newer", "source",
+    "test_command", "test_env", "exclude_newer", "checkout_build", "source",
 )  # fmt: skip
 LIST_FIELDS = ("packages", "requirements", "pre_install", "system_packages", "test_command")
 DEFAULT_PROJECT = "-e ."
@@ -45,6 +45,7 @@ VALUE_MAX = 10_000
 VERSION_MAX = 50  # EnvironmentRecipe.version's column
 SOURCE_MAX = 300  # EnvironmentRecipe.source's column
 PROJECT_MAX = 200  # EnvironmentRecipe.project's column
+CHECKOUT_BUILD_MAX = 10_000
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class CheckedRecipe:
     test_command: list[str] = field(default_factory=list)
     test_env: dict[str, str] = field(default_factory=dict)
     exclude_newer: str = ""
+    checkout_build: str = ""
     source: str = ""
 
     def fields(self) -> dict[str, Any]:
@@ -114,6 +116,9 @@ def check_recipe(dataset: Dataset, raw: Any, where: str = "") -> CheckedRecipe:
     exclude_newer = raw.get("exclude_newer", "")
     if not isinstance(exclude_newer, str) or (exclude_newer and not _is_date(exclude_newer)):
         errors.append('exclude_newer: a date such as "2021-12-31" (install what the package index held then), or ""')
+    checkout_build = raw.get("checkout_build", "")
+    if problem := text_problem(checkout_build, CHECKOUT_BUILD_MAX):
+        errors.append(f"checkout_build: {problem}")
     source = raw.get("source", "")
     if problem := text_problem(source, SOURCE_MAX):
         errors.append(f"source: {problem}")
@@ -131,6 +136,7 @@ def check_recipe(dataset: Dataset, raw: Any, where: str = "") -> CheckedRecipe:
         test_command=lists["test_command"],
         test_env=test_env,
         exclude_newer=str(exclude_newer),
+        checkout_build=str(checkout_build).strip(),
         source=str(source).strip(),
     )
 

@@ -13,7 +13,9 @@ harness installs the first that exists; a ``.yml`` one is a conda environment fi
 ``environment_yml_requirements``), ``project`` (pip arguments installing the checkout, "" for
 none), ``pre_install`` (shell steps run in the checkout first), ``system_packages`` (Debian
 packages the worker must have), ``test_command`` (argument list; ``{python}`` is the
-environment's interpreter), ``test_env`` and ``source``.
+environment's interpreter), ``test_env``, ``checkout_build`` (the shell command that builds
+a project with compiled extensions in its checkout; only those groups have one, "" for the
+rest) and ``source``.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ RECIPE_FIELDS = (
     "system_packages",
     "test_command",
     "test_env",
+    "checkout_build",
     "source",
 )
+OPTIONAL = ("checkout_build", "source")  # absent from most groups / made here
 # get_test_directives: every file a diff header names ("diff --git a/x b/x" -> "x"), the same
 # pattern the harness searches the whole test patch with.
 DIFF_TARGET = re.compile(r"diff --git a/.* b/(.*)")
@@ -79,7 +83,8 @@ def recipe_for(repo: str, version: str) -> dict[str, Any] | None:
     group = _groups().get((repo, version))
     if group is None:
         return None
-    recipe = {name: copy.deepcopy(group[name]) for name in RECIPE_FIELDS if name != "source"}
+    recipe = {name: copy.deepcopy(group[name]) for name in RECIPE_FIELDS if name not in OPTIONAL}
+    recipe["checkout_build"] = group.get("checkout_build", "")
     recipe["source"] = f"SWE-bench harness {harness_commit()}: {repo} {version}"
     return recipe
 

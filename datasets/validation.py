@@ -14,7 +14,13 @@ from datasets.models import TaskInstance
 from evaluation.environments import EnvironmentUnavailable, Runtime, in_use, runtime
 from evaluation.log_parsers import log_parser_for
 from evaluation.repositories import ensure_commit
-from evaluation.validation import TestPlan, ValidationResult, validate_in_repository, validate_patch
+from evaluation.validation import (
+    TestPlan,
+    ValidationResult,
+    unpatched_build_failure,
+    validate_in_repository,
+    validate_patch,
+)
 
 # Validation runs the task's tests: CPU work, so more at once than there are cores only
 # makes each slower (and nearer its wall-clock limit). Provider calls are not bounded by it.
@@ -35,7 +41,16 @@ def validate_task(task: TaskInstance, patch: str) -> ValidationResult:
         if environment and runtime(environment[0]) is None:
             raise EnvironmentUnavailable(f"environment {environment[0][:12]} was removed from this worker's cache")
         plan = test_plan(task, environment[1] if environment else None)
-        return validate_in_repository(clone, task.base_commit, patch, plan, timeout)
+        result = validate_in_repository(clone, task.base_commit, patch, plan, timeout)
+        # The unpatched tree built when the environment was made; if it does not build here
+        # either, the sandbox lacks something the build had: not the patch's failure.
+        if result.checkout_build_failed and (why := unpatched_build_failure(clone, task.base_commit, plan, timeout)):
+            key = environment[0] if environment else ""
+            raise EnvironmentUnavailable(
+                f"environment {key[:12]}: its checkout build fails without any patch too, in the sandbox "
+                f"(the platform's failure, not the patch's):\n{why[-2000:]}"
+            )
+        return result
 
 
 def test_plan(task: TaskInstance, environment: Runtime | None = None) -> TestPlan:

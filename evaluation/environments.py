@@ -16,8 +16,18 @@ lies where a validation would find it: it is built under a temporary name and re
 The project itself is installed editable from the build's checkout, then that checkout is
 removed: what its ``.pth`` files pointed at becomes *import roots* relative to the checkout,
 put on ``PYTHONPATH`` for each validation's own fresh checkout. The project's metadata
-(its version, entry points) stays installed. A project whose build compiles extensions in
-place needs them built in each checkout, which this does not do.
+(its version, entry points) stays installed.
+
+A project that compiles extensions in place (scikit-learn, astropy, matplotlib) makes its
+``.so`` files in the build's checkout, which a validation's fresh checkout lacks: its recipe
+names a *checkout build* (``python setup.py build_ext --inplace``). Its environment is then
+per base commit, as SWE-bench's instance images are; the build runs that command last and
+keeps what it made in the checkout (every file the commit does not track: extension modules,
+a generated ``_version.py``, the ``build/`` tree) under ``checkout/``. A validation copies
+them into its checkout (``warm_start``) and runs the command again after the patch, in its
+sandbox, as the harness's eval script installs the project again: only what the patch
+changed is compiled, since the copies keep their build time, later than the sources' (a
+``git archive`` gives every file its commit's time) and earlier than the patch's edits.
 
 One lock file per key serialises building it on a machine (two workers never build the
 same one); a validation holds the same lock shared while it uses an environment, so
@@ -41,7 +51,7 @@ import sys
 import time
 import tomllib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -52,6 +62,7 @@ from evaluation.sandbox import Finished, Surroundings, hand_over, isolation, run
 from prbench.redaction import redact_text
 
 META = "prbench-env.json"
+PRODUCED = "checkout"  # what the checkout build made, under the environment's root
 # What decides what a recipe installs, besides the recipe: read at the task's base commit.
 PROJECT_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
@@ -92,6 +103,9 @@ class Recipe:
     # old version of a project installs what its developers had, not today's releases (today's
     # setuptools has no pkg_resources, which 2021's sqlfluff imports).
     exclude_newer: str = ""
+    # A shell command run in the checkout after the project's install, and again in each
+    # validation's checkout after the patch (see the module docstring); "" for none.
+    checkout_build: str = ""
 
     @classmethod
     def from_fields(cls, fields: dict) -> Recipe:
@@ -104,6 +118,7 @@ class Recipe:
             system_packages=tuple(fields.get("system_packages") or ()),
             test_env=tuple(sorted((str(k), str(v)) for k, v in (fields.get("test_env") or {}).items())),
             exclude_newer=str(fields.get("exclude_newer") or ""),
+            checkout_build=str(fields.get("checkout_build") or ""),
         )
 
     def as_fields(self) -> dict:
@@ -116,9 +131,15 @@ class Recipe:
         return (*files, *(PROJECT_FILES if self.project else ()))
 
 
-def environment_key(recipe: Recipe, dependency_files: dict[str, str]) -> str:
-    """The recipe and what its dependency files hold (a missing file counts as missing)."""
-    digest = hashlib.sha256(json.dumps(recipe.as_fields(), sort_keys=True).encode())
+def environment_key(recipe: Recipe, dependency_files: dict[str, str], commit: str = "") -> str:
+    """The recipe and what its dependency files hold (a missing file counts as missing); with
+    a checkout build, the base ``commit`` too: what it compiles is that commit's source."""
+    fields = recipe.as_fields()
+    if not recipe.checkout_build:
+        del fields["checkout_build"]  # the keys of recipes without one stay what they were
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
+    if recipe.checkout_build:
+        digest.update(f"\0commit\0{commit}".encode())
     for path in recipe.dependency_paths():
         content = dependency_files.get(path)
         digest.update(f"\0{path}\0".encode())
@@ -193,6 +214,12 @@ class Runtime:
     base_prefix: str  # the interpreter it was made from: the sandbox must show it too
     import_roots: tuple[str, ...]  # relative to the checkout, "" for the checkout itself
     test_env: tuple[tuple[str, str], ...] = ()
+    checkout_build: str = ""  # run in each validation's checkout after the patch ("" for none)
+
+    @property
+    def produced(self) -> Path:
+        """What the checkout build made at the base commit, as paths relative to the checkout."""
+        return self.root / PRODUCED
 
     def surroundings(self, checkout: str) -> Surroundings:
         venv = self.root / "venv"
@@ -226,6 +253,7 @@ def runtime(key: str) -> Runtime | None:
         base_prefix=meta["base_prefix"],
         import_roots=tuple(meta["import_roots"]),
         test_env=tuple((str(name), str(value)) for name, value in meta.get("test_env", [])),
+        checkout_build=str(meta.get("checkout_build", "")),
     )
 
 
@@ -331,6 +359,7 @@ def _build_into(
     source, venv = partial / "src", partial / "venv"
     source.mkdir(parents=True)
     export_checkout(source)
+    tracked = _files_under(source)
     uid = BUILD_UID if isolation().separate_user else None
     uv_cache = cache_dir() / ".uv-cache"
     uv_cache.mkdir(exist_ok=True)
@@ -370,6 +399,8 @@ def _build_into(
             why = "timed out" if finished.timed_out else f"exited with {finished.returncode}"
             raise BuildFailed(f"the build step `{title}` {why}", log)
     roots = _relocate_editable_paths(venv, source)
+    if recipe.checkout_build:
+        _keep_produced(source, tracked, partial / PRODUCED)
     shutil.rmtree(source)
     _seal(partial)
     base_prefix = _prefix_of(interpreter)
@@ -379,11 +410,13 @@ def _build_into(
         "base_prefix": base_prefix,
         "import_roots": roots,
         "test_env": [list(pair) for pair in recipe.test_env],
+        "checkout_build": recipe.checkout_build,
         "built_at": time.time(),
     }
     (partial / META).write_text(json.dumps(meta, indent=2))
     (partial / META).chmod(0o444)
-    return Runtime(partial, str(venv / "bin" / "python"), base_prefix, tuple(roots), recipe.test_env)
+    python = str(venv / "bin" / "python")
+    return Runtime(partial, python, base_prefix, tuple(roots), recipe.test_env, recipe.checkout_build)
 
 
 def _uv() -> str:
@@ -452,6 +485,8 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
             )
         else:  # hatchling, flit, poetry...: PEP 660 from the start, which uv builds
             steps.append((f"install --no-deps {recipe.project}", [*install, "--no-deps", "-e", *plain]))
+    if recipe.checkout_build:
+        steps.append((f"checkout build: {recipe.checkout_build}", in_environment(venv, recipe.checkout_build)))
     return steps
 
 
@@ -520,14 +555,21 @@ def _drop_self_install(source: Path, requirements: Path, seen: set[Path] | None 
             _drop_self_install(source, requirements.parent / include.group(1), seen)
 
 
+def in_environment(venv: Path, command: str) -> list[str]:
+    """``command`` for the shell, with the environment's ``python`` (and its programs) first
+    on PATH, as a validation's commands have them."""
+    activate = f'VIRTUAL_ENV={shlex.quote(str(venv))}; PATH="$VIRTUAL_ENV/bin:$PATH"; export VIRTUAL_ENV PATH'
+    return ["/bin/sh", "-c", f"{activate}\n{command}"]
+
+
 EXACT_PIN = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*===?\s*[^,;\s*]+\s*")
 
 
-def _exact_pins(packages: list[str]) -> list[str]:
+def _exact_pins(packages: Sequence[str]) -> list[str]:
     """The packages pinned to one version (``name==1.2``): the recipe's date does not hold
     them back. A recipe's author names that version on purpose, later than the date at times
     (SWE-bench's harness pins setuptools 70.0.0 for Flask 2.3, whose tasks date from 2023);
-    what they depend on still resolves at the date."""
+    what they depend on resolves at the date where it can (``_packages_step``)."""
     return [match.group(1) for package in packages if (match := EXACT_PIN.fullmatch(package))]
 
 
@@ -589,6 +631,45 @@ def _relocate_editable_paths(venv: Path, source: Path) -> list[str]:
                 if not (site_packages / metadata.name).exists():
                     shutil.move(str(metadata), site_packages / metadata.name)
     return roots
+
+
+def _files_under(root: Path) -> set[str]:
+    return {
+        os.path.relpath(os.path.join(directory, name), root)
+        for directory, dirs, files in os.walk(root)
+        for name in [*files, *(name for name in dirs if os.path.islink(os.path.join(directory, name)))]
+    }
+
+
+def _keep_produced(source: Path, tracked: set[str], target: Path) -> None:
+    """Move what the build made in the checkout (the files the commit does not track) to
+    ``target``, keeping their times: copied into a validation's checkout, they are newer than
+    its sources, so the build there remakes only what the patch touched. A link that leads
+    outside the checkout is left behind."""
+    for relative in sorted(_files_under(source) - tracked):
+        path = source / relative
+        if path.is_symlink() and not path.resolve().is_relative_to(source.resolve()):
+            continue
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(path, target / relative)
+
+
+def warm_start(environment: Runtime, checkout: Path) -> None:
+    """Put what the checkout build made at the base commit into a validation's ``checkout``
+    (before it is handed to the sandbox user), writable there: the build may remake it."""
+    produced = environment.produced
+    if not produced.is_dir():
+        return
+    for directory, dirs, files in os.walk(produced):
+        relative = Path(directory).relative_to(produced)
+        (checkout / relative).mkdir(parents=True, exist_ok=True)
+        for name in [*files, *(name for name in dirs if os.path.islink(os.path.join(directory, name)))]:
+            copied = checkout / relative / name
+            if copied.is_symlink() or copied.is_file():
+                copied.unlink()
+            shutil.copy2(Path(directory, name), copied, follow_symlinks=False)
+            if not copied.is_symlink():
+                copied.chmod(copied.stat().st_mode | 0o200)
 
 
 def _seal(root: Path) -> None:

@@ -7,6 +7,12 @@ as SWE-bench's harness checks the test files out again; evaluation/patches.py), 
 test patch, build, lint, and the tests, every command in the validation's one sandbox
 (evaluation/sandbox.py). A sandbox that fails itself raises SandboxFailed: the harness's
 failure, not the patch's.
+
+In an environment with a checkout build (a project compiling extensions in place), the
+checkout starts with what that build made at the base commit, and the build runs again once
+the patches are in, before anything else: a patch whose tree does not build fails as the
+dataset's build command failing does (``build`` failed), and its tests do not run, since
+they would import the extensions of the base commit.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from django.db import models
 
-from evaluation.environments import Runtime
+from evaluation.environments import Runtime, in_environment, warm_start
 from evaluation.log_parsers import parse_log
 from evaluation.patches import (
     HarnessRule,
@@ -124,6 +130,9 @@ class ValidationResult:
     # A module the repository's tests import that no environment provides (environment_missing):
     # the platform's failure, never the patch's.
     environment_missing: str = ""
+    # The environment's checkout build failed on the patched tree (``build`` says how): the
+    # patch's failure, unless the unpatched tree fails too (``unpatched_build_failure``).
+    checkout_build_failed: bool = False
 
     @property
     def applied(self) -> bool:
@@ -168,6 +177,22 @@ class TestPlan:
     def surroundings(self, checkout: Path) -> Surroundings:
         return self.environment.surroundings(str(checkout)) if self.environment else NOTHING_MORE
 
+    def warm_start(self, checkout: Path) -> None:
+        """The checkout build's products at the base commit, put into ``checkout``."""
+        if self.environment and self.environment.checkout_build:
+            warm_start(self.environment, checkout)
+
+    def build_checkout(self, box: Box, timeout_s: float) -> CheckResult:
+        """The checkout build, run again after the patch (NOT_CHECKED without one)."""
+        if not (self.environment and self.environment.checkout_build):
+            return NOT_CHECKED
+        build = self.environment.checkout_build
+        finished = box.run(in_environment(self.environment.root / "venv", build), timeout_s)
+        if finished.returncode == 0 and not finished.timed_out:
+            return CheckResult(CheckStatus.PASSED, truncate(finished.output))
+        why = f"timed out after {timeout_s:g}s" if finished.timed_out else f"exited with {finished.returncode}"
+        return CheckResult(CheckStatus.FAILED, truncate(f"`{build}` {why}\n{finished.output}"))
+
     @property
     def judged_by_test_ids(self) -> bool:
         return bool(self.fail_to_pass or self.pass_to_pass)
@@ -196,6 +221,7 @@ def validate_in(
     reset = paths_to_reset(patch, protected, plan.harness_rule)
     with workspace as root:
         pristine = {path: _pristine(root, path) for path in reset}  # before the sandbox owns the tree
+        plan.warm_start(root)
         with sandbox_session(root, plan.surroundings(root)) as box:
             findings_before = _lint_findings(changed_python_files(patch, root, reset), box)
             method, refusal = apply_like_the_harness(box, patch)
@@ -226,8 +252,13 @@ def validate_in(
                         + tests_applied.output,
                         started,
                     )
+            checkout_built = plan.build_checkout(box, timeout_s)
+            if checkout_built.ok is False:
+                does_not_build = f"the patched tree does not build: {checkout_built.log}"
+                failed = _nothing_ran(plan, ValidationStatus.FAILED, does_not_build, started)
+                return replace(failed, build=checkout_built, apply_method=method, checkout_build_failed=True)
             python_files = changed_python_files(patch, root, reset)
-            build = _build(plan, python_files, box)
+            build = _both(checkout_built, _build(plan, python_files, box))
             lint = _lint(python_files, box, findings_before)
             tests, outcomes = run_tests(plan.command, box, timeout_s, plan.log_parser, plan.python)
             missing = environment_missing(tests.output, patch, root) if not tests.timed_out else ""
@@ -342,6 +373,7 @@ class TestRun:
     outcomes: tuple[TestOutcome, ...]
     log: str
     environment_missing: str = ""  # a module the tests needed and could not import
+    build_error: str = ""  # the checkout build failed after the patches (the tests did not run)
 
     @property
     def passed(self) -> frozenset[str]:
@@ -354,13 +386,34 @@ def run_tests_with(
     """Check out ``commit``, apply ``patches`` in order, run the tests (in ``plan``'s
     environment, read with its log parser, when given)."""
     plan = plan or TestPlan(command)
-    with checkout(clone, commit) as root, sandbox_session(root, plan.surroundings(root)) as box:
-        for patch in filter(str.strip, patches):
-            applied = box.run(APPLY_COMMAND, 30, stdin=patch)
-            if applied.returncode != 0:
-                return TestRun(truncate(applied.output) or "git apply failed", False, (), "")
-        finished, outcomes = run_tests(command, box, timeout_s, plan.log_parser, plan.python)
-        missing = environment_missing(finished.output, "", root) if not finished.timed_out else ""
+    with checkout(clone, commit) as root:
+        plan.warm_start(root)
+        with sandbox_session(root, plan.surroundings(root)) as box:
+            return _patched_test_run(root, box, patches, command, timeout_s, plan)
+
+
+def unpatched_build_failure(clone: Path, commit: str, plan: TestPlan, timeout_s: float) -> str:
+    """What the checkout build says of ``commit`` with no patch, in a sandbox as a validation's
+    ("" when it builds): asked only when a patched tree failed to build, to tell the patch's
+    failure from the environment's (the sandbox lacking what the build had, say)."""
+    with checkout(clone, commit) as root:
+        plan.warm_start(root)
+        with sandbox_session(root, plan.surroundings(root)) as box:
+            built = plan.build_checkout(box, timeout_s)
+    return built.log if built.ok is False else ""
+
+
+def _patched_test_run(
+    root: Path, box: Box, patches: list[str], command: list[str], timeout_s: float, plan: TestPlan
+) -> TestRun:
+    for patch in filter(str.strip, patches):
+        applied = box.run(APPLY_COMMAND, 30, stdin=patch)
+        if applied.returncode != 0:
+            return TestRun(truncate(applied.output) or "git apply failed", False, (), "")
+    if (built := plan.build_checkout(box, timeout_s)).ok is False:
+        return TestRun("", False, (), built.log, build_error=built.log or "the checkout build failed")
+    finished, outcomes = run_tests(command, box, timeout_s, plan.log_parser, plan.python)
+    missing = environment_missing(finished.output, "", root) if not finished.timed_out else ""
     return TestRun("", finished.timed_out, tuple(outcomes), truncate(finished.output), missing)
 
 
@@ -411,6 +464,14 @@ def _build(plan: TestPlan, python_files: list[str], box: Box) -> CheckResult:
         command = [plan.python if part == "{python}" else part for part in plan.build_command]
         return _status_of(box.run(command, CHECK_TIMEOUT_S))
     return _check([plan.python, "-m", "py_compile", *python_files], python_files, box)
+
+
+def _both(first: CheckResult, second: CheckResult) -> CheckResult:
+    """Two builds as one check: the checkout build and the dataset's (or the byte-compile)."""
+    if first.status == CheckStatus.SKIPPED or second.status == CheckStatus.SKIPPED:
+        return second if first.status == CheckStatus.SKIPPED else first
+    passed = first.ok and second.ok
+    return CheckResult(CheckStatus.PASSED if passed else CheckStatus.FAILED, truncate(f"{first.log}\n{second.log}"))
 
 
 def _symbolic_links(root: Path, paths: tuple[str, ...]) -> list[str]:
@@ -504,15 +565,39 @@ def environment_missing(log: str, patch: str, root: Path) -> str:
     """The module the tests failed to import because nothing installed it ("" when none):
     neither the repository's own (a file or package in the checkout, which a patch may break)
     nor one the patch itself brings in (a model that adds ``import numpy`` fails by its own
-    answer). What is left is the task's environment: missing, or missing a dependency."""
+    answer). What is left is the task's environment: missing, or missing a dependency.
+    So is an extension module of the repository's own whose source is there and was never
+    compiled (an environment without a checkout build), unless the patch changed how the
+    project is built."""
     added = "\n".join(line for line in patch.splitlines() if line.startswith("+"))
-    touched = {part for path in _paths_of(patch) for part in PurePosixPath(path).with_suffix("").parts}
+    paths = _paths_of(patch)
+    touched = {part for path in paths for part in PurePosixPath(path).with_suffix("").parts}
     for found in MISSING_MODULE.finditer(log):
         top = found["module"].split(".")[0]
+        if _unbuilt_extension(root, found["module"]) and not paths & BUILD_FILES:
+            return found["module"]
         if _in_checkout(root, top) or top in touched or re.search(rf"\b{re.escape(top)}\b", added):
             continue  # the repository's own, or the patch's doing (it removed or imports it)
         return found["module"]
     return ""
+
+
+# Compiled into an extension module of the same name (``_speedups.c`` -> ``_speedups.*.so``).
+EXTENSION_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".pyx")
+BUILD_FILES = frozenset({"setup.py", "setup.cfg", "pyproject.toml"})
+
+
+def _unbuilt_extension(root: Path, module: str) -> bool:
+    """Whether ``module`` has an extension's source in the checkout (top two levels, as
+    ``_in_checkout``) and neither a Python module nor a compiled one."""
+    parts = module.split(".")
+    for base in (root, *(path for path in root.iterdir() if path.is_dir())):
+        directory, name = base.joinpath(*parts[:-1]), parts[-1]
+        if not any((directory / f"{name}{suffix}").is_file() for suffix in EXTENSION_SOURCES):
+            continue
+        built = [*directory.glob(f"{name}.*.so"), *directory.glob(f"{name}.so"), *directory.glob(f"{name}.*.pyd")]
+        return not built and not (directory / f"{name}.py").is_file() and not (directory / name).is_dir()
+    return False
 
 
 def _paths_of(patch: str) -> frozenset[str]:

@@ -170,6 +170,9 @@ class RecipeDoc(Schema):
     test_command: list[str] = Field(default_factory=list, description="The tests' argv; {python}: the environment's")
     test_env: dict[str, str] = Field(default_factory=dict, description="Variables the tests run with")
     exclude_newer: str = Field("", description="Install what the package index held at this date (ISO)")
+    checkout_build: str = Field(
+        "", description="A shell command building the project in its checkout, run again after each patch"
+    )
     source: str = Field("", description="Where the recipe came from")
 
 

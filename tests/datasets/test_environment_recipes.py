@@ -65,6 +65,7 @@ def test_a_good_recipe_is_accepted_with_its_defaults(repo_dataset):
         ({"repo": "someone/else"}, "repo"),
         ({"version": "9.9"}, "version"),
         ({"colour": "blue"}, "colour"),
+        ({"checkout_build": ["python", "setup.py"]}, "checkout_build"),
     ],
 )
 def test_each_bad_field_is_named(repo_dataset, change, field):
@@ -139,6 +140,15 @@ def test_a_spec_sets_its_datasets_recipes_with_the_experiment(tmp_path, org, rep
     assert EnvironmentRecipe.objects.count() == 2
 
 
+def test_a_spec_names_a_checkout_build_for_a_project_compiling_extensions(tmp_path, org, repo_dataset):
+    build = "python setup.py build_ext --inplace"
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec_with([{**GOOD, "checkout_build": f"  {build} "}])))
+    run_command("apply_experiment", "--org", org.slug, str(path))
+    recipe = EnvironmentRecipe.objects.get(dataset=repo_dataset)
+    assert recipe.checkout_build == build and recipe.recipe().checkout_build == build
+
+
 def test_a_bad_recipe_in_a_spec_is_named_and_changes_nothing(tmp_path, org, repo_dataset):
     bad = spec_with([GOOD, {**GOOD, "python": "3"}, {**GOOD, "requirements": ["/etc/x"]}, GOOD])
     path = tmp_path / "spec.json"
@@ -200,3 +210,11 @@ def test_staff_set_recipes_in_the_admin_through_the_same_check_and_read_build_lo
     assert page.status_code == 200 and "$ uv venv --python 3.11" in page.content.decode()
     assert client.get(reverse("admin:evaluation_environment_changelist")).status_code == 200
     assert client.get(reverse("admin:evaluation_environment_add")).status_code == 403
+
+
+def test_the_command_sets_a_checkout_build(org, repo_dataset):
+    run_command(
+        "environments", "set", "--org", org.slug, "--dataset", "tiny", "--repo", REPO, "--python", "3.11",
+        "--checkout-build", "python setup.py build_ext --inplace",
+    )  # fmt: skip
+    assert EnvironmentRecipe.objects.get().checkout_build == "python setup.py build_ext --inplace"

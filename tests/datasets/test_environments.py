@@ -292,8 +292,8 @@ def test_the_environment_holds_its_packages_bytecode(org, textstats):
 @pytest.mark.parametrize(
     ("options", "refusal"),
     [
-        (["--package", "wordsmith"], "--package, --requirements and --pre-install need --python"),
-        (["--pre-install", "true"], "--package, --requirements and --pre-install need --python"),
+        (["--package", "wordsmith"], "--package, --requirements, --pre-install and --checkout-build need --python"),
+        (["--pre-install", "true"], "--package, --requirements, --pre-install and --checkout-build need --python"),
         (["--python", "three"], '--python must be a version such as "3.11"'),
     ],
 )

@@ -231,3 +231,17 @@ def test_the_json_says_where_it_came_from():
     for field in ("python", "packages", "requirements", "project", "pre_install", "system_packages", "test_command"):
         assert field in header["taken"]
     assert "per_instance_environment_yml" in header["left_out"]
+
+
+def test_the_projects_compiling_extensions_in_place_are_built_in_each_checkout():
+    # The harness installs them editable again after the model's patch; here the environment
+    # is read-only and shared, so the compile belongs to the checkout (the JSON says why).
+    compiled = ("scikit-learn/scikit-learn", "astropy/astropy", "matplotlib/matplotlib")
+    for repo, version in specs.specified():
+        recipe = specs.recipe_for(repo, version)
+        editable = "-e" in recipe["project"].split()
+        expected = "python setup.py build_ext --inplace" if repo in compiled and editable else ""
+        assert recipe["checkout_build"] == expected, (repo, version)
+    assert specs.recipe_for("scikit-learn/scikit-learn", "1.3")["checkout_build"]
+    assert specs.recipe_for("matplotlib/matplotlib", "2.2")["checkout_build"] == ""  # installed, not editable
+    assert "checkout_build" in specs._specs()["taken"]

@@ -68,6 +68,13 @@ class Command(CheckedCommand):
         setting.add_argument(
             "--exclude-newer", default="", metavar="DATE", help="install what the package index held then (ISO date)"
         )
+        setting.add_argument(
+            "--checkout-build",
+            default="",
+            metavar="COMMAND",
+            help="a shell command building the project in its checkout (compiled extensions), run again after "
+            "each patch: python setup.py build_ext --inplace",
+        )
         setting.add_argument("--source", default="", help="where the recipe came from")
 
     def handle(self, *args, action, **options):
@@ -193,6 +200,7 @@ class Command(CheckedCommand):
             "system_packages": options["system_package"],
             "test_env": _test_env(test_env),
             "exclude_newer": options["exclude_newer"],
+            "checkout_build": options["checkout_build"],
             "source": options["source"] or "manage.py environments set",
         }
         if test_command is not None:

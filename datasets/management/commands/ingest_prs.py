@@ -64,6 +64,13 @@ class Command(CheckedCommand):
         environment.add_argument(
             "--pre-install", action="append", default=[], help="a shell command run in the checkout before installing"
         )
+        environment.add_argument(
+            "--checkout-build",
+            default="",
+            metavar="COMMAND",
+            help="a shell command building the project in its checkout (compiled extensions), run at each base "
+            "commit and again after each patch: python setup.py build_ext --inplace",
+        )
 
     def handle(self, *args, org, dataset, **options):
         organisation = org_by_slug(org)
@@ -170,8 +177,10 @@ class Command(CheckedCommand):
 
 def _recipe(options: dict) -> Recipe | None:
     if not options["python"]:
-        if options["package"] or options["requirements"] or options["pre_install"]:
-            raise CommandError("nothing ingested: --package, --requirements and --pre-install need --python")
+        if options["package"] or options["requirements"] or options["pre_install"] or options["checkout_build"]:
+            raise CommandError(
+                "nothing ingested: --package, --requirements, --pre-install and --checkout-build need --python"
+            )
         return None
     if not PYTHON_VERSION.match(options["python"]):
         raise CommandError(f'nothing ingested: --python must be a version such as "3.11", not {options["python"]!r}')
@@ -181,4 +190,5 @@ def _recipe(options: dict) -> Recipe | None:
         requirements=tuple(options["requirements"]),
         project=options["project"],
         pre_install=tuple(options["pre_install"]),
+        checkout_build=options["checkout_build"].strip(),
     )
