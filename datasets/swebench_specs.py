@@ -9,8 +9,8 @@ database: the import and ``manage.py`` use it as they like.
 
 A recipe is a dict of ``RECIPE_FIELDS``: ``python`` ("3.9"), ``packages`` (requirement
 specifiers installed first), ``requirements`` (repository paths of requirements files: the
-harness installs the first that exists; a ``.yml`` one is a conda environment file, see
-``environment_yml_requirements``), ``project`` (pip arguments installing the checkout, "" for
+harness installs the first that exists; a ``.yml`` one is a conda environment file, which the
+build reads with ``evaluation/conda_files.py``), ``project`` (pip arguments installing the checkout, "" for
 none), ``pre_install`` (shell steps run in the checkout first), ``system_packages`` (Debian
 packages the worker must have), ``test_command`` (argument list; ``{python}`` is the
 environment's interpreter), ``test_env``, ``checkout_build`` (the shell command that builds
@@ -141,65 +141,3 @@ def interpreter_problem(repo: str, version: str, interpreters: Iterable[str]) ->
 
 def _major_minor(version: str) -> str:
     return ".".join(version.strip().split(".")[:2])
-
-
-def environment_yml_requirements(text: str) -> tuple[list[str], list[str]]:
-    """A conda environment file's dependencies as pip requirement specifiers, and the conda
-    packages left out because PyPI has no such Python package (compilers, C libraries, system
-    tools; the table is in the JSON's ``conda_to_pip``). Conda's ``name=1.2`` (any 1.2.x) becomes
-    ``name==1.2.*``, ``name=1.2=build`` becomes ``name==1.2``; the ``pip:`` list is kept as it is."""
-    table = _specs()["conda_to_pip"]
-    kept: list[str] = []
-    dropped: list[str] = []
-    for item, from_pip in _dependencies(text):
-        if from_pip:
-            kept.append(item)
-            continue
-        name, constraint = _conda_spec(item)
-        if name.lower() in table["not_on_pypi"]:
-            dropped.append(item)
-        else:
-            kept.append(table["renamed"].get(name.lower(), name) + constraint)
-    return kept, dropped
-
-
-def _dependencies(text: str) -> Iterable[tuple[str, bool]]:
-    """The ``dependencies:`` list items (and whether each is under ``pip:``), read line by line:
-    these files are one flat list and a nested one, and the project does not depend on a YAML
-    library."""
-    in_dependencies = False
-    pip_indent: int | None = None
-    for raw in text.splitlines():
-        line = raw.split(" #", 1)[0].rstrip()
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent == 0:
-            in_dependencies = stripped == "dependencies:"
-            pip_indent = None
-            continue
-        if not in_dependencies or not stripped.startswith("- "):
-            continue
-        item = stripped[2:].strip().strip("'\"")
-        if pip_indent is not None and indent <= pip_indent:
-            pip_indent = None
-        if item == "pip:":
-            pip_indent = indent
-        elif item:
-            yield item, pip_indent is not None
-
-
-def _conda_spec(item: str) -> tuple[str, str]:
-    """("name", pip constraint) of a conda match specification."""
-    item = item.split("::", 1)[-1].replace(" ", "")  # a channel prefix; "name 1.2" spacing
-    match = re.match(r"^([A-Za-z0-9_.\-]+)(.*)$", item)
-    if match is None:
-        return item, ""
-    name, rest = match.groups()
-    if rest.startswith("=") and not rest.startswith("=="):
-        version = rest[1:].split("=", 1)
-        if len(version) == 2:  # name=version=build: that exact build
-            return name, f"=={version[0]}"
-        return name, f"=={version[0]}" if version[0].endswith("*") else f"=={version[0]}.*"
-    return name, rest

@@ -58,6 +58,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from evaluation.conda_files import environment_yml_requirements, is_conda_file
 from evaluation.sandbox import Finished, Surroundings, hand_over, isolation, run_limited
 from prbench.redaction import redact_text
 
@@ -460,6 +461,9 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
     # whose pins must win over the files'.
     for entry in recipe.requirements:
         requirements = _first_present(source, entry)
+        if is_conda_file(requirements):
+            steps.append(_conda_file_step(source, requirements, install))
+            continue
         if recipe.project:  # the project step installs the checkout: its own line is left out
             _drop_self_install(source, source / requirements)
         steps.append((f"install -r {requirements}", [*install, "-r", str(source / requirements)]))
@@ -533,6 +537,19 @@ def _packages_step(recipe: Recipe, install: list[str]) -> tuple[str, list[str]]:
         f"{shlex.join([*today, *recipe.packages])}; }}"
     )
     return title, ["/bin/sh", "-c", script]
+
+
+def _conda_file_step(source: Path, conda_file: str, install: list[str]) -> tuple[str, list[str]]:
+    """A conda environment file's dependencies, installed as pip requirements (the harness
+    creates a conda environment from it); what PyPI has no package for is named in the step's
+    title, for the log: the worker's system must provide it or the tests go without."""
+    kept, dropped = environment_yml_requirements((source / conda_file).read_text(errors="replace"))
+    translated = source / f"{conda_file}.prbench-requirements.txt"
+    translated.write_text("".join(f"{requirement}\n" for requirement in kept))
+    title = f"install {conda_file}'s dependencies from the package index"
+    if dropped:
+        title += f" (not on PyPI, left to the worker: {', '.join(dropped)})"
+    return title, [*install, "-r", str(translated)]
 
 
 SELF_INSTALL = re.compile(r"\s*(?:(?:-e|--editable)\s+)?\.(?:/)?(?:\[[^\]]*\])?\s*(?:#.*)?")

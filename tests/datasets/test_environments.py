@@ -21,7 +21,7 @@ import pytest
 from django.core.management import CommandError
 from django.db import connection
 
-from datasets.environments import do_build_at, key_for, recipe_for, runtime_for
+from datasets.environments import do_build_at, environment_at, key_for, recipe_for, runtime_for
 from datasets.gold import check_gold, tasks_to_check
 from datasets.ingest import IngestOptions, ingest
 from datasets.models import Dataset, EnvironmentRecipe, GoldStatus, TaskInstance
@@ -392,6 +392,35 @@ def test_the_build_tools_are_never_older_than_the_interpreter(tmp_path):
         assert all(option in steps[title] for option in floor), title
     recent = dict(environments._steps(replace(old, exclude_newer="2022-01-01"), sys.executable, tmp_path, tmp_path))
     assert not any(arg.startswith("--exclude-newer-package") for step in recent.values() for arg in step)
+
+
+CONDA_FILE = """name: textstats-dev
+channels:
+  - conda-forge
+dependencies:
+  - python=3.11
+  - pip
+  - c-compiler
+  - wordsmith=1.0
+  - pip:
+      - wordsmith==1.0  # the docs' tooling would come this way
+"""
+
+
+def test_a_conda_environment_file_installs_from_the_package_index(db, textstats):
+    # SWE-bench's xarray and matplotlib recipes install environment.yml, with conda there.
+    _commit(textstats, "A conda environment for developers", {"ci/environment.yml": CONDA_FILE})
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=textstats, capture_output=True, text=True).stdout.strip()
+    recipe = Recipe(python=PYTHON, requirements=("ci/missing.txt|ci/environment.yml",), project="")
+
+    key, built = environment_at(textstats / ".git", head, recipe, "textstats with conda")
+
+    log = Environment.objects.get(key=key).log
+    assert "install ci/environment.yml's dependencies from the package index" in log
+    assert "(not on PyPI, left to the worker: python=3.11, pip, c-compiler)" in log
+    said = subprocess.run([built.python, "-c", "import wordsmith; print(wordsmith.split_words('a b'))"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert said.stdout.strip() == "['a', 'b']", said.stderr
 
 
 def test_a_requirements_file_installing_the_checkout_leaves_that_to_the_project_step(tmp_path):

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from datasets import swebench_specs as specs
+from evaluation.conda_files import environment_yml_requirements
 from tests.samples import SWEBENCH_LITE_LINES
 
 LITE_DEV = [json.loads(line) for line in SWEBENCH_LITE_LINES]
@@ -214,7 +215,7 @@ dependencies:
 prefix: /opt/conda/envs/mpl-dev
 """
 
-    kept, dropped = specs.environment_yml_requirements(text)
+    kept, dropped = environment_yml_requirements(text)
 
     assert kept == [
         "cairocffi", "contourpy>=1.0.1", "numpy==1.21.*", "pillow==9.0.1", "dask", "mpl-sphinx-theme~=3.11.0",
