@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
+from django.apps import apps
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, JSONField, Model, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from datasets.background import enqueue_on_commit
@@ -37,8 +39,11 @@ from evaluation.environments import (
     Recipe,
     Runtime,
     build,
+    capabilities,
+    describe_needs,
     environment_key,
     missing_need,
+    needs_of,
     runtime,
 )
 from evaluation.models import Environment, EnvironmentStatus
@@ -47,6 +52,7 @@ from evaluation.repositories import RepositoryUnavailable, ensure_commit, export
 ENVIRONMENT_QUARANTINE = "environment: "
 BUILD_JOB_TIMEOUT_S = 4 * 3600
 PROGRESS_EVERY_S = 1.0
+_Row = TypeVar("_Row", bound=Model)
 # (the recipe, repository, base commit) -> key: the dependency files are read once per process.
 _keys: dict[tuple[str, str, str], str] = {}
 
@@ -65,6 +71,84 @@ def recipe_for(task: TaskInstance, recipes: list[EnvironmentRecipe] | None = Non
         if recipe.dataset_id == task.dataset_id and recipe.repo == task.repo and recipe.version in (task.version, "")
     }
     return found.get(task.version) or found.get("")
+
+
+# -- what tasks need of their worker ----------------------------------------------------------
+
+
+def recipe_needs(recipe: EnvironmentRecipe | None) -> tuple[str, ...]:
+    """What a worker must have to build and use ``recipe``'s environment; nothing without one."""
+    return () if recipe is None else needs_of(recipe.python, recipe.system_packages)
+
+
+def with_recipe_needs(rows: QuerySet[_Row], task: str = "") -> QuerySet[_Row]:
+    """``rows`` (tasks, or rows whose task is at ``task``: "task__" for attempts) with their
+    task's recipe's ``recipe_python`` and ``recipe_system_packages``, null without one: the
+    recipe ``recipe_for`` picks (the task's version's, else every version's), in the same query."""
+    recipes = (
+        EnvironmentRecipe.objects.filter(dataset_id=OuterRef(f"{task}dataset_id"), repo=OuterRef(f"{task}repo"))
+        .filter(Q(version=OuterRef(f"{task}version")) | Q(version=""))
+        .exclude(repo="")
+        .order_by("-version")  # the task's own version before "" (every version)
+    )
+    return rows.annotate(
+        recipe_python=Subquery(recipes.values("python")[:1]),
+        recipe_system_packages=Subquery(recipes.values("system_packages")[:1], output_field=JSONField()),
+    )
+
+
+def needs_of_rows(rows: QuerySet, task: str = "") -> dict[int, tuple[str, ...]]:
+    """Each row's task's needs, by the row's id, in one query (``with_recipe_needs``)."""
+    found = with_recipe_needs(rows, task).values_list("pk", "recipe_python", "recipe_system_packages")
+    return {pk: needs_of_recipe_row(python, packages) for pk, python, packages in found}
+
+
+def needs_of_recipe_row(python: str | None, system_packages: list[str] | None) -> tuple[str, ...]:
+    """The needs of a row ``with_recipe_needs`` annotated: nothing when its task has no recipe."""
+    return needs_of(python, system_packages or ()) if python else ()
+
+
+def named_system_packages() -> set[str]:
+    """Every system package a recipe names: those a worker is asked whether it has."""
+    lists = EnvironmentRecipe.objects.exclude(system_packages=[]).values_list("system_packages", flat=True)
+    return {name for names in lists for name in names}
+
+
+def worker_capabilities(also_probe: Iterable[str] = ()) -> tuple[str, ...]:
+    """What this worker has, of what recipes (and ``also_probe``) can name."""
+    return capabilities({*named_system_packages(), *also_probe})
+
+
+# What this process's worker found it has (experiments/worker.py sets it as it looks for
+# queues); None in a process that is no such worker, which works it out when asked.
+_this_process: tuple[str, ...] | None = None
+
+
+def set_this_process_capabilities(found: tuple[str, ...] | None) -> None:
+    global _this_process
+    _this_process = found
+
+
+def this_process_capabilities() -> tuple[str, ...]:
+    return worker_capabilities() if _this_process is None else _this_process
+
+
+def serves(capabilities_: Iterable[str], needs: Iterable[str]) -> bool:
+    return set(needs) <= set(capabilities_)
+
+
+def live_capabilities() -> list[tuple[str, ...]]:
+    """What each live worker advertises with its lease (experiments/liveness.py). The lease is
+    the experiments app's, named here as models name each other across apps: by string."""
+    leases = apps.get_model("experiments", "WorkerLease").objects.filter(expires_at__gt=Now())
+    return [tuple(found) for found in leases.values_list("capabilities", flat=True)]
+
+
+def waiting_for(needs: tuple[str, ...], live: list[tuple[str, ...]]) -> str:
+    """ "" when some live worker has ``needs``; else what no one has, in words ("Python 3.9")."""
+    if not needs or any(serves(capabilities_, needs) for capabilities_ in live):
+        return ""
+    return describe_needs(needs)
 
 
 def key_for(task: TaskInstance, recipe: EnvironmentRecipe) -> str:
@@ -301,7 +385,8 @@ def enqueue_builds(tasks: Iterable[TaskInstance], retry: bool = False) -> list[s
             continue
         Environment.objects.filter(key=key).update(status=EnvironmentStatus.QUEUED, step="waiting for a worker")
         job = build_environment_job_retrying if retry else build_environment_job
-        enqueue_on_commit(job, task.pk, f"environment-{key}", BUILD_JOB_TIMEOUT_S)
+        # On the queue of the workers that can build it: those its tasks' attempts go to.
+        enqueue_on_commit(job, task.pk, f"environment-{key}", BUILD_JOB_TIMEOUT_S, recipe_needs(recipe))
         queued.append(key)
     return queued
 

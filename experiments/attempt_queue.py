@@ -12,9 +12,12 @@ from collections.abc import Iterable
 from itertools import islice
 
 from django.conf import settings
+from rq.queue import Queue
 from rq.registry import StartedJobRegistry
 
-from prbench.queues import get_queue
+from datasets.environments import needs_of_rows
+from experiments.models import Attempt
+from prbench.queues import queue_for_needs, work_queues
 
 EXECUTE_ATTEMPTS = "experiments.jobs.execute_attempts"
 
@@ -29,9 +32,25 @@ def job_prefix(run_id: int) -> str:
     return f"run-{run_id}-"
 
 
+def attempt_needs(attempt_ids: Iterable[int]) -> dict[int, tuple[str, ...]]:
+    """What each attempt's task needs of its worker (its recipe's interpreter and system
+    packages; nothing for a task without one), by attempt id, in one query."""
+    return needs_of_rows(Attempt.objects.filter(pk__in=list(attempt_ids)), task="task__")
+
+
 def enqueue_attempts(run_id: int, attempt_ids: Iterable[int]) -> int:
-    """Queue the attempts in batches (one RQ round trip per batch, not per attempt)."""
-    queue = get_queue()
+    """Queue the attempts in batches (one RQ round trip per batch, not per attempt), each
+    on the queue of the workers that have what its tasks need (prbench/queues.py): a task
+    needing Python 3.9 waits for a worker with Python 3.9 rather than failing on another."""
+    ordered = list(attempt_ids)
+    needs = attempt_needs(ordered)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for pk in ordered:  # in the order given (the run's sequence), within each group
+        groups.setdefault(needs.get(pk, ()), []).append(pk)
+    return sum(_enqueue_batches(run_id, queue_for_needs(group_needs), ids) for group_needs, ids in groups.items())
+
+
+def _enqueue_batches(run_id: int, queue: Queue, attempt_ids: list[int]) -> int:
     jobs = [
         queue.prepare_data(
             EXECUTE_ATTEMPTS,
@@ -53,8 +72,10 @@ def enqueue_attempts(run_id: int, attempt_ids: Iterable[int]) -> int:
 
 
 def run_has_jobs(run_id: int) -> bool:
-    """Whether Redis still holds queued or executing work for this run."""
-    queue = get_queue()
+    """Whether Redis still holds queued or executing work for this run, on any queue."""
     prefix = job_prefix(run_id)
-    started = StartedJobRegistry(queue=queue).get_job_ids()
-    return any(job_id.startswith(prefix) for job_id in [*queue.get_job_ids(), *started])
+    for queue in work_queues():
+        started = StartedJobRegistry(queue=queue).get_job_ids()
+        if any(job_id.startswith(prefix) for job_id in [*queue.get_job_ids(), *started]):
+            return True
+    return False
