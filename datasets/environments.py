@@ -424,6 +424,8 @@ class UsedEnvironment:
     record: Environment | None
     tasks: int
     used_for: str
+    # Queued, and no live worker has what it needs: "Python 3.9" (``waiting_for``).
+    waiting_for: str = ""
 
     @property
     def short_key(self) -> str:
@@ -449,7 +451,20 @@ def used_environments(dataset: Dataset) -> list[UsedEnvironment]:
         counts[row["environment_key"]] = counts.get(row["environment_key"], 0) + row["count"]
         used_for.setdefault(row["environment_key"], []).append(f"{row['repo']} {row['version']}".strip())
     records = {record.key: record for record in Environment.objects.filter(key__in=counts)}
-    return [UsedEnvironment(key, records.get(key), count, ", ".join(used_for[key])) for key, count in counts.items()]
+    waiting = _waiting_builds([record for record in records.values() if record.status == EnvironmentStatus.QUEUED])
+    return [
+        UsedEnvironment(key, records.get(key), count, ", ".join(used_for[key]), waiting.get(key, ""))
+        for key, count in counts.items()
+    ]
+
+
+def _waiting_builds(queued: list[Environment]) -> dict[str, str]:
+    """Of queued builds, those no live worker can take, by key: what they wait for, in words."""
+    if not queued:
+        return {}
+    live = live_capabilities()
+    found = {record.key: waiting_for(Recipe.from_fields(record.recipe).needs, live) for record in queued}
+    return {key: words for key, words in found.items() if words}
 
 
 def used_environment(dataset: Dataset, key: str) -> UsedEnvironment | None:

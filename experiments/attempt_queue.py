@@ -12,11 +12,13 @@ from collections.abc import Iterable
 from itertools import islice
 
 from django.conf import settings
+from django.db.models import Count
 from rq.queue import Queue
 from rq.registry import StartedJobRegistry
 
-from datasets.environments import needs_of_rows
-from experiments.models import Attempt
+from datasets.environments import live_capabilities, needs_of_recipe_row, needs_of_rows, waiting_for, with_recipe_needs
+from datasets.models import EnvironmentRecipe
+from experiments.models import Attempt, AttemptStatus, Run
 from prbench.queues import queue_for_needs, work_queues
 
 EXECUTE_ATTEMPTS = "experiments.jobs.execute_attempts"
@@ -79,3 +81,15 @@ def run_has_jobs(run_id: int) -> bool:
         if any(job_id.startswith(prefix) for job_id in [*queue.get_job_ids(), *started]):
             return True
     return False
+
+
+def queued_without_a_worker(run: Run) -> list[tuple[int, str]]:
+    """How many of the run's queued attempts wait for what no live worker has, and for what
+    in words ("Python 3.9"): their jobs sit on a queue nobody listens to."""
+    if not EnvironmentRecipe.objects.filter(dataset_id=run.experiment.dataset_id).exists():
+        return []  # nothing of this run needs anything: no need to look at its attempts
+    queued = with_recipe_needs(run.attempts.filter(status=AttemptStatus.QUEUED), task="task__")
+    groups = queued.values_list("recipe_python", "recipe_system_packages").annotate(count=Count("pk")).order_by()
+    live = live_capabilities()
+    found = [(count, waiting_for(needs_of_recipe_row(python, packages), live)) for python, packages, count in groups]
+    return [(count, words) for count, words in found if words]
