@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, cast
 
 from django.apps import apps
 from django.db import transaction
-from django.db.models import Count, JSONField, Model, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -52,7 +52,6 @@ from evaluation.repositories import RepositoryUnavailable, ensure_commit, export
 ENVIRONMENT_QUARANTINE = "environment: "
 BUILD_JOB_TIMEOUT_S = 4 * 3600
 PROGRESS_EVERY_S = 1.0
-_Row = TypeVar("_Row", bound=Model)
 # (the recipe, repository, base commit) -> key: the dependency files are read once per process.
 _keys: dict[tuple[str, str, str], str] = {}
 
@@ -81,7 +80,7 @@ def recipe_needs(recipe: EnvironmentRecipe | None) -> tuple[str, ...]:
     return () if recipe is None else needs_of(recipe.python, recipe.system_packages)
 
 
-def with_recipe_needs(rows: QuerySet[_Row], task: str = "") -> QuerySet[_Row]:
+def with_recipe_needs(rows: QuerySet[Any], task: str = "") -> QuerySet[Any]:
     """``rows`` (tasks, or rows whose task is at ``task``: "task__" for attempts) with their
     task's recipe's ``recipe_python`` and ``recipe_system_packages``, null without one: the
     recipe ``recipe_for`` picks (the task's version's, else every version's), in the same query."""
@@ -97,7 +96,7 @@ def with_recipe_needs(rows: QuerySet[_Row], task: str = "") -> QuerySet[_Row]:
     )
 
 
-def needs_of_rows(rows: QuerySet, task: str = "") -> dict[int, tuple[str, ...]]:
+def needs_of_rows(rows: QuerySet[Any], task: str = "") -> dict[int, tuple[str, ...]]:
     """Each row's task's needs, by the row's id, in one query (``with_recipe_needs``)."""
     found = with_recipe_needs(rows, task).values_list("pk", "recipe_python", "recipe_system_packages")
     return {pk: needs_of_recipe_row(python, packages) for pk, python, packages in found}
@@ -133,8 +132,9 @@ def this_process_capabilities() -> tuple[str, ...]:
     return worker_capabilities() if _this_process is None else _this_process
 
 
-def serves(capabilities_: Iterable[str], needs: Iterable[str]) -> bool:
-    return set(needs) <= set(capabilities_)
+def serves(has: Iterable[str], needs: Iterable[str]) -> bool:
+    """Whether a worker that ``has`` these capabilities can run work that ``needs`` these."""
+    return set(needs) <= set(has)
 
 
 def live_capabilities() -> list[tuple[str, ...]]:
@@ -145,8 +145,8 @@ def live_capabilities() -> list[tuple[str, ...]]:
 
 
 def waiting_for(needs: tuple[str, ...], live: list[tuple[str, ...]]) -> str:
-    """ "" when some live worker has ``needs``; else what no one has, in words ("Python 3.9")."""
-    if not needs or any(serves(capabilities_, needs) for capabilities_ in live):
+    """``needs`` in words ("Python 3.9") when no live worker has all of them; empty when one does."""
+    if not needs or any(serves(has, needs) for has in live):
         return ""
     return describe_needs(needs)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
+from redis.exceptions import RedisError
 from rq.job import Job
 from rq.queue import Queue
 from rq.worker import SimpleWorker
@@ -18,6 +20,8 @@ from experiments import liveness
 from experiments.jobs import warm_attempt_pool
 from experiments.pipeline import stop_claiming
 from prbench.queues import get_queue, needs_queues
+
+logger = logging.getLogger(__name__)
 
 # How long an idle worker blocks on its queues before it looks for needs queues registered
 # since (one HGETALL): a new recipe's work is picked up within this many seconds.
@@ -56,12 +60,19 @@ class AttemptWorker(SimpleWorker):
         of needs queues changed."""
         if not self.serves_needs:
             return
-        known = needs_queues()
-        if known == self.known_needs:
+        try:
+            known = needs_queues()
+            if known == self.known_needs:
+                return
+            named = {need for needs in known.values() for need in needs if need.startswith(SYSTEM_NEED)}
+            self.capabilities = worker_capabilities(also_probe={need.removeprefix(SYSTEM_NEED) for need in named})
+        except (DatabaseError, RedisError) as exc:
+            # Between jobs, not in one: a database or Redis outage must not end the worker.
+            # It goes on with the queues it had, and looks again next time.
+            logger.warning("could not look for needs queues: %s: %s", type(exc).__name__, exc)
+            _close_old_connections()  # a connection the database dropped is not tried again
             return
         self.known_needs = known
-        named = {need for needs in known.values() for need in needs if need.startswith(SYSTEM_NEED)}
-        self.capabilities = worker_capabilities(also_probe={need.removeprefix(SYSTEM_NEED) for need in named})
         set_this_process_capabilities(self.capabilities)
         liveness.advertise(self.capabilities)
         served = [name for name, needs in known.items() if serves(self.capabilities, needs)]

@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import django_rq
 import redis
@@ -99,7 +99,8 @@ def get_queue(name: str = "default") -> Queue:
         return django_rq.get_queue(name)
     # A needs queue (below): made at run time, so not in RQ_QUEUES, whose lookups (django-rq's
     # queue class reads its result TTL there) it would fail. Configured as "default" is.
-    return Queue(name, connection=get_connection(), default_timeout=settings.RQ_QUEUES["default"]["DEFAULT_TIMEOUT"])
+    timeout = cast(int, settings.RQ_QUEUES["default"]["DEFAULT_TIMEOUT"])
+    return Queue(name, connection=get_connection(), default_timeout=timeout)
 
 
 def worker_queues() -> list[Queue]:

@@ -6,6 +6,7 @@ script that reports itself as Python 3.9."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from experiments.worker import AttemptWorker
 from prbench.queues import get_connection, get_queue, needs_queue_name, queue_for_needs, worker_queues
 from prbench.recovery import run_recovery_sweep
 from tests.conftest import client_for, work_queue
+from tests.experiments.test_database_outage import count_users, drop_our_connection
 
 LEGACY = "acme/legacy"
 NEEDS_39 = "env:python3.9"
@@ -72,9 +74,11 @@ def split(run, legacy) -> tuple[set[int], set[int]]:
 
 
 def advertise_only(*capabilities: str) -> None:
-    """This process's lease (left by an earlier test's worker, perhaps) says exactly this."""
+    """The only live worker is this process, and its lease (left by an earlier test's worker,
+    perhaps) says exactly this. Leases its earlier heartbeats committed are gone."""
     liveness.advertise(tuple(capabilities))
     assert liveness.heartbeat().renew_now()
+    WorkerLease.objects.exclude(name=liveness.heartbeat().name).delete()
 
 
 def test_needs_are_canonical_and_name_their_queue():
@@ -206,3 +210,14 @@ def test_the_run_page_says_when_queued_attempts_need_what_no_live_worker_has(ali
     WorkerLease.objects.create(name=uuid.uuid4().hex, hostname="py39", pid=1, started_at=now,
                                expires_at=now + timedelta(minutes=1), capabilities=["python3.9"])  # fmt: skip
     assert "wait for a worker with" not in client.get(url).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_outage_while_looking_for_queues_does_not_end_the_worker(pythons, caplog):
+    pythons("3.11")
+    job = queue_for_needs(("python3.11",)).enqueue(count_users)
+    drop_our_connection()  # the worker's first look at the queues it can serve fails
+    with caplog.at_level(logging.WARNING):
+        AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)
+    assert "could not look for needs queues: OperationalError" in caplog.text
+    assert job.get_status(refresh=True) == "finished"  # it looked again, on a new connection
