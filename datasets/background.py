@@ -13,7 +13,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
-from prbench.queues import get_queue
+from prbench.queues import get_queue, queue_for_needs
 
 # A row that says it is busy but has not moved for this long, and whose job Redis no longer
 # holds, was abandoned (its worker died, or the web process running it inline): it may be
@@ -22,12 +22,15 @@ ABANDONED_AFTER = timedelta(minutes=1)
 WAITING = (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
 
 
-def enqueue_on_commit(func: Callable[[int], object], row_id: int, job_id: str, timeout: int) -> None:
+def enqueue_on_commit(
+    func: Callable[[int], object], row_id: int, job_id: str, timeout: int, needs: tuple[str, ...] = ()
+) -> None:
     """Queue ``func(row_id)`` once the transaction that made (or reset) the row commits: a
-    worker must never look for a row it cannot see yet."""
+    worker must never look for a row it cannot see yet. ``needs``: what its worker must have
+    (prbench/queues.py's needs queues); "default" for nothing."""
 
     def enqueue() -> None:
-        get_queue().enqueue(
+        queue_for_needs(needs).enqueue(
             func, row_id, job_id=job_id, job_timeout=timeout, result_ttl=3600, failure_ttl=7 * 24 * 3600
         )
 

@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
+from django.apps import apps
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, JSONField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from datasets.background import enqueue_on_commit
@@ -37,8 +39,11 @@ from evaluation.environments import (
     Recipe,
     Runtime,
     build,
+    capabilities,
+    describe_needs,
     environment_key,
     missing_need,
+    needs_of,
     runtime,
 )
 from evaluation.models import Environment, EnvironmentStatus
@@ -65,6 +70,85 @@ def recipe_for(task: TaskInstance, recipes: list[EnvironmentRecipe] | None = Non
         if recipe.dataset_id == task.dataset_id and recipe.repo == task.repo and recipe.version in (task.version, "")
     }
     return found.get(task.version) or found.get("")
+
+
+# -- what tasks need of their worker ----------------------------------------------------------
+
+
+def recipe_needs(recipe: EnvironmentRecipe | None) -> tuple[str, ...]:
+    """What a worker must have to build and use ``recipe``'s environment; nothing without one."""
+    return () if recipe is None else needs_of(recipe.python, recipe.system_packages)
+
+
+def with_recipe_needs(rows: QuerySet[Any], task: str = "") -> QuerySet[Any]:
+    """``rows`` (tasks, or rows whose task is at ``task``: "task__" for attempts) with their
+    task's recipe's ``recipe_python`` and ``recipe_system_packages``, null without one: the
+    recipe ``recipe_for`` picks (the task's version's, else every version's), in the same query."""
+    recipes = (
+        EnvironmentRecipe.objects.filter(dataset_id=OuterRef(f"{task}dataset_id"), repo=OuterRef(f"{task}repo"))
+        .filter(Q(version=OuterRef(f"{task}version")) | Q(version=""))
+        .exclude(repo="")
+        .order_by("-version")  # the task's own version before "" (every version)
+    )
+    return rows.annotate(
+        recipe_python=Subquery(recipes.values("python")[:1]),
+        recipe_system_packages=Subquery(recipes.values("system_packages")[:1], output_field=JSONField()),
+    )
+
+
+def needs_of_rows(rows: QuerySet[Any], task: str = "") -> dict[int, tuple[str, ...]]:
+    """Each row's task's needs, by the row's id, in one query (``with_recipe_needs``)."""
+    found = with_recipe_needs(rows, task).values_list("pk", "recipe_python", "recipe_system_packages")
+    return {pk: needs_of_recipe_row(python, packages) for pk, python, packages in found}
+
+
+def needs_of_recipe_row(python: str | None, system_packages: list[str] | None) -> tuple[str, ...]:
+    """The needs of a row ``with_recipe_needs`` annotated: nothing when its task has no recipe."""
+    return needs_of(python, system_packages or ()) if python else ()
+
+
+def named_system_packages() -> set[str]:
+    """Every system package a recipe names: those a worker is asked whether it has."""
+    lists = EnvironmentRecipe.objects.exclude(system_packages=[]).values_list("system_packages", flat=True)
+    return {name for names in lists for name in names}
+
+
+def worker_capabilities(also_probe: Iterable[str] = ()) -> tuple[str, ...]:
+    """What this worker has, of what recipes (and ``also_probe``) can name."""
+    return capabilities({*named_system_packages(), *also_probe})
+
+
+# What this process's worker found it has (experiments/worker.py sets it as it looks for
+# queues); None in a process that is no such worker, which works it out when asked.
+_this_process: tuple[str, ...] | None = None
+
+
+def set_this_process_capabilities(found: tuple[str, ...] | None) -> None:
+    global _this_process
+    _this_process = found
+
+
+def this_process_capabilities() -> tuple[str, ...]:
+    return worker_capabilities() if _this_process is None else _this_process
+
+
+def serves(has: Iterable[str], needs: Iterable[str]) -> bool:
+    """Whether a worker that ``has`` these capabilities can run work that ``needs`` these."""
+    return set(needs) <= set(has)
+
+
+def live_capabilities() -> list[tuple[str, ...]]:
+    """What each live worker advertises with its lease (experiments/liveness.py). The lease is
+    the experiments app's, named here as models name each other across apps: by string."""
+    leases = apps.get_model("experiments", "WorkerLease").objects.filter(expires_at__gt=Now())
+    return [tuple(found) for found in leases.values_list("capabilities", flat=True)]
+
+
+def waiting_for(needs: tuple[str, ...], live: list[tuple[str, ...]]) -> str:
+    """``needs`` in words ("Python 3.9") when no live worker has all of them; empty when one does."""
+    if not needs or any(serves(has, needs) for has in live):
+        return ""
+    return describe_needs(needs)
 
 
 def key_for(task: TaskInstance, recipe: EnvironmentRecipe) -> str:
@@ -304,7 +388,8 @@ def enqueue_builds(tasks: Iterable[TaskInstance], retry: bool = False) -> list[s
             continue
         Environment.objects.filter(key=key).update(status=EnvironmentStatus.QUEUED, step="waiting for a worker")
         job = build_environment_job_retrying if retry else build_environment_job
-        enqueue_on_commit(job, task.pk, f"environment-{key}", BUILD_JOB_TIMEOUT_S)
+        # On the queue of the workers that can build it: those its tasks' attempts go to.
+        enqueue_on_commit(job, task.pk, f"environment-{key}", BUILD_JOB_TIMEOUT_S, recipe_needs(recipe))
         queued.append(key)
     return queued
 
@@ -342,6 +427,8 @@ class UsedEnvironment:
     record: Environment | None
     tasks: int
     used_for: str
+    # Queued, and no live worker has what it needs: "Python 3.9" (``waiting_for``).
+    waiting_for: str = ""
 
     @property
     def short_key(self) -> str:
@@ -367,7 +454,20 @@ def used_environments(dataset: Dataset) -> list[UsedEnvironment]:
         counts[row["environment_key"]] = counts.get(row["environment_key"], 0) + row["count"]
         used_for.setdefault(row["environment_key"], []).append(f"{row['repo']} {row['version']}".strip())
     records = {record.key: record for record in Environment.objects.filter(key__in=counts)}
-    return [UsedEnvironment(key, records.get(key), count, ", ".join(used_for[key])) for key, count in counts.items()]
+    waiting = _waiting_builds([record for record in records.values() if record.status == EnvironmentStatus.QUEUED])
+    return [
+        UsedEnvironment(key, records.get(key), count, ", ".join(used_for[key]), waiting.get(key, ""))
+        for key, count in counts.items()
+    ]
+
+
+def _waiting_builds(queued: list[Environment]) -> dict[str, str]:
+    """Of queued builds, those no live worker can take, by key: what they wait for, in words."""
+    if not queued:
+        return {}
+    live = live_capabilities()
+    found = {record.key: waiting_for(Recipe.from_fields(record.recipe).needs, live) for record in queued}
+    return {key: words for key, words in found.items() if words}
 
 
 def used_environment(dataset: Dataset, key: str) -> UsedEnvironment | None:

@@ -248,7 +248,8 @@ def _environments_context(dataset: Dataset, can_manage: bool) -> dict[str, Any]:
         "environments": [
             (env, percent_of(env.record.steps_done, env.record.steps_total) if env.record else 0) for env in used
         ],
-        "environments_busy": any(env.is_busy for env in used),
+        "environments_busy": any(env.is_busy for env in used),  # polled: a worker may come and take them
+        "environments_building": any(env.is_busy and not env.waiting_for for env in used),
         "has_repositories": dataset.tasks.exclude(repo="").exists(),
         "can_manage": can_manage,
     }

@@ -51,7 +51,7 @@ import sys
 import time
 import tomllib
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -127,6 +127,10 @@ class Recipe:
         fields["test_env"] = dict(self.test_env)
         return {name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()}
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return needs_of(self.python, self.system_packages)
+
     def dependency_paths(self) -> tuple[str, ...]:
         files = [path for entry in self.requirements for path in entry.split(ALTERNATIVES)]
         return (*files, *(PROJECT_FILES if self.project else ()))
@@ -184,6 +188,38 @@ def _version_of(python: str) -> tuple[str, str]:
     if said.returncode != 0 or not PYTHON_VERSION.match(version):
         return "", ""
     return version, executable or python
+
+
+# -- needs and capabilities -----------------------------------------------------------------
+# What a recipe needs of a worker, and what a worker has, in one vocabulary of names: the
+# queues builds and validations are routed to are named from them (experiments/attempt_queue.py,
+# prbench/queues.py), and a worker listens to the queues whose needs it has.
+PYTHON_NEED = "python"
+SYSTEM_NEED = "sys:"
+
+
+def needs_of(python: str, system_packages: Iterable[str] = ()) -> tuple[str, ...]:
+    """A recipe's needs, canonical and sorted: ("python3.9",), ("python3.11", "sys:ffmpeg")."""
+    needs = {f"{SYSTEM_NEED}{name.strip()}" for name in system_packages if name.strip()}
+    if python:
+        needs.add(f"{PYTHON_NEED}{python}")
+    return tuple(sorted(needs))
+
+
+def capabilities(system_packages: Iterable[str] = ()) -> tuple[str, ...]:
+    """This worker's capabilities: its interpreters, and which of ``system_packages`` it has
+    (a worker cannot list every package it has, so it is asked about those recipes name)."""
+    present = [name for name in set(system_packages) if name.strip() and _system_package_present(name.strip())]
+    return tuple(sorted({*needs_of("", present), *(f"{PYTHON_NEED}{version}" for version in available_pythons())}))
+
+
+def describe_needs(needs: Iterable[str]) -> str:
+    """In words, for "waiting for a worker with ...": "Python 3.9 and system package ffmpeg"."""
+    pythons = [f"Python {need.removeprefix(PYTHON_NEED)}" for need in needs if need.startswith(PYTHON_NEED)]
+    packages = [need.removeprefix(SYSTEM_NEED) for need in needs if need.startswith(SYSTEM_NEED)]
+    if packages:
+        pythons.append(f"system package{'s' if len(packages) > 1 else ''} {', '.join(packages)}")
+    return " and ".join(pythons)
 
 
 def missing_need(recipe: Recipe) -> str:

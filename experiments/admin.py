@@ -136,9 +136,9 @@ class CachedResponseAdmin(admin.ModelAdmin):
 class WorkerLeaseAdmin(admin.ModelAdmin):
     """Which worker processes are alive: read-only, since the workers and the sweep own the rows."""
 
-    list_display = ["name", "hostname", "pid", "started_at", "expires_at"]
+    list_display = ["name", "hostname", "pid", "capabilities", "started_at", "expires_at"]
     search_fields = ["name", "hostname"]
-    readonly_fields = ["name", "hostname", "pid", "started_at", "expires_at"]
+    readonly_fields = ["name", "hostname", "pid", "capabilities", "started_at", "expires_at"]
 
     def has_add_permission(self, request):
         return False

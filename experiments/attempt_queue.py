@@ -12,9 +12,14 @@ from collections.abc import Iterable
 from itertools import islice
 
 from django.conf import settings
+from django.db.models import Count
+from rq.queue import Queue
 from rq.registry import StartedJobRegistry
 
-from prbench.queues import get_queue
+from datasets.environments import live_capabilities, needs_of_recipe_row, needs_of_rows, waiting_for, with_recipe_needs
+from datasets.models import EnvironmentRecipe
+from experiments.models import Attempt, AttemptStatus, Run
+from prbench.queues import queue_for_needs, work_queues
 
 EXECUTE_ATTEMPTS = "experiments.jobs.execute_attempts"
 
@@ -29,9 +34,25 @@ def job_prefix(run_id: int) -> str:
     return f"run-{run_id}-"
 
 
+def attempt_needs(attempt_ids: Iterable[int]) -> dict[int, tuple[str, ...]]:
+    """What each attempt's task needs of its worker (its recipe's interpreter and system
+    packages; nothing for a task without one), by attempt id, in one query."""
+    return needs_of_rows(Attempt.objects.filter(pk__in=list(attempt_ids)), task="task__")
+
+
 def enqueue_attempts(run_id: int, attempt_ids: Iterable[int]) -> int:
-    """Queue the attempts in batches (one RQ round trip per batch, not per attempt)."""
-    queue = get_queue()
+    """Queue the attempts in batches (one RQ round trip per batch, not per attempt), each
+    on the queue of the workers that have what its tasks need (prbench/queues.py): a task
+    needing Python 3.9 waits for a worker with Python 3.9 rather than failing on another."""
+    ordered = list(attempt_ids)
+    needs = attempt_needs(ordered)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for pk in ordered:  # in the order given (the run's sequence), within each group
+        groups.setdefault(needs.get(pk, ()), []).append(pk)
+    return sum(_enqueue_batches(run_id, queue_for_needs(group_needs), ids) for group_needs, ids in groups.items())
+
+
+def _enqueue_batches(run_id: int, queue: Queue, attempt_ids: list[int]) -> int:
     jobs = [
         queue.prepare_data(
             EXECUTE_ATTEMPTS,
@@ -53,8 +74,22 @@ def enqueue_attempts(run_id: int, attempt_ids: Iterable[int]) -> int:
 
 
 def run_has_jobs(run_id: int) -> bool:
-    """Whether Redis still holds queued or executing work for this run."""
-    queue = get_queue()
+    """Whether Redis still holds queued or executing work for this run, on any queue."""
     prefix = job_prefix(run_id)
-    started = StartedJobRegistry(queue=queue).get_job_ids()
-    return any(job_id.startswith(prefix) for job_id in [*queue.get_job_ids(), *started])
+    for queue in work_queues():
+        started = StartedJobRegistry(queue=queue).get_job_ids()
+        if any(job_id.startswith(prefix) for job_id in [*queue.get_job_ids(), *started]):
+            return True
+    return False
+
+
+def queued_without_a_worker(run: Run) -> list[tuple[int, str]]:
+    """How many of the run's queued attempts wait for what no live worker has, and for what
+    in words ("Python 3.9"): their jobs sit on a queue nobody listens to."""
+    if not EnvironmentRecipe.objects.filter(dataset_id=run.experiment.dataset_id).exists():
+        return []  # nothing of this run needs anything: no need to look at its attempts
+    queued = with_recipe_needs(run.attempts.filter(status=AttemptStatus.QUEUED), task="task__")
+    groups = queued.values_list("recipe_python", "recipe_system_packages").annotate(count=Count("pk")).order_by()
+    live = live_capabilities()
+    found = [(count, waiting_for(needs_of_recipe_row(python, packages), live)) for python, packages, count in groups]
+    return [(count, words) for count, words in found if words]

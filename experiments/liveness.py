@@ -61,6 +61,7 @@ class Heartbeat:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.job: tuple[BaseWorker, Job] | None = None
+        self.capabilities: list[str] = []  # advertised with the lease (``advertise``)
         self.thread = threading.Thread(target=self._run, name="worker-lease", daemon=True)
 
     def _run(self) -> None:
@@ -76,7 +77,8 @@ class Heartbeat:
         try:
             # The database's clock, as the sweep's: the hosts' clocks need not agree.
             expires_at = Now() + Value(timedelta(seconds=lease_seconds()), output_field=DurationField())
-            if not WorkerLease.objects.filter(name=self.name).update(expires_at=expires_at):
+            capabilities = list(self.capabilities)
+            if not WorkerLease.objects.filter(name=self.name).update(expires_at=expires_at, capabilities=capabilities):
                 # First renewal, or the sweep deleted a lease that lapsed while this process
                 # was stalled: its attempts have been taken back, its new claims need a lease.
                 WorkerLease.objects.create(
@@ -85,6 +87,7 @@ class Heartbeat:
                     pid=self.pid,
                     started_at=self.started_at,
                     expires_at=expires_at,
+                    capabilities=capabilities,
                 )
             with self.renewed:
                 self.renewed_at = time.monotonic()
@@ -144,6 +147,16 @@ def claimer_name() -> str:
     if not beat.is_current() and not beat.renew_now():
         raise OperationalError("this worker's lease could not be renewed, so it claims nothing")
     return beat.name
+
+
+def advertise(capabilities: tuple[str, ...]) -> None:
+    """Store what this worker can run with its lease (experiments/worker.py), so the product can
+    tell work that waits for a worker with Python 3.9 from work that is merely queued; stored
+    at once when it changed, then with every renewal."""
+    beat = heartbeat()
+    if beat.capabilities != list(capabilities):
+        beat.capabilities = list(capabilities)
+        beat.wake.set()
 
 
 @contextlib.contextmanager

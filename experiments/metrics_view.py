@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 from experiments.models import Run, RunStatus, WorkerLease
-from prbench.queues import get_queue
+from prbench.queues import get_queue, needs_queues
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class LiveStateCollector(Collector):
 
 def _queue_depth() -> GaugeMetricFamily:
     family = GaugeMetricFamily("prbench_queue_jobs", "RQ jobs waiting in each queue, not started", labels=["queue"])
-    for name in settings.RQ_QUEUES:
+    for name in [*settings.RQ_QUEUES, *sorted(needs_queues())]:  # and the queues of work needing a worker's Python
         family.add_metric([name], get_queue(name).count)
     return family
 

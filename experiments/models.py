@@ -493,6 +493,12 @@ class WorkerLease(models.Model):
     pid = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     expires_at = models.DateTimeField(db_index=True)
+    capabilities = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='What the worker can run: its interpreters ("python3.9") and the system packages recipes name '
+        '("sys:ffmpeg"); empty for a process that serves no queue of such work',
+    )
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hostname}:{self.pid})"

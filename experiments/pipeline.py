@@ -35,7 +35,14 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bound_contextvars
 
-from datasets.environments import environment_of, prepare_environments
+from datasets.environments import (
+    environment_of,
+    needs_of_recipe_row,
+    prepare_environments,
+    serves,
+    this_process_capabilities,
+    with_recipe_needs,
+)
 from datasets.models import GoldStatus, TaskInstance
 from datasets.validation import validate_task
 from evaluation.environments import EnvironmentUnavailable
@@ -406,16 +413,18 @@ class BatchRunner:
         self.related = RelatedCache()
         self.claimed: dict[uuid.UUID, list[int]] = {}
         self.recorded = 0
+        # What this worker has, and whether the last look at attempts found one it cannot run.
+        self.capabilities: tuple[str, ...] = ()
+        self.unservable_seen = False
 
     def run(self, pool: Executor) -> int:
         """Returns how many attempts this job recorded."""
         try:
             # Only those still queued: an earlier job of the run may have taken the rest
             # (see _steal), and waiting for a slot to claim them would only idle this one.
-            self.pending = dict(
-                Attempt.objects.filter(pk__in=self.attempt_ids, status=AttemptStatus.QUEUED)
-                .order_by("sequence")
-                .values_list("pk", "arm_id")
+            self.capabilities = this_process_capabilities()
+            self.pending = self._servable(
+                Attempt.objects.filter(pk__in=self.attempt_ids, status=AttemptStatus.QUEUED), hand_back=True
             )
             while self._has_work():
                 free = self.threads - self.running
@@ -433,6 +442,28 @@ class BatchRunner:
             self._abandon()
             raise
         return self.recorded
+
+    def _servable(
+        self, attempts: QuerySet[Attempt], limit: int | None = None, hand_back: bool = False
+    ) -> dict[int, int]:
+        """Of ``attempts`` (id -> arm id, in sequence order), those whose task needs nothing
+        this worker lacks. With ``hand_back``, the others go back to their own queue (their
+        job came from a queue this worker should no longer serve, or from before their
+        task's recipe changed): unclaimed, so this is no claim and no retry of theirs."""
+        rows = with_recipe_needs(attempts, task="task__").order_by("sequence")
+        found = rows.values_list("pk", "arm_id", "recipe_python", "recipe_system_packages")
+        servable: dict[int, int] = {}
+        elsewhere: list[int] = []
+        for pk, arm_id, python, packages in found[:limit] if limit is not None else found:
+            if serves(self.capabilities, needs_of_recipe_row(python, packages)):
+                servable[pk] = arm_id
+            else:
+                elsewhere.append(pk)
+        if hand_back and elsewhere:
+            logger.info("handing back %d attempt(s) this worker cannot run", len(elsewhere))
+            enqueue_attempts(self.run_id, elsewhere)
+        self.unservable_seen = bool(elsewhere)
+        return servable
 
     def _abandon(self) -> None:
         """The job is failing (the database or Redis went away, say). Let the calls already
@@ -496,15 +527,12 @@ class BatchRunner:
         if self.run_drained or time.monotonic() > self.steal_until:
             self.run_drained = True
             return []
-        rows = list(
-            Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)
-            .exclude(arm_id__in=list(self.blocked))
-            .order_by("sequence")
-            .values_list("pk", "arm_id")[: count + len(picked)]
-        )
+        queued = Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)
+        rows = list(self._servable(queued.exclude(arm_id__in=list(self.blocked)), limit=count + len(picked)).items())
         # Nothing left but attempts of full arms: their own jobs (this one, or those still in
-        # the queue) run them when slots free up.
-        self.run_drained = not rows
+        # the queue) run them when slots free up. Nor when the next ones need what this worker
+        # lacks: their own jobs wait on their own queue for a worker that has it.
+        self.run_drained = not rows or self.unservable_seen
         return [(pk, arm) for pk, arm in rows if pk not in picked][:count]
 
     def _claim_and_submit(self, pool: Executor, free: int) -> bool:

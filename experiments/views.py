@@ -40,6 +40,7 @@ from experiments.arm_forms import (
     rows_redrawn,
 )
 from experiments.attempt_list import AttemptQuery, attempt_page, describe_rows, page_links
+from experiments.attempt_queue import queued_without_a_worker
 from experiments.board_views import board_views
 from experiments.budgets import budget_status, experiment_spend
 from experiments.estimate import estimate_run
@@ -263,6 +264,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "stopped": why_stopped(run, progress, budget),
         "misconfigured": list(misconfigured_arms(run)),
         "stop_after": STOP_AFTER,
+        "without_a_worker": [] if run.is_finished else queued_without_a_worker(run),
     }
     if request.htmx:
         response = render(request, "experiments/run_detail.html#live", context)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import django_rq
 import redis
@@ -94,12 +95,54 @@ def _socket_answers() -> bool:
 
 def get_queue(name: str = "default") -> Queue:
     ensure_redis()
-    return django_rq.get_queue(name)
+    if name in settings.RQ_QUEUES:
+        return django_rq.get_queue(name)
+    # A needs queue (below): made at run time, so not in RQ_QUEUES, whose lookups (django-rq's
+    # queue class reads its result TTL there) it would fail. Configured as "default" is.
+    timeout = cast(int, settings.RQ_QUEUES["default"]["DEFAULT_TIMEOUT"])
+    return Queue(name, connection=get_connection(), default_timeout=timeout)
 
 
 def worker_queues() -> list[Queue]:
     """The queues every PRBench worker listens to, in priority order (settings.WORKER_QUEUES)."""
     return [get_queue(name) for name in settings.WORKER_QUEUES]
+
+
+# -- needs queues ---------------------------------------------------------------------------
+# Work that needs something of its worker (an interpreter, a system package: the names of
+# evaluation/environments.py's ``needs_of``) goes on a queue named for that set of needs, which
+# only workers having all of it listen to. Each is registered here when first used, with its
+# needs, so a worker finds the queues it can serve without being told (experiments/worker.py).
+NEEDS_QUEUE_PREFIX = "env:"
+NEEDS_QUEUES_KEY = "prbench:needs-queues"  # a hash: queue name -> its needs, as a JSON list
+
+
+def needs_queue_name(needs: tuple[str, ...]) -> str:
+    """ "env:python3.9+sys:ffmpeg"; "default" for work that needs nothing."""
+    return f"{NEEDS_QUEUE_PREFIX}{'+'.join(needs)}" if needs else "default"
+
+
+def queue_for_needs(needs: tuple[str, ...]) -> Queue:
+    """The queue of work needing ``needs`` (canonical, as ``needs_of`` gives them), registered."""
+    name = needs_queue_name(needs)
+    if needs:
+        get_connection().hset(NEEDS_QUEUES_KEY, name, json.dumps(list(needs)))
+    return get_queue(name)
+
+
+def needs_queues() -> dict[str, tuple[str, ...]]:
+    """Every needs queue used so far, by name, with its needs."""
+    registered = get_connection().hgetall(NEEDS_QUEUES_KEY)
+    return {_text(name): tuple(json.loads(needs)) for name, needs in registered.items()}
+
+
+def work_queues() -> list[Queue]:
+    """Every queue attempts and builds may wait in: "default" and the needs queues."""
+    return [get_queue(), *(get_queue(name) for name in sorted(needs_queues()))]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 _connection: Redis | None = None

@@ -17,6 +17,7 @@ from django.test import Client
 from django.utils import timezone
 
 from datasets.demo import load_demo_dataset
+from datasets.environments import set_this_process_capabilities
 from datasets.formats import FormatOptions
 from datasets.formats.truthfulqa_gen import parse
 from datasets.imports import do_import_questions
@@ -67,6 +68,13 @@ def fresh_mock_books():
     forget_books()  # what the mock knows is what each test's own runs (or the test) registered
     yield
     forget_books()
+
+
+@pytest.fixture(autouse=True)
+def fresh_worker_capabilities():
+    set_this_process_capabilities(None)  # what a worker of an earlier test found is not this one's
+    yield
+    set_this_process_capabilities(None)
 
 
 @pytest.fixture(autouse=True)

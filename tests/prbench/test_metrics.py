@@ -19,6 +19,7 @@ from experiments.actions import ArmSpec, do_cancel_run, do_replace_arms
 from experiments.attempt_queue import enqueue_attempts
 from experiments.jobs import execute_attempts
 from experiments.models import AttemptStatus, RunStatus
+from prbench.queues import queue_for_needs
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
 from providers.registry import provider_names
@@ -334,3 +335,10 @@ def test_multiprocess_mode_merges_what_every_process_wrote(db, tmp_path: Path, m
     assert value(samples, "prbench_provider_time_to_first_token_seconds_bucket", provider="mock", le="0.5") == 2
     # The scrape-time state is there too, read by this process.
     assert ("prbench_runs_running", frozenset()) in samples
+
+
+def test_the_queue_gauge_counts_the_needs_queues_too(db):
+    queue_for_needs(("python3.9",)).enqueue("os.getpid")
+    samples = scrape()
+    assert value(samples, "prbench_queue_jobs", queue="env:python3.9") == 1
+    assert value(samples, "prbench_queue_jobs", queue="default") == 0

@@ -8,7 +8,13 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from tqdm import tqdm
 
-from datasets.environments import do_build, enqueue_builds, tasks_needing_environments, used_environments
+from datasets.environments import (
+    UsedEnvironment,
+    do_build,
+    enqueue_builds,
+    tasks_needing_environments,
+    used_environments,
+)
 from datasets.management.commands._helpers import dataset_by_name
 from datasets.models import Dataset, EnvironmentRecipe
 from datasets.recipes import check_recipe, do_set_recipe, recipe_installs
@@ -101,7 +107,7 @@ class Command(CheckedCommand):
             for env in used:
                 here = on_disk.get(env.key)
                 self.stdout.write(
-                    f"  environment {env.short_key}  {_status(env.record)}  {env.tasks} task(s)  here: {_here(here)}"
+                    f"  environment {env.short_key}  {_status(env)}  {env.tasks} task(s)  here: {_here(here)}"
                 )
         self.stdout.write(
             f"On this worker's disk: {len(on_disk)} environment(s), "
@@ -240,9 +246,12 @@ def _describe(recipe: EnvironmentRecipe) -> str:
     return f"{recipe.repo} {version}: Python {recipe.python}, installs {recipe_installs(recipe)}{source}"
 
 
-def _status(record) -> str:
+def _status(env: UsedEnvironment) -> str:
+    record = env.record
     if record is None:
         return "not built yet"
+    if env.waiting_for:
+        return f"waiting for a worker with {env.waiting_for}"
     parts = [record.status]
     if record.build_seconds is not None:
         parts.append(f"built in {record.build_seconds:.1f}s")
