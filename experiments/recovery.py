@@ -12,10 +12,11 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from experiments.attempt_queue import enqueue_attempts, run_has_jobs
+from experiments.attempt_queue import EXECUTE_ATTEMPTS, attempt_needs, enqueue_attempts, run_has_jobs
 from experiments.judging import enqueue_judging, unjudged_of_runs
 from experiments.models import RUN_FINISHED, Attempt, AttemptStatus, Run, RunStatus, WorkerLease
 from experiments.pipeline import finish_run_if_done
+from prbench.queues import get_queue, needs_queues
 
 
 def requeue_abandoned_attempts(stale_after: timedelta) -> dict[str, int]:
@@ -48,6 +49,38 @@ def requeue_abandoned_attempts(stale_after: timedelta) -> dict[str, int]:
             finish_run_if_done(run.pk)
     WorkerLease.objects.filter(expires_at__lt=Now()).delete()
     return report
+
+
+def reroute_stranded_jobs(stale_after: timedelta) -> dict[str, int]:
+    """Jobs left on a needs queue that no longer fits their attempts go where they now belong.
+
+    A job on ``default`` whose task gained a recipe is handed back by the worker that takes it
+    (experiments/pipeline.py); one on ``env:python3.4`` whose recipe has since moved to Python
+    3.11 would wait for ever, for a worker nobody will start. Each such job is taken off its
+    queue and its attempts still queued are queued again by what they need now; a worker that
+    took the job meanwhile finds them claimed, and runs nothing twice.
+
+    Counts: ``rerouted``, jobs moved."""
+    moved = 0
+    for name, needs in needs_queues().items():
+        queue = get_queue(name)
+        for job in queue.get_jobs():
+            if job.func_name != EXECUTE_ATTEMPTS or len(job.args) != 2:
+                continue
+            run_id, attempt_ids = job.args
+            queued = list(
+                Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.QUEUED)
+                .order_by("sequence")
+                .values_list("pk", flat=True)
+            )
+            current = attempt_needs(queued)
+            if queued and all(current.get(pk, ()) == tuple(needs) for pk in queued):
+                continue  # where it belongs
+            queue.remove(job)
+            if queued:
+                enqueue_attempts(run_id, queued)
+            moved += 1
+    return {"rerouted": moved}
 
 
 def requeue_unjudged(stale_after: timedelta) -> dict[str, int]:

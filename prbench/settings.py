@@ -234,6 +234,7 @@ PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
 # requeue_stale: attempts and jobs first, then lost judging, boards, webhooks, the audit log.
 PRBENCH_RECOVERY_STEPS = [
     "experiments.recovery.requeue_abandoned_attempts",
+    "experiments.recovery.reroute_stranded_jobs",
     "experiments.recovery.requeue_unjudged",
     "leaderboards.recovery.refresh_stale_boards",
     "orgs.recovery.send_overdue_webhooks",

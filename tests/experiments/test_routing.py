@@ -29,6 +29,7 @@ from tests.conftest import client_for, work_queue
 from tests.experiments.test_database_outage import count_users, drop_our_connection
 
 LEGACY = "acme/legacy"
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 NEEDS_39 = "env:python3.9"
 
 
@@ -221,3 +222,24 @@ def test_a_database_outage_while_looking_for_queues_does_not_end_the_worker(pyth
         AttemptWorker([get_queue()], connection=get_connection()).work(burst=True)
     assert "could not look for needs queues: OperationalError" in caplog.text
     assert job.get_status(refresh=True) == "finished"  # it looked again, on a new connection
+
+
+def test_jobs_stranded_by_a_recipe_change_are_rerouted_by_the_sweep(experiment, legacy, start, pythons):
+    run = start(experiment, inference_only=True)
+    needing, _others = split(run, legacy)
+    pythons("3.11")
+    work_queue()  # the others run; the needing ones wait for a worker with Python 3.9
+    assert queued_ids(NEEDS_39) == needing
+
+    # The team moves the repository to the Python its workers have: nobody will ever serve
+    # env:python3.9 now, and its jobs would wait there for ever.
+    EnvironmentRecipe.objects.filter(repo=LEGACY).update(python=PYTHON)
+    stranded = get_queue(NEEDS_39).count
+    assert stranded and run_recovery_sweep()["rerouted"] == stranded
+    assert not get_queue(NEEDS_39).count
+    assert queued_ids(needs_queue_name(needs_of(PYTHON))) == needing
+    assert run_recovery_sweep()["rerouted"] == 0  # where they belong now: left alone
+
+    work_queue()
+    assert set(Attempt.objects.filter(pk__in=needing).values_list("claims", flat=True)) == {1}  # taken once each
+    assert not Attempt.objects.filter(pk__in=needing, status=AttemptStatus.QUEUED).exists()
