@@ -415,7 +415,7 @@ def _build_into(
         "PIP_CONFIG_SETTINGS": "editable_mode=compat",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_CONFIG_FILE": "/dev/null",  # the machine's pip settings are not the recipe's
-        **({"UV_EXCLUDE_NEWER": recipe.exclude_newer} if recipe.exclude_newer else {}),
+        **({"UV_EXCLUDE_NEWER": resolve_at} if (resolve_at := resolution_date(recipe)) else {}),
         # uv leaves the installed packages uncompiled, and a sealed environment never gets the
         # bytecode written (nor may a validation write it): every test run would compile pytest
         # and the rest from source again, about a third of a second each (bench/validation.py).
@@ -485,11 +485,10 @@ def _index_options(index_flag: str = "--default-index") -> list[str]:
 def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[tuple[str, list[str]]]:
     """(what the log calls it, argv) for each step of the build."""
     uv = _uv()
-    tools = _build_tools_date(recipe)
-    install = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *_index_options(), *tools]
+    install = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *_index_options()]
     # A project's own install (and, through pkg_resources, often its tests) expects pip and
     # setuptools in the environment, as a virtualenv or a conda environment has them.
-    seed = ["--seed", *_index_options(), *tools] if recipe.project else []
+    seed = ["--seed", *_index_options()] if recipe.project else []
     venv_step = [uv, "venv", "--python", interpreter, *seed, str(venv)]
     steps: list[tuple[str, list[str]]] = [(f"uv venv --python {recipe.python}", venv_step)]
     steps += [(command, ["/bin/sh", "-c", command]) for command in recipe.pre_install]
@@ -530,28 +529,25 @@ def _steps(recipe: Recipe, interpreter: str, source: Path, venv: Path) -> list[t
     return steps
 
 
-# When each CPython minor version came out: a setuptools or pip older than the interpreter does
-# not run on it (setuptools 41 calls HTMLParser.unescape, gone in 3.9), whatever the recipe's
-# date. SWE-bench's harness runs 2019's pytest 4.4 on Python 3.9, with the build tools of 2024.
+# When each CPython minor version came out. Packages older than the interpreter mostly do not
+# run on it (setuptools 41 calls HTMLParser.unescape, gone in 3.9; pytest 2.9 fails to start on
+# 3.9), and SWE-bench's harness, which runs 2016's requests on Python 3.9, installed what the
+# index held when its images were built, in 2024.
 PYTHON_RELEASED = {
     "3.6": "2016-12-23", "3.7": "2018-06-27", "3.8": "2019-10-14", "3.9": "2020-10-05",
     "3.10": "2021-10-04", "3.11": "2022-10-24", "3.12": "2023-10-02", "3.13": "2024-10-07",
 }  # fmt: skip
-BUILD_TOOLS = ("setuptools", "pip", "wheel")
-BUILD_TOOLS_SETTLE = timedelta(days=183)  # the releases that fixed what the new version broke
+INTERPRETER_SETTLES = timedelta(days=183)  # the releases that fixed what a new Python broke
 
 
-def _build_tools_date(recipe: Recipe, pinned: tuple[str, ...] = ()) -> list[str]:
-    """uv options resolving the build tools no earlier than half a year after the recipe's
-    interpreter came out, when the recipe's date is earlier than that (and the recipe does not
-    pin them itself)."""
+def resolution_date(recipe: Recipe) -> str:
+    """The date uv resolves the recipe at: its own, but never earlier than half a year after
+    its interpreter came out ("" for none: the index as it stands)."""
     released = PYTHON_RELEASED.get(recipe.python)
     if not recipe.exclude_newer or released is None:
-        return []
-    floor = (date.fromisoformat(released) + BUILD_TOOLS_SETTLE).isoformat()
-    if recipe.exclude_newer[:10] >= floor:
-        return []
-    return [f"--exclude-newer-package={tool}={floor}" for tool in BUILD_TOOLS if tool not in pinned]
+        return recipe.exclude_newer
+    floor = (date.fromisoformat(released) + INTERPRETER_SETTLES).isoformat()
+    return floor if recipe.exclude_newer[:10] < floor else recipe.exclude_newer
 
 
 def _packages_step(recipe: Recipe, install: list[str]) -> tuple[str, list[str]]:
@@ -564,9 +560,8 @@ def _packages_step(recipe: Recipe, install: list[str]) -> tuple[str, list[str]]:
     title = f"install {' '.join(recipe.packages)}"
     if not pins or not recipe.exclude_newer:
         return title, [*install, *recipe.packages]
-    base = [arg for arg in install if not arg.startswith("--exclude-newer-package=")]
-    dated = [*base, *_build_tools_date(recipe, pins), *[f"--exclude-newer-package={name}=false" for name in pins]]
-    today = [*base, f"--exclude-newer={datetime.now(UTC).isoformat(timespec='seconds')}"]
+    dated = [*install, *[f"--exclude-newer-package={name}=false" for name in pins]]
+    today = [*install, f"--exclude-newer={datetime.now(UTC).isoformat(timespec='seconds')}"]
     script = (
         f"{shlex.join([*dated, *recipe.packages])} || "
         "{ echo 'Not resolvable at the recipe date: resolving as the package index stands today.'; "
