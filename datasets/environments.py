@@ -36,6 +36,7 @@ from evaluation.environments import (
     BuildLog,
     Built,
     EnvironmentUnavailable,
+    ExportCheckout,
     Recipe,
     Runtime,
     build,
@@ -47,7 +48,7 @@ from evaluation.environments import (
     runtime,
 )
 from evaluation.models import Environment, EnvironmentStatus
-from evaluation.repositories import RepositoryUnavailable, ensure_commit, export_tree, read_files
+from evaluation.repositories import RepositoryUnavailable, ensure_commit, export_tree, read_files, release_before
 
 ENVIRONMENT_QUARANTINE = "environment: "
 BUILD_JOB_TIMEOUT_S = 4 * 3600
@@ -252,7 +253,7 @@ def do_build_at(
     key: str,
     recipe: Recipe,
     label: str,
-    export_checkout: Callable[[Path], None],
+    export_checkout: ExportCheckout,
     retry: bool = False,
     on_progress: Callable[[BuildLog], None] | None = None,
 ) -> Built:
@@ -296,12 +297,19 @@ def environment_at(clone: Path, commit: str, recipe: Recipe, label: str) -> tupl
     """The environment ``recipe`` makes for ``commit`` of a cached clone (mining's candidates,
     which have no task yet), built if need be."""
     key = environment_key(recipe, read_files(clone, commit, list(recipe.dependency_paths())), commit)
-    built = do_build_at(key, recipe, label, lambda target: export_tree(clone, commit, target))
+
+    def export(target: Path) -> str:
+        export_tree(clone, commit, target)
+        return release_before(clone, commit)
+
+    built = do_build_at(key, recipe, label, export)
     return key, built.runtime
 
 
-def _export(task: TaskInstance, target: Path) -> None:
-    export_tree(_clone(task), task.base_commit, target)
+def _export(task: TaskInstance, target: Path) -> str:
+    clone = _clone(task)
+    export_tree(clone, task.base_commit, target)
+    return release_before(clone, task.base_commit)
 
 
 def _progress_writer(key: str) -> Callable[[BuildLog], None]:

@@ -63,6 +63,9 @@ from evaluation.sandbox import Finished, Surroundings, hand_over, isolation, run
 from prbench.redaction import redact_text
 
 META = "prbench-env.json"
+# Writes the repository's files at the base commit into a directory; may return the release
+# that commit descends from ("5.4.0"), for projects that take their version from git.
+ExportCheckout = Callable[[Path], str | None]
 PRODUCED = "checkout"  # what the checkout build made, under the environment's root
 # What decides what a recipe installs, besides the recipe: read at the task's base commit.
 PROJECT_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
@@ -366,7 +369,7 @@ class Built:
     reused: bool  # another worker (or an earlier build) had made it
 
 
-def build(key: str, recipe: Recipe, export_checkout: Callable[[Path], None], log: BuildLog | None = None) -> Built:
+def build(key: str, recipe: Recipe, export_checkout: ExportCheckout, log: BuildLog | None = None) -> Built:
     """Build the environment ``key`` from ``recipe`` unless it is already built; the
     repository's files at the base commit are written by ``export_checkout(directory)``.
     Raises BuildFailed (with the log) when a step fails."""
@@ -387,15 +390,13 @@ def build(key: str, recipe: Recipe, export_checkout: Callable[[Path], None], log
         return Built(key, built, seconds, _size(built.root), log.text(), reused=False)
 
 
-def _build_into(
-    partial: Path, key: str, recipe: Recipe, export_checkout: Callable[[Path], None], log: BuildLog
-) -> Runtime:
+def _build_into(partial: Path, key: str, recipe: Recipe, export_checkout: ExportCheckout, log: BuildLog) -> Runtime:
     if need := missing_need(recipe):
         raise BuildFailed(need, log)
     interpreter = available_pythons()[recipe.python]
     source, venv = partial / "src", partial / "venv"
     source.mkdir(parents=True)
-    export_checkout(source)
+    release = export_checkout(source) or ""
     tracked = _files_under(source)
     uid = BUILD_UID if isolation().separate_user else None
     uv_cache = cache_dir() / ".uv-cache"
@@ -415,6 +416,9 @@ def _build_into(
         "PIP_CONFIG_SETTINGS": "editable_mode=compat",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_CONFIG_FILE": "/dev/null",  # the machine's pip settings are not the recipe's
+        # setuptools-scm reads the version from git history, which the export does not have
+        # (pytest, attrs...): the last release tag stands in, as the harness's clone gives it.
+        **({"SETUPTOOLS_SCM_PRETEND_VERSION": release} if release else {}),
         **({"UV_EXCLUDE_NEWER": resolve_at} if (resolve_at := resolution_date(recipe)) else {}),
         # uv leaves the installed packages uncompiled, and a sealed environment never gets the
         # bytecode written (nor may a validation write it): every test run would compile pytest

@@ -117,6 +117,21 @@ def checkout(clone: Path, commit: str) -> Iterator[Path]:
         yield Path(workdir)
 
 
+RELEASE_TAG = re.compile(r"v?(\d+(?:\.\d+)*)")
+
+
+def release_before(clone: Path, commit: str) -> str:
+    """The last release tag ``commit`` descends from ("5.4.0" for pytest's 5.4 tasks), "" when
+    none: what setuptools-scm would call the version, less its distance. A ``git archive``
+    export has no history for it to read, and a project using it refuses to build without."""
+    said = subprocess.run(
+        ["git", "--git-dir", str(clone), "describe", "--tags", "--abbrev=0", commit],
+        env=GIT_ENV, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    found = RELEASE_TAG.fullmatch(said.stdout.strip()) if said.returncode == 0 else None
+    return found.group(1) if found else ""
+
+
 def export_tree(clone: Path, commit: str, target: Path) -> None:
     archive = subprocess.Popen(
         ["git", "--git-dir", str(clone), "archive", "--format=tar", commit],

@@ -29,7 +29,7 @@ from datasets.validation import validate_task
 from evaluation import environments
 from evaluation.environments import BuildFailed, BuildLog, EnvironmentUnavailable, Recipe, in_use, prune, runtime
 from evaluation.models import Environment, EnvironmentStatus
-from evaluation.repositories import RepositoryUnavailable
+from evaluation.repositories import RepositoryUnavailable, release_before
 from evaluation.sandbox import isolation
 from experiments.actions import ArmSpec, ExperimentSpec, check_start_run, do_save_experiment
 from experiments.models import AttemptStatus
@@ -389,6 +389,22 @@ def test_packages_are_never_resolved_older_than_the_interpreter():
     assert environments.resolution_date(Recipe(python="3.9", exclude_newer="2016-06-01")) == "2021-04-06"
     assert environments.resolution_date(Recipe(python="3.9", exclude_newer="2022-01-01")) == "2022-01-01"
     assert environments.resolution_date(Recipe(python="3.9")) == ""  # no date: the index as it stands
+
+
+def test_a_build_tells_setuptools_scm_the_release_the_commit_descends_from(db, textstats):
+    # pytest and attrs take their version from git, which a git archive export does not have:
+    # "setuptools-scm was unable to detect version" failed every pytest task's build.
+    subprocess.run(["git", "tag", "v1.2.0", "HEAD~1"], cwd=textstats, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=textstats, capture_output=True, text=True).stdout.strip()
+    assert release_before(textstats / ".git", head) == "1.2.0"
+    recipe = Recipe(python=PYTHON, project="", pre_install=('echo "scm sees $SETUPTOOLS_SCM_PRETEND_VERSION"',))
+
+    key, _ = environment_at(textstats / ".git", head, recipe, "textstats at a release")
+
+    assert "scm sees 1.2.0" in Environment.objects.get(key=key).log
+    untagged = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=textstats, capture_output=True, text=True)
+    subprocess.run(["git", "tag", "-d", "v1.2.0"], cwd=textstats, check=True, capture_output=True)
+    assert release_before(textstats / ".git", untagged.stdout.strip()) == ""
 
 
 CONDA_FILE = """name: textstats-dev
