@@ -440,8 +440,10 @@ def _build_into(partial: Path, key: str, recipe: Recipe, export_checkout: Export
             why = "timed out" if finished.timed_out else f"exited with {finished.returncode}"
             raise BuildFailed(f"the build step `{title}` {why}", log)
     roots = _relocate_editable_paths(venv, source)
-    if recipe.checkout_build:
-        _keep_produced(source, tracked, partial / PRODUCED)
+    # With a checkout build, all it made; without, only the Python files the install wrote
+    # into the checkout (setuptools-scm's ``_version.py``: pytest reports version "unknown"
+    # without it and refuses its own plugins), never binaries, which are one commit's.
+    _keep_produced(source, tracked, partial / PRODUCED, python_only=not recipe.checkout_build)
     shutil.rmtree(source)
     _seal(partial)
     base_prefix = _prefix_of(interpreter)
@@ -693,13 +695,15 @@ def _files_under(root: Path) -> set[str]:
     }
 
 
-def _keep_produced(source: Path, tracked: set[str], target: Path) -> None:
+def _keep_produced(source: Path, tracked: set[str], target: Path, python_only: bool = False) -> None:
     """Move what the build made in the checkout (the files the commit does not track) to
     ``target``, keeping their times: copied into a validation's checkout, they are newer than
     its sources, so the build there remakes only what the patch touched. A link that leads
     outside the checkout is left behind."""
     for relative in sorted(_files_under(source) - tracked):
         path = source / relative
+        if python_only and (not relative.endswith(".py") or "__pycache__" in relative or path.is_symlink()):
+            continue
         if path.is_symlink() and not path.resolve().is_relative_to(source.resolve()):
             continue
         (target / relative).parent.mkdir(parents=True, exist_ok=True)

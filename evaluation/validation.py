@@ -178,8 +178,9 @@ class TestPlan:
         return self.environment.surroundings(str(checkout)) if self.environment else NOTHING_MORE
 
     def warm_start(self, checkout: Path) -> None:
-        """The checkout build's products at the base commit, put into ``checkout``."""
-        if self.environment and self.environment.checkout_build:
+        """What the environment's build made in its checkout, put into ``checkout``: the checkout
+        build's products, or the Python files an install generates (a ``_version.py``)."""
+        if self.environment:
             warm_start(self.environment, checkout)
 
     def build_checkout(self, box: Box, timeout_s: float) -> CheckResult:

@@ -397,11 +397,20 @@ def test_a_build_tells_setuptools_scm_the_release_the_commit_descends_from(db, t
     subprocess.run(["git", "tag", "v1.2.0", "HEAD~1"], cwd=textstats, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=textstats, capture_output=True, text=True).stdout.strip()
     assert release_before(textstats / ".git", head) == "1.2.0"
-    recipe = Recipe(python=PYTHON, project="", pre_install=('echo "scm sees $SETUPTOOLS_SCM_PRETEND_VERSION"',))
+    # What setuptools-scm's write_to does at install, and a binary the install compiled.
+    writes = "echo \"version = '$SETUPTOOLS_SCM_PRETEND_VERSION'\" > textstats/_version.py && touch textstats/_fast.so"
+    recipe = Recipe(python=PYTHON, project="", pre_install=('echo "scm sees $SETUPTOOLS_SCM_PRETEND_VERSION"', writes))
 
-    key, _ = environment_at(textstats / ".git", head, recipe, "textstats at a release")
+    key, built = environment_at(textstats / ".git", head, recipe, "textstats at a release")
 
     assert "scm sees 1.2.0" in Environment.objects.get(key=key).log
+    # Each validation's checkout gets the generated Python file (pytest without its _version.py
+    # reports version "unknown" and refuses its own plugins), never a binary of one commit.
+    checkout = Path(tempfile.mkdtemp(prefix="prbench-checkout-"))
+    environments.warm_start(built, checkout)
+    assert (checkout / "textstats/_version.py").read_text() == "version = '1.2.0'\n"
+    assert not (checkout / "textstats/_fast.so").exists()
+    shutil.rmtree(checkout)
     untagged = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=textstats, capture_output=True, text=True)
     subprocess.run(["git", "tag", "-d", "v1.2.0"], cwd=textstats, check=True, capture_output=True)
     assert release_before(textstats / ".git", untagged.stdout.strip()) == ""
