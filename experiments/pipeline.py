@@ -414,7 +414,7 @@ class BatchRunner:
         self.claimed: dict[uuid.UUID, list[int]] = {}
         self.recorded = 0
         # What this worker has, and whether the last look at attempts found one it cannot run.
-        self.capabilities: tuple[str, ...] = ()
+        self.capabilities: tuple[str, ...] | None = None  # looked up when a task needs something
         self.unservable_seen = False
 
     def run(self, pool: Executor) -> int:
@@ -422,7 +422,6 @@ class BatchRunner:
         try:
             # Only those still queued: an earlier job of the run may have taken the rest
             # (see _steal), and waiting for a slot to claim them would only idle this one.
-            self.capabilities = this_process_capabilities()
             self.pending = self._servable(
                 Attempt.objects.filter(pk__in=self.attempt_ids, status=AttemptStatus.QUEUED), hand_back=True
             )
@@ -443,6 +442,13 @@ class BatchRunner:
             raise
         return self.recorded
 
+    def _capabilities(self) -> tuple[str, ...]:
+        # Only for a job whose tasks need something: finding the worker's interpreters the
+        # first time runs each of them, which a job of self-contained tasks need not wait for.
+        if self.capabilities is None:
+            self.capabilities = this_process_capabilities()
+        return self.capabilities
+
     def _servable(
         self, attempts: QuerySet[Attempt], limit: int | None = None, hand_back: bool = False
     ) -> dict[int, int]:
@@ -455,7 +461,8 @@ class BatchRunner:
         servable: dict[int, int] = {}
         elsewhere: list[int] = []
         for pk, arm_id, python, packages in found[:limit] if limit is not None else found:
-            if serves(self.capabilities, needs_of_recipe_row(python, packages)):
+            needs = needs_of_recipe_row(python, packages)
+            if not needs or serves(self._capabilities(), needs):
                 servable[pk] = arm_id
             else:
                 elsewhere.append(pk)
