@@ -117,7 +117,9 @@ def checkout(clone: Path, commit: str) -> Iterator[Path]:
         yield Path(workdir)
 
 
-RELEASE_TAG = re.compile(r"v?(\d+(?:\.\d+)*)")
+# A release in PEP 440's words, with an optional "v": 5.4.0, v2.3.1, 6.3.0.dev0 (pytest tags the
+# start of each development cycle), 1.0rc1.
+RELEASE_TAG = re.compile(r"v?(\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?)")
 
 
 def release_before(clone: Path, commit: str) -> str:
