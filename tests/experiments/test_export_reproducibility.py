@@ -54,6 +54,9 @@ def finished_run(experiment, seed, capture):
     return run
 
 
+GENERATED = re.compile(r'<p class="generated">Generated [^<]*</p>')
+
+
 def exported(run, format: str) -> str | bytes:
     chunks = list(export_chunks(run, format))
     if chunks and isinstance(chunks[0], bytes):  # a zip
@@ -103,7 +106,11 @@ def test_the_same_seed_gives_byte_identical_exports(judged_experiment, django_ca
 def test_exporting_a_run_twice_gives_the_same_bytes(judged_experiment, django_capture_on_commit_callbacks):
     run = finished_run(judged_experiment, 12, django_capture_on_commit_callbacks)
     before = {format: exported(run, format) for format in EXPORT_FORMATS}
-    assert {format: exported(run, format) for format in EXPORT_FORMATS} == before
+    again = {format: exported(run, format) for format in EXPORT_FORMATS}
+    assert GENERATED.search(before["html"])
+    # Byte for byte, but for the report's "Generated" second (leaderboards/report.py): the two
+    # exports can fall either side of a second's turn, as they did once on a loaded machine.
+    assert {**again, "html": GENERATED.sub("", again["html"])} == {**before, "html": GENERATED.sub("", before["html"])}
 
     refresh_run_summaries(run.pk)  # the bootstraps are drawn again, from the same seeds
 
