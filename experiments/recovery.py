@@ -12,6 +12,7 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from datasets.environments import live_capabilities, serves
 from experiments.attempt_queue import EXECUTE_ATTEMPTS, attempt_needs, enqueue_attempts, run_has_jobs
 from experiments.judging import enqueue_judging, unjudged_of_runs
 from experiments.models import RUN_FINISHED, Attempt, AttemptStatus, Run, RunStatus, WorkerLease
@@ -56,13 +57,17 @@ def reroute_stranded_jobs(stale_after: timedelta) -> dict[str, int]:
 
     A job on ``default`` whose task gained a recipe is handed back by the worker that takes it
     (experiments/pipeline.py); one on ``env:python3.4`` whose recipe has since moved to Python
-    3.11 would wait for ever, for a worker nobody will start. Each such job is taken off its
+    3.11 would wait for ever, for a worker nobody will start. Only queues no live worker
+    serves are read (a query per job), so the sweep costs nothing while work flows. Each such job is taken off its
     queue and its attempts still queued are queued again by what they need now; a worker that
     took the job meanwhile finds them claimed, and runs nothing twice.
 
     Counts: ``rerouted``, jobs moved."""
     moved = 0
+    live = live_capabilities()
     for name, needs in needs_queues().items():
+        if any(serves(has, needs) for has in live):
+            continue  # a worker takes its jobs, and hands back what it cannot run: no scan
         queue = get_queue(name)
         for job in queue.get_jobs():
             if job.func_name != EXECUTE_ATTEMPTS or len(job.args) != 2:

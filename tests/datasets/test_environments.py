@@ -98,16 +98,25 @@ def _commit(repo: Path, message: str, files: dict[str, str]) -> None:
     subprocess.run(["git", "commit", "--quiet", "-m", message], cwd=repo, check=True, env=env)
 
 
-@pytest.fixture
-def shared_dir():
+def reachable_dir(prefix: str) -> Path:
     """A directory every sandbox user can reach (pytest's own are the worker's alone)."""
-    directory = Path(tempfile.mkdtemp(prefix="prbench-env-test-"))
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
     directory.chmod(0o755)
-    yield directory
+    return directory
+
+
+def remove_sealed(directory: Path) -> None:
     for root, dirs, _ in os.walk(directory):  # sealed environments are read-only
         for name in dirs:
             os.chmod(os.path.join(root, name), 0o755)
     shutil.rmtree(directory)
+
+
+@pytest.fixture
+def shared_dir():
+    directory = reachable_dir("prbench-env-test-")
+    yield directory
+    remove_sealed(directory)
 
 
 @pytest.fixture

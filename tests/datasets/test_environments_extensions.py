@@ -10,10 +10,7 @@ import base64
 import difflib
 import hashlib
 import importlib.metadata
-import os
-import shutil
 import subprocess
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -26,7 +23,7 @@ from datasets.models import EnvironmentRecipe, GoldStatus, TaskInstance
 from datasets.validation import validate_task
 from evaluation.environments import EnvironmentUnavailable, Recipe, environment_key
 from evaluation.models import Environment
-from tests.datasets.test_environments import PYTHON, UNITTEST, _commit
+from tests.datasets.test_environments import PYTHON, UNITTEST, _commit, reachable_dir, remove_sealed
 
 SETUP = """from setuptools import Extension, setup
 
@@ -125,8 +122,7 @@ def fastsum():
     """The repository (three commits: two bugs, then a fix of each with its test), the
     package index, and an environment cache kept for the module: each base commit's
     environment is compiled once, whichever test asks for it first."""
-    shared = Path(tempfile.mkdtemp(prefix="prbench-ext-test-"))
-    shared.chmod(0o755)
+    shared = reachable_dir("prbench-ext-test-")
     (shared / "wheels").mkdir()
     _wheel_of_installed(shared / "wheels", "setuptools")
     repo = shared / "fastsum"
@@ -147,10 +143,7 @@ def fastsum():
         {"fastsum/_speedups.c": _speedups("a + b", "a * b"), "tests/test_fastsum.py": TESTS + ADD_TEST + MUL_TEST},
     )
     yield repo
-    for root, dirs, _ in os.walk(shared):  # sealed environments are read-only
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o755)
-    shutil.rmtree(shared)
+    remove_sealed(shared)
 
 
 @pytest.fixture

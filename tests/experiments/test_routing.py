@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from datasets.models import EnvironmentRecipe
-from evaluation.environments import available_pythons, describe_needs, needs_of
+from evaluation.environments import PYTHON_NEED, available_pythons, describe_needs, needs_of
 from experiments import liveness, worker
 from experiments.attempt_queue import enqueue_attempts, run_has_jobs
 from experiments.models import Attempt, AttemptStatus, RunStatus, WorkerLease
@@ -74,6 +74,15 @@ def split(run, legacy) -> tuple[set[int], set[int]]:
     return needing, {a.pk for a in attempts} - needing
 
 
+def assert_only_the_others_ran(run, needing: set[int], others: set[int]) -> None:
+    """The attempts a worker without Python 3.9 can run completed; the others are still
+    queued and were never claimed."""
+    statuses = dict(run.attempts.values_list("pk", "status"))
+    assert {statuses[pk] for pk in others} == {AttemptStatus.COMPLETED}
+    assert {statuses[pk] for pk in needing} == {AttemptStatus.QUEUED}
+    assert not Attempt.objects.filter(pk__in=needing, claims__gt=0).exists()
+
+
 def advertise_only(*capabilities: str) -> None:
     """The only live worker is this process, and its lease (left by an earlier test's worker,
     perhaps) says exactly this. Leases its earlier heartbeats committed are gone."""
@@ -105,10 +114,7 @@ def test_a_worker_without_the_python_leaves_them_and_one_with_it_takes_them(expe
     needing, others = split(run, legacy)
     pythons("3.11")
     work_queue()
-    statuses = dict(run.attempts.values_list("pk", "status"))
-    assert {statuses[pk] for pk in others} == {AttemptStatus.COMPLETED}
-    assert {statuses[pk] for pk in needing} == {AttemptStatus.QUEUED}
-    assert not Attempt.objects.filter(pk__in=needing, claims__gt=0).exists()  # not even claimed
+    assert_only_the_others_ran(run, needing, others)  # those needing 3.9 not even claimed
     assert queued_ids(NEEDS_39) == needing and run_has_jobs(run.pk)
 
     pythons("3.11", "3.9")
@@ -126,10 +132,7 @@ def test_a_worker_hands_back_what_it_cannot_run_unclaimed(experiment, dataset, s
     needing, others = split(run, legacy)
     pythons("3.11")
     work_queue()
-    statuses = dict(run.attempts.values_list("pk", "status"))
-    assert {statuses[pk] for pk in others} == {AttemptStatus.COMPLETED}
-    assert {statuses[pk] for pk in needing} == {AttemptStatus.QUEUED}
-    assert not Attempt.objects.filter(pk__in=needing, claims__gt=0).exists()  # no claim spent, no retry used
+    assert_only_the_others_ran(run, needing, others)  # no claim spent, no retry used
     assert queued_ids(NEEDS_39) == needing and not get_queue().count
 
     pythons("3.11", "3.9")
@@ -235,6 +238,9 @@ def test_jobs_stranded_by_a_recipe_change_are_rerouted_by_the_sweep(experiment, 
     # env:python3.9 now, and its jobs would wait there for ever.
     EnvironmentRecipe.objects.filter(repo=LEGACY).update(python=PYTHON)
     stranded = get_queue(NEEDS_39).count
+    advertise_only(PYTHON_NEED + "3.9", PYTHON_NEED + PYTHON)
+    assert run_recovery_sweep()["rerouted"] == 0  # a live worker serves it: it hands them back itself
+    advertise_only(PYTHON_NEED + PYTHON)
     assert stranded and run_recovery_sweep()["rerouted"] == stranded
     assert not get_queue(NEEDS_39).count
     assert queued_ids(needs_queue_name(needs_of(PYTHON))) == needing
