@@ -367,6 +367,10 @@ class Attempt(models.Model):
     pass_to_pass_regressions = models.PositiveIntegerField(
         null=True, blank=True, help_text="PASS_TO_PASS tests the patch broke"
     )
+    # An agent arm's attempt (experiments/agent.py): how many model turns it took and how many
+    # tool calls it made; null for a single-turn answer. Its steps are the TRAJECTORY artifact.
+    turns = models.PositiveIntegerField(null=True, blank=True, help_text="Agent: model turns taken")
+    tool_calls = models.PositiveIntegerField(null=True, blank=True, help_text="Agent: tool calls made")
 
     queued_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -428,6 +432,7 @@ class ArtifactKind(models.TextChoices):
     LINT = "lint"  # ruff on the Python files the patch changed
     BUILD = "build"  # byte-compiling them
     ANSWER = "answer"  # question-answer kinds: the extracted answer and how it was graded, JSON
+    TRAJECTORY = "trajectory"  # an agent's steps, JSON (experiments/trajectory.py)
 
 
 class Artifact(models.Model):

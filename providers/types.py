@@ -22,9 +22,47 @@ class ArmSpec:
 
 
 @dataclass(frozen=True)
+class Tool:
+    """A tool a model may call (an agent's): its name, what it does, and a JSON schema of
+    its arguments (an object). Sent as OpenAI's ``tools`` or Anthropic's ``tools``."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of a model's turn, whatever the provider's format. ``arguments`` is the
+    parsed JSON object; when the model sent something that is not one (broken JSON, a
+    list), ``arguments`` is empty and ``malformed`` holds the text as sent, so the loop can
+    show the model its mistake instead of running anything."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    malformed: str = ""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call gave back, as shown to the model (already capped)."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
 class Message:
     role: str  # "user" or "assistant"
     content: str
+    # An assistant turn's tool calls (content may then be empty) ...
+    tool_calls: tuple[ToolCall, ...] = ()
+    # ... and the user turn that answers them, one result per call, in the calls' order
+    # (OpenAI: ``role: tool`` messages; Anthropic: ``tool_result`` blocks), then ``content``
+    # when there is any.
+    tool_results: tuple[ToolResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -46,9 +84,33 @@ class CompletionRequest:
     # A replay arm's answer, read from the predictions file imported for it (None: the file
     # has no line for the task). Only the replay adapter reads it; no request carries it out.
     recorded_answer: str | None = None
+    # The tools an agent's turn may call (empty: a plain completion). The answer then holds
+    # the calls in ``Completion.tool_calls``.
+    tools: tuple[Tool, ...] = ()
+    # A task handed whole to an agent service (the http_agent provider); None for a model.
+    agent_task: AgentTask | None = None
 
     def prompt_text(self) -> str:
-        return "\n".join([self.system, *(m.content for m in self.messages)])
+        parts = [self.system]
+        for message in self.messages:
+            parts += [result.content for result in message.tool_results]
+            parts.append(message.content)
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class AgentTask:
+    """What an agent service (the http_agent provider) is sent: the task, and the repository
+    at its base commit, as a short-lived archive URL or as inline files."""
+
+    task_id: str
+    problem_statement: str
+    repo: str = ""
+    base_commit: str = ""
+    archive_url: str = ""  # a tar.gz of the working tree, served by PRBench with a short-lived token
+    files: dict[str, str] = field(default_factory=dict)  # inline, for small or self-contained tasks
+    test_command: tuple[str, ...] = ()
+    deadline_s: float = 0.0  # how long the service has to answer, from the request
 
 
 @dataclass(frozen=True)
@@ -103,3 +165,5 @@ class Completion:
     # Read from another system's recorded predictions rather than generated now (a replay
     # arm): it took none of our time, so the attempt stores no timings a board could count.
     replayed: bool = False
+    # The tools the model called in this turn (an agent's); empty for a plain answer.
+    tool_calls: tuple[ToolCall, ...] = ()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, ClassVar
 
-from providers.adapters.config import COMMON_KEYS, Setting, config_key_errors
+from providers.adapters.config import COMMON_KEYS, Setting, config_key_errors, solver_errors
 from providers.types import ArmSpec, Completion, CompletionRequest
 
 if TYPE_CHECKING:
@@ -25,6 +25,9 @@ class Adapter:
     # False for an arm whose answers never leave the platform (a replay): the allowlist says
     # where an organisation's prompts may be sent, so it has nothing to say about such an arm.
     sends_requests: ClassVar[bool] = True
+    # False for an arm that answers a task whole by itself (a replay, a team's agent service):
+    # the agent solver's loop has no turns of it to drive.
+    can_be_agent: ClassVar[bool] = True
     # Every arm setting this adapter, the gateway or the request builder reads, with its check.
     config_keys: ClassVar[dict[str, Setting]] = COMMON_KEYS
     # What "Test connection" asks when the user names no model: a cheap one still served.
@@ -71,4 +74,4 @@ class Adapter:
     @classmethod
     def config_errors(cls, model_name: str, config: dict) -> list[str]:
         """Problems with an arm's settings, each naming the offending field."""
-        return config_key_errors(cls.name, cls.config_keys, config)
+        return config_key_errors(cls.name, cls.config_keys, config) + solver_errors(config, cls.can_be_agent, cls.name)

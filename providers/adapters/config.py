@@ -314,6 +314,55 @@ COMMON_KEYS: dict[str, Setting] = {
     "temperature": number(0, 2, label="Temperature", help="Sampling temperature; 0 is the most repeatable"),
     "top_p": number(0, 1, label="Top p", help="Nucleus sampling"),
 }
+# How an arm writes its answer: asked once (``single_turn``, the default), or as an agent in
+# a loop with tools in the task's sandbox (experiments/agent.py). The agent's settings are
+# read by the loop, never sent to a provider, and refused on a single-turn arm (the check is
+# ``solver_errors``), so a typo cannot make an arm look like an agent that is not one.
+SOLVERS = ("single_turn", "agent")
+# Named tool sets (evaluation/agent_tools.py holds the tools): "all", or all but the tests.
+TOOL_SETS = ("all", "no_tests")
+# The agent's system prompts, versioned like the run's templates (experiments/agent.py).
+AGENT_PROMPTS = ("agent-v1",)
+AGENT_KEYS: dict[str, Setting] = {
+    "max_turns": integer(1, 500, label="Max turns", help="Agent: model turns before the attempt ends unsubmitted"),
+    "max_output_tokens_per_turn": integer(
+        1, 1_000_000, label="Max output tokens per turn", help="Agent: the longest answer of one turn"
+    ),
+    "max_attempt_tokens": integer(
+        1, 1_000_000_000, label="Token ceiling per attempt", help="Agent: input and output tokens of all turns"
+    ),
+    "max_attempt_cost_usd": number(0.000001, 100_000, label="Cost ceiling per attempt ($)", help="Agent: all turns"),
+    "tools": choice(*TOOL_SETS, label="Tools", help="Agent: every tool, or every tool but running the tests"),
+    "agent_prompt": choice(*AGENT_PROMPTS, label="Agent prompt", help="Agent: the versioned system prompt"),
+    "tool_output_chars": integer(
+        200, 200_000, label="Tool output cap (chars)", help="Agent: a tool's output past this is cut, and says so"
+    ),
+}
+SOLVER_KEYS: dict[str, Setting] = {
+    "solver": choice(*SOLVERS, label="Solver", help="single_turn asks once; agent works in a loop with tools"),
+    **AGENT_KEYS,
+}
+COMMON_KEYS |= SOLVER_KEYS
+
+
+def solver_of(config: Mapping) -> str:
+    return config.get("solver") or "single_turn"
+
+
+def solver_errors(config: Mapping, agent_allowed: bool = True, provider: str = "") -> list[str]:
+    """An agent's settings on an arm that is not an agent, or an agent on a provider that
+    cannot be one (a replay, a team's own agent service), each named."""
+    if solver_of(config) == "agent":
+        if not agent_allowed:
+            return [f"config.solver: a {provider} arm answers by itself and cannot be run as an agent"]
+        return []
+    return [
+        f"config.{name} is an agent setting: set config.solver to agent, or leave it out"
+        for name in sorted(AGENT_KEYS)
+        if name in config
+    ]
+
+
 # OpenAI's ReasoningEffort enum (the OpenAPI document in shared/specs); not every reasoning
 # model takes every value, and the provider says which in its 400.
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")

@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 
 from experiments.models import Experiment, ModelArm, RunArm
-from providers.adapters.config import ROUTING_KEYS
+from providers.adapters.config import AGENT_KEYS, ROUTING_KEYS
 from providers.models import ProviderCredential
 from providers.registry import adapter_class, provider_names
 from tests.conftest import client_for, work_queue
@@ -52,14 +52,24 @@ SAMPLES = {
     "reasoning_effort": "low",
     "thinking_budget_tokens": 1024,
     "predictions": 1,
+    "solver": "single_turn",
+    "max_turns": 10,
+    "max_output_tokens_per_turn": 512,
+    "max_attempt_tokens": 100_000,
+    "max_attempt_cost_usd": 1.0,
+    "tools": "all",
+    "agent_prompt": "agent-v1",
+    "tool_output_chars": 4000,
 }
 # Valid only with a reasoning model, or without temperature and with more max_tokens:
-# exercised in test_request_params.py instead of in every arm here.
+# exercised in test_request_params.py instead of in every arm here. The agent's settings
+# are valid only on an agent arm, which runs a loop: exercised in the agent tests.
 REASONING_SETTINGS = {"reasoning_effort", "thinking_budget_tokens"}
+LEFT_OUT = REASONING_SETTINGS | set(AGENT_KEYS)
 
 
 def full_config(provider: str) -> dict:
-    return {name: SAMPLES[name] for name in adapter_class(provider).config_keys if name not in REASONING_SETTINGS}
+    return {name: SAMPLES[name] for name in adapter_class(provider).config_keys if name not in LEFT_OUT}
 
 
 # provider -> model, path suffix of the credential's base URL, api-version, deployments,

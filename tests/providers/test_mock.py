@@ -254,6 +254,9 @@ def test_a_request_carries_nothing_that_tells_the_answer():
         "response_schema",
         "response_schema_name",
         "recorded_answer",
+        # An agent's tools, and the task as an agent service is sent it (no answer in it).
+        "tools",
+        "agent_task",
     }
     for path in PROVIDERS.rglob("*.py"):
         text = path.read_text()

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from providers.adapters.config import OPERATIONAL_KEYS
+from providers.adapters.config import OPERATIONAL_KEYS, SOLVER_KEYS
 from providers.registry import adapter_class, provider_names
 from providers.response_cache import response_cache_key
 from providers.types import ArmSpec, CompletionRequest, Message
@@ -101,7 +101,8 @@ def test_a_key_survives_text_no_codec_could_encode():
 # OPERATIONAL_KEYS (how a call is made) or here (what it answers).
 ANSWER_KEYS = {
     "replay": {"predictions"},  # which imported predictions: the answers themselves
-    "anthropic": {"max_tokens", "temperature", "top_p", "extra_body", "thinking_budget_tokens"},
+    # An agent's settings shape what each turn is sent (its tools, its ceilings): in the key.
+    "anthropic": {"max_tokens", "temperature", "top_p", "extra_body", "thinking_budget_tokens", *SOLVER_KEYS},
     "openai": {
         "max_tokens",
         "temperature",
@@ -110,6 +111,7 @@ ANSWER_KEYS = {
         "send_seed",
         "structured_output",
         "reasoning_effort",
+        *SOLVER_KEYS,
     },
     "mock": {
         "max_tokens",
@@ -122,6 +124,7 @@ ANSWER_KEYS = {
         "price_output_per_mtok",
         "invalid",
         "failure_category",
+        *SOLVER_KEYS,
     },
 }
 

@@ -30,6 +30,7 @@ class ReplayAdapter(Adapter):
     name = "replay"
     uses_credential = False
     sends_requests = False
+    can_be_agent = False
     test_model = "replay"
     # Nothing else: a temperature or token limit would pretend to shape answers already given.
     config_keys = {
