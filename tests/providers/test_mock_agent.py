@@ -223,3 +223,18 @@ def test_a_question_gets_an_answer_in_words_with_no_tool_call():
     prompt = MultipleChoice().render_prompt("{{problem_statement}}\n{{choices}}", question, lambda: "")
     request = CompletionRequest((Message("user", prompt),), tools=tools(*ALL_TOOLS), seed_key="1:q:a:0")
     assert next_turn(request, {"mode": "oracle"}, random.Random(1)) == ("Answer: B", ())
+
+
+def test_lines_found_twice_get_context_until_the_replace_is_unique(tmp_path):
+    """The gold hunk's lines also occur elsewhere in the file: the mock adds lines around them
+    from what it read, so that ``replace`` (text found once) changes the place the patch means."""
+    block = "".join(f"    step_{i}()\n" for i in range(7))
+    source = f"def first():\n{block}    return 1\n\n\ndef second():\n{block}    return 2\n"
+    fixed = source.replace(f"def second():\n{block}", f"def second():\n{block.replace('step_3', 'fixed_3')}")
+    patch = "".join(difflib.unified_diff(source.splitlines(True), fixed.splitlines(True), "a/steps.py", "b/steps.py"))
+    fields = {"problem_statement": "The second function must call fixed_3 instead of step_3.", "gold_patch": patch}
+    mock_book.register_book("twice", book_of(workload_for("pr_patch"), [reference(TASK | fields)]))
+    executor, _ = drive({"mode": "oracle"}, TASK | fields, files=Files({"steps.py": source}))
+    (replaced,) = [call.arguments for call in executor.calls if call.name == "replace"]
+    assert len(replaced["old"]) > len(patch_edits(patch)[0].old)
+    assert executor.files == patched({"steps.py": source}, patch, tmp_path)

@@ -40,6 +40,8 @@ FAULT_TURN = 2
 UNKNOWN_TOOL = "browse_web"
 # Lines read either side of a change when the whole file was cut at the output cap.
 MARGIN = 3
+# A line of a read result that is not the file's (a header, the note of a cut): never matched.
+UNREAD = "\x00"
 # A line of read_file's numbered output: "  12\ttext", "12: text", "12 | text".
 NUMBERED_LINE = re.compile(r"^ *(\d+)(?:\t|: ?| ?\| ?)(.*)$")
 # The mock's wrong edit marks the spot instead of fixing it, in the file's comment syntax.
@@ -89,6 +91,30 @@ class Reading:
     def holds(self, edit: Edit) -> bool:
         wanted = edit.old.removesuffix("\n")
         return any(wanted in text for text in self.texts.get(edit.path, ()))
+
+    def widened(self, edit: Edit) -> Edit:
+        """The edit with lines of the file around it until its old lines occur once in the
+        file as first read (``replace`` takes only text found once); of several places, the
+        one nearest the line the patch names is meant."""
+        lines = self.texts[edit.path][0].split("\n") if edit.path in self.texts else []
+        first = _nearest(_starts(lines, [line.removesuffix("\n") for line in edit.old_lines]), edit.line)
+        if first is None:
+            return edit
+        last = first + len(edit.old_lines)  # past the edit's lines
+        above = below = 0
+        while len(_starts(lines, lines[first - above : last + below])) > 1:
+            grew = (above < first, last + below < len(lines))
+            above, below = above + grew[0], below + grew[1]
+            if not any(grew) or UNREAD in lines[first - above : last + below]:
+                return edit  # no more was read: replace will say the text is not unique
+        before = tuple(line + "\n" for line in lines[first - above : first])
+        after = tuple(line + "\n" for line in lines[last : last + below])
+        return replace(
+            edit,
+            old_lines=(*before, *edit.old_lines, *after),
+            new_lines=(*before, *edit.new_lines, *after),
+            first_change=edit.first_change + above if edit.first_change >= 0 else -1,
+        )
 
 
 Script = Generator[Turn, tuple[ToolResult, ...], None]
@@ -242,6 +268,7 @@ def _edit_call(edit: Edit, reading: Reading, offered: set[str], notes: list[str]
     elif not reading.holds(edit):
         notes.append(f"{edit.path} does not hold the lines I expected to change, so I left it alone.")
     elif "replace" in offered:
+        edit = reading.widened(edit)
         return ("replace", {"path": edit.path, "old": edit.old, "new": edit.new})
     else:
         notes.append(f"I cannot change {edit.path} without a tool that replaces text.")
@@ -268,7 +295,18 @@ def _unnumbered(content: str) -> str:
     if sum(map(bool, matches)) * 2 <= len(matches):  # a file's own "12: x" lines are not numbering
         return content
     # A header or a note about the output cap has no number: kept apart, not glued to the code.
-    return "\n".join(match.group(2) if match else "\x00" for match in matches)
+    return "\n".join(match.group(2) if match else UNREAD for match in matches)
+
+
+def _starts(lines: list[str], block: list[str]) -> list[int]:
+    """Where ``block`` occurs in ``lines``, as whole lines."""
+    width = len(block)
+    return [i for i in range(len(lines) - width + 1) if lines[i : i + width] == block] if width else []
+
+
+def _nearest(starts: list[int], line: int) -> int | None:
+    """Of several places, the one nearest ``line`` (1-based); None unless there are several."""
+    return min(starts, key=lambda start: abs(start + 1 - line)) if len(starts) > 1 else None
 
 
 def patch_edits(patch: str) -> list[Edit]:
