@@ -11,11 +11,14 @@ ALL_TOOLS = ("list_files", "read_file", "search", "replace", "write_file", "run_
 
 
 class Files:
-    """The agent's tools over a dict of files, numbered reads cut at ``cap`` characters."""
+    """The agent's tools over a dict of files; reads numbered as ``numbering`` says, after a
+    ``header``, and cut at ``cap`` characters."""
 
-    def __init__(self, files: dict[str, str], cap: int = 100_000):
+    def __init__(self, files: dict[str, str], cap: int = 100_000, numbering: str = "{number:>6}\t{line}", header=""):
         self.files = dict(files)
         self.cap = cap
+        self.numbering = numbering
+        self.header = header
         self.submitted = False
         self.calls: list[ToolCall] = []
 
@@ -36,7 +39,9 @@ class Files:
 
     def tool_read_file(self, path: str, start_line: int = 1, end_line: int | None = None) -> str:
         lines = self.files[path].splitlines()[start_line - 1 : end_line]
-        text = "\n".join(f"{number:>6}\t{line}" for number, line in enumerate(lines, start=start_line))
+        text = self.header + "\n".join(
+            self.numbering.format(number=number, line=line) for number, line in enumerate(lines, start=start_line)
+        )
         return text if len(text) <= self.cap else text[: self.cap] + f"\n[output cut: {self.cap} characters shown]"
 
     def tool_replace(self, path: str, old: str, new: str) -> str:

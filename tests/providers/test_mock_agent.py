@@ -141,6 +141,19 @@ def test_it_runs_the_tests_on_some_seeds_and_never_without_the_tool():
         assert "run_tests" not in {call.name for call in executor.calls}
 
 
+@pytest.mark.parametrize(
+    "numbering", ["{number:>6}\t{line}", "{number}: {line}", "{number:>4} | {line}", "{number}→{line}", "{line}"]
+)
+def test_it_reads_a_file_however_its_lines_are_numbered(numbering, tmp_path):
+    header = "money.py, all 40 lines:\n"  # a line that is not the file's is ignored
+    for files in (
+        Files(TASK["repo_files"], numbering=numbering),
+        Files(TASK["repo_files"], numbering=numbering, header=header),
+    ):
+        executor, _ = drive({"mode": "oracle"}, files=files)
+        assert executor.files == patched(TASK["repo_files"], TASK["gold_patch"], tmp_path)
+
+
 def test_a_file_cut_at_the_output_cap_is_read_again_around_the_change(tmp_path):
     executor, _ = drive({"mode": "oracle"}, files=Files(TASK["repo_files"], cap=700))
     ranged = [call.arguments for call in executor.calls if call.name == "read_file" and "start_line" in call.arguments]

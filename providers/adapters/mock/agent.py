@@ -42,8 +42,8 @@ UNKNOWN_TOOL = "browse_web"
 MARGIN = 3
 # A line of a read result that is not the file's (a header, the note of a cut): never matched.
 UNREAD = "\x00"
-# A line of read_file's numbered output: "  12\ttext", "12: text", "12 | text".
-NUMBERED_LINE = re.compile(r"^ *(\d+)(?:\t|: ?| ?\| ?)(.*)$")
+# A line of read_file's numbered output: "  12\ttext", "12: text", "12 | text", "12→text".
+NUMBERED_LINE = re.compile(r"^ *(\d+)(?:\t|: ?| ?\| ?|→)(.*)$")
 # The mock's wrong edit marks the spot instead of fixing it, in the file's comment syntax.
 COMMENT_MARKS = {
     **dict.fromkeys(("py", "sh", "rb", "pl", "r", "yml", "yaml", "toml", "cfg", "ini", "txt"), "#"),
