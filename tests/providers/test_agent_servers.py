@@ -5,10 +5,12 @@ servers are proven against the vendors' code before our adapters meet them."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anthropic
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
 from datasets.demo import demo_task_dirs, read_task_dir
 from evaluation.workloads import workload_for
@@ -45,8 +47,9 @@ class OpenAILoop:
     def __init__(self, fake, stream: bool, prompt: str = PROMPT):
         self.client = openai.OpenAI(base_url=fake.url + "/v1", api_key="sk-test", max_retries=0)
         self.stream = stream
-        self.messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-        self.tools = [
+        # Any: the SDK's TypedDicts, which these dicts are, as the documents write them.
+        self.messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+        self.tools: list[Any] = [
             {"type": "function", "function": {"name": name, "description": f"The {name} tool.", "parameters": SCHEMA}}
             for name in ALL_TOOLS
         ]
@@ -59,7 +62,11 @@ class OpenAILoop:
             response = self.client.chat.completions.create(model="gpt-4o", messages=self.messages, tools=self.tools)
             choice = response.choices[0]
             text, finish = choice.message.content or "", choice.finish_reason
-            wire_calls = [(c.id, c.function.name, c.function.arguments) for c in choice.message.tool_calls or ()]
+            wire_calls = [
+                (c.id, c.function.name, c.function.arguments)
+                for c in choice.message.tool_calls or ()
+                if isinstance(c, ChatCompletionMessageFunctionToolCall)
+            ]
         assistant: dict = {"role": "assistant", "content": text or None}
         if wire_calls:
             assistant["tool_calls"] = [
@@ -99,12 +106,19 @@ class AnthropicLoop:
     def __init__(self, fake, stream: bool, prompt: str = PROMPT):
         self.client = anthropic.Anthropic(base_url=fake.url, api_key="sk-ant-test", max_retries=0)
         self.stream = stream
-        self.messages: list[dict] = [{"role": "user", "content": prompt}]
-        self.tools = [{"name": name, "description": f"The {name} tool.", "input_schema": SCHEMA} for name in ALL_TOOLS]
+        self.messages: list[Any] = [{"role": "user", "content": prompt}]
+        self.tools: list[Any] = [
+            {"name": name, "description": f"The {name} tool.", "input_schema": SCHEMA} for name in ALL_TOOLS
+        ]
         self.fragments = 0
 
     def turn(self) -> tuple[str, list[ToolCall], str]:
-        asked = {"model": "claude-sonnet", "max_tokens": 2048, "system": SYSTEM, "messages": self.messages}
+        asked: dict[str, Any] = {
+            "model": "claude-sonnet",
+            "max_tokens": 2048,
+            "system": SYSTEM,
+            "messages": self.messages,
+        }
         if self.stream:
             text, wire_calls, finish = self._streamed(
                 self.client.messages.create(**asked, tools=self.tools, stream=True)
