@@ -251,3 +251,13 @@ def test_lines_found_twice_get_context_until_the_replace_is_unique(tmp_path):
     (replaced,) = [call.arguments for call in executor.calls if call.name == "replace"]
     assert len(replaced["old"]) > len(patch_edits(patch)[0].old)
     assert executor.files == patched({"steps.py": source}, patch, tmp_path)
+
+
+def test_a_failed_edit_is_said_and_the_agent_still_submits():
+    class Refusing(Files):
+        def tool_replace(self, path: str, old: str, new: str) -> str:
+            raise ValueError(f"{path} is read-only")
+
+    executor, completions = drive({"mode": "oracle"}, files=Refusing(TASK["repo_files"]), offered=NO_TESTS)
+    assert executor.submitted and executor.files == TASK["repo_files"]
+    assert "That edit of money.py failed: Error: money.py is read-only" in completions[-1].text

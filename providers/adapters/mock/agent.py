@@ -19,10 +19,11 @@ attempt's, the same for every turn.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,7 +47,7 @@ UNREAD = "\x00"
 NUMBERED_LINE = re.compile(r"^ *(\d+)(?:\t|: ?| ?\| ?|→)(.*)$")
 # The mock's wrong edit marks the spot instead of fixing it, in the file's comment syntax.
 COMMENT_MARKS = {
-    **dict.fromkeys(("py", "sh", "rb", "pl", "r", "yml", "yaml", "toml", "cfg", "ini", "txt"), "#"),
+    **dict.fromkeys(("py", "sh", "rb", "pl", "r", "yml", "yaml", "toml", "cfg", "ini"), "#"),
     **dict.fromkeys(("js", "jsx", "ts", "tsx", "c", "h", "cc", "cpp", "hpp", "java", "go", "rs", "kt", "cs"), "//"),
 }
 
@@ -163,23 +164,17 @@ def _task_text(request: CompletionRequest) -> str:
 
 
 def _turn_results(messages: tuple[Message, ...]) -> list[tuple[ToolResult, ...]]:
-    """For each assistant turn of the history, the results of its calls, in the calls' order:
-    matched by id (a loop may answer them in another order), else by position (a wire that
-    gave the calls ids of its own)."""
+    """For each assistant turn of the history, the results of its calls in the calls' order,
+    matched by id (a loop may answer them in another order); a call left unanswered counts
+    as failed."""
     history = []
     for index, message in enumerate(messages):
         if message.role != "assistant":
             continue
         answer = messages[index + 1] if index + 1 < len(messages) else None
-        results = answer.tool_results if answer else ()
-        by_id = {result.call_id: result for result in results}
-        missing = ToolResult(call_id="", content="", is_error=True)
-        history.append(
-            tuple(
-                by_id.get(call.id) or (results[position] if position < len(results) else missing)
-                for position, call in enumerate(message.tool_calls)
-            )
-        )
+        by_id = {result.call_id: result for result in answer.tool_results} if answer else {}
+        unanswered = ToolResult(call_id="", content="", is_error=True)
+        history.append(tuple(by_id.get(call.id, unanswered) for call in message.tool_calls))
     return history
 
 
@@ -234,8 +229,9 @@ def _solve(edits: list[Edit], offered: set[str], runs_tests: bool) -> Script:
         call = _edit_call(edit, reading, offered, notes)
         if call is None:
             continue
-        (result,) = yield Turn(" ".join(notes) or f"Now I will change {edit.path}.", (call,))
-        notes = [f"That edit of {edit.path} failed: {result.content[:200]}"] if result.is_error else []
+        results = yield Turn(" ".join(notes) or f"Now I will change {edit.path}.", (call,))
+        failures = [result.content[:200] for result in results if result.is_error]
+        notes = [f"That edit of {edit.path} failed: {failure}" for failure in failures]
     if runs_tests:
         yield Turn("Let me run the tests.", (("run_tests", {}),))
     summary = " ".join(notes) or ("The change is made." if edits else "I could not find a fix.")
@@ -280,13 +276,8 @@ def _reads_forever(edits: list[Edit], offered: set[str]) -> Script:
     if listing := _only(offered, ("list_files", {"path": "."})):
         yield Turn("Let me look at the repository.", listing)
     paths = list(dict.fromkeys(edit.path for edit in edits if not edit.creates)) or ["."]
-    for path in _cycle(paths):
+    for path in itertools.cycle(paths):
         yield Turn(f"Let me read {path} once more.", _only(offered, ("read_file", {"path": path})))
-
-
-def _cycle(paths: list[str]) -> Iterator[str]:
-    while True:
-        yield from paths
 
 
 def _unnumbered(content: str) -> str:
