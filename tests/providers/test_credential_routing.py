@@ -49,6 +49,7 @@ SAMPLES = {
     "price_output_per_mtok": 2,
     "invalid": "never",
     "failure_category": "server_error",
+    "agent_fault": "none",
     "reasoning_effort": "low",
     "thinking_budget_tokens": 1024,
     "predictions": 1,

@@ -124,6 +124,7 @@ ANSWER_KEYS = {
         "price_output_per_mtok",
         "invalid",
         "failure_category",
+        "agent_fault",
         *SOLVER_KEYS,
     },
 }

@@ -25,18 +25,17 @@ from unidiff.errors import UnidiffParseError
 
 from providers.adapters.base import Adapter
 from providers.adapters.config import COMMON_KEYS, choice, number
-from providers.adapters.mock import mock_book
+from providers.adapters.mock import agent, mock_book
+from providers.adapters.mock.mock_book import DONT_KNOW
 from providers.adapters.streaming import tokens_per_second
 from providers.errors import ErrorCategory, ProviderError
 from providers.models import Price
 from providers.pricing import price_cost
-from providers.types import Completion, CompletionRequest, Usage
+from providers.types import Completion, CompletionRequest, ToolCall, Usage
 
 # A prompt that asks for a confidence ("... Confidence: N%"): the mock states one.
 ASKS_CONFIDENCE = re.compile(r"\bconfidence\s*:", re.IGNORECASE)
 MODES = ("oracle", "noisy", "empty", "error", "evaluator", "wrong")
-# What the mock answers a prompt that carries no task it knows: plain text, wrong for every kind.
-DONT_KNOW = "I don't know."
 INVALID_ANSWERS = ("never", "first", "always")  # the mock evaluator's broken answers, for tests
 NUMBER_FIELDS = {
     "quality": (0.0, 1.0),
@@ -68,6 +67,12 @@ class MockAdapter(Adapter):
         **{name: number(low, high, **SETTING_WORDS.get(name, {})) for name, (low, high) in NUMBER_FIELDS.items()},
         "invalid": choice(*INVALID_ANSWERS, label="Invalid verdicts", help="Evaluator mode: when to answer malformed"),
         "failure_category": choice(*ErrorCategory.values, help="What the simulated failures are"),
+        "agent_fault": choice(
+            *agent.AGENT_FAULTS,
+            label="Agent fault",
+            help="Agent arms, for tests of the loop: a malformed tool call, a call of a tool not offered, "
+            "or never submitting",
+        ),
     }
 
     @classmethod
@@ -96,17 +101,21 @@ class MockAdapter(Adapter):
         # Answer quality is a property of the attempt, not of the try: retrying a noisy
         # answer must not turn it into the oracle's.
         answer_rng = random.Random(_seed(request.seed_key))
-        if mode == "evaluator" and request.response_schema_name == "truth_judgement":
+        tool_calls: tuple[ToolCall, ...] = ()
+        if request.tools:  # a turn of the agent loop
+            text, tool_calls = agent.next_turn(request, config, answer_rng)
+        elif mode == "evaluator" and request.response_schema_name == "truth_judgement":
             text = _truth_judgement(config, request, answer_rng)
         elif mode == "evaluator":
             text = _judgement(config, request, answer_rng)
         else:
             text = _answer(mode, config.get("quality", 1.0), request, answer_rng)
-        usage = Usage(input_tokens=_tokens(request.prompt_text()), output_tokens=_tokens(text))
+        said = text + "".join(call.name + (call.malformed or json.dumps(call.arguments)) for call in tool_calls)
+        usage = Usage(input_tokens=_tokens(request.prompt_text()), output_tokens=_tokens(said))
         first_token_ms = _first_token_ms(delay_ms, f"{request.seed_key}:try{self.tries}")
         return Completion(
             text=text,
-            finish_reason="stop",
+            finish_reason="tool_calls" if tool_calls else "stop",
             usage=usage,
             # The simulated latency, not the measured one: a seed must reproduce the whole
             # leaderboard, latency columns included. The sleep above is still real.
@@ -117,8 +126,15 @@ class MockAdapter(Adapter):
             model_served=self.arm.model_name,
             request_id=f"mock-{_seed(request.seed_key) % 10**12:012d}",
             raw_request={"model": self.arm.model_name, "seed_key": request.seed_key},
-            raw_response={"text": text, "mode": mode, "tries": self.tries},
+            raw_response={"text": text, "mode": mode, "tries": self.tries, **_calls_record(tool_calls)},
+            tool_calls=tool_calls,
         )
+
+
+def _calls_record(calls: tuple[ToolCall, ...]) -> dict:
+    if not calls:
+        return {}
+    return {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.malformed or c.arguments} for c in calls]}
 
 
 def _first_token_ms(delay_ms: float, try_key: str) -> int:

@@ -29,6 +29,9 @@ import ahocorasick
 TAIL = 48
 # Books kept at once: a long-lived worker runs many datasets and must not keep them all.
 MAX_BOOKS = 8
+# What the mock answers a prompt that carries no task it knows: plain text, wrong for every
+# kind, with no tool call.
+DONT_KNOW = "I don't know."
 
 
 class Entry:
