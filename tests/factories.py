@@ -173,6 +173,9 @@ class ArmPlan:
     infrastructure_failure_rate: float = 0.0
     price: str | None = "0.001"  # per answer; None: unpriced
     cached_rate: float = 0.0
+    model_name: str = ""  # "mock-<label>" when empty
+    agent: bool = False  # config solver "agent": each answer draws its turns, tool calls and tokens
+    tokens: bool = False  # each answer draws its tokens (an agent's always do)
 
 
 # A strong arm that fails a fifth of its attempts, and a weaker, cheaper one.
@@ -200,7 +203,12 @@ def build_run(experiment, dataset, plans, repetitions=1, seed=5, inference_only=
     arms = {}
     for position, plan in enumerate(plans):
         arms[plan.label] = arm = RunArm.objects.create(
-            run=run, label=plan.label, provider="mock", model_name=f"mock-{plan.label}", position=position
+            run=run,
+            label=plan.label,
+            provider="mock",
+            model_name=plan.model_name or f"mock-{plan.label}",
+            position=position,
+            config={"solver": "agent"} if plan.agent else {},
         )
         for task in tasks:
             for repetition in range(repetitions):
@@ -225,6 +233,11 @@ def _attempt(rng, run, arm, task, repetition, plan, now, inference_only):
     cached = rng.random() < plan.cached_rate
     latency = None if cached else max(1, round(rng.gauss(plan.latency_ms, plan.latency_ms / 4)))
     resolved = not inference_only and rng.random() < plan.quality
+    if plan.agent:
+        turns = rng.randint(1, 12)
+        fields |= {"turns": turns, "tool_calls": rng.randint(turns - 1, 2 * turns)}
+    if plan.agent or plan.tokens:
+        fields |= {"input_tokens": rng.randint(1000, 60_000), "output_tokens": rng.randint(50, 4000)}
     return Attempt(
         status=AttemptStatus.COMPLETED,
         outcome=outcome_class("completed"),
