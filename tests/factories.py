@@ -14,7 +14,8 @@ from django.utils import timezone
 from datasets.models import Dataset, TaskInstance
 from evaluation.models import EvaluatorProfile, Verdict
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-from experiments.models import Attempt, AttemptStatus, Run, RunArm, RunStatus
+from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, Run, RunArm, RunStatus
+from experiments.trajectory import Ended, Step, Trajectory
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from providers.outcomes import OutcomeClass, outcome_class
@@ -280,3 +281,75 @@ def _judge(rng, run):
         )
         for attempt in answered
     )
+
+
+# --- an agent's trajectory -------------------------------------------------------------------------
+
+# The test run's output in the trajectory below: longer than a page sends inline.
+LONG_TEST_OUTPUT = "".join(f"tests/test_wrap.py::test_case_{n} PASSED\n" for n in range(200)) + "LAST-LINE-OF-OUTPUT"
+
+
+def agent_trajectory() -> Trajectory:
+    """Three turns, as the agent loop stores them: a file read (recovered after a restart),
+    a malformed call beside a long test run, and the submit."""
+    return Trajectory(
+        prompt_version="agent-v1",
+        system="You are fixing a bug with tools.",
+        ended=Ended.SUBMITTED,
+        malformed_calls=1,
+        steps=[
+            Step(
+                turn=1,
+                sent=[{"role": "user", "content": "Fix wrap(): it breaks lines one character too early."}],
+                text="Let me read the file.",
+                tool_calls=[{"id": "c1", "name": "read_file", "arguments": {"path": "textkit/wrap.py", "start": 1}}],
+                results=[{"id": "c1", "content": "def wrap(text, width):", "is_error": False, "ms": 3}],
+                input_tokens=1200,
+                output_tokens=40,
+                latency_ms=800,
+                cost_usd="0.0012",
+                finish_reason="tool_calls",
+                recovered=True,
+            ),
+            Step(
+                turn=2,
+                sent=[
+                    {"role": "user", "content": "", "tool_results": [{"id": "c1", "content": "def wrap(text, width):"}]}
+                ],
+                tool_calls=[
+                    {"id": "c2", "name": "replace_text", "arguments": {}, "malformed": '{"path": "textkit/wrap.py", '},
+                    {"id": "c3", "name": "run_tests", "arguments": {}},
+                ],
+                results=[
+                    {"id": "c2", "content": "error: the arguments are not a JSON object", "is_error": True, "ms": 0},
+                    {"id": "c3", "content": LONG_TEST_OUTPUT, "is_error": False, "ms": 5400, "truncated": True},
+                ],
+                input_tokens=1500,
+                output_tokens=60,
+                latency_ms=900,
+                cost_usd="0.0016",
+                finish_reason="tool_calls",
+            ),
+            Step(
+                turn=3,
+                sent=[{"role": "user", "content": "", "tool_results": []}],
+                text="Submitting.",
+                tool_calls=[{"id": "c4", "name": "submit", "arguments": {}}],
+                results=[{"id": "c4", "content": "submitted", "is_error": False, "ms": 1}],
+                input_tokens=9000,
+                output_tokens=20,
+                latency_ms=700,
+                cost_usd=None,
+                finish_reason="tool_calls",
+            ),
+        ],
+    )
+
+
+def give_trajectory(attempt: Attempt, trajectory: Trajectory | None = None) -> Trajectory:
+    """Record ``trajectory`` (``agent_trajectory()`` by default) as the attempt's, as the loop does."""
+    trajectory = trajectory or agent_trajectory()
+    Artifact.objects.create(attempt=attempt, kind=ArtifactKind.TRAJECTORY, content=trajectory.to_json())
+    Attempt.objects.filter(pk=attempt.pk).update(turns=len(trajectory.steps), tool_calls=trajectory.tool_call_count)
+    attempt.refresh_from_db()
+    return trajectory
