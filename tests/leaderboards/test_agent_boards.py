@@ -119,6 +119,7 @@ def test_the_run_page_names_the_agent_and_shows_its_work(alice, built_run):
     assert single[2] != "—"  # its tokens per task
     agent = re.findall(r'<td class="num">(.*?)</td>', rows["claude-loop (agent)"])
     assert "—" not in agent[:4]
+    assert '<td>claude-loop (agent)</td><td class="num">' in content  # its attempts in the list
 
 
 def test_a_run_without_an_agent_has_no_agents_section(alice, built_run):
