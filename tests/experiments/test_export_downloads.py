@@ -329,3 +329,12 @@ def test_an_unknown_arm_is_refused_by_name(bob, run, params, message):
 def test_one_arms_file_checks_ownership(charlie, run):
     url = reverse("experiments:run_export", args=[run.code, "swebench-preds"])
     assert client_for(charlie).get(url, {"arm": "oracle"}).status_code == 404
+
+
+def test_parquet_carries_an_agents_turns_tool_calls_and_trajectory(run):
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_parquet(io.BytesIO(b"".join(exports.parquet_chunks(run))))
+    first, second = frame.iloc[0], frame.iloc[1]
+    assert (first["turns"], first["tool_calls"]) == (3, 4)
+    assert json.loads(first["trajectory"]) == json.loads(agent_trajectory().to_json())
+    assert pd.isna(second["turns"]) and pd.isna(second["trajectory"])
