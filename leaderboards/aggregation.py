@@ -190,7 +190,7 @@ class ArmRow:
     cached: int = 0  # answered from the response cache: in n and resolved, not in latency or cost
     infrastructure_failed: int = 0  # not in n: not the model's doing
     configuration_failed: int = 0  # not in n: refused for the arm's own settings
-    solver: str = "single_turn"  # the arm's config["solver"]: "agent" works in a loop with tools
+    solver: str = SINGLE_TURN  # the arm's config["solver"]: "agent" works in a loop with tools
     # An agent arm's work, over its attempts the model had its turn at; None for a single-turn arm.
     turns_per_attempt: float | None = None
     tool_calls_per_attempt: float | None = None
@@ -209,7 +209,7 @@ class ArmRow:
 
     @classmethod
     def from_totals(cls, arm: Any, totals: Any) -> ArmRow:
-        """``arm``: its id, label, provider and model_name; ``totals``: arm_totals()'s names."""
+        """``arm``: its id, label, provider, model_name and solver; ``totals``: arm_totals()'s names."""
         n, resolved = totals.scored, totals.resolved
         interval = wilson_interval(resolved, n)
         cost = arm_cost(totals)
