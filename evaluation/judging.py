@@ -41,7 +41,9 @@ INJECTION = re.compile(
 NEUTRALISED = "[instruction-like text removed]"
 # The prompt's own section markers: a look-alike inside the material could close a section
 # early and make what follows read as the prompt's own words. Escaped ones too (&lt;).
-MARKER = re.compile(r"(?:<|&lt;)\s*/?\s*(?:patch|problem|validation|rubric)\b[^>&]*(?:>|&gt;)", re.IGNORECASE)
+MARKER = re.compile(
+    r"(?:<|&lt;)\s*/?\s*(?:patch|problem|validation|rubric|trajectory)\b[^>&]*(?:>|&gt;)", re.IGNORECASE
+)
 # A free-text prompt's own sections, likewise.
 TEXT_MARKER = re.compile(
     r"(?:<|&lt;)\s*/?\s*(?:question|answer|correct_answers|incorrect_answers|rubric)\b[^>&]*(?:>|&gt;)", re.IGNORECASE
@@ -62,12 +64,17 @@ class BlindInput:
     problem_statement: str
     patch: str
     validation: str  # a summary: applied, tests, lint, build
+    # How an agent reached the patch (``summarise_trajectory``); "" for a single-turn answer.
+    # Only a profile whose template names {{trajectory}} is shown it: the profile's version is
+    # the prompt's, so the verdicts of a profile that never asked for it stay as they were.
+    trajectory: str = ""
 
     def placeholders(self) -> dict[str, str]:
         return {
             "{{problem_statement}}": self.problem_statement,
             "{{validation}}": self.validation,
             "{{patch}}": self.patch or "(no patch)",
+            "{{trajectory}}": self.trajectory or NO_TRAJECTORY,
         }
 
 
@@ -123,13 +130,79 @@ def summarise(facts: ValidationFacts) -> str:
     return "\n".join(lines)
 
 
-def blind_input(problem: str, patch: str, facts: ValidationFacts, identity: list[str]) -> BlindInput:
-    """``identity``: the arm's provider, model and label, redacted wherever they appear."""
+def blind_input(
+    problem: str, patch: str, facts: ValidationFacts, identity: list[str], trajectory: dict[str, Any] | None = None
+) -> BlindInput:
+    """``identity``: the arm's provider, model and label, redacted wherever they appear;
+    ``trajectory``: an agent's stored steps (experiments/trajectory.py, as parsed JSON)."""
     return BlindInput(
         problem_statement=sanitise(problem, identity),
         patch=sanitise(patch, identity),
         validation=summarise(facts),
+        trajectory=summarise_trajectory(trajectory, identity) if trajectory else "",
     )
+
+
+# --- an agent's trajectory, for the evaluator ------------------------------------------------
+
+# The summary's format: its first line names it, so a verdict's stored prompt says which one.
+TRAJECTORY_SUMMARY_VERSION = 1
+NO_TRAJECTORY = "(none: the patch was written in one answer, with no tools)"
+# Bounds: each argument value and each output's first line are cut, and past MAX_CALL_LINES
+# calls the first and last half are kept, so the section is at most about 10,000 characters
+# however long the agent worked.
+MAX_VALUE_CHARS = 120
+MAX_OUTPUT_LINE_CHARS = 160
+MAX_CALL_LINES = 40
+
+
+def summarise_trajectory(trajectory: dict[str, Any], identity: list[str]) -> str:
+    """What an agent did, as a reviewer could be told it blind: each tool call's name and
+    arguments and the first line of what it gave back, turn by turn, and how the loop ended.
+    Never the model's own text (it may name itself), the prompt, tokens, cost or latency;
+    what remains is sanitised like the patch (identity redacted, instructions neutralised)."""
+    steps = [step for step in trajectory.get("steps", []) if isinstance(step, dict)]
+    calls = [line for step in steps for line in _call_lines(step)]
+    if len(calls) > MAX_CALL_LINES:
+        half = MAX_CALL_LINES // 2
+        left_out = len(calls) - 2 * half
+        calls = [*calls[:half], f"... {left_out} more tool calls left out ...", *calls[-half:]]
+    head = (
+        f"(agent steps, summary v{TRAJECTORY_SUMMARY_VERSION}) {len(steps)} turns, "
+        f"{sum(len(step.get('tool_calls', [])) for step in steps)} tool calls, "
+        f"{trajectory.get('malformed_calls', 0)} malformed; ended: {trajectory.get('ended') or 'unknown'}"
+    )
+    return sanitise("\n".join([head, *calls]), identity)
+
+
+def _call_lines(step: dict[str, Any]) -> list[str]:
+    outputs = {str(result.get("id")): result for result in step.get("results", []) if isinstance(result, dict)}
+    lines = []
+    for call in step.get("tool_calls", []):
+        if not isinstance(call, dict):
+            continue
+        name = _cut(str(call.get("name", "")), MAX_VALUE_CHARS)
+        if call.get("malformed"):
+            called = f"{name} <malformed call, not run>"
+        else:
+            arguments = call.get("arguments") or {}
+            shown = ", ".join(f"{key}={_cut(json.dumps(value), MAX_VALUE_CHARS)}" for key, value in arguments.items())
+            called = f"{name}({shown})"
+        lines.append(f"turn {step.get('turn', '?')}: {called} -> {_first_line(outputs.get(str(call.get('id'))))}")
+    return lines
+
+
+def _first_line(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "(no output)"
+    content = str(result.get("content", ""))
+    first, _, rest = content.strip().partition("\n")
+    more = f" [+{rest.count(chr(10)) + 1} lines]" if rest else ""
+    return f"{'(failed) ' if result.get('is_error') else ''}{_cut(first, MAX_OUTPUT_LINE_CHARS)}{more}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def blind_answer(

@@ -25,9 +25,10 @@ from ninja import Query, Router, Schema
 from experiments.access import access_attempt, access_run
 from experiments.exports import EXPORT_FORMATS, csv_chunks, parquet_chunks, prepare_export
 from experiments.forms import AttemptListForm
-from experiments.models import Artifact, Attempt, Run
+from experiments.models import Artifact, ArtifactKind, Attempt, Run
 from experiments.reporting import cache_source, tests_with_roles, verdict_scores
 from experiments.swebench_export import ExportRefused
+from experiments.trajectory_page import trajectory_fields
 from experiments.transcript import attempt_transcript
 from orgs.api_auth import READ
 from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, Page, form_invalid, paginate
@@ -63,6 +64,8 @@ class AttemptSummary(Schema):
     cost_usd: float | None  # null: no call made, or its price is unknown
     cached: bool
     retries: int
+    turns: int | None  # an agent's model turns; null for a single-turn answer
+    tool_calls: int | None  # an agent's tool calls; null for a single-turn answer
 
 
 class Tokens(Schema):
@@ -158,6 +161,10 @@ class AttemptDetail(AttemptSummary):
     extracted_answer: str
     expected_answer: str
     grading: dict[str, Any] | None
+    # An agent's steps as stored (experiments/trajectory.py: each turn's messages sent, text,
+    # tool calls, tool results as the model saw them, tokens, latency and cost; why it ended);
+    # null for a single-turn answer.
+    trajectory: dict[str, Any] | None
 
 
 class AttemptFilters(Schema):
@@ -169,7 +176,7 @@ class AttemptFilters(Schema):
 SUMMARY_COLUMNS = (
     "code", "run", "sequence", "repetition", "status", "outcome", "error_category", "resolved", "score",
     "patch_present", "patch_applied", "input_tokens", "output_tokens", "latency_ms", "cost_usd",
-    "response_cached", "retries", "task__code", "task__external_id", "arm__label",
+    "response_cached", "retries", "turns", "tool_calls", "task__code", "task__external_id", "arm__label",
 )  # fmt: skip
 
 
@@ -194,6 +201,8 @@ def _summary_fields(attempt: Attempt) -> dict[str, Any]:
         "cost_usd": None if attempt.cost_usd is None else float(attempt.cost_usd),
         "cached": attempt.response_cached,
         "retries": attempt.retries,
+        "turns": attempt.turns,
+        "tool_calls": attempt.tool_calls,
     }
 
 
@@ -243,6 +252,7 @@ def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
     cached_from = cache_source(attempt)
     patch = artifacts.get("patch")
     answer = artifacts.get("answer")
+    trajectory = artifacts.get(ArtifactKind.TRAJECTORY)
     transcript = attempt_transcript(attempt, artifacts)
     return AttemptDetail(
         **_summary_fields(attempt),
@@ -288,6 +298,7 @@ def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
         extracted_answer=transcript.extracted,
         expected_answer=transcript.expected,
         grading=transcript.grading,
+        trajectory=trajectory_fields(trajectory.content if trajectory else None),
     )
 
 

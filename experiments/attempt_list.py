@@ -63,6 +63,7 @@ ROW_FIELDS = (
     "task__external_id",
     "task__title",
     "arm__label",
+    "arm__config",  # its solver: an agent arm's label says so
 )
 LABEL_QUESTION_CHARS = 120  # of a question read for its task's label
 

@@ -46,6 +46,7 @@ from experiments.swebench_export import (
     run_models,
     select_models,
 )
+from experiments.trajectory_page import trajectory_fields
 from experiments.transcript import expected_answer, grading_fields, sent_messages
 
 # Rows per fetch from the cursor and per chunk written: large enough that a round trip and a
@@ -94,14 +95,17 @@ ATTEMPT_FIELDS: dict[str, Any] = {
     "cost_usd": AsFloat("cost_usd", FloatField()),
     "cached": "response_cached",
     "error_category": NullIf("error_category", Value("")),
+    "turns": "turns",  # an agent's model turns; null for a single-turn answer
+    "tool_calls": "tool_calls",
     "score": "score",
 }
 # Every attempts export's columns (the CSV's): the row's fields, then the task's question, what
 # the kind read in the answer and the expected answer (in a person's words).
 ATTEMPT_COLUMNS = [*ATTEMPT_FIELDS, "question", "extracted_answer", "expected_answer"]
-# The JSON export's and Parquet's, whole: then the raw answer, the messages sent (system first)
-# and the grading (a question kind's answer artifact; null for a PR patch).
-TRANSCRIPT_COLUMNS = [*ATTEMPT_COLUMNS, "output", "messages", "grading"]
+# The JSON export's and Parquet's, whole: then the raw answer, the messages sent (system first),
+# the grading (a question kind's answer artifact; null for a PR patch) and an agent's
+# trajectory (its TRAJECTORY artifact, experiments/trajectory.py; null for a single turn).
+TRANSCRIPT_COLUMNS = [*ATTEMPT_COLUMNS, "output", "messages", "grading", "trajectory"]
 # What a row also reads: the task (for its question and expected answer) and the transcript.
 ROW_EXTRAS = ("extracted_answer", "task_id")
 TRANSCRIPT_EXTRAS = ("output", "arm__provider", "request__system", "request__messages")
@@ -133,9 +137,11 @@ def _attempt_batches(run: Run, transcripts: bool = False) -> Iterator[list[tuple
     extras = ROW_EXTRAS + (TRANSCRIPT_EXTRAS if transcripts else ())
     attempts = run.attempts.order_by("sequence")
     if transcripts:
-        answers = Artifact.objects.filter(attempt=OuterRef("pk"), kind=ArtifactKind.ANSWER).values("content")[:1]
-        attempts = attempts.annotate(answer_artifact=Subquery(answers))
-        extras += ("answer_artifact",)
+        attempts = attempts.annotate(
+            answer_artifact=_artifact_text(ArtifactKind.ANSWER),
+            trajectory_artifact=_artifact_text(ArtifactKind.TRAJECTORY),
+        )
+        extras += ("answer_artifact", "trajectory_artifact")
     chunk = min(CHUNK_ROWS, TRANSCRIPT_CHUNK_ROWS) if transcripts else CHUNK_ROWS
     rows = attempts.values_list(*ATTEMPT_FIELDS.values(), *extras).iterator(chunk_size=chunk)
     tasks = TaskTexts(run)
@@ -151,10 +157,15 @@ def _attempt_batches(run: Run, transcripts: bool = False) -> Iterator[list[tuple
             ]
 
 
+def _artifact_text(kind: str) -> Subquery:
+    return Subquery(Artifact.objects.filter(attempt=OuterRef("pk"), kind=kind).values("content")[:1])
+
+
 def _transcript_row(row: tuple, width: int, tasks: TaskTexts) -> tuple:
-    extracted, task_id, output, provider, system, messages, answer = row[width:]
+    extracted, task_id, output, provider, system, messages, answer, trajectory = row[width:]
     sent = [message.as_dict() for message in sent_messages(system, messages, provider)]
-    return (*row[:width], tasks.question(task_id), extracted, tasks.expected(task_id), output, sent, answer)
+    question, expected = tasks.question(task_id), tasks.expected(task_id)
+    return (*row[:width], question, extracted, expected, output, sent, answer, trajectory or None)
 
 
 class TaskTexts:
@@ -225,12 +236,12 @@ _encode_flat = json.JSONEncoder(separators=(",\n      ", ": "), check_circular=F
 
 
 # The columns written flat (numbers, flags, text) and those holding a list or an object, last.
-FLAT_COLUMNS = TRANSCRIPT_COLUMNS[:-2]
+FLAT_COLUMNS = TRANSCRIPT_COLUMNS[:-3]
 
 
 def _json_attempt(row: tuple) -> str:
     """The row as json.dumps(indent=2) writes it inside the document's "attempts" list."""
-    *flat, messages, answer = row
+    *flat, messages, answer, trajectory = row
     return (
         "{\n      "
         + _encode_flat(dict(zip(FLAT_COLUMNS, flat, strict=True)))[1:-1]
@@ -238,6 +249,8 @@ def _json_attempt(row: tuple) -> str:
         + _indented(messages, ATTEMPT_DEPTH)
         + ',\n      "grading": '
         + _indented(grading_fields(answer), ATTEMPT_DEPTH)
+        + ',\n      "trajectory": '
+        + _indented(trajectory_fields(trajectory), ATTEMPT_DEPTH)
         + "\n    }"
     )
 
@@ -320,7 +333,8 @@ def spreadsheet_safe(value: Any) -> Any:
 # The JSON export's attempt columns with their types, for a notebook: pandas reads nullable
 # flags, counts and ratios without guessing from text. Task ids, labels and answers are kept as
 # typed, whole, with no spreadsheet apostrophe: a Parquet file is not opened by a spreadsheet.
-# The messages are a list of (role, content); the grading the answer artifact's JSON text.
+# The messages are a list of (role, content); the grading the answer artifact's JSON text, and
+# the trajectory the TRAJECTORY artifact's.
 ATTEMPT_ARROW_TYPES: dict[str, pa.DataType] = {
     "task_id": pa.string(),
     "arm_label": pa.string(),
@@ -344,6 +358,8 @@ ATTEMPT_ARROW_TYPES: dict[str, pa.DataType] = {
     "cost_usd": pa.float64(),
     "cached": pa.bool_(),
     "error_category": pa.string(),
+    "turns": pa.int64(),
+    "tool_calls": pa.int64(),
     "score": pa.float64(),
     "question": pa.string(),
     "extracted_answer": pa.string(),
@@ -351,6 +367,7 @@ ATTEMPT_ARROW_TYPES: dict[str, pa.DataType] = {
     "output": pa.string(),
     "messages": pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])),
     "grading": pa.string(),
+    "trajectory": pa.string(),  # the TRAJECTORY artifact's JSON text
 }
 ATTEMPT_ARROW_SCHEMA = pa.schema(list(ATTEMPT_ARROW_TYPES.items()))
 # A Parquet row group (what readers skip and decompress at a time) holds up to this many rows,

@@ -14,6 +14,7 @@ import math
 import uuid
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
 from django.db.models.functions import Length
@@ -25,8 +26,9 @@ from evaluation.judging import BlindAnswer, BlindInput, TruthJudgement, Validati
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from evaluation.workloads import workload_for
 from evaluation.workloads.free_text import correct_from_verdict
-from experiments.models import Artifact, Attempt, AttemptStatus
+from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus
 from experiments.signals import announce_recorded
+from experiments.trajectory_page import trajectory_fields
 from providers.outcomes import OutcomeClass
 from providers.pricing import catalog_price, price_cost
 from providers.types import Usage
@@ -96,7 +98,11 @@ def _blind(attempt: Attempt, workload: str) -> BlindInput | BlindAnswer:
             _identity(attempt),
         )
     return blind_input(
-        attempt.task.problem_statement, _patch_of(attempt), validation_facts(attempt), _identity(attempt)
+        attempt.task.problem_statement,
+        _patch_of(attempt),
+        validation_facts(attempt),
+        _identity(attempt),
+        trajectory=_trajectory_of(attempt),
     )
 
 
@@ -121,6 +127,12 @@ def validation_facts(attempt: Attempt) -> ValidationFacts:
         lint_clean=attempt.lint_clean,
         build_ok=attempt.build_ok,
     )
+
+
+def _trajectory_of(attempt: Attempt) -> dict[str, Any] | None:
+    """An agent's stored steps, parsed; None for a single-turn answer."""
+    artifact = next((a for a in attempt.artifacts.all() if a.kind == ArtifactKind.TRAJECTORY), None)
+    return trajectory_fields(artifact.content if artifact else None)
 
 
 def _patch_of(attempt: Attempt) -> str:

@@ -6,6 +6,7 @@ from django.db import models
 
 from evaluation.validation import ApplyMethod, ValidationStatus
 from evaluation.workloads.pr_patch import DEFAULT_PROMPT
+from providers.adapters.config import solver_label, solver_of
 from providers.errors import ErrorCategory
 from providers.outcomes import OutcomeClass
 
@@ -258,6 +259,14 @@ class RunArm(models.Model):
 
     def __str__(self) -> str:
         return self.label
+
+    @property
+    def solver(self) -> str:
+        return solver_of(self.config)
+
+    @property
+    def shown_label(self) -> str:
+        return solver_label(self.label, self.solver)
 
 
 class AttemptStatus(models.TextChoices):

@@ -20,4 +20,9 @@ urlpatterns = [
     path("runs/<uuid:code>/export.<str:format>", views.run_export, name="run_export"),
     path("runs/<uuid:code>/<str:action>/", views.run_action, name="run_action"),
     path("attempts/<uuid:code>/", views.attempt_detail, name="attempt"),
+    path(
+        "attempts/<uuid:code>/turns/<int:turn>/calls/<int:number>/output/",
+        views.attempt_tool_output,
+        name="attempt_tool_output",
+    ),
 ]

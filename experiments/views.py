@@ -47,7 +47,7 @@ from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
 from experiments.misconfigured import STOP_AFTER, misconfigured_arms
-from experiments.models import AttemptStatus, Experiment, Run
+from experiments.models import ArtifactKind, AttemptStatus, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
 from experiments.reporting import (
@@ -58,6 +58,7 @@ from experiments.reporting import (
 )
 from experiments.stoppage import why_stopped
 from experiments.swebench_export import ExportRefused, run_models
+from experiments.trajectory_page import attempt_trajectory, tool_output
 from experiments.transcript import attempt_transcript
 from orgs.access import access_current_org, membership_for
 from prbench.htmx import HtmxHttpRequest
@@ -393,8 +394,23 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "verdicts": verdict_scores(attempt) if workload.judged_by_evaluator else [],
         "cached_from": cache_source(attempt),
         "answer_status": artifacts["answer"].status if "answer" in artifacts else "",
+        "trajectory": attempt_trajectory(artifacts.get(ArtifactKind.TRAJECTORY)),
     }
     return render(request, "experiments/attempt_detail.html", context)
+
+
+@login_required
+def attempt_tool_output(request: HtmxHttpRequest, code: str, turn: int, number: int) -> HttpResponse:
+    """The whole output of one tool call of an agent's attempt, too long to come with its page:
+    alone for htmx (it replaces the call's preview), else on a page of its own."""
+    attempt = access_attempt(request, code)
+    output = tool_output(attempt, turn, number)
+    if output is None:
+        raise Http404("no such tool call")
+    context = {"attempt": attempt, "output": output, "turn": turn, "number": number}
+    if request.htmx:
+        return render(request, "experiments/tool_output.html#output", context)
+    return render(request, "experiments/tool_output.html", context)
 
 
 @login_required

@@ -12,14 +12,16 @@ from typing import Any
 
 import numpy as np
 from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
-from django.db.models.functions import Cast, JSONArray, JSONObject
+from django.db.models.functions import Cast, Coalesce, JSONArray, JSONObject
 
 from leaderboards.sql import Percentile, Quantiles, RowVersion
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
+from providers.adapters.config import solver_label
 from providers.outcomes import CONFIGURATION_FAILURES, INFRASTRUCTURE_FAILURES, SCORED, OutcomeClass
 
 # Attempt statuses as plain strings: leaderboards take a queryset, not the experiments app.
 COMPLETED = "completed"
+SINGLE_TURN = "single_turn"
 JUDGED, EVALUATOR_ERROR = "judged", "evaluator_error"  # verdict statuses, likewise
 # An attempt that reused a cached answer made no call: it counts for quality, but its
 # latency and cost (none) would flatter the arm's speed and price, so those skip it.
@@ -40,6 +42,12 @@ CONFIGURATION_FAILED = Q(outcome=OutcomeClass.CONFIGURATION_FAILURE)
 # A patch git apply refused and patch --fuzz=5 took, as SWE-bench's harness would (the
 # attempt's apply_method): a board can leave those out.
 FUZZED = Q(apply_method="patch_fuzz")
+# An agent's attempt the model had its turn at (experiments/agent.py records its turns): what
+# turns and tool calls per attempt are counted over. An infrastructure failure midway is not
+# the model's doing, and a single-turn answer has no turns at all (NULL).
+AGENT_TURNED = Q(outcome__in=SCORED) & Q(turns__isnull=False)
+# Attempts that made a call and know their tokens (a failure before any answer knows none).
+TOKENS_KNOWN = CALLED & Q(input_tokens__isnull=False)
 # Upper edges of the latency histogram's buckets, in ms; the last bucket is open-ended.
 LATENCY_BUCKETS_MS = (100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 50_000, 100_000)
 
@@ -85,6 +93,11 @@ def arm_totals() -> dict[str, Any]:
         "cost_usd": Sum("cost_usd", filter=CALLED),
         "cost_squares": Sum(Cast("cost_usd", FloatField()) * Cast("cost_usd", FloatField()), filter=CALLED),
         "resolved_called": Count("id", filter=SUCCESS & Q(resolved=True) & CALLED),
+        "agent_attempts": Count("id", filter=AGENT_TURNED),
+        "agent_turns": Sum("turns", filter=AGENT_TURNED, default=0),
+        "agent_tool_calls": Sum(Coalesce("tool_calls", 0), filter=AGENT_TURNED, default=0),
+        "tokens_counted": Count("id", filter=TOKENS_KNOWN),
+        "tokens_called": Sum(_tokens(), filter=TOKENS_KNOWN, default=0),
     }
 
 
@@ -119,6 +132,10 @@ def _causes(outcome: Q, categories: frozenset, harness: bool = False) -> JSONObj
     """The attempts of one outcome class per error category (and the harness's, named so)."""
     causes = [*([(HARNESS, "")] if harness else []), *((str(c), str(c)) for c in sorted(categories))]
     return JSONObject(**{cause: Count("id", filter=outcome & Q(error_category=category)) for cause, category in causes})
+
+
+def _tokens() -> Any:
+    return Coalesce("input_tokens", 0) + Coalesce("output_tokens", 0)
 
 
 def _called(field: str) -> Case:
@@ -173,14 +190,26 @@ class ArmRow:
     cached: int = 0  # answered from the response cache: in n and resolved, not in latency or cost
     infrastructure_failed: int = 0  # not in n: not the model's doing
     configuration_failed: int = 0  # not in n: refused for the arm's own settings
+    solver: str = SINGLE_TURN  # the arm's config["solver"]: "agent" works in a loop with tools
+    # An agent arm's work, over its attempts the model had its turn at; None for a single-turn arm.
+    turns_per_attempt: float | None = None
+    tool_calls_per_attempt: float | None = None
+    # Input and output tokens of the answers that made a call, per answer and per resolved task
+    # (as the cost board's per task and per resolved); None while no call's tokens are known.
+    tokens_per_task: float | None = None
+    tokens_per_resolved: float | None = None
 
     @property
     def low_sample(self) -> bool:
         return self.n < LOW_SAMPLE
 
+    @property
+    def shown_label(self) -> str:
+        return solver_label(self.label, self.solver)
+
     @classmethod
     def from_totals(cls, arm: Any, totals: Any) -> ArmRow:
-        """``arm``: its id, label, provider and model_name; ``totals``: arm_totals()'s names."""
+        """``arm``: its id, label, provider, model_name and solver; ``totals``: arm_totals()'s names."""
         n, resolved = totals.scored, totals.resolved
         interval = wilson_interval(resolved, n)
         cost = arm_cost(totals)
@@ -205,6 +234,11 @@ class ArmRow:
             cached=totals.cached,
             infrastructure_failed=totals.infrastructure_failures,
             configuration_failed=totals.configuration_failures,
+            solver=arm.solver or SINGLE_TURN,
+            turns_per_attempt=share(totals.agent_turns, totals.agent_attempts),
+            tool_calls_per_attempt=share(totals.agent_tool_calls, totals.agent_attempts),
+            tokens_per_task=share(totals.tokens_called, totals.answered_called) if totals.tokens_counted else None,
+            tokens_per_resolved=share(totals.tokens_called, totals.resolved_called) if totals.tokens_counted else None,
         )
 
 
@@ -224,7 +258,13 @@ def _per(cost: Decimal | None, count: int) -> Decimal | None:
     return (cost / count).quantize(Decimal("0.00000001")) if cost is not None and count else None
 
 
-ARM_FIELDS = {"arm_id": "id", "arm__label": "label", "arm__provider": "provider", "arm__model_name": "model_name"}
+ARM_FIELDS = {
+    "arm_id": "id",
+    "arm__label": "label",
+    "arm__provider": "provider",
+    "arm__model_name": "model_name",
+    "arm__config__solver": "solver",  # JSON null or absent: single-turn
+}
 
 
 def _fresh_totals(attempts: QuerySet) -> list[tuple[SimpleNamespace, SimpleNamespace]]:

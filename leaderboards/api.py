@@ -41,6 +41,7 @@ class Arm(Schema):
     label: str
     provider: str
     model: str
+    solver: str  # single_turn (asked once) or agent (a loop with tools)
 
 
 class QualityEntry(Schema):
@@ -93,6 +94,12 @@ class CostEntry(Schema):
     ci_high: float | None
     cost_per_resolved_usd: float | None
     low_sample: bool
+    # An agent arm's turns and tool calls per attempt; null for a single-turn arm. Tokens
+    # (input and output) per answer that made a call and per resolved task, for every arm.
+    turns_per_attempt: float | None
+    tool_calls_per_attempt: float | None
+    tokens_per_task: float | None
+    tokens_per_resolved: float | None
 
 
 class EvaluatorEntry(Schema):
@@ -315,7 +322,7 @@ def cross_run(request: HttpRequest, query: Query[CrossRunQuery]) -> CrossRunOut:
 
 
 def _arm(row: ArmRow) -> Arm:
-    return Arm(label=row.label, provider=row.provider, model=row.model_name)
+    return Arm(label=row.label, provider=row.provider, model=row.model_name, solver=row.solver)
 
 
 def _number(value: Decimal | float | None) -> float | None:
@@ -410,6 +417,10 @@ def _cost(e: Entry) -> CostEntry:
         ci_high=high,
         cost_per_resolved_usd=_number(e.arm.cost_per_resolved_usd),
         low_sample=e.low_sample,
+        turns_per_attempt=e.arm.turns_per_attempt,
+        tool_calls_per_attempt=e.arm.tool_calls_per_attempt,
+        tokens_per_task=e.arm.tokens_per_task,
+        tokens_per_resolved=e.arm.tokens_per_resolved,
     )
 
 

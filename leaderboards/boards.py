@@ -119,6 +119,11 @@ class RunBoards:
         return self.words.judged
 
     @property
+    def agents(self) -> bool:
+        """Whether any arm is an agent: the page then shows what the agents' work took."""
+        return any(entry.arm.solver == "agent" for entry in self.cost.entries)
+
+    @property
     def boards(self) -> list[Board]:
         evaluator = self.evaluator if self.judged else None
         return [board for board in (self.quality, self.speed, self.cost, evaluator) if board]
@@ -439,6 +444,7 @@ def reliability(summaries: list[tuple[RunArm, ArmSummary]]) -> list[dict[str, An
         rows.append(
             {
                 "label": arm.label,
+                "shown_label": arm.shown_label,
                 "finished": finished,
                 "failed": summary.infrastructure_failures,
                 "share": summary.infrastructure_failures / finished if finished else None,

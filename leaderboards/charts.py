@@ -77,7 +77,7 @@ def cost_quality(boards: RunBoards) -> Scatter | None:
     front = _pareto_front([(float(costs[e.arm.arm_id]), e.arm.resolved_rate or 0.0, e) for e in drawable])
     points = [
         Point(
-            label=e.arm.label,
+            label=e.arm.shown_label,
             x=x(float(costs[e.arm.arm_id])),
             y=y(e.arm.resolved_rate or 0.0),
             y_low=y(e.arm.ci_low or 0.0),
@@ -89,7 +89,7 @@ def cost_quality(boards: RunBoards) -> Scatter | None:
         for e in drawable
     ]
     on_front = sorted((p for p in points if p.on_front), key=lambda p: p.x)
-    drawn = {e.arm.label for e in drawable}
+    drawn = {e.arm.shown_label for e in drawable}
     return Scatter(
         width=WIDTH,
         height=280,
@@ -101,7 +101,7 @@ def cost_quality(boards: RunBoards) -> Scatter | None:
         bottom=bottom,
         right=right,
         top=top,
-        left_out=[e.arm.label for e in boards.quality.entries if e.arm.label not in drawn],
+        left_out=[e.arm.shown_label for e in boards.quality.entries if e.arm.shown_label not in drawn],
     )
 
 
@@ -151,7 +151,7 @@ class Distribution:
 def latency_distribution(boards: RunBoards) -> Distribution | None:
     """Per arm, the share of its calls in each latency bucket: one row of bars per arm on the
     same buckets, so the rows compare. None before any call was timed."""
-    histograms = [(e.arm.label, e.extra.get("histogram") or []) for e in boards.speed.entries]
+    histograms = [(e.arm.shown_label, e.extra.get("histogram") or []) for e in boards.speed.entries]
     histograms = [(label, counts) for label, counts in histograms if sum(counts)]
     if not histograms:
         return None

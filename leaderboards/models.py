@@ -68,6 +68,15 @@ class ArmSummary(models.Model):
     cost_squares = models.FloatField(null=True, help_text="Sum of squared costs, for the interval of the mean")
     resolved_called = models.PositiveIntegerField(default=0)
 
+    # An agent arm's work (aggregation.AGENT_TURNED): its attempts with turns that the model had
+    # its turn at, their turns and tool calls in all. Zero attempts: a single-turn arm.
+    agent_attempts = models.PositiveIntegerField(default=0, help_text="Attempts with turns, the model's doing")
+    agent_turns = models.PositiveBigIntegerField(default=0, help_text="Their model turns, in all")
+    agent_tool_calls = models.PositiveBigIntegerField(default=0, help_text="Their tool calls, in all")
+    # Input and output tokens of the attempts that made a call and know them.
+    tokens_counted = models.PositiveIntegerField(default=0, help_text="Attempts that made a call with known tokens")
+    tokens_called = models.PositiveBigIntegerField(default=0, help_text="Their input and output tokens, in all")
+
     class Meta:
         ordering = ["run", "arm__position", "arm_id"]
 

@@ -52,7 +52,7 @@ def run_pairwise(run: Run) -> RunPairwise:
     its share of successes over its scored attempts there (repetitions averaged)."""
     arms = list(RunArm.objects.filter(run=run).order_by("position", "pk"))
     keys: dict[int, ArmKey] = {arm.pk: (arm.position, arm.pk) for arm in arms}
-    labels = {keys[arm.pk]: arm.label for arm in arms}
+    labels = {keys[arm.pk]: arm.shown_label for arm in arms}
     scores: dict[ArmKey, dict[int, float]] = {key: {} for key in keys.values()}
     for arm_id, task_id, scored, successes in TaskSummary.objects.filter(run=run, scored__gt=0).values_list(
         "arm_id", "task_id", "scored", "successes"

@@ -54,7 +54,7 @@ def _rank(rank: int | None) -> str:
 RATE = "{rate}"
 COLUMNS = [  # (heading, width, cell of an entry of the quality board, or of the speed board)
     ("#", 2, lambda e: _rank(e.rank)),
-    ("arm", -16, lambda e: e.arm.label),
+    ("arm", -16, lambda e: e.arm.shown_label),
     ("provider/model", -24, lambda e: f"{e.arm.provider}/{e.arm.model_name}"),
     ("n", 4, lambda e: str(e.arm.n)),
     (RATE, 9, lambda e: _pct(e.arm.resolved_rate)),

@@ -14,7 +14,8 @@ from django.utils import timezone
 from datasets.models import Dataset, TaskInstance
 from evaluation.models import EvaluatorProfile, Verdict
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
-from experiments.models import Attempt, AttemptStatus, Run, RunArm, RunStatus
+from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, Run, RunArm, RunStatus
+from experiments.trajectory import Ended, Step, Trajectory
 from providers.errors import ErrorCategory
 from providers.models import ProviderCredential
 from providers.outcomes import OutcomeClass, outcome_class
@@ -173,6 +174,9 @@ class ArmPlan:
     infrastructure_failure_rate: float = 0.0
     price: str | None = "0.001"  # per answer; None: unpriced
     cached_rate: float = 0.0
+    model_name: str = ""  # "mock-<label>" when empty
+    agent: bool = False  # config solver "agent": each answer draws its turns, tool calls and tokens
+    tokens: bool = False  # each answer draws its tokens (an agent's always do)
 
 
 # A strong arm that fails a fifth of its attempts, and a weaker, cheaper one.
@@ -200,7 +204,12 @@ def build_run(experiment, dataset, plans, repetitions=1, seed=5, inference_only=
     arms = {}
     for position, plan in enumerate(plans):
         arms[plan.label] = arm = RunArm.objects.create(
-            run=run, label=plan.label, provider="mock", model_name=f"mock-{plan.label}", position=position
+            run=run,
+            label=plan.label,
+            provider="mock",
+            model_name=plan.model_name or f"mock-{plan.label}",
+            position=position,
+            config={"solver": "agent"} if plan.agent else {},
         )
         for task in tasks:
             for repetition in range(repetitions):
@@ -225,6 +234,11 @@ def _attempt(rng, run, arm, task, repetition, plan, now, inference_only):
     cached = rng.random() < plan.cached_rate
     latency = None if cached else max(1, round(rng.gauss(plan.latency_ms, plan.latency_ms / 4)))
     resolved = not inference_only and rng.random() < plan.quality
+    if plan.agent:
+        turns = rng.randint(1, 12)
+        fields |= {"turns": turns, "tool_calls": rng.randint(turns - 1, 2 * turns)}
+    if plan.agent or plan.tokens:
+        fields |= {"input_tokens": rng.randint(1000, 60_000), "output_tokens": rng.randint(50, 4000)}
     return Attempt(
         status=AttemptStatus.COMPLETED,
         outcome=outcome_class("completed"),
@@ -267,3 +281,75 @@ def _judge(rng, run):
         )
         for attempt in answered
     )
+
+
+# --- an agent's trajectory -------------------------------------------------------------------------
+
+# The test run's output in the trajectory below: longer than a page sends inline.
+LONG_TEST_OUTPUT = "".join(f"tests/test_wrap.py::test_case_{n} PASSED\n" for n in range(200)) + "LAST-LINE-OF-OUTPUT"
+
+
+def agent_trajectory() -> Trajectory:
+    """Three turns, as the agent loop stores them: a file read (recovered after a restart),
+    a malformed call beside a long test run, and the submit."""
+    return Trajectory(
+        prompt_version="agent-v1",
+        system="You are fixing a bug with tools.",
+        ended=Ended.SUBMITTED,
+        malformed_calls=1,
+        steps=[
+            Step(
+                turn=1,
+                sent=[{"role": "user", "content": "Fix wrap(): it breaks lines one character too early."}],
+                text="Let me read the file.",
+                tool_calls=[{"id": "c1", "name": "read_file", "arguments": {"path": "textkit/wrap.py", "start": 1}}],
+                results=[{"id": "c1", "content": "def wrap(text, width):", "is_error": False, "ms": 3}],
+                input_tokens=1200,
+                output_tokens=40,
+                latency_ms=800,
+                cost_usd="0.0012",
+                finish_reason="tool_calls",
+                recovered=True,
+            ),
+            Step(
+                turn=2,
+                sent=[
+                    {"role": "user", "content": "", "tool_results": [{"id": "c1", "content": "def wrap(text, width):"}]}
+                ],
+                tool_calls=[
+                    {"id": "c2", "name": "replace_text", "arguments": {}, "malformed": '{"path": "textkit/wrap.py", '},
+                    {"id": "c3", "name": "run_tests", "arguments": {}},
+                ],
+                results=[
+                    {"id": "c2", "content": "error: the arguments are not a JSON object", "is_error": True, "ms": 0},
+                    {"id": "c3", "content": LONG_TEST_OUTPUT, "is_error": False, "ms": 5400, "truncated": True},
+                ],
+                input_tokens=1500,
+                output_tokens=60,
+                latency_ms=900,
+                cost_usd="0.0016",
+                finish_reason="tool_calls",
+            ),
+            Step(
+                turn=3,
+                sent=[{"role": "user", "content": "", "tool_results": []}],
+                text="Submitting.",
+                tool_calls=[{"id": "c4", "name": "submit", "arguments": {}}],
+                results=[{"id": "c4", "content": "submitted", "is_error": False, "ms": 1}],
+                input_tokens=9000,
+                output_tokens=20,
+                latency_ms=700,
+                cost_usd=None,
+                finish_reason="tool_calls",
+            ),
+        ],
+    )
+
+
+def give_trajectory(attempt: Attempt, trajectory: Trajectory | None = None) -> Trajectory:
+    """Record ``trajectory`` (``agent_trajectory()`` by default) as the attempt's, as the loop does."""
+    trajectory = trajectory or agent_trajectory()
+    Artifact.objects.create(attempt=attempt, kind=ArtifactKind.TRAJECTORY, content=trajectory.to_json())
+    Attempt.objects.filter(pk=attempt.pk).update(turns=len(trajectory.steps), tool_calls=trajectory.tool_call_count)
+    attempt.refresh_from_db()
+    return trajectory

@@ -32,3 +32,9 @@ def number_interval(interval: tuple[float, float] | None, digits: int = 0) -> st
 @register.filter
 def money(value: Decimal | float | None, digits: int = 4) -> str:
     return "unknown" if value is None else f"${value:.{digits}f}"
+
+
+@register.filter
+def figure(value: float | None, digits: int = 1) -> str:
+    """A count per something (turns per attempt, tokens per task): a dash when there is none."""
+    return DASH if value is None else f"{value:,.{digits}f}"

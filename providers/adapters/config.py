@@ -349,6 +349,12 @@ def solver_of(config: Mapping) -> str:
     return config.get("solver") or "single_turn"
 
 
+def solver_label(label: str, solver: str | None) -> str:
+    """An arm's label as boards, verdicts and pages name it: an agent arm says so, so a model
+    asked once and the same model as an agent are told apart whatever their labels say."""
+    return f"{label} (agent)" if solver == "agent" else label
+
+
 def solver_errors(config: Mapping, agent_allowed: bool = True, provider: str = "") -> list[str]:
     """An agent's settings on an arm that is not an agent, or an agent on a provider that
     cannot be one (a replay, a team's own agent service), each named."""

@@ -314,7 +314,11 @@ def test_the_notebook_files_have_the_csv_exports_columns_and_values(reader, judg
     from_parquet = parquet_of(reader, judged_run)
     # The CSV's columns, then the rest of each transcript (the messages, the raw answer, the grading).
     assert list(from_csv.columns) == ATTEMPT_COLUMNS
-    assert list(from_parquet.columns) == TRANSCRIPT_COLUMNS == [*ATTEMPT_COLUMNS, "output", "messages", "grading"]
+    assert (
+        list(from_parquet.columns)
+        == TRANSCRIPT_COLUMNS
+        == [*ATTEMPT_COLUMNS, "output", "messages", "grading", "trajectory"]
+    )
     assert len(from_parquet) == len(from_csv) == judged_run.attempts.count()
     # Typed: counts are integers (nullable), figures floats, flags booleans, not text.
     assert str(from_parquet["repetition"].dtype) == "int64"

@@ -18,6 +18,7 @@ from experiments import exports
 from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
 from experiments.models import Attempt
 from tests.conftest import client_for
+from tests.factories import agent_trajectory, give_trajectory
 
 FORMATS = {  # format: (content type, file name after "prbench-run-<code>")
     "json": ("application/json", ".json"),
@@ -29,12 +30,14 @@ FORMATS = {  # format: (content type, file name after "prbench-run-<code>")
 
 @pytest.fixture
 def run(experiment, alice):
-    """8 attempts, their jobs never enqueued; the first two given known results."""
+    """8 attempts, their jobs never enqueued; the first two given known results, the first an
+    agent's with its trajectory."""
     run = do_start_run(experiment, alice)
     first, second = run.attempts.order_by("sequence")[:2]
     Attempt.objects.filter(pk=first.pk).update(
         status="completed", outcome="model_success", response_cached=False, cost_usd=Decimal("0.00123456"), **PINNED
     )
+    give_trajectory(first)
     Attempt.objects.filter(pk=second.pk).update(
         status="failed", outcome="model_failure", error_category="timeout", wall_ms=30000, retries=2
     )
@@ -64,13 +67,15 @@ COLUMNS = [
     "cost_usd",
     "cached",
     "error_category",
+    "turns",
+    "tool_calls",
     "score",
     "question",
     "extracted_answer",
     "expected_answer",
 ]
 # The JSON export (and Parquet) add the rest of each attempt's transcript.
-JSON_COLUMNS = [*COLUMNS, "output", "messages", "grading"]
+JSON_COLUMNS = [*COLUMNS, "output", "messages", "grading", "trajectory"]
 PINNED = {
     "resolved": True,
     "patch_present": True,
@@ -102,8 +107,10 @@ def expected_attempts(run) -> list[dict]:
         values = {**identity, "status": status, "cached": False, **texts, **transcript, **fields}
         return {column: values.get(column) for column in JSON_COLUMNS}
 
+    trajectory = json.loads(agent_trajectory().to_json())
     return [
-        row(first, "completed", **PINNED, outcome="model_success", cost_usd=0.00123456),
+        row(first, "completed", **PINNED, outcome="model_success", cost_usd=0.00123456, turns=3, tool_calls=4)
+        | {"trajectory": trajectory},
         row(second, "failed", outcome="model_failure", wall_ms=30000, error_category="timeout"),
         *(row(attempt, "queued") for attempt in rest),
     ]
@@ -177,8 +184,9 @@ def test_the_csv_export_has_one_row_per_attempt_in_execution_order(run):
     ]  # fmt: skip
     identity = [attempts[1]["task_id"], attempts[1]["arm_label"]]
     assert second[:22] == [*identity, "0", "failed", "model_failure", *[""] * 13, "30000", "", "False", "timeout"]
+    assert (first[22:24], second[22:24]) == (["3", "4"], ["", ""])  # an agent's turns and tool calls
     for row, attempt in zip((first, second, *rest), attempts, strict=True):
-        assert row[22:] == ["", attempt["question"], "", attempt["expected_answer"]]
+        assert row[24:] == ["", attempt["question"], "", attempt["expected_answer"]]
     assert len(rest) == 6 and text.endswith("\n")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [(row["task_id"], row["arm_label"]) for row in rows] == [(a["task_id"], a["arm_label"]) for a in attempts]
@@ -321,3 +329,12 @@ def test_an_unknown_arm_is_refused_by_name(bob, run, params, message):
 def test_one_arms_file_checks_ownership(charlie, run):
     url = reverse("experiments:run_export", args=[run.code, "swebench-preds"])
     assert client_for(charlie).get(url, {"arm": "oracle"}).status_code == 404
+
+
+def test_parquet_carries_an_agents_turns_tool_calls_and_trajectory(run):
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_parquet(io.BytesIO(b"".join(exports.parquet_chunks(run))))
+    first, second = frame.iloc[0], frame.iloc[1]
+    assert (first["turns"], first["tool_calls"]) == (3, 4)
+    assert json.loads(first["trajectory"]) == json.loads(agent_trajectory().to_json())
+    assert pd.isna(second["turns"]) and pd.isna(second["trajectory"])
