@@ -218,7 +218,8 @@ class Workspace:
                 if parameter.required:
                     raise ToolError(f"{call.name} needs the argument {parameter.name!r}")
             elif not _is_of_type(given[parameter.name], parameter.type):
-                raise ToolError(f"{call.name}'s argument {parameter.name!r} must be a {parameter.type}")
+                article = "an" if parameter.type == "integer" else "a"
+                raise ToolError(f"{call.name}'s argument {parameter.name!r} must be {article} {parameter.type}")
         return given
 
     # The tools. Each returns its output and whether it was cut.
@@ -229,16 +230,14 @@ class Workspace:
 
     def _read_file(self, path: str, start_line: int = 1, end_line: int | None = None) -> tuple[str, bool]:
         lines = _text_lines(self._text(_parts(path)))
-        last = end_line if end_line is not None else len(lines)
-        if start_line < 1 or last < start_line:
-            raise ToolError(
-                f"lines {start_line} to {last} are not a range: start_line is 1 or more, end_line at least start_line"
-            )
+        if start_line < 1 or (end_line is not None and end_line < start_line):
+            raise ToolError(f"start_line {start_line}, end_line {end_line}: start at 1 or more, end at start or later")
         if not lines:
             return "(empty file)", False
         if start_line > len(lines):
             raise ToolError(f"{path} has {len(lines)} lines; start_line {start_line} is past its end")
-        return _numbered(lines, start_line, min(last, len(lines)), self.output_cap)
+        last = min(end_line or len(lines), len(lines))
+        return _numbered(lines, start_line, last, self.output_cap)
 
     def _search(self, pattern: str, path: str = ".", regex: bool = False) -> tuple[str, bool]:
         if not pattern:
@@ -251,7 +250,9 @@ class Workspace:
 
         def matches(relative: str, directory: int, link: bool = False) -> list[str]:
             text = "" if link else _searchable(directory, relative.rsplit("/", 1)[-1])
-            return [f"{relative}:{number}: {line[:SEARCH_LINE_CHARS]}" for number, line in _matching(text, matcher)]
+            return [
+                f"{relative}:{number}: {line[:SEARCH_LINE_CHARS]}" for number, line in _matching(text, matcher, regex)
+            ]
 
         if parts and self._is_file(parts):
             with self._directory(parts[:-1]) as directory:
@@ -364,9 +365,9 @@ class Workspace:
                 fd = os.open(parts[-1], os.O_RDONLY | OPEN_FILE, dir_fd=directory)
             except OSError as exc:
                 raise ToolError(_why_not_a_file(shown, parts[-1], directory, exc)) from None
-            with os.fdopen(fd, "rb") as opened:
+            with _closing(fd):
                 _check_regular(shown, os.fstat(fd))
-                return _decoded(shown, opened.read())
+                return _decoded(shown, _read_all(fd))
 
     def _write(self, parts: list[str], content: str) -> None:
         """Write ``content`` to the file ``parts`` names, keeping what it held before the first
@@ -379,19 +380,19 @@ class Workspace:
                 fd = os.open(parts[-1], flags, NEW_FILE_MODE, dir_fd=directory)
             except OSError as exc:
                 raise ToolError(_why_not_a_file(shown, parts[-1], directory, exc)) from None
-            with os.fdopen(fd, "r+b") as opened:
+            with _closing(fd):
                 status = os.fstat(fd)
                 _check_regular(shown, status)
-                before = opened.read()
+                before = _read_all(fd)
                 if not created:
                     _decoded(shown, before)  # a binary file is not edited as text
                 else:
                     os.fchmod(fd, NEW_FILE_MODE)  # not left to the umask
                     self._give_fd(fd)
                 self.originals.setdefault(shown, Original(None if created else before, stat.S_IMODE(status.st_mode)))
-                opened.seek(0)
-                opened.truncate()
-                opened.write(content.encode())
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                _write_all(fd, content.encode())
 
     def _current(self, shown: str) -> bytes | None:
         """What a changed file holds now; None when it is gone (or the tests left something
@@ -402,11 +403,11 @@ class Workspace:
                 fd = os.open(parts[-1], os.O_RDONLY | OPEN_FILE, dir_fd=directory)
         except (ToolError, OSError):
             return None
-        with os.fdopen(fd, "rb") as opened:
+        with _closing(fd):
             status = os.fstat(fd)
             if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:
                 return None
-            return opened.read()
+            return _read_all(fd)
 
     def _give(self, name: str, directory: int) -> None:
         if self.box.uid is not None:
@@ -543,6 +544,27 @@ def _is_link(name: str, directory: int) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def _closing(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1024**2):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, content: bytes) -> None:
+    pending = memoryview(content)
+    while pending:
+        pending = pending[os.write(fd, pending) :]
+
+
 def _check_regular(shown: str, status: os.stat_result) -> None:
     if stat.S_ISDIR(status.st_mode):
         raise ToolError(f"{shown} is a directory: list_files lists it")
@@ -571,19 +593,21 @@ def _searchable(directory: int, name: str) -> str:
         fd = os.open(name, os.O_RDONLY | OPEN_FILE, dir_fd=directory)
     except OSError:
         return ""
-    with os.fdopen(fd, "rb") as opened:
+    with _closing(fd):
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1 or status.st_size > MAX_FILE_BYTES:
             return ""
-        content = opened.read()
+        content = _read_all(fd)
     try:
         return "" if b"\x00" in content else content.decode()
     except UnicodeDecodeError:
         return ""
 
 
-def _matching(text: str, matcher: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-    if not text or not matcher.search(text):
+def _matching(text: str, matcher: re.Pattern[str], regex: bool) -> Iterator[tuple[int, str]]:
+    # Most files hold no match: a text is looked for in the whole file first. Not a regular
+    # expression, whose anchors mean something else there.
+    if not text or (not regex and not matcher.search(text)):
         return
     for number, line in enumerate(_text_lines(text), start=1):
         if matcher.search(line):
