@@ -495,8 +495,11 @@ def _parts(path: str, root_allowed: bool = False) -> list[str]:
 
 
 def _writable_parts(path: str) -> list[str]:
-    """A path the answer's patch may carry (not under .git, not compiled Python)."""
+    """A path the answer's patch may carry (not under .git, not compiled Python, no control
+    character: a tab or a newline would end the name in the diff's header)."""
     parts = _parts(path)
+    if any(character < " " or character == "\x7f" for character in path):
+        raise ToolError(f"{path!r} holds a control character; nothing was written")
     try:
         check_relative_path(_joined(parts))
         check_not_compiled(_joined(parts))

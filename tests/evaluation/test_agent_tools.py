@@ -318,6 +318,22 @@ def test_a_final_newline_added_or_removed_is_in_the_diff(ws, tmp_path):
     assert taken["calc.py"] == "def add(a, b):\n    return a + b"
 
 
+def test_a_changed_file_the_tests_removed_is_a_deletion(ws, copy, tmp_path):
+    ws.run(call("replace", path="calc.py", old="a - b", new="a + b"))
+    ws.run(call("write_file", path="scratch.py", content="x = 1\n"))
+    (copy / "calc.py").unlink()
+    (copy / "scratch.py").unlink()
+    diff = ws.diff()
+    assert diff.startswith("diff --git a/calc.py b/calc.py\ndeleted file mode 100644\n--- a/calc.py\n+++ /dev/null\n")
+    assert "scratch.py" not in diff
+    assert "calc.py" not in fresh_copy_takes(diff, tmp_path)
+
+
+def test_a_name_a_diff_cannot_carry_is_refused(ws):
+    written = ws.run(call("write_file", path="tab\there.py", content="x"))
+    assert written.is_error and "control character" in written.content
+
+
 def test_file_tools_cost_well_under_five_milliseconds(ws):
     calls = [
         call("read_file", path="calc.py"),
