@@ -282,11 +282,11 @@ class Workspace:
         with self.test_slot:
             built = self.plan.build_checkout(self.box, self.timeout_s)
             if built.ok is False:
-                return _tail(f"the checkout build failed, so no test ran:\n{built.log}", self.output_cap)
+                return _tail("the checkout build failed, so no test ran", built.log, self.output_cap)
             finished, _ = run_tests(command, self.box, self.timeout_s, self.plan.log_parser, self.plan.python)
         status = f"timed out after {self.timeout_s:g}s" if finished.timed_out else f"exit status {finished.returncode}"
         output = finished.output.replace(CHECKOUT_MARK + "/", "").replace(CHECKOUT_MARK, ".")
-        return _tail(f"{status}\n{output}", self.output_cap)
+        return _tail(status, output, self.output_cap)
 
     def _submit(self) -> tuple[str, bool]:
         return "submitted", False
@@ -660,15 +660,19 @@ def _numbered(lines: list[str], first: int, last: int, cap: int) -> tuple[str, b
             shown_lines = f"lines {first}-{number - 1} of {len(lines)} shown"
             note = f"[output cut at {cap} characters: {shown_lines}; read on from start_line={number}]"
             return "\n".join([*shown, note]), True
-        shown.append(line[:cap])
+        if len(line) > cap:  # one line longer than the cap (minified code, data): its start
+            note = f"[line {number} cut: its first {cap} of {len(line)} characters shown; search finds text in it]"
+            return "\n".join([*shown, line[:cap], note]), True
+        shown.append(line)
         size += len(line) + 1
     return "\n".join(shown), False
 
 
-def _tail(text: str, cap: int) -> tuple[str, bool]:
-    if len(text) <= cap:
-        return text, False
-    return f"[output cut: the last {cap} of {len(text)} characters shown]\n{text[-cap:]}", True
+def _tail(status: str, output: str, cap: int) -> tuple[str, bool]:
+    """The status line, then the output's end: where a test run says what failed and why."""
+    if len(output) <= cap:
+        return f"{status}\n{output}", False
+    return f"{status}\n[output cut: the last {cap} of {len(output)} characters shown]\n{output[-cap:]}", True
 
 
 def _ms_since(started: float) -> int:

@@ -108,6 +108,11 @@ def test_output_past_the_cap_is_cut_and_says_how_much_was_shown(copy):
         assert read.content.endswith(
             "[output cut at 300 characters: lines 1-24 of 500 shown; read on from start_line=25]"
         )
+        (copy / "one_line.js").write_text("x" * 1000)
+        long_line = ws.run(call("read_file", path="one_line.js"))
+        assert long_line.truncated and long_line.content.endswith(
+            "[line 1 cut: its first 300 of 1002 characters shown; search finds text in it]"
+        )
         found = ws.run(call("search", pattern="line"))
         assert found.truncated and "lines shown; narrow the path or the pattern]" in found.content
         assert ws.run(call("read_file", path="long.py", start_line=25, end_line=26)).content == (
@@ -245,7 +250,7 @@ def test_written_files_belong_to_the_sandbox_user_and_the_tests_use_them(ws, cop
 def test_run_tests_shows_the_tail_and_narrows_to_one_test(copy):
     with workspace(nullcontext(copy), TESTS, 60, 300) as ws:
         failed = ws.run(call("run_tests"))
-        assert not failed.is_error and failed.content.startswith("[output cut: the last 300 of ")
+        assert not failed.is_error and failed.content.startswith("exit status 1\n[output cut: the last 300 of ")
         assert failed.truncated and "1 failed, 1 passed" in failed.content
         one = ws.run(call("run_tests", test="test_calc.py::test_one"))
         assert "1 passed" in one.content and "failed" not in one.content
