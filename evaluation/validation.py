@@ -201,7 +201,7 @@ class TestPlan:
 
 def validate_patch(files: dict[str, str], patch: str, test_command: list[str], timeout_s: float) -> ValidationResult:
     """Validate against a self-contained task: its files are written to a fresh directory."""
-    return validate_in(_written(files), patch, TestPlan(test_command), timeout_s)
+    return validate_in(written_files(files), patch, TestPlan(test_command), timeout_s)
 
 
 def validate_in_repository(clone: Path, commit: str, patch: str, plan: TestPlan, timeout_s: float) -> ValidationResult:
@@ -454,7 +454,8 @@ def _tally(plan: TestPlan, outcomes: list[TestOutcome]) -> TestTally | None:
 
 
 @contextlib.contextmanager
-def _written(files: dict[str, str]) -> Iterator[Path]:
+def written_files(files: dict[str, str]) -> Iterator[Path]:
+    """A fresh directory holding a self-contained task's files, removed on exit."""
     with tempfile.TemporaryDirectory(prefix="prbench-validate-") as workdir:
         write_files(Path(workdir), files)
         yield Path(workdir)

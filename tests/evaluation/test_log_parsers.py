@@ -19,8 +19,7 @@ from evaluation.log_parsers import (
     parse_sympy,
 )
 from evaluation.test_results import TestOutcome, maintained_ids, parse_junit, passing_ids
-from evaluation.validation import LOG_LIMIT, TestPlan, _tally, validate_in
-from evaluation.validation import _written as written_files
+from evaluation.validation import LOG_LIMIT, TestPlan, _tally, validate_in, written_files
 
 LOGS = Path(__file__).parent / "logs"
 
