@@ -49,7 +49,7 @@ def main() -> None:
         page.screenshot(path=out / "1-experiments.png", full_page=True)
         print("logged in; experiments list shows", page.locator("tbody tr").count(), "rows")
 
-        page.click("text=Demo: three mock arms")
+        page.click("text=Demo: mock arms, single-turn and agent")
         page.screenshot(path=out / "2-experiment.png", full_page=True)
         page.click("text=Start run")
         expect(page.locator("h1")).to_have_text("Start a run")  # the estimate comes first
@@ -82,7 +82,7 @@ def main() -> None:
 
         page.go_back()
         page.goto(f"{args.base}/experiments/")
-        page.click("text=Demo: three mock arms")
+        page.click("text=Demo: mock arms, single-turn and agent")
         page.click("text=Edit")
         page.screenshot(path=out / "6-edit.png", full_page=True)
         page.click("button:has-text('Save experiment')")
@@ -205,7 +205,7 @@ def check_boards(page, base: str, out: Path) -> None:
     """The demo run's boards: a column sorts through htmx (the URL follows), the charts are
     drawn, and the pairwise page states its verdicts in words beside its heatmap."""
     page.goto(f"{base}/experiments/")
-    page.click("text=Demo: three mock arms")
+    page.click("text=Demo: mock arms, single-turn and agent")
     page.locator("table tbody tr td a").last.click()  # its first run (the demo's)
     expect(page.locator("#live .status")).to_have_text("completed")
     quality = page.locator("#board-quality table.quality tbody tr td:nth-child(2)")
@@ -237,7 +237,7 @@ def check_transcripts(page, base: str, out: Path) -> None:
     """One attempt of each demo experiment (a PR patch, multiple choice, code): its transcript's
     sections in order, the prompt it was sent (a long one folded, opened here), the kind's row."""
     for name, quality in (
-        ("Demo: three mock arms", "Resolved"),
+        ("Demo: mock arms, single-turn and agent", "Resolved"),
         ("Demo: multiple choice, how sure?", "Correct"),
         ("Demo: code that runs", "Passed"),
     ):

@@ -22,7 +22,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from prbench.queues import get_connection
-from providers.types import Completion, Usage
+from providers.types import Completion, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -39,18 +39,59 @@ def journal_key(attempt_id: int) -> str:
     return f"prbench:answer:{attempt_id}"
 
 
-def keep(attempt_id: int, completion: Completion, responded_at: datetime) -> None:
-    """Never raises: the answer is in memory too, and Redis failing must not lose it."""
+def turns_key(attempt_id: int) -> str:
+    """An agent attempt's turns: a hash of turn number to answer (experiments/agent.py)."""
+    return f"prbench:answer-turns:{attempt_id}"
+
+
+def _stored(completion: Completion) -> dict[str, Any]:
     # Field by field, not asdict(), which deep-copies the raw response first; and without the
     # request body the provider was sent (the prompt, often most of the bytes): nothing
     # records it from the completion, and the attempt keeps its own request.
     stored = {name: getattr(completion, name) for name in COMPLETION_FIELDS}
-    stored.update(usage=asdict(completion.usage), raw_request={})
-    entry = {"completion": stored, "responded_at": responded_at.isoformat()}
+    stored.update(
+        usage=asdict(completion.usage), raw_request={}, tool_calls=[asdict(call) for call in completion.tool_calls]
+    )
+    return stored
+
+
+def keep(attempt_id: int, completion: Completion, responded_at: datetime) -> None:
+    """Never raises: the answer is in memory too, and Redis failing must not lose it."""
+    entry = {"completion": _stored(completion), "responded_at": responded_at.isoformat()}
     try:
         get_connection().set(journal_key(attempt_id), json.dumps(entry, default=str), ex=KEEP_S)
     except RedisError as exc:
         logger.warning("attempt %s: could not keep its answer in the journal: %s", attempt_id, type(exc).__name__)
+
+
+def keep_turn(attempt_id: int, turn: int, completion: Completion) -> None:
+    """One agent turn's answer, the moment it arrives. Never raises, like ``keep``."""
+    key = turns_key(attempt_id)
+    try:
+        with get_connection().pipeline(transaction=False) as pipe:
+            pipe.hset(key, str(turn), json.dumps(_stored(completion), default=str))
+            pipe.expire(key, KEEP_S)
+            pipe.execute()
+    except RedisError as exc:
+        logger.warning("attempt %s: could not keep turn %s in the journal: %s", attempt_id, turn, type(exc).__name__)
+
+
+def kept_turns(attempt_id: int) -> dict[int, Completion]:
+    """The turns an earlier claim of this agent attempt paid for, by number. Only an unbroken
+    run from turn 1 is usable: a later turn's answer answered a history that is gone. A Redis
+    error propagates: the attempt goes back to the queue rather than pay again."""
+    raw = get_connection().hgetall(turns_key(attempt_id))
+    turns: dict[int, Completion] = {}
+    for number in range(1, len(raw) + 1):
+        entry = raw.get(str(number).encode()) or raw.get(str(number))
+        if entry is None:
+            break
+        try:
+            turns[number] = _completion(json.loads(entry))
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("attempt %s: turn %s in the journal is unreadable (%s)", attempt_id, number, exc)
+            break
+    return turns
 
 
 def kept(attempt_id: int) -> tuple[Completion, datetime] | None:
@@ -74,7 +115,7 @@ def forget(attempt_ids: list[int]) -> None:
     if not attempt_ids:
         return
     try:
-        get_connection().delete(*map(journal_key, attempt_ids))
+        get_connection().delete(*map(journal_key, attempt_ids), *map(turns_key, attempt_ids))
     except RedisError as exc:
         logger.warning("could not delete %s journal entries: %s", len(attempt_ids), type(exc).__name__)
 
@@ -85,4 +126,5 @@ def _completion(stored: dict[str, Any]) -> Completion:
     values["cost_usd"] = None if values.get("cost_usd") is None else Decimal(values["cost_usd"])
     values["retry_log"] = tuple(values.get("retry_log", ()))
     values["warnings"] = tuple(values.get("warnings", ()))
+    values["tool_calls"] = tuple(ToolCall(**call) for call in values.get("tool_calls", ()))
     return Completion(**values)

@@ -1,4 +1,5 @@
-"""The shipped demo: a dataset of 12 small real bugs and an experiment with three mock arms;
+"""The shipped demo: a dataset of 12 small real bugs and an experiment with three mock arms
+and the careful one again as an agent;
 the textkit repository's history, mined by ingest_prs, with an experiment on it; and
 samples of question-answer benchmarks (HumanEval's code, MMLU's multiple choice) run with
 mock arms, so the first screen shows both families of workload."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -25,7 +27,7 @@ from experiments.actions import check_experiment_spec, do_apply_experiment
 from experiments.models import Experiment
 from orgs.models import Organization
 
-DEMO_EXPERIMENT = "Demo: three mock arms"
+DEMO_EXPERIMENT = "Demo: mock arms, single-turn and agent"
 DEMO_REPO_DATASET = "Demo: textkit repository"
 DEMO_REPO_EXPERIMENT = "Demo: textkit bug fixes"
 DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
@@ -72,7 +74,7 @@ QUESTION_ARMS = [
     },
 ]
 
-DEMO_ARMS = [
+DEMO_ARMS: list[dict[str, Any]] = [
     {
         "label": "oracle",
         "provider": "mock",
@@ -117,6 +119,22 @@ DEMO_ARMS = [
     },
 ]
 
+# The careful model again, as an agent: it works through the tools in the task's sandbox
+# (lists, reads, edits, may run the tests, submits) instead of answering once, so the boards
+# and the pairwise page compare one model both ways on the same tasks.
+DEMO_AGENT_ARM = {
+    "label": "careful-agent",
+    "provider": "mock",
+    "model_name": "mock-careful",
+    "config": {
+        **DEMO_ARMS[1]["config"],
+        "latency_ms": 150,
+        "jitter_ms": 100,
+        "solver": "agent",
+        "max_turns": 20,
+    },
+}
+
 
 def load_demo_experiment(org: Organization, user=None) -> Experiment:
     dataset = load_demo_dataset(org)
@@ -127,8 +145,9 @@ def load_demo_experiment(org: Organization, user=None) -> Experiment:
             "dataset": dataset.name,
             "seed": 7,
             "repetitions": 1,
-            "arms": DEMO_ARMS,
-            "description": "An oracle, a careful model and a cheap, flaky one, all simulated.",
+            "arms": [*DEMO_ARMS, DEMO_AGENT_ARM],
+            "description": "An oracle, a careful model (once answering, once as an agent) and a cheap, flaky one, "
+            "all simulated.",
         },
     )
     experiment, _ = do_apply_experiment(org, spec, user)
@@ -137,7 +156,8 @@ def load_demo_experiment(org: Organization, user=None) -> Experiment:
 
 def load_repository_experiment(org: Organization, user=None) -> Experiment:
     """textkit, built under var/ and mined once: three bug fixes kept, one flaky fix
-    quarantined, one refactor rejected; oracle and careful arms prompted with BM25 files."""
+    quarantined, one refactor rejected; oracle and careful arms prompted with BM25 files, and
+    the careful model as an agent."""
     repo = Path(settings.VAR_DIR) / "demo-repos" / "textkit"
     if not repo.exists():
         build_testbed(repo, flaky_counter=shared_scratch("flaky-runs"))
@@ -155,7 +175,7 @@ def load_repository_experiment(org: Organization, user=None) -> Experiment:
             "seed": 7,
             "repetitions": 2,
             "context_mode": "bm25",
-            "arms": DEMO_ARMS[:2],
+            "arms": [*DEMO_ARMS[:2], DEMO_AGENT_ARM],
             "description": "Patches checked out, tested and judged on a real git repository.",
         },
     )

@@ -49,7 +49,9 @@ from evaluation.environments import EnvironmentUnavailable
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, stated_confidence
-from experiments import answer_journal, liveness
+from evaluation.workloads.pr_patch import PrPatch
+from experiments import agent, answer_journal, liveness
+from experiments.agent import is_agent
 from experiments.attempt_queue import enqueue_attempts
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
@@ -63,12 +65,13 @@ from experiments.misconfigured import (
     stop_misconfigured_arms,
 )
 from experiments.mock_books import register_books_for
-from experiments.models import ATTEMPT_TERMINAL, Artifact, Attempt, AttemptStatus, Run, RunArm, RunStatus
+from experiments.models import ATTEMPT_TERMINAL, Artifact, ArtifactKind, Attempt, AttemptStatus, Run, RunArm, RunStatus
 from experiments.notifications import queue_budget_exceeded, queue_run_finished
-from experiments.prompts import PromptNotFillable, build_request
+from experiments.prompts import PromptNotFillable, build_request, seed_key
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
 from experiments.signals import announce_recorded, announce_run_changed
+from experiments.trajectory import Trajectory, message_record
 from prbench import metrics, redaction
 from providers import gateway
 from providers.budget import Budget
@@ -106,6 +109,10 @@ class Outcome:
     # The platform (Redis, the database) failed before the provider was called: nothing to
     # score and nothing paid, so the attempt goes back to the queue instead of failing.
     give_back: bool = False
+    # An agent's steps (experiments/agent.py); None for a single-turn answer.
+    trajectory: Trajectory | None = None
+    # What an agent's turns cost before one failed for good: recorded with the failure.
+    spent: Completion | None = None
 
 
 def claim_attempts(
@@ -269,6 +276,8 @@ def execute(
             task = attempt.task
             ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
             environment_of(task)  # its environment (prepared when the job loaded the task)
+        if is_agent(attempt.arm.config):
+            return _execute_agent(attempt, prepared, held_slot)
         request = built or build_request(attempt)
         try:
             completion, responded_at = _answer(attempt, prepared, request, held_slot, cache)
@@ -324,6 +333,23 @@ def _answer(
     return completion, responded_at
 
 
+def _execute_agent(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None) -> Outcome:
+    """An agent arm's attempt: the loop's diff, evaluated like a single-turn patch. A turn
+    that failed for good fails the attempt with that turn's error (never the model's
+    failure), keeping what the turns before it cost and did."""
+    if attempt.task.dataset.kind != PR_PATCH:
+        # The arm's settings, not the model: never scored against it.
+        why = f"the agent solver writes patches, and a {attempt.task.dataset.kind} task asks for none"
+        return Outcome(attempt.pk, None, error=ProviderError(ErrorCategory.PLATFORM_ERROR, why))
+    answer = agent.solve(attempt, prepared, held_slot, seed_key(attempt))
+    request = answer.request
+    if answer.error is not None:
+        return Outcome(attempt.pk, request, error=answer.error, trajectory=answer.trajectory, spent=answer.completion)
+    responded_at = timezone.now()
+    evaluation = evaluate_answer(attempt, answer.completion.text)
+    return Outcome(attempt.pk, request, answer.completion, None, evaluation, responded_at, trajectory=answer.trajectory)
+
+
 def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
     """The task's kind's verdict on an answer, with what it may need from the pipeline."""
     run = attempt.run
@@ -339,6 +365,8 @@ def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
         evaluation = replace(evaluation, columns={**evaluation.columns, "confidence": stated_confidence(output)})
     return evaluation
 
+
+PR_PATCH = PrPatch.kind
 
 # What an attempt's own platform can fail with: the attempt is not at fault, and is tried again.
 INFRASTRUCTURE_ERRORS = (RedisError, DatabaseError)
@@ -643,6 +671,8 @@ class BatchRunner:
             for attempt in attempts
             if attempt.run.config_snapshot.get("response_cache")
             and isinstance(prepared[attempt.arm_id], gateway.PreparedArm)
+            # An agent's answer is its whole loop, not one request's: never one cached answer.
+            and not is_agent(attempt.arm.config)
         ]
         if not caching:
             return {}
@@ -791,10 +821,17 @@ def _why(exc: Exception) -> str:
 
 
 def request_record(request: CompletionRequest | None) -> dict:
+    """The request as the attempt keeps it. A message's tool calls and results, the tools
+    and an agent service's task appear only where there are some: a single-turn attempt's
+    record reads as it always has."""
     if request is None:
         return {}
     record = asdict(request)
     record.pop("recorded_answer")  # a replayed answer is the attempt's output, not its request
+    record["messages"] = [message_record(message) for message in request.messages]
+    for name, empty in (("tools", []), ("agent_task", None)):
+        if record.get(name) == empty:
+            record.pop(name)
     return record
 
 
@@ -847,6 +884,26 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "score": evaluation.score,
         "validated_at": now if evaluation.validated else None,
         "scored_at": now,
+        **_agent_columns(outcome.trajectory),
+    }
+
+
+def _agent_columns(trajectory: Trajectory | None) -> dict:
+    if trajectory is None:
+        return {}
+    return {"turns": len(trajectory.steps), "tool_calls": trajectory.tool_call_count}
+
+
+def _spent_columns(spent: Completion | None) -> dict:
+    """What an agent's paid turns cost, on an attempt a later turn failed: the money was spent."""
+    if spent is None:
+        return {}
+    return {
+        **{name: getattr(spent.usage, name) if spent.usage_reported else None for name in TOKEN_FIELDS},
+        "cost_usd": spent.cost_usd,
+        "cost_source": spent.cost_source if spent.cost_usd is not None else "",
+        "model_served": spent.model_served[:200],
+        "warnings": list(spent.warnings),
     }
 
 
@@ -863,12 +920,13 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
         "retry_log": error.retry_log,
         "wall_ms": error.wall_ms,  # None when no call was made (not allowed, platform failure)
         "scored_at": now,
+        **_agent_columns(outcome.trajectory),
+        **_spent_columns(outcome.spent),
     }
 
 
 def _artifacts(outcome: Outcome, now: datetime) -> list[dict]:
-    assert outcome.evaluation is not None
-    return [
+    rows = [
         {
             "attempt_id": outcome.attempt_id,
             "kind": row.kind,
@@ -877,8 +935,20 @@ def _artifacts(outcome: Outcome, now: datetime) -> list[dict]:
             "duration_ms": row.duration_ms,
             "created_at": now,
         }
-        for row in outcome.evaluation.artifacts
+        for row in (outcome.evaluation.artifacts if outcome.evaluation else ())
     ]
+    if outcome.trajectory is not None:
+        rows.append(
+            {
+                "attempt_id": outcome.attempt_id,
+                "kind": ArtifactKind.TRAJECTORY,
+                "status": "",
+                "content": outcome.trajectory.to_json(),
+                "duration_ms": None,
+                "created_at": now,
+            }
+        )
+    return rows
 
 
 @transaction.atomic
@@ -910,7 +980,7 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     }:
         queue_budget_exceeded(run_id)  # in this transaction: the refusals and the event commit together
     _count_once_committed(completed_rows | failed_rows, {pk: provider for pk, (_, provider) in ours.items()})
-    insert_rows(Artifact, [artifact for o in completed for artifact in _artifacts(o, now)])
+    insert_rows(Artifact, [artifact for o in completed + failed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
     recorded = [o.attempt_id for o in completed]

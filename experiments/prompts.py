@@ -60,7 +60,7 @@ def build_request(attempt: Attempt) -> CompletionRequest:
     if arm.provider == REPLAY:
         return CompletionRequest(
             messages=(REPLAYED_MESSAGE,),
-            seed_key=f"{run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}",
+            seed_key=seed_key(attempt),
             recorded_answer=recorded_answer(arm, run.org_id, task.external_id),
         )
     snapshot = run.config_snapshot
@@ -71,8 +71,12 @@ def build_request(attempt: Attempt) -> CompletionRequest:
         raise PromptNotFillable(f"the run's prompt template cannot be rendered: {'; '.join(problems)}")
     examples = examples_for(run, task) if EXAMPLES in template else ""
     prompt = render_prompt(template, task, snapshot.get("context_mode", ContextMode.ORACLE), examples)
-    seed_key = f"{run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}"
-    return prompt_request(prompt, arm.config, seed_key=seed_key)
+    return prompt_request(prompt, arm.config, seed_key=seed_key(attempt))
+
+
+def seed_key(attempt: Attempt) -> str:
+    """Stable per (run seed, task, arm, repetition): what the mock and seeded providers draw from."""
+    return f"{attempt.run.seed}:{attempt.task.external_id}:{attempt.arm.label}:{attempt.repetition}"
 
 
 def prompt_request(prompt: str, config: dict, seed_key: str = "") -> CompletionRequest:

@@ -59,6 +59,25 @@ EVALUATOR_JUDGEMENTS = Counter(
     ["workload", "status", "provider"],
 )
 
+AGENT_TURNS = Counter(
+    "prbench_agent_turns",
+    "Agent turns asked of a provider (turns replayed from the answer journal are not counted again), by provider",
+    ["provider"],
+)
+AGENT_SESSION_WAIT = Histogram(
+    "prbench_agent_session_wait_seconds",
+    "How long agent attempts waited for one of their worker's sandbox sessions (PRBENCH_AGENT_SESSIONS)",
+    buckets=(0.001, 0.01, 0.1, 1, 5, 15, 60, 300, 900),
+)
+
+
+def count_agent_turn(provider: str) -> None:
+    AGENT_TURNS.labels(provider).inc()
+
+
+def observe_agent_session_wait(seconds: float) -> None:
+    AGENT_SESSION_WAIT.observe(seconds)
+
 
 def count_attempts_finished(rows: Iterable[tuple[str, str, str, str]]) -> None:
     """One increment per attempt: ``rows`` are (status, outcome, error category, provider),

@@ -253,6 +253,9 @@ PRBENCH_CAPACITY_WAIT_SECONDS = envint("PRBENCH_CAPACITY_WAIT_SECONDS", "600")
 PRBENCH_DATABASE_RETRY_SECONDS = envint("PRBENCH_DATABASE_RETRY_SECONDS", "90")
 # Wall-clock limit for one validation (apply + tests) of a patch.
 PRBENCH_VALIDATION_TIMEOUT_SECONDS = envint("PRBENCH_VALIDATION_TIMEOUT_SECONDS", "60")
+# Agent attempts a worker process runs at once: each holds a working copy and a sandbox session
+# for minutes. An attempt waits for one before its first turn (unscored, uncharged).
+PRBENCH_AGENT_SESSIONS = envint("PRBENCH_AGENT_SESSIONS", str(max(2, os.cpu_count() or 1)))
 # Wall-clock limit for one code_exec program (a completion and its task's tests): running out
 # of it is the program's failure, not the platform's.
 PRBENCH_CODE_EXEC_TIMEOUT_SECONDS = envint("PRBENCH_CODE_EXEC_TIMEOUT_SECONDS", "10")

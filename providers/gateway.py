@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import random
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -45,7 +47,7 @@ from providers.policy import (
 )
 from providers.pricing import catalog_price, ceiling_cost, price_cost
 from providers.registry import adapter_class
-from providers.types import ArmSpec, Completion, CompletionRequest
+from providers.types import ArmSpec, Completion, CompletionRequest, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -336,7 +338,32 @@ def _redact_completion(completion: Completion, secrets: tuple[str, ...]) -> Comp
         retry_log=redaction.redact_data(completion.retry_log, secrets),
         raw_request=redaction.redact_data(completion.raw_request, secrets),
         raw_response=redaction.redact_data(completion.raw_response, secrets),
+        tool_calls=tuple(_redact_call(call, secrets) for call in completion.tool_calls),
     )
+
+
+def _redact_call(call: ToolCall, secrets: tuple[str, ...]) -> ToolCall:
+    """A tool call is the model's answer too (it may write the key into a file): only the
+    credential's key goes, as from its text."""
+    if not secrets:
+        return call
+    return replace(
+        call,
+        arguments=_redact_answer_data(call.arguments, secrets),
+        malformed=redaction.redact_answer(call.malformed, secrets),
+    )
+
+
+def _redact_answer_data(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``redact_answer`` on every string of a call's arguments: an edit the model makes may
+    hold anything key-shaped (a test's fake key), and only the credential's own is removed."""
+    if isinstance(value, str):
+        return redaction.redact_answer(value, secrets)
+    if isinstance(value, dict):
+        return {key: _redact_answer_data(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_answer_data(item, secrets) for item in value]
+    return value
 
 
 GOVERNANCE_MAX_AGE_S = 60
@@ -432,7 +459,17 @@ def estimated_tokens(request: CompletionRequest) -> int:
 def estimated_prompt_tokens(request: CompletionRequest) -> int:
     """The prompt's tokens before anyone counts them, at about four characters a token: the
     one rule for rate limits, budget reservations and the pre-run estimate."""
-    return math.ceil(len(request.prompt_text()) / 4)
+    return math.ceil(_prompt_chars(request) / 4)
+
+
+def _prompt_chars(request: CompletionRequest) -> int:
+    """The prompt's text, and an agent's tools and the calls its history holds, as sent."""
+    chars = len(request.prompt_text())
+    if request.tools:
+        chars += sum(len(tool.name + tool.description) + len(json.dumps(tool.parameters)) for tool in request.tools)
+        for message in request.messages:
+            chars += sum(len(call.malformed or json.dumps(call.arguments)) for call in message.tool_calls)
+    return chars
 
 
 def _rate_limit(credential: ResolvedCredential | None) -> RateLimit | None:

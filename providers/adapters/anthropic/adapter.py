@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import anthropic
@@ -16,6 +16,7 @@ from providers.adapters.config import (
     THINKING_BUDGET_MIN,
     billed_output_tokens,
     integer,
+    solver_of,
     unsent_warnings,
 )
 from providers.adapters.http_errors import failure, translate_sdk_error
@@ -29,7 +30,8 @@ from providers.adapters.streaming import (
 )
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory
-from providers.types import Completion, CompletionRequest, Usage
+from providers.types import Completion, CompletionRequest, ToolCall, Usage
+from providers.types import Message as HistoryMessage
 
 SAMPLING = ("temperature", "top_p")
 THINKING_TOP_P_MIN = 0.95
@@ -63,6 +65,10 @@ class AnthropicAdapter(Adapter):
         if not isinstance(budget, int) or errors:
             return errors
         max_tokens = config.get("max_tokens", DEFAULT_MAX_TOKENS)
+        if solver_of(config) == "agent":
+            # With tools, each thinking block must go back in the next turn, signed, and the
+            # loop's history does not carry them: refused here rather than by every turn.
+            errors.append("config.thinking_budget_tokens is not supported on an agent arm (solver: agent)")
         if budget >= max_tokens:
             errors.append(f"config.thinking_budget_tokens must be less than max_tokens ({max_tokens})")
         if "temperature" in config:
@@ -81,8 +87,13 @@ class AnthropicAdapter(Adapter):
         params: dict[str, Any] = {
             "model": self.arm.model_name,
             "max_tokens": request.max_output_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [anthropic_message(m) for m in request.messages],
         }
+        if request.tools:
+            params["tools"] = [
+                {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+                for tool in request.tools
+            ]
         optional = {
             "system": request.system or None,
             "temperature": request.temperature,
@@ -153,7 +164,10 @@ class AnthropicAdapter(Adapter):
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
             streaming = bool(params.get("stream"))
-            response, streamed = read_response(raw, streaming, self.deadline, clock, read_anthropic_stream, Message)
+            # An agent's tool call cut mid-JSON (at max_tokens) is the model's malformed call;
+            # a structured answer's is a broken response, as it always was.
+            reader = partial(read_anthropic_stream, keep_broken_input=bool(request.tools))
+            response, streamed = read_response(raw, streaming, self.deadline, clock, reader, Message)
         except Exception as exc:
             error = translate_sdk_error(exc, anthropic, params)
             if error is None:
@@ -168,12 +182,19 @@ class AnthropicAdapter(Adapter):
             raise cut_error(params)  # no message_stop: the connection closed mid-answer
         if body.get("stop_reason") == "refusal":
             raise failure(ErrorCategory.CONTENT_FILTERED, "the model refused to answer", params)
-        text = _answer_text(body.get("content") or [])
+        blocks = body.get("content") or []
+        tool_calls: tuple[ToolCall, ...] = ()
+        if request.tools:  # an agent's turn: the text, and the tool_use blocks as its calls
+            text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+            tool_calls = anthropic_tool_calls(blocks)
+        else:
+            text = _answer_text(blocks)
         usage = body.get("usage") or {}
         counts = anthropic_usage(usage)
         first_token_ms = clock.first_token_ms() if streamed else None
         return Completion(
             text=text,
+            tool_calls=tool_calls,
             finish_reason=body.get("stop_reason") or "",
             usage=counts,
             latency_ms=latency_ms,
@@ -192,7 +213,7 @@ class AnthropicAdapter(Adapter):
 TOKEN_DELTAS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 
 
-def read_anthropic_stream(stream: Any, clock: StreamClock) -> dict:
+def read_anthropic_stream(stream: Any, clock: StreamClock, keep_broken_input: bool = False) -> dict:
     """The events of a Messages stream assembled into the message the same request would
     have returned unstreamed: message_start's message, its content blocks filled in from
     their deltas, message_delta's stop reason and usage. ``ping`` never reaches here (the SDK
@@ -221,8 +242,15 @@ def read_anthropic_stream(stream: Any, clock: StreamClock) -> dict:
     if not finished:
         return {}
     for index, parts in tool_json.items():
-        if parts:  # malformed JSON here is a malformed response (ValueError): a server error
-            blocks[index]["input"] = json.loads("".join(parts))
+        if not parts:
+            continue
+        raw = "".join(parts)
+        try:
+            blocks[index]["input"] = json.loads(raw)
+        except ValueError:
+            if not keep_broken_input:
+                raise  # a structured answer's broken JSON is a malformed response: a server error
+            blocks[index]["input"] = raw  # kept as sent: a malformed call, shown to the model
     return message | {"type": "message", "content": [blocks[index] for index in sorted(blocks)]}
 
 
@@ -238,6 +266,45 @@ def _apply_delta(block: dict, tool_json: list[str], delta: dict, clock: StreamCl
         block["signature"] = delta.get("signature", "")
     elif kind == "input_json_delta":
         tool_json.append(delta.get("partial_json", ""))
+
+
+def anthropic_message(message: HistoryMessage) -> dict[str, Any]:
+    """One message of the history in the Messages API's terms: an assistant turn's tool calls
+    as ``tool_use`` blocks after its text (a malformed call's input as an empty object: the
+    API takes nothing else), and their results as ``tool_result`` blocks, each naming its
+    call and saying whether it failed, before any text the user adds."""
+    if not (message.tool_calls or message.tool_results):
+        return {"role": message.role, "content": message.content}
+    content: list[dict[str, Any]] = []
+    if message.tool_calls and message.content:
+        content.append({"type": "text", "text": message.content})
+    content += [
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": {} if call.malformed else call.arguments}
+        for call in message.tool_calls
+    ]
+    content += [
+        {"type": "tool_result", "tool_use_id": result.call_id, "content": result.content, "is_error": result.is_error}
+        for result in message.tool_results
+    ]
+    if message.tool_results and message.content:
+        content.append({"type": "text", "text": message.content})
+    return {"role": message.role, "content": content}
+
+
+def anthropic_tool_calls(blocks: list[dict]) -> tuple[ToolCall, ...]:
+    """The answer's ``tool_use`` blocks; an input that is not an object (cut mid-JSON, or a
+    server's string) is kept as sent, as a malformed call."""
+    calls = []
+    for block in blocks:
+        if block.get("type") != "tool_use":
+            continue
+        given = block.get("input")
+        if isinstance(given, dict):
+            calls.append(ToolCall(block.get("id", ""), block.get("name", ""), given))
+        else:
+            sent = given if isinstance(given, str) else json.dumps(given)
+            calls.append(ToolCall(block.get("id", ""), block.get("name", ""), {}, malformed=sent or "null"))
+    return tuple(calls)
 
 
 def _answer_text(blocks: list[dict]) -> str:

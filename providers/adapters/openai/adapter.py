@@ -3,6 +3,7 @@ Azure OpenAI, OpenRouter and self-hosted OpenAI-compatible servers (vLLM, Ollama
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date
 from decimal import Decimal
@@ -33,7 +34,7 @@ from providers.adapters.streaming import (
 )
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
 from providers.errors import ErrorCategory, ProviderError
-from providers.types import Completion, CompletionRequest, Usage
+from providers.types import Completion, CompletionRequest, Message, Tool, ToolCall, ToolResult, Usage
 
 OPENROUTER_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_HEADERS = {"HTTP-Referer": "https://prbench.dev", "X-Title": "PRBench"}
@@ -140,12 +141,15 @@ class OpenAIChatAdapter(Adapter):
 
     def params(self, request: CompletionRequest) -> dict[str, Any]:
         messages = [{"role": "system", "content": request.system}] if request.system else []
-        messages += [{"role": m.role, "content": m.content} for m in request.messages]
+        for message in request.messages:
+            messages += openai_messages(message)
         params: dict[str, Any] = {
             "model": self.model_for_request(),
             "messages": messages,
             self.token_limit(): request.max_output_tokens,
         }
+        if request.tools:
+            params["tools"] = [openai_tool(tool) for tool in request.tools]
         unsent = self.unsent_settings(request)
         optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
         params |= {k: v for k, v in optional.items() if v is not None and k not in unsent}
@@ -235,8 +239,10 @@ class OpenAIChatAdapter(Adapter):
         counts = openai_usage(usage)
         unreported = streamed and not usage
         first_token_ms = clock.first_token_ms() if streamed else None
+        message = choice.get("message") or {}
         return Completion(
-            text=(choice.get("message") or {}).get("content") or "",
+            text=message.get("content") or "",
+            tool_calls=openai_tool_calls(message.get("tool_calls") or []),
             finish_reason=choice.get("finish_reason") or "",
             usage=counts,
             latency_ms=latency_ms,
@@ -275,6 +281,7 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
     # Azure's first chunk carries only prompt_filter_results, with an empty id and model.
     head: dict = {}
     parts: dict[str, list[str]] = {"content": [], "refusal": []}
+    calls: dict[int, dict] = {}  # tool calls by their index, assembled from their fragments
     finish_reason, usage = None, None
     for chunk in stream:
         data = _as_dict(chunk)
@@ -284,16 +291,106 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
             if chunk_choice.get("index", 0) != 0:
                 continue
             delta = chunk_choice.get("delta") or {}
-            if any(delta.get(name) for name in TOKEN_FIELDS):
+            if any(delta.get(name) for name in TOKEN_FIELDS) or delta.get("tool_calls"):
                 clock.token()
             for name, seen in parts.items():
                 seen.append(delta.get(name) or "")
+            for fragment in delta.get("tool_calls") or []:
+                _add_call_fragment(calls, fragment)
             finish_reason = chunk_choice.get("finish_reason") or finish_reason
-    message = {"role": "assistant"} | {name: "".join(seen) for name, seen in parts.items() if any(seen)}
+    message: dict[str, Any] = {"role": "assistant"}
+    message |= {name: "".join(seen) for name, seen in parts.items() if any(seen)}
+    if calls:
+        message["tool_calls"] = [calls[index] for index in sorted(calls)]
     body = head | {"object": "chat.completion", "choices": []}
     if finish_reason:
         body["choices"] = [{"index": 0, "message": message, "finish_reason": finish_reason}]
     return body | ({"usage": usage} if usage else {})
+
+
+def _add_call_fragment(calls: dict[int, dict], fragment: dict) -> None:
+    """A streamed tool call comes in pieces keyed by ``index``: its id, type and name in the
+    first, its arguments (a JSON text) spread over the rest."""
+    index = fragment.get("index", len(calls))
+    call = calls.setdefault(index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+    call["id"] = call["id"] or fragment.get("id") or ""
+    function = fragment.get("function") or {}
+    call["function"]["name"] += function.get("name") or ""
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):  # a compatible server that streams the object whole
+        call["function"]["arguments"] = arguments
+    elif arguments:
+        call["function"]["arguments"] += arguments
+
+
+def openai_tool(tool: Tool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+def openai_messages(message: Message) -> list[dict[str, Any]]:
+    """One message of the history in chat completions' terms: an assistant turn carries its
+    ``tool_calls`` (arguments as the JSON text they were sent as, a malformed call's text
+    unchanged); its results go back as one ``role: tool`` message per call, before any text
+    the user adds. OpenAI's tool message has no error flag: an error says so in its words."""
+    if message.tool_calls:
+        calls = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.malformed or json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+        return [{"role": message.role, "content": message.content or None, "tool_calls": calls}]
+    results = [
+        {"role": "tool", "tool_call_id": result.call_id, "content": _result_text(result)}
+        for result in message.tool_results
+    ]
+    if message.content or not results:
+        results.append({"role": message.role, "content": message.content})
+    return results
+
+
+def _result_text(result: ToolResult) -> str:
+    return f"Error: {result.content}" if result.is_error and not result.content.startswith("Error") else result.content
+
+
+def openai_tool_calls(calls: list[dict]) -> tuple[ToolCall, ...]:
+    """The answer's tool calls; arguments that are not a JSON object are kept as sent, as
+    malformed, for the loop to show the model. A call without an id (a lenient compatible
+    server) gets one from its position, which the next request sends back."""
+    found = []
+    for position, call in enumerate(calls):
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        parsed, malformed = parse_arguments(arguments)
+        found.append(
+            ToolCall(
+                id=call.get("id") or f"call_{position}",
+                name=function.get("name") or "",
+                arguments=parsed,
+                malformed=malformed,
+            )
+        )
+    return tuple(found)
+
+
+def parse_arguments(arguments: Any) -> tuple[dict[str, Any], str]:
+    """(the arguments, "") when they are a JSON object (or one already parsed); else ({}, the
+    text as sent): broken JSON, a list, a string."""
+    if isinstance(arguments, dict):
+        return arguments, ""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    if not text.strip():
+        return {}, ""  # no arguments at all: a call of a tool that takes none
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {}, text
+    return (parsed, "") if isinstance(parsed, dict) else ({}, text)
 
 
 # One chunk with the answer and its finish_reason, then the end: what the rehearsal reads.
