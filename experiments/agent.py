@@ -83,6 +83,13 @@ def _session_slots() -> threading.BoundedSemaphore:
         return _sessions
 
 
+def reset_session_slots() -> None:
+    """Forget the bound, so the next attempt reads ``PRBENCH_AGENT_SESSIONS`` again."""
+    global _sessions
+    with _sessions_lock:
+        _sessions = None
+
+
 @contextmanager
 def session_slot() -> Iterator[None]:
     slots = _session_slots()

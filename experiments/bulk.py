@@ -17,11 +17,17 @@ from django.db.models import Field, Model
 
 
 def update_by_pk(model: type[Model], rows: dict[int, dict]) -> None:
-    """Set each row's fields by primary key. Every row must set the same fields."""
-    if not rows:
-        return
+    """Set each row's fields by primary key: one statement per set of fields the rows set (an
+    agent's attempt sets its turns, a single-turn one in the same batch does not)."""
+    shapes: dict[tuple[str, ...], dict[int, dict]] = {}
+    for pk, values in rows.items():
+        shapes.setdefault(tuple(values), {})[pk] = values
+    for names, same in shapes.items():
+        _update_same_fields(model, list(names), same)
+
+
+def _update_same_fields(model: type[Model], names: list[str], rows: dict[int, dict]) -> None:
     connection = connections[router.db_for_write(model)]
-    names = list(next(iter(rows.values())))
     fields = _fields(model, names)
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)

@@ -41,3 +41,17 @@ def test_updated_rows_round_trip_json_decimals_and_times(experiment):
     insert_rows(Artifact, [{"attempt_id": first.pk, "kind": "patch", "content": "diff", "created_at": now}])
     artifact = Artifact.objects.get(attempt=first)
     assert artifact.content == "diff" and artifact.status == "" and artifact.duration_ms is None
+
+
+def test_rows_that_set_different_fields_each_get_their_own(experiment):
+    """A batch mixes a single-turn answer with an agent's, which also sets its turns: the
+    agent's turns are written even when the single-turn row comes first."""
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    single, agent = run.attempts.order_by("sequence")[:2]
+    update_by_pk(Attempt, {single.pk: {"resolved": True}, agent.pk: {"resolved": False, "turns": 4, "tool_calls": 6}})
+    single.refresh_from_db()
+    agent.refresh_from_db()
+    assert (single.resolved, single.turns) == (True, None)
+    assert (agent.resolved, agent.turns, agent.tool_calls) == (False, 4, 6)
