@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import random
@@ -45,7 +46,7 @@ from providers.policy import (
 )
 from providers.pricing import catalog_price, ceiling_cost, price_cost
 from providers.registry import adapter_class
-from providers.types import ArmSpec, Completion, CompletionRequest
+from providers.types import ArmSpec, Completion, CompletionRequest, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -330,12 +331,26 @@ def _redact_completion(completion: Completion, secrets: tuple[str, ...]) -> Comp
     return replace(
         completion,
         text=redaction.redact_answer(completion.text, secrets),
+        tool_calls=tuple(_redact_tool_call(call, secrets) for call in completion.tool_calls),
         finish_reason=redaction.redact_text(completion.finish_reason, secrets),
         model_served=redaction.redact_text(completion.model_served, secrets),
         request_id=redaction.redact_text(completion.request_id, secrets),
         retry_log=redaction.redact_data(completion.retry_log, secrets),
         raw_request=redaction.redact_data(completion.raw_request, secrets),
         raw_response=redaction.redact_data(completion.raw_response, secrets),
+    )
+
+
+def _redact_tool_call(call: ToolCall, secrets: tuple[str, ...]) -> ToolCall:
+    """A tool call is the model's answer too (a file it writes may quote a lookalike key): its
+    arguments and malformed text lose only the credential's key; the provider's id loses
+    key-shaped tokens as well."""
+    return replace(
+        call,
+        id=redaction.redact_text(call.id, secrets),
+        name=redaction.redact_answer(call.name, secrets),
+        arguments=redaction.redact_answer_data(call.arguments, secrets),
+        malformed=redaction.redact_answer(call.malformed, secrets),
     )
 
 
@@ -431,8 +446,22 @@ def estimated_tokens(request: CompletionRequest) -> int:
 
 def estimated_prompt_tokens(request: CompletionRequest) -> int:
     """The prompt's tokens before anyone counts them, at about four characters a token: the
-    one rule for rate limits, budget reservations and the pre-run estimate."""
-    return math.ceil(len(request.prompt_text()) / 4)
+    one rule for rate limits, budget reservations and the pre-run estimate. An agent's turn
+    is also billed for its tools' schemas and the earlier turns' tool calls, which are sent
+    as JSON beside the text."""
+    return math.ceil((len(request.prompt_text()) + len(_tool_text(request))) / 4)
+
+
+def _tool_text(request: CompletionRequest) -> str:
+    tools = [[tool.name, tool.description, tool.parameters] for tool in request.tools]
+    calls = [
+        [call.id, call.name, call.malformed or call.arguments]
+        for message in request.messages
+        for call in message.tool_calls
+    ]
+    if not (tools or calls):
+        return ""
+    return json.dumps([tools, calls], ensure_ascii=False)
 
 
 def _rate_limit(credential: ResolvedCredential | None) -> RateLimit | None:

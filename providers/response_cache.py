@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from providers.adapters.config import answer_config
-from providers.types import ArmSpec, CompletionRequest
+from providers.types import ArmSpec, CompletionRequest, Message
 
 
 def cacheable(request: CompletionRequest) -> bool:
@@ -37,7 +37,7 @@ def response_cache_key(org_id: int, arm: ArmSpec, request: CompletionRequest) ->
         "credential": arm.credential,
         "config": answer_config(arm.config),
         "system": request.system,
-        "messages": [[message.role, message.content] for message in request.messages],
+        "messages": [_message_key(message) for message in request.messages],
         "max_output_tokens": request.max_output_tokens,
         "temperature": request.temperature,
         "top_p": request.top_p,
@@ -45,7 +45,19 @@ def response_cache_key(org_id: int, arm: ArmSpec, request: CompletionRequest) ->
         "response_schema": request.response_schema,
         "response_schema_name": request.response_schema_name if request.response_schema is not None else None,
     }
+    if request.tools:  # only then, so a plain request keeps the key it was stored under
+        normalised["tools"] = [[tool.name, tool.description, tool.parameters] for tool in request.tools]
     return hashlib.sha256(canonical_json(normalised).encode()).hexdigest()
+
+
+def _message_key(message: Message) -> list:
+    """A message's role and text, and an agent's tool calls and results when it has any (a
+    plain message keeps the key it had before agents)."""
+    key: list = [message.role, message.content]
+    if message.tool_calls or message.tool_results:
+        key.append([[call.id, call.name, call.arguments, call.malformed] for call in message.tool_calls])
+        key.append([[result.call_id, result.content, result.is_error] for result in message.tool_results])
+    return key
 
 
 def canonical_json(value: Any) -> str:

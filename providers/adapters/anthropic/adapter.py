@@ -7,7 +7,6 @@ from functools import lru_cache
 from typing import Any
 
 import anthropic
-from anthropic.types import Message
 
 from providers.adapters.base import Adapter
 from providers.adapters.config import (
@@ -16,6 +15,7 @@ from providers.adapters.config import (
     THINKING_BUDGET_MIN,
     billed_output_tokens,
     integer,
+    solver_of,
     unsent_warnings,
 )
 from providers.adapters.http_errors import failure, translate_sdk_error
@@ -28,8 +28,9 @@ from providers.adapters.streaming import (
     tokens_per_second,
 )
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
+from providers.adapters.tool_calls import tool_call
 from providers.errors import ErrorCategory
-from providers.types import Completion, CompletionRequest, Usage
+from providers.types import Completion, CompletionRequest, Message, Tool, ToolCall, ToolResult, Usage
 
 SAMPLING = ("temperature", "top_p")
 THINKING_TOP_P_MIN = 0.95
@@ -60,6 +61,8 @@ class AnthropicAdapter(Adapter):
         than every call being refused with a 400."""
         errors = super().config_errors(model_name, config)
         budget = config.get("thinking_budget_tokens")
+        if budget is not None and solver_of(config) == "agent":
+            errors.append(AGENT_THINKING_REFUSAL)
         if not isinstance(budget, int) or errors:
             return errors
         max_tokens = config.get("max_tokens", DEFAULT_MAX_TOKENS)
@@ -81,7 +84,7 @@ class AnthropicAdapter(Adapter):
         params: dict[str, Any] = {
             "model": self.arm.model_name,
             "max_tokens": request.max_output_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [anthropic_message(m) for m in request.messages],
         }
         optional = {
             "system": request.system or None,
@@ -95,7 +98,9 @@ class AnthropicAdapter(Adapter):
         budget = self.arm.config.get("thinking_budget_tokens")
         if budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        if request.response_schema:
+        if request.tools:  # no tool_choice: "auto", the default, lets the model answer or call
+            params["tools"] = [anthropic_tool(tool) for tool in request.tools]
+        elif request.response_schema:
             # Anthropic's structured output is a tool the model must call with that input.
             params["tools"] = [
                 {
@@ -153,7 +158,8 @@ class AnthropicAdapter(Adapter):
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
             streaming = bool(params.get("stream"))
-            response, streamed = read_response(raw, streaming, self.deadline, clock, read_anthropic_stream, Message)
+            whole = anthropic.types.Message  # a server that ignored stream: true sent one
+            response, streamed = read_response(raw, streaming, self.deadline, clock, read_anthropic_stream, whole)
         except Exception as exc:
             error = translate_sdk_error(exc, anthropic, params)
             if error is None:
@@ -168,12 +174,15 @@ class AnthropicAdapter(Adapter):
             raise cut_error(params)  # no message_stop: the connection closed mid-answer
         if body.get("stop_reason") == "refusal":
             raise failure(ErrorCategory.CONTENT_FILTERED, "the model refused to answer", params)
-        text = _answer_text(body.get("content") or [])
+        blocks = body.get("content") or []
+        # An agent's turn: its tool_use blocks are calls; otherwise one is structured output.
+        text = _text_of(blocks) if request.tools else _answer_text(blocks)
         usage = body.get("usage") or {}
         counts = anthropic_usage(usage)
         first_token_ms = clock.first_token_ms() if streamed else None
         return Completion(
             text=text,
+            tool_calls=tool_calls_of(blocks) if request.tools else (),
             finish_reason=body.get("stop_reason") or "",
             usage=counts,
             latency_ms=latency_ms,
@@ -221,8 +230,8 @@ def read_anthropic_stream(stream: Any, clock: StreamClock) -> dict:
     if not finished:
         return {}
     for index, parts in tool_json.items():
-        if parts:  # malformed JSON here is a malformed response (ValueError): a server error
-            blocks[index]["input"] = json.loads("".join(parts))
+        if "".join(parts).strip():  # no input_json_delta text: the start's input ({}) stands
+            blocks[index]["input"] = _streamed_input("".join(parts))
     return message | {"type": "message", "content": [blocks[index] for index in sorted(blocks)]}
 
 
@@ -240,15 +249,75 @@ def _apply_delta(block: dict, tool_json: list[str], delta: dict, clock: StreamCl
         tool_json.append(delta.get("partial_json", ""))
 
 
+def _streamed_input(text: str) -> Any:
+    """A tool_use block's input from its input_json_delta pieces. JSON that does not parse
+    (cut by max_tokens mid-call) stays the text as sent, for the call to be malformed."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _answer_text(blocks: list[dict]) -> str:
-    """The text blocks, or a forced tool call's input as JSON (structured output).
+    """The text blocks, or a forced tool call's input as JSON (structured output): as the
+    text it was streamed as when that is not JSON, which the reader then refuses as such.
 
     ``thinking`` and ``redacted_thinking`` blocks are the model's reasoning, not its answer:
     they stay in the raw response only."""
     tool_inputs = [block.get("input") for block in blocks if block.get("type") == "tool_use"]
     if tool_inputs:
-        return json.dumps(tool_inputs[0])
+        return tool_inputs[0] if isinstance(tool_inputs[0], str) else json.dumps(tool_inputs[0])
+    return _text_of(blocks)
+
+
+def _text_of(blocks: list[dict]) -> str:
     return "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+
+
+# Extended thinking with tools needs each turn's thinking blocks sent back with its tool_use
+# blocks, signed; the normalised history carries no thinking, so an agent arm cannot have it.
+AGENT_THINKING_REFUSAL = (
+    "config.thinking_budget_tokens cannot be used on an agent arm (config.solver agent): Anthropic needs "
+    "each turn's thinking blocks sent back with its tool calls, which the agent's history does not carry"
+)
+
+
+def anthropic_tool(tool: Tool) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def anthropic_message(message: Message) -> dict[str, Any]:
+    """One of our messages as Anthropic's: an assistant turn's text (if any) then a tool_use
+    block per call; the user turn answering them, a tool_result block per result first (as
+    Anthropic requires), then its text. A message without either stays plain text."""
+    if message.tool_results:
+        results: list[dict[str, Any]] = [_tool_result(result) for result in message.tool_results]
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return {"role": message.role, "content": results + text}
+    if message.tool_calls:
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return {"role": message.role, "content": text + [_tool_use(call) for call in message.tool_calls]}
+    return {"role": message.role, "content": message.content}
+
+
+def _tool_result(result: ToolResult) -> dict[str, Any]:
+    content, is_error = result.content, result.is_error
+    return {"type": "tool_result", "tool_use_id": result.call_id, "content": content, "is_error": is_error}
+
+
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    # A malformed call's text cannot be a tool_use input (an object): it goes back empty, and
+    # its tool_result tells the model what was wrong with it.
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+
+
+def tool_calls_of(blocks: list[dict]) -> tuple[ToolCall, ...]:
+    """The answer's tool_use blocks, streamed or not."""
+    uses = [block for block in blocks if block.get("type") == "tool_use"]
+    return tuple(
+        tool_call(use.get("id") or "", use.get("name") or "", use.get("input"), position)
+        for position, use in enumerate(uses)
+    )
 
 
 # A whole Messages stream, event for event, as short as Anthropic writes one: what the rehearsal reads.

@@ -32,8 +32,9 @@ from providers.adapters.streaming import (
     tokens_per_second,
 )
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
+from providers.adapters.tool_calls import arguments_as_sent, tool_call
 from providers.errors import ErrorCategory, ProviderError
-from providers.types import Completion, CompletionRequest, Usage
+from providers.types import Completion, CompletionRequest, Message, Tool, ToolCall, ToolResult, Usage
 
 OPENROUTER_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_HEADERS = {"HTTP-Referer": "https://prbench.dev", "X-Title": "PRBench"}
@@ -140,12 +141,15 @@ class OpenAIChatAdapter(Adapter):
 
     def params(self, request: CompletionRequest) -> dict[str, Any]:
         messages = [{"role": "system", "content": request.system}] if request.system else []
-        messages += [{"role": m.role, "content": m.content} for m in request.messages]
+        for message in request.messages:
+            messages += openai_messages(message)
         params: dict[str, Any] = {
             "model": self.model_for_request(),
             "messages": messages,
             self.token_limit(): request.max_output_tokens,
         }
+        if request.tools:  # no tool_choice: "auto", the default, lets the model answer or call
+            params["tools"] = [openai_tool(tool) for tool in request.tools]
         unsent = self.unsent_settings(request)
         optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
         params |= {k: v for k, v in optional.items() if v is not None and k not in unsent}
@@ -235,8 +239,10 @@ class OpenAIChatAdapter(Adapter):
         counts = openai_usage(usage)
         unreported = streamed and not usage
         first_token_ms = clock.first_token_ms() if streamed else None
+        message = choice.get("message") or {}
         return Completion(
-            text=(choice.get("message") or {}).get("content") or "",
+            text=message.get("content") or "",
+            tool_calls=tool_calls_of(message),
             finish_reason=choice.get("finish_reason") or "",
             usage=counts,
             latency_ms=latency_ms,
@@ -275,6 +281,7 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
     # Azure's first chunk carries only prompt_filter_results, with an empty id and model.
     head: dict = {}
     parts: dict[str, list[str]] = {"content": [], "refusal": []}
+    calls: dict[int, dict] = {}
     finish_reason, usage = None, None
     for chunk in stream:
         data = _as_dict(chunk)
@@ -284,16 +291,87 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
             if chunk_choice.get("index", 0) != 0:
                 continue
             delta = chunk_choice.get("delta") or {}
-            if any(delta.get(name) for name in TOKEN_FIELDS):
+            if any(delta.get(name) for name in (*TOKEN_FIELDS, "tool_calls")):
                 clock.token()
             for name, seen in parts.items():
                 seen.append(delta.get(name) or "")
+            for fragment in delta.get("tool_calls") or []:
+                _add_tool_call_fragment(calls, fragment)
             finish_reason = chunk_choice.get("finish_reason") or finish_reason
-    message = {"role": "assistant"} | {name: "".join(seen) for name, seen in parts.items() if any(seen)}
+    message: dict[str, Any] = {"role": "assistant"}
+    message |= {name: "".join(seen) for name, seen in parts.items() if any(seen)}
+    if calls:
+        message["tool_calls"] = [calls[index] for index in sorted(calls)]
     body = head | {"object": "chat.completion", "choices": []}
     if finish_reason:
         body["choices"] = [{"index": 0, "message": message, "finish_reason": finish_reason}]
     return body | ({"usage": usage} if usage else {})
+
+
+def _add_tool_call_fragment(calls: dict[int, dict], fragment: dict) -> None:
+    """One ``delta.tool_calls`` item (ChatCompletionMessageToolCallChunk) added to the call at
+    its ``index``: the id, type and name come in a call's first fragment, its arguments text in
+    pieces over many chunks, and several calls' fragments may interleave. A server that sends
+    no index (not OpenAI's) starts a call with each new id and continues the last one otherwise."""
+    index = fragment.get("index")
+    if not isinstance(index, int):
+        fresh = fragment.get("id") and all(call["id"] != fragment["id"] for call in calls.values())
+        index = len(calls) if fresh or not calls else max(calls)
+    call = calls.setdefault(index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+    call["id"] = call["id"] or fragment.get("id") or ""
+    function = fragment.get("function") or {}
+    call["function"]["name"] = call["function"]["name"] or function.get("name") or ""
+    piece = function.get("arguments")
+    if isinstance(piece, str) and isinstance(call["function"]["arguments"], str):
+        call["function"]["arguments"] += piece
+    elif piece is not None and not isinstance(piece, str):
+        call["function"]["arguments"] = piece  # a server that sends the arguments as an object
+
+
+# OpenAI's tool messages have no error flag (ChatCompletionRequestToolMessage: role, content,
+# tool_call_id): a failed tool's result says so in its first word.
+TOOL_ERROR_PREFIX = "Error: "
+
+
+def openai_tool(tool: Tool) -> dict[str, Any]:
+    """A ChatCompletionTool: a function with its name, description and JSON schema."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+def openai_messages(message: Message) -> list[dict[str, Any]]:
+    """One of our messages as OpenAI's: an assistant turn's tool calls in its ``tool_calls``
+    (``content`` null when it said nothing), and the user turn answering them as one ``tool``
+    message per result, then a user message only when there is text beside them."""
+    if message.tool_results:
+        results = [_tool_message(result) for result in message.tool_results]
+        return results + ([{"role": message.role, "content": message.content}] if message.content else [])
+    if message.tool_calls:
+        calls = [_wire_tool_call(call) for call in message.tool_calls]
+        return [{"role": message.role, "content": message.content or None, "tool_calls": calls}]
+    return [{"role": message.role, "content": message.content}]
+
+
+def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments_as_sent(call)}}
+
+
+def _tool_message(result: ToolResult) -> dict[str, Any]:
+    content = result.content
+    if result.is_error and not content.startswith(TOOL_ERROR_PREFIX):
+        content = TOOL_ERROR_PREFIX + content
+    return {"role": "tool", "tool_call_id": result.call_id, "content": content}
+
+
+def tool_calls_of(message: dict) -> tuple[ToolCall, ...]:
+    """The answer's ``message.tool_calls`` (ChatCompletionMessageToolCall), streamed or not."""
+    calls = []
+    for position, sent in enumerate(message.get("tool_calls") or []):
+        function = sent.get("function") or {}
+        calls.append(tool_call(sent.get("id") or "", function.get("name") or "", function.get("arguments"), position))
+    return tuple(calls)
 
 
 # One chunk with the answer and its finish_reason, then the end: what the rehearsal reads.
