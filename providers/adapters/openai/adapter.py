@@ -590,5 +590,7 @@ def _as_dict(response: Any) -> dict:
     if isinstance(response, dict):
         return response
     if hasattr(response, "model_dump"):
-        return response.model_dump(mode="json", exclude_none=True)
+        # Quietly: a compatible server's arguments sent as an object are not the SDK's str,
+        # and are taken as they are (tool_calls.parse_arguments).
+        return response.model_dump(mode="json", exclude_none=True, warnings=False)
     raise ValueError("unexpected response type")
