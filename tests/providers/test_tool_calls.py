@@ -26,7 +26,7 @@ from pydantic import TypeAdapter
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
 from providers.registry import adapter_class
-from providers.types import ArmSpec, Completion, CompletionRequest, Message, Tool, ToolCall, ToolResult, Usage
+from providers.types import ArmSpec, Completion, CompletionRequest, Message, Tool, ToolCall, ToolResult
 from tests.providers.contracts import FAST, KEY
 from tests.providers.fake_server import Reply, sse
 from tests.providers.sse_fixtures import (
@@ -262,13 +262,9 @@ def test_the_tools_are_sent_in_the_providers_format(wire, fake):
         openai_documented("CreateChatCompletionRequest", sent)
     assert "tool_choice" not in sent  # auto, the default: the model may answer without a call
     assert completion.raw_request["tools"] == sent["tools"]  # what the attempt stores as sent
-
-
-def test_a_request_without_tools_sends_none(wire, fake):
-    spec, org = wire
     script(fake, spec, [], text="diff")
     ask(org, spec, replace(FIRST_TURN, tools=()))
-    assert "tools" not in fake.seen[-1].body
+    assert "tools" not in fake.seen[-1].body  # a plain completion is asked as before
 
 
 HISTORY = turn(
@@ -452,6 +448,7 @@ def test_an_answer_with_text_and_no_calls_has_none(wire, fake, stream):
     completion = ask(org, spec, **streamed(stream))
     assert completion.tool_calls == () and completion.text == "diff --git a/x b/x"
     assert completion.finish_reason in ("stop", "end_turn")
+    assert completion.raw_request["tools"]  # an agent's turn, answered without a call
 
 
 def test_a_refusal_with_tools_is_still_a_refusal(wire, fake):
@@ -467,12 +464,16 @@ def test_a_refusal_with_tools_is_still_a_refusal(wire, fake):
 
 
 @pytest.mark.parametrize("wire", ["anthropic"], indirect=True)
-def test_anthropic_structured_output_is_still_read_from_its_forced_tool(wire, fake):
+def test_anthropic_structured_output_cut_mid_json_is_the_text_as_streamed(wire, fake):
+    """A judge's forced tool is its answer, not an agent's call; cut by max_tokens, its text is
+    what was streamed (which the judge's reader refuses as JSON), not an adapter crash."""
     spec, org = wire
-    fake.script(Reply(200, anthropic_answer([tool_use("toolu_01", "verdict", {"score": 1})])))
     judged = CompletionRequest(messages=(Message("user", "Judge"),), response_schema={"type": "object"})
-    completion = ask(org, spec, judged, stream=False)
-    assert completion.text == '{"score": 1}' and completion.tool_calls == ()
+    fake.script(Reply(events=anthropic_stream([(tool_use_start("toolu_01", "answer"), ['{"sco'])], "max_tokens")))
+    completion = ask(org, spec, judged)
+    assert completion.text == '{"sco' and completion.tool_calls == ()
+    fake.script(Reply(events=anthropic_stream([(tool_use_start("toolu_01", "answer"), ['{"score"', ": 1}"])])))
+    assert ask(org, spec, judged).text == '{"score": 1}'
 
 
 # --- where compatible servers differ from OpenAI ---------------------------------------------
@@ -530,17 +531,12 @@ def test_the_credentials_key_is_redacted_from_calls_and_a_lookalike_is_not(wire,
     assert KEY not in json.dumps(called.arguments) and "[redacted]" in called.arguments["text"]
     assert lookalike in called.arguments["text"]  # a file the model writes may quote one
     if spec.provider != "anthropic":
-        fake.script(Reply(200, openai_answer([openai_call("call_1", "read_file", f'{{"path": "{KEY}')])))
-        (broken,) = ask(org, spec).tool_calls
-        assert broken.malformed == '{"path": "[redacted]'
-
-
-def test_tool_calls_survive_corrected_figures():
-    calls = (ToolCall("call_1", "read_file", {"path": "a.py"}),)
-    odd = Completion("", "tool_calls", Usage(input_tokens=-5), 3, None, "m", tool_calls=calls)
-    corrected = gateway.sane_completion(odd)
-    assert corrected.warnings and corrected.usage.input_tokens == 0
-    assert corrected.tool_calls == calls
+        # With a token count the gateway has to correct: the calls survive that too.
+        answer = openai_answer([openai_call("call_1", "read_file", f'{{"path": "{KEY}')])
+        fake.script(Reply(200, answer | {"usage": OPENAI_USAGE | {"prompt_tokens": -1}}))
+        broken = ask(org, spec)
+        assert broken.tool_calls == (ToolCall("call_1", "read_file", {}, malformed='{"path": "[redacted]'),)
+        assert any(warning.startswith("usage.input_tokens -1") for warning in broken.warnings)
 
 
 def test_a_budget_reserves_for_the_tools_schemas_and_earlier_calls():
@@ -552,15 +548,6 @@ def test_a_budget_reserves_for_the_tools_schemas_and_earlier_calls():
     later = replace(FIRST_TURN, messages=(*FIRST_TURN.messages, big_call, answered))
     assert gateway.estimated_prompt_tokens(later) >= with_tools + 1000
     assert gateway.estimated_tokens(later) == gateway.estimated_prompt_tokens(later) + later.max_output_tokens
-
-
-def test_the_attempts_request_record_keeps_tools_calls_and_results():
-    from experiments.pipeline import request_record
-
-    record = request_record(HISTORY)
-    assert [tool["name"] for tool in record["tools"]] == ["read_file", "list_files"]
-    assert record["messages"][1]["tool_calls"][1]["malformed"] == '{"path": "src/ap'
-    assert record["messages"][2]["tool_results"][1]["is_error"] is True
 
 
 def test_an_anthropic_agent_arm_may_not_think():
