@@ -98,7 +98,9 @@ class AnthropicAdapter(Adapter):
         budget = self.arm.config.get("thinking_budget_tokens")
         if budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        if request.tools:  # no tool_choice: "auto", the default, lets the model answer or call
+        if request.tools:
+            # No tool_choice: "auto", the default, lets the model answer or call. An agent's
+            # turn is never structured output: its answer is its calls and, in the end, a diff.
             params["tools"] = [anthropic_tool(tool) for tool in request.tools]
         elif request.response_schema:
             # Anthropic's structured output is a tool the model must call with that input.

@@ -315,8 +315,7 @@ def _add_tool_call_fragment(calls: dict[int, dict], fragment: dict) -> None:
     no index (not OpenAI's) starts a call with each new id and continues the last one otherwise."""
     index = fragment.get("index")
     if not isinstance(index, int):
-        fresh = fragment.get("id") and all(call["id"] != fragment["id"] for call in calls.values())
-        index = len(calls) if fresh or not calls else max(calls)
+        index = _index_without_one(calls, fragment.get("id") or "")
     call = calls.setdefault(index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
     call["id"] = call["id"] or fragment.get("id") or ""
     function = fragment.get("function") or {}
@@ -326,6 +325,15 @@ def _add_tool_call_fragment(calls: dict[int, dict], fragment: dict) -> None:
         call["function"]["arguments"] += piece
     elif piece is not None and not isinstance(piece, str):
         call["function"]["arguments"] = piece  # a server that sends the arguments as an object
+
+
+def _index_without_one(calls: dict[int, dict], call_id: str) -> int:
+    """Where a fragment sent without an index belongs: the call with its id, a new call for a
+    new id (or the first fragment), else the call being streamed."""
+    for index, call in calls.items():
+        if call_id and call["id"] == call_id:
+            return index
+    return len(calls) if call_id or not calls else max(calls)
 
 
 # OpenAI's tool messages have no error flag (ChatCompletionRequestToolMessage: role, content,
