@@ -83,6 +83,20 @@ def redact_answer(text: str, secrets: Iterable[str] = ()) -> str:
     return remove_secrets(text, secrets) if text else text
 
 
+def redact_answer_data(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """A model's answer as JSON (a tool call's arguments), keys and values, recursively: as an
+    answer, only the credential's own key goes, since a file the model writes may quote a
+    lookalike. A new copy."""
+    secrets = tuple(secrets)
+    if isinstance(value, str):
+        return redact_answer(value, secrets)
+    if isinstance(value, dict):
+        return {redact_answer_data(key, secrets): redact_answer_data(item, secrets) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_answer_data(item, secrets) for item in value)
+    return value
+
+
 def redact_data(value: Any, secrets: Iterable[str] = ()) -> Any:
     """Raw JSON (dicts, lists, strings, numbers), keys and values, recursively: a new copy."""
     secrets = tuple(secrets)

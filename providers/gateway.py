@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -332,38 +331,27 @@ def _redact_completion(completion: Completion, secrets: tuple[str, ...]) -> Comp
     return replace(
         completion,
         text=redaction.redact_answer(completion.text, secrets),
+        tool_calls=tuple(_redact_tool_call(call, secrets) for call in completion.tool_calls),
         finish_reason=redaction.redact_text(completion.finish_reason, secrets),
         model_served=redaction.redact_text(completion.model_served, secrets),
         request_id=redaction.redact_text(completion.request_id, secrets),
         retry_log=redaction.redact_data(completion.retry_log, secrets),
         raw_request=redaction.redact_data(completion.raw_request, secrets),
         raw_response=redaction.redact_data(completion.raw_response, secrets),
-        tool_calls=tuple(_redact_call(call, secrets) for call in completion.tool_calls),
     )
 
 
-def _redact_call(call: ToolCall, secrets: tuple[str, ...]) -> ToolCall:
-    """A tool call is the model's answer too (it may write the key into a file): only the
-    credential's key goes, as from its text."""
-    if not secrets:
-        return call
+def _redact_tool_call(call: ToolCall, secrets: tuple[str, ...]) -> ToolCall:
+    """A tool call is the model's answer too (a file it writes may quote a lookalike key): its
+    arguments and malformed text lose only the credential's key; the provider's id loses
+    key-shaped tokens as well."""
     return replace(
         call,
-        arguments=_redact_answer_data(call.arguments, secrets),
+        id=redaction.redact_text(call.id, secrets),
+        name=redaction.redact_answer(call.name, secrets),
+        arguments=redaction.redact_answer_data(call.arguments, secrets),
         malformed=redaction.redact_answer(call.malformed, secrets),
     )
-
-
-def _redact_answer_data(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``redact_answer`` on every string of a call's arguments: an edit the model makes may
-    hold anything key-shaped (a test's fake key), and only the credential's own is removed."""
-    if isinstance(value, str):
-        return redaction.redact_answer(value, secrets)
-    if isinstance(value, dict):
-        return {key: _redact_answer_data(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redact_answer_data(item, secrets) for item in value]
-    return value
 
 
 GOVERNANCE_MAX_AGE_S = 60
@@ -458,18 +446,22 @@ def estimated_tokens(request: CompletionRequest) -> int:
 
 def estimated_prompt_tokens(request: CompletionRequest) -> int:
     """The prompt's tokens before anyone counts them, at about four characters a token: the
-    one rule for rate limits, budget reservations and the pre-run estimate."""
-    return math.ceil(_prompt_chars(request) / 4)
+    one rule for rate limits, budget reservations and the pre-run estimate. An agent's turn
+    is also billed for its tools' schemas and the earlier turns' tool calls, which are sent
+    as JSON beside the text."""
+    return math.ceil((len(request.prompt_text()) + len(_tool_text(request))) / 4)
 
 
-def _prompt_chars(request: CompletionRequest) -> int:
-    """The prompt's text, and an agent's tools and the calls its history holds, as sent."""
-    chars = len(request.prompt_text())
-    if request.tools:
-        chars += sum(len(tool.name + tool.description) + len(json.dumps(tool.parameters)) for tool in request.tools)
-        for message in request.messages:
-            chars += sum(len(call.malformed or json.dumps(call.arguments)) for call in message.tool_calls)
-    return chars
+def _tool_text(request: CompletionRequest) -> str:
+    tools = [[tool.name, tool.description, tool.parameters] for tool in request.tools]
+    calls = [
+        [call.id, call.name, call.malformed or call.arguments]
+        for message in request.messages
+        for call in message.tool_calls
+    ]
+    if not (tools or calls):
+        return ""
+    return json.dumps([tools, calls], ensure_ascii=False)
 
 
 def _rate_limit(credential: ResolvedCredential | None) -> RateLimit | None:

@@ -45,12 +45,14 @@ def response_cache_key(org_id: int, arm: ArmSpec, request: CompletionRequest) ->
         "response_schema": request.response_schema,
         "response_schema_name": request.response_schema_name if request.response_schema is not None else None,
     }
-    if request.tools:  # only then: every key made before agents existed stays the same
+    if request.tools:  # only then, so a plain request keeps the key it was stored under
         normalised["tools"] = [[tool.name, tool.description, tool.parameters] for tool in request.tools]
     return hashlib.sha256(canonical_json(normalised).encode()).hexdigest()
 
 
 def _message_key(message: Message) -> list:
+    """A message's role and text, and an agent's tool calls and results when it has any (a
+    plain message keeps the key it had before agents)."""
     key: list = [message.role, message.content]
     if message.tool_calls or message.tool_results:
         key.append([[call.id, call.name, call.arguments, call.malformed] for call in message.tool_calls])

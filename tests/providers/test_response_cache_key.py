@@ -9,7 +9,7 @@ import pytest
 from providers.adapters.config import OPERATIONAL_KEYS, SOLVER_KEYS
 from providers.registry import adapter_class, provider_names
 from providers.response_cache import response_cache_key
-from providers.types import ArmSpec, CompletionRequest, Message
+from providers.types import ArmSpec, CompletionRequest, Message, Tool, ToolCall, ToolResult
 
 ARM = ArmSpec("openai", "gpt-4o", {"temperature": 0, "max_tokens": 1000, "send_seed": True}, credential="eu")
 REQUEST = CompletionRequest(
@@ -21,6 +21,18 @@ REQUEST = CompletionRequest(
     recorded_answer="--- a/x\n+++ b/x\n",
 )
 KEY = response_cache_key(1, ARM, REQUEST)
+
+# An agent's later turn: its tools, a call it made and the result it was shown.
+READ = Tool("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
+CALLED = Message("assistant", "", tool_calls=(ToolCall("call_1", "read_file", {"path": "a.py"}),))
+ANSWERED = Message("user", "", tool_results=(ToolResult("call_1", "print(1)"),))
+AGENT_TURN = replace(REQUEST, tools=(READ,), messages=(*REQUEST.messages, CALLED, ANSWERED))
+AGENT_KEY = response_cache_key(1, ARM, AGENT_TURN)
+
+
+def agent_turn(call: ToolCall = CALLED.tool_calls[0], result: ToolResult = ANSWERED.tool_results[0], **changes):
+    messages = (*REQUEST.messages, replace(CALLED, tool_calls=(call,)), replace(ANSWERED, tool_results=(result,)))
+    return replace(AGENT_TURN, messages=messages, **changes)
 
 
 def test_a_key_is_a_sha256_hex_digest():
@@ -62,6 +74,25 @@ def test_a_key_is_a_sha256_hex_digest():
 )
 def test_whatever_shapes_the_answer_changes_the_key(org_id, arm, request_):
     assert response_cache_key(org_id, arm, request_) not in (None, KEY)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        replace(REQUEST, tools=(READ,)),
+        agent_turn(tools=(replace(READ, description="Read a whole file"),)),
+        agent_turn(tools=(replace(READ, parameters={"type": "object"}),)),
+        agent_turn(tools=(READ, Tool("list_files", "List files"))),
+        agent_turn(ToolCall("call_1", "read_file", {"path": "b.py"})),
+        agent_turn(ToolCall("call_1", "list_files", {"path": "a.py"})),
+        agent_turn(ToolCall("call_1", "read_file", {}, malformed='{"path": "a.py"')),
+        agent_turn(result=ToolResult("call_1", "print(2)")),
+        agent_turn(result=ToolResult("call_1", "print(1)", is_error=True)),
+    ],
+    ids=["tools", "description", "schema", "more-tools", "arguments", "name", "malformed", "result", "error"],
+)
+def test_whatever_an_agent_was_given_or_shown_changes_the_key(request_):
+    assert response_cache_key(1, ARM, request_) not in (None, KEY, AGENT_KEY)
 
 
 def test_the_schema_name_counts_only_with_a_schema():

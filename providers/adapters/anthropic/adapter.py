@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 import anthropic
-from anthropic.types import Message
 
 from providers.adapters.base import Adapter
 from providers.adapters.config import (
@@ -29,9 +28,9 @@ from providers.adapters.streaming import (
     tokens_per_second,
 )
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
+from providers.adapters.tool_calls import tool_call
 from providers.errors import ErrorCategory
-from providers.types import Completion, CompletionRequest, ToolCall, Usage
-from providers.types import Message as HistoryMessage
+from providers.types import Completion, CompletionRequest, Message, Tool, ToolCall, ToolResult, Usage
 
 SAMPLING = ("temperature", "top_p")
 THINKING_TOP_P_MIN = 0.95
@@ -62,13 +61,11 @@ class AnthropicAdapter(Adapter):
         than every call being refused with a 400."""
         errors = super().config_errors(model_name, config)
         budget = config.get("thinking_budget_tokens")
+        if budget is not None and solver_of(config) == "agent":
+            errors.append(AGENT_THINKING_REFUSAL)
         if not isinstance(budget, int) or errors:
             return errors
         max_tokens = config.get("max_tokens", DEFAULT_MAX_TOKENS)
-        if solver_of(config) == "agent":
-            # With tools, each thinking block must go back in the next turn, signed, and the
-            # loop's history does not carry them: refused here rather than by every turn.
-            errors.append("config.thinking_budget_tokens is not supported on an agent arm (solver: agent)")
         if budget >= max_tokens:
             errors.append(f"config.thinking_budget_tokens must be less than max_tokens ({max_tokens})")
         if "temperature" in config:
@@ -89,11 +86,6 @@ class AnthropicAdapter(Adapter):
             "max_tokens": request.max_output_tokens,
             "messages": [anthropic_message(m) for m in request.messages],
         }
-        if request.tools:
-            params["tools"] = [
-                {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-                for tool in request.tools
-            ]
         optional = {
             "system": request.system or None,
             "temperature": request.temperature,
@@ -106,7 +98,11 @@ class AnthropicAdapter(Adapter):
         budget = self.arm.config.get("thinking_budget_tokens")
         if budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        if request.response_schema:
+        if request.tools:
+            # No tool_choice: "auto", the default, lets the model answer or call. An agent's
+            # turn is never structured output: its answer is its calls and, in the end, a diff.
+            params["tools"] = [anthropic_tool(tool) for tool in request.tools]
+        elif request.response_schema:
             # Anthropic's structured output is a tool the model must call with that input.
             params["tools"] = [
                 {
@@ -164,10 +160,8 @@ class AnthropicAdapter(Adapter):
                 timeout=try_timeout(self.arm.config, self.seconds_left()),
             )
             streaming = bool(params.get("stream"))
-            # An agent's tool call cut mid-JSON (at max_tokens) is the model's malformed call;
-            # a structured answer's is a broken response, as it always was.
-            reader = partial(read_anthropic_stream, keep_broken_input=bool(request.tools))
-            response, streamed = read_response(raw, streaming, self.deadline, clock, reader, Message)
+            whole = anthropic.types.Message  # a server that ignored stream: true sent one
+            response, streamed = read_response(raw, streaming, self.deadline, clock, read_anthropic_stream, whole)
         except Exception as exc:
             error = translate_sdk_error(exc, anthropic, params)
             if error is None:
@@ -183,18 +177,14 @@ class AnthropicAdapter(Adapter):
         if body.get("stop_reason") == "refusal":
             raise failure(ErrorCategory.CONTENT_FILTERED, "the model refused to answer", params)
         blocks = body.get("content") or []
-        tool_calls: tuple[ToolCall, ...] = ()
-        if request.tools:  # an agent's turn: the text, and the tool_use blocks as its calls
-            text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
-            tool_calls = anthropic_tool_calls(blocks)
-        else:
-            text = _answer_text(blocks)
+        # An agent's turn: its tool_use blocks are calls; otherwise one is structured output.
+        text = _text_of(blocks) if request.tools else _answer_text(blocks)
         usage = body.get("usage") or {}
         counts = anthropic_usage(usage)
         first_token_ms = clock.first_token_ms() if streamed else None
         return Completion(
             text=text,
-            tool_calls=tool_calls,
+            tool_calls=tool_calls_of(blocks) if request.tools else (),
             finish_reason=body.get("stop_reason") or "",
             usage=counts,
             latency_ms=latency_ms,
@@ -213,7 +203,7 @@ class AnthropicAdapter(Adapter):
 TOKEN_DELTAS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 
 
-def read_anthropic_stream(stream: Any, clock: StreamClock, keep_broken_input: bool = False) -> dict:
+def read_anthropic_stream(stream: Any, clock: StreamClock) -> dict:
     """The events of a Messages stream assembled into the message the same request would
     have returned unstreamed: message_start's message, its content blocks filled in from
     their deltas, message_delta's stop reason and usage. ``ping`` never reaches here (the SDK
@@ -242,15 +232,8 @@ def read_anthropic_stream(stream: Any, clock: StreamClock, keep_broken_input: bo
     if not finished:
         return {}
     for index, parts in tool_json.items():
-        if not parts:
-            continue
-        raw = "".join(parts)
-        try:
-            blocks[index]["input"] = json.loads(raw)
-        except ValueError:
-            if not keep_broken_input:
-                raise  # a structured answer's broken JSON is a malformed response: a server error
-            blocks[index]["input"] = raw  # kept as sent: a malformed call, shown to the model
+        if "".join(parts).strip():  # no input_json_delta text: the start's input ({}) stands
+            blocks[index]["input"] = _streamed_input("".join(parts))
     return message | {"type": "message", "content": [blocks[index] for index in sorted(blocks)]}
 
 
@@ -268,54 +251,75 @@ def _apply_delta(block: dict, tool_json: list[str], delta: dict, clock: StreamCl
         tool_json.append(delta.get("partial_json", ""))
 
 
-def anthropic_message(message: HistoryMessage) -> dict[str, Any]:
-    """One message of the history in the Messages API's terms: an assistant turn's tool calls
-    as ``tool_use`` blocks after its text (a malformed call's input as an empty object: the
-    API takes nothing else), and their results as ``tool_result`` blocks, each naming its
-    call and saying whether it failed, before any text the user adds."""
-    if not (message.tool_calls or message.tool_results):
-        return {"role": message.role, "content": message.content}
-    content: list[dict[str, Any]] = []
-    if message.tool_calls and message.content:
-        content.append({"type": "text", "text": message.content})
-    content += [
-        {"type": "tool_use", "id": call.id, "name": call.name, "input": {} if call.malformed else call.arguments}
-        for call in message.tool_calls
-    ]
-    content += [
-        {"type": "tool_result", "tool_use_id": result.call_id, "content": result.content, "is_error": result.is_error}
-        for result in message.tool_results
-    ]
-    if message.tool_results and message.content:
-        content.append({"type": "text", "text": message.content})
-    return {"role": message.role, "content": content}
-
-
-def anthropic_tool_calls(blocks: list[dict]) -> tuple[ToolCall, ...]:
-    """The answer's ``tool_use`` blocks; an input that is not an object (cut mid-JSON, or a
-    server's string) is kept as sent, as a malformed call."""
-    calls = []
-    for block in blocks:
-        if block.get("type") != "tool_use":
-            continue
-        given = block.get("input")
-        if isinstance(given, dict):
-            calls.append(ToolCall(block.get("id", ""), block.get("name", ""), given))
-        else:
-            sent = given if isinstance(given, str) else json.dumps(given)
-            calls.append(ToolCall(block.get("id", ""), block.get("name", ""), {}, malformed=sent or "null"))
-    return tuple(calls)
+def _streamed_input(text: str) -> Any:
+    """A tool_use block's input from its input_json_delta pieces. JSON that does not parse
+    (cut by max_tokens mid-call) stays the text as sent, for the call to be malformed."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _answer_text(blocks: list[dict]) -> str:
-    """The text blocks, or a forced tool call's input as JSON (structured output).
+    """The text blocks, or a forced tool call's input as JSON (structured output): as the
+    text it was streamed as when that is not JSON, which the reader then refuses as such.
 
     ``thinking`` and ``redacted_thinking`` blocks are the model's reasoning, not its answer:
     they stay in the raw response only."""
     tool_inputs = [block.get("input") for block in blocks if block.get("type") == "tool_use"]
     if tool_inputs:
-        return json.dumps(tool_inputs[0])
+        return tool_inputs[0] if isinstance(tool_inputs[0], str) else json.dumps(tool_inputs[0])
+    return _text_of(blocks)
+
+
+def _text_of(blocks: list[dict]) -> str:
     return "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+
+
+# Extended thinking with tools needs each turn's thinking blocks sent back with its tool_use
+# blocks, signed; the normalised history carries no thinking, so an agent arm cannot have it.
+AGENT_THINKING_REFUSAL = (
+    "config.thinking_budget_tokens cannot be used on an agent arm (config.solver agent): Anthropic needs "
+    "each turn's thinking blocks sent back with its tool calls, which the agent's history does not carry"
+)
+
+
+def anthropic_tool(tool: Tool) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def anthropic_message(message: Message) -> dict[str, Any]:
+    """One of our messages as Anthropic's: an assistant turn's text (if any) then a tool_use
+    block per call; the user turn answering them, a tool_result block per result first (as
+    Anthropic requires), then its text. A message without either stays plain text."""
+    if message.tool_results:
+        results: list[dict[str, Any]] = [_tool_result(result) for result in message.tool_results]
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return {"role": message.role, "content": results + text}
+    if message.tool_calls:
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return {"role": message.role, "content": text + [_tool_use(call) for call in message.tool_calls]}
+    return {"role": message.role, "content": message.content}
+
+
+def _tool_result(result: ToolResult) -> dict[str, Any]:
+    content, is_error = result.content, result.is_error
+    return {"type": "tool_result", "tool_use_id": result.call_id, "content": content, "is_error": is_error}
+
+
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    # A malformed call's text cannot be a tool_use input (an object): it goes back empty, and
+    # its tool_result tells the model what was wrong with it.
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+
+
+def tool_calls_of(blocks: list[dict]) -> tuple[ToolCall, ...]:
+    """The answer's tool_use blocks, streamed or not."""
+    uses = [block for block in blocks if block.get("type") == "tool_use"]
+    return tuple(
+        tool_call(use.get("id") or "", use.get("name") or "", use.get("input"), position)
+        for position, use in enumerate(uses)
+    )
 
 
 # A whole Messages stream, event for event, as short as Anthropic writes one: what the rehearsal reads.

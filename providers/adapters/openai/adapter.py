@@ -3,7 +3,6 @@ Azure OpenAI, OpenRouter and self-hosted OpenAI-compatible servers (vLLM, Ollama
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date
 from decimal import Decimal
@@ -33,6 +32,7 @@ from providers.adapters.streaming import (
     tokens_per_second,
 )
 from providers.adapters.timeouts import timeout_key, timeouts_from_key, try_timeout
+from providers.adapters.tool_calls import arguments_as_sent, tool_call
 from providers.errors import ErrorCategory, ProviderError
 from providers.types import Completion, CompletionRequest, Message, Tool, ToolCall, ToolResult, Usage
 
@@ -148,7 +148,7 @@ class OpenAIChatAdapter(Adapter):
             "messages": messages,
             self.token_limit(): request.max_output_tokens,
         }
-        if request.tools:
+        if request.tools:  # no tool_choice: "auto", the default, lets the model answer or call
             params["tools"] = [openai_tool(tool) for tool in request.tools]
         unsent = self.unsent_settings(request)
         optional = {"temperature": request.temperature, "top_p": request.top_p, "stop": list(request.stop) or None}
@@ -242,7 +242,7 @@ class OpenAIChatAdapter(Adapter):
         message = choice.get("message") or {}
         return Completion(
             text=message.get("content") or "",
-            tool_calls=openai_tool_calls(message.get("tool_calls") or []),
+            tool_calls=tool_calls_of(message),
             finish_reason=choice.get("finish_reason") or "",
             usage=counts,
             latency_ms=latency_ms,
@@ -281,7 +281,7 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
     # Azure's first chunk carries only prompt_filter_results, with an empty id and model.
     head: dict = {}
     parts: dict[str, list[str]] = {"content": [], "refusal": []}
-    calls: dict[int, dict] = {}  # tool calls by their index, assembled from their fragments
+    calls: dict[int, dict] = {}
     finish_reason, usage = None, None
     for chunk in stream:
         data = _as_dict(chunk)
@@ -291,12 +291,12 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
             if chunk_choice.get("index", 0) != 0:
                 continue
             delta = chunk_choice.get("delta") or {}
-            if any(delta.get(name) for name in TOKEN_FIELDS) or delta.get("tool_calls"):
+            if any(delta.get(name) for name in (*TOKEN_FIELDS, "tool_calls")):
                 clock.token()
             for name, seen in parts.items():
                 seen.append(delta.get(name) or "")
             for fragment in delta.get("tool_calls") or []:
-                _add_call_fragment(calls, fragment)
+                _add_tool_call_fragment(calls, fragment)
             finish_reason = chunk_choice.get("finish_reason") or finish_reason
     message: dict[str, Any] = {"role": "assistant"}
     message |= {name: "".join(seen) for name, seen in parts.items() if any(seen)}
@@ -308,22 +308,41 @@ def read_openai_stream(stream: Any, clock: StreamClock) -> dict:
     return body | ({"usage": usage} if usage else {})
 
 
-def _add_call_fragment(calls: dict[int, dict], fragment: dict) -> None:
-    """A streamed tool call comes in pieces keyed by ``index``: its id, type and name in the
-    first, its arguments (a JSON text) spread over the rest."""
-    index = fragment.get("index", len(calls))
+def _add_tool_call_fragment(calls: dict[int, dict], fragment: dict) -> None:
+    """One ``delta.tool_calls`` item (ChatCompletionMessageToolCallChunk) added to the call at
+    its ``index``: the id, type and name come in a call's first fragment, its arguments text in
+    pieces over many chunks, and several calls' fragments may interleave. A server that sends
+    no index (not OpenAI's) starts a call with each new id and continues the last one otherwise."""
+    index = fragment.get("index")
+    if not isinstance(index, int):
+        index = _index_without_one(calls, fragment.get("id") or "")
     call = calls.setdefault(index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
     call["id"] = call["id"] or fragment.get("id") or ""
     function = fragment.get("function") or {}
-    call["function"]["name"] += function.get("name") or ""
-    arguments = function.get("arguments")
-    if isinstance(arguments, dict):  # a compatible server that streams the object whole
-        call["function"]["arguments"] = arguments
-    elif arguments:
-        call["function"]["arguments"] += arguments
+    call["function"]["name"] = call["function"]["name"] or function.get("name") or ""
+    piece = function.get("arguments")
+    if isinstance(piece, str) and isinstance(call["function"]["arguments"], str):
+        call["function"]["arguments"] += piece
+    elif piece is not None and not isinstance(piece, str):
+        call["function"]["arguments"] = piece  # a server that sends the arguments as an object
+
+
+def _index_without_one(calls: dict[int, dict], call_id: str) -> int:
+    """Where a fragment sent without an index belongs: the call with its id, a new call for a
+    new id (or the first fragment), else the call being streamed."""
+    for index, call in calls.items():
+        if call_id and call["id"] == call_id:
+            return index
+    return len(calls) if call_id or not calls else max(calls)
+
+
+# OpenAI's tool messages have no error flag (ChatCompletionRequestToolMessage: role, content,
+# tool_call_id): a failed tool's result says so in its first word.
+TOOL_ERROR_PREFIX = "Error: "
 
 
 def openai_tool(tool: Tool) -> dict[str, Any]:
+    """A ChatCompletionTool: a function with its name, description and JSON schema."""
     return {
         "type": "function",
         "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
@@ -331,66 +350,36 @@ def openai_tool(tool: Tool) -> dict[str, Any]:
 
 
 def openai_messages(message: Message) -> list[dict[str, Any]]:
-    """One message of the history in chat completions' terms: an assistant turn carries its
-    ``tool_calls`` (arguments as the JSON text they were sent as, a malformed call's text
-    unchanged); its results go back as one ``role: tool`` message per call, before any text
-    the user adds. OpenAI's tool message has no error flag: an error says so in its words."""
+    """One of our messages as OpenAI's: an assistant turn's tool calls in its ``tool_calls``
+    (``content`` null when it said nothing), and the user turn answering them as one ``tool``
+    message per result, then a user message only when there is text beside them."""
+    if message.tool_results:
+        results = [_tool_message(result) for result in message.tool_results]
+        return results + ([{"role": message.role, "content": message.content}] if message.content else [])
     if message.tool_calls:
-        calls = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.malformed or json.dumps(call.arguments)},
-            }
-            for call in message.tool_calls
-        ]
+        calls = [_wire_tool_call(call) for call in message.tool_calls]
         return [{"role": message.role, "content": message.content or None, "tool_calls": calls}]
-    results = [
-        {"role": "tool", "tool_call_id": result.call_id, "content": _result_text(result)}
-        for result in message.tool_results
-    ]
-    if message.content or not results:
-        results.append({"role": message.role, "content": message.content})
-    return results
+    return [{"role": message.role, "content": message.content}]
 
 
-def _result_text(result: ToolResult) -> str:
-    return f"Error: {result.content}" if result.is_error and not result.content.startswith("Error") else result.content
+def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments_as_sent(call)}}
 
 
-def openai_tool_calls(calls: list[dict]) -> tuple[ToolCall, ...]:
-    """The answer's tool calls; arguments that are not a JSON object are kept as sent, as
-    malformed, for the loop to show the model. A call without an id (a lenient compatible
-    server) gets one from its position, which the next request sends back."""
-    found = []
-    for position, call in enumerate(calls):
-        function = call.get("function") or {}
-        arguments = function.get("arguments")
-        parsed, malformed = parse_arguments(arguments)
-        found.append(
-            ToolCall(
-                id=call.get("id") or f"call_{position}",
-                name=function.get("name") or "",
-                arguments=parsed,
-                malformed=malformed,
-            )
-        )
-    return tuple(found)
+def _tool_message(result: ToolResult) -> dict[str, Any]:
+    content = result.content
+    if result.is_error and not content.startswith(TOOL_ERROR_PREFIX):
+        content = TOOL_ERROR_PREFIX + content
+    return {"role": "tool", "tool_call_id": result.call_id, "content": content}
 
 
-def parse_arguments(arguments: Any) -> tuple[dict[str, Any], str]:
-    """(the arguments, "") when they are a JSON object (or one already parsed); else ({}, the
-    text as sent): broken JSON, a list, a string."""
-    if isinstance(arguments, dict):
-        return arguments, ""
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    if not text.strip():
-        return {}, ""  # no arguments at all: a call of a tool that takes none
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return {}, text
-    return (parsed, "") if isinstance(parsed, dict) else ({}, text)
+def tool_calls_of(message: dict) -> tuple[ToolCall, ...]:
+    """The answer's ``message.tool_calls`` (ChatCompletionMessageToolCall), streamed or not."""
+    calls = []
+    for position, sent in enumerate(message.get("tool_calls") or []):
+        function = sent.get("function") or {}
+        calls.append(tool_call(sent.get("id") or "", function.get("name") or "", function.get("arguments"), position))
+    return tuple(calls)
 
 
 # One chunk with the answer and its finish_reason, then the end: what the rehearsal reads.
@@ -609,5 +598,7 @@ def _as_dict(response: Any) -> dict:
     if isinstance(response, dict):
         return response
     if hasattr(response, "model_dump"):
-        return response.model_dump(mode="json", exclude_none=True)
+        # Quietly: a compatible server's arguments sent as an object are not the SDK's str,
+        # and are taken as they are (tool_calls.parse_arguments).
+        return response.model_dump(mode="json", exclude_none=True, warnings=False)
     raise ValueError("unexpected response type")
