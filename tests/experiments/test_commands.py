@@ -186,6 +186,10 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "cost_usd",
         "cached",
         "error_category",
+        # An agent's work (null for a single-turn answer).
+        "turns",
+        "tool_calls",
+        "trajectory",
         # The transcript: what the attempt was asked, what came back, what was read and expected.
         "score",
         "question",
@@ -207,7 +211,7 @@ def test_export_csv(experiment, django_capture_on_commit_callbacks):
         "task_id,arm_label,repetition,status,outcome,resolved,patch_present,patch_well_formed,patch_applied,"
         "fail_to_pass_fraction,pass_to_pass_regressions,lines_changed,files_changed,"
         "lint_clean,build_ok,latency_ms,first_token_ms,output_tokens_per_s,wall_ms,cost_usd,cached,error_category,"
-        "score,question,extracted_answer,expected_answer"
+        "turns,tool_calls,score,question,extracted_answer,expected_answer"
     )
     assert len(lines) == 9
 
@@ -250,9 +254,10 @@ def test_demo_runs_on_sqlite_and_embedded_redis(tmp_path):
     assert "Running 'Demo: code that runs': 12 tasks × 3 arms × 2" in demo.stdout
     assert "Running 'Demo: Jeopardy clues': 10 tasks × 3 arms × 2" in demo.stdout
     assert demo.stdout.count("Not judged by the evaluator: its workload is scored by rules alone.") == 3
-    for arm in ("oracle", "careful", "cheap-flaky"):
+    for arm in ("oracle", "careful", "cheap-flaky", "careful-agent (agent)"):
         assert arm in demo.stdout
-    assert "Running 'Demo: textkit bug fixes': 3 tasks × 2 arms × 2" in demo.stdout
+    # Its oracle and careful arms, and the careful model again as an agent.
+    assert "Running 'Demo: textkit bug fixes': 3 tasks × 3 arms × 2" in demo.stdout
     assert "bm25s" not in demo.stderr  # its debug lines stay quiet
     assert demo.stdout.count("Evaluator scores (mock-reviewer:v1 (mock)):") == 2, demo.stdout
     assert "0 evaluator errors" in demo.stdout
