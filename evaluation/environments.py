@@ -716,6 +716,11 @@ def warm_start(environment: Runtime, checkout: Path) -> None:
     produced = environment.produced
     if not produced.is_dir():
         return
+    # Older than whatever changes the checkout from here on (a patch, the task's tests), newer
+    # than the files the export wrote (their commit's time): the build then remakes exactly
+    # what a change touched. Kept as built, a product made a moment ago could be newer than
+    # the patch applied next, and the build skipped it as up to date (the fix never compiled).
+    stamp = time.time() - 1
     for directory, dirs, files in os.walk(produced):
         relative = Path(directory).relative_to(produced)
         (checkout / relative).mkdir(parents=True, exist_ok=True)
@@ -726,6 +731,7 @@ def warm_start(environment: Runtime, checkout: Path) -> None:
             shutil.copy2(Path(directory, name), copied, follow_symlinks=False)
             if not copied.is_symlink():
                 copied.chmod(copied.stat().st_mode | 0o200)
+                os.utime(copied, (stamp, stamp))
 
 
 def _seal(root: Path) -> None:
