@@ -48,9 +48,13 @@ def task_for_token(token: str) -> TaskInstance:
         signed = signing.loads(token, salt=SALT)
     except signing.BadSignature:
         raise Http404("no such archive") from None
-    if not isinstance(signed, dict) or not signed.get("until", 0) > time.time():
+    if (
+        not isinstance(signed, dict)
+        or not isinstance(signed.get("task"), int)
+        or not signed.get("until", 0) > time.time()
+    ):
         raise Http404("no such archive")
-    task = TaskInstance.objects.select_related("dataset").filter(pk=signed.get("task")).first()
+    task = TaskInstance.objects.select_related("dataset").filter(pk=signed["task"]).first()
     if task is None or task.dataset.org_id != signed.get("org"):
         raise Http404("no such archive")
     return task
