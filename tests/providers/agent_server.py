@@ -44,7 +44,7 @@ class AgentServer:
         self.fetched: list[list[str]] = []  # the member names of each archive downloaded
         self.requests: list[Request] = []
         self.refused = 0
-        self.task: dict = {}
+        self.task: dict = {}  # the last task sent: what a poll answers (the poll tests send one)
         self.answered_polls = 0
         server = self
 
@@ -89,21 +89,21 @@ class AgentServer:
         if self.answered_polls < self.polls_before_answer:
             self.answered_polls += 1
             return self.reply(handler, 202, {"poll_url": self.poll_url, "retry_after": self.retry_after})
-        return self.reply(handler, 200, self.patch_body())
+        return self.reply(handler, 200, self.patch_body(self.task))
 
     def answer_task(self, handler: BaseHTTPRequestHandler, sent: dict) -> None:
-        self.task = sent["task"]
-        if self.fetch_archive and self.task["archive_url"]:
-            with urllib.request.urlopen(self.task["archive_url"], timeout=30) as archive:
+        task = self.task = sent["task"]  # a run's tasks arrive at once: each answer reads its own
+        if self.fetch_archive and task["archive_url"]:
+            with urllib.request.urlopen(task["archive_url"], timeout=30) as archive:
                 with tarfile.open(fileobj=io.BytesIO(archive.read()), mode="r:gz") as tar:
                     self.fetched.append(tar.getnames())
         time.sleep(self.delay_s)
         if self.polls_before_answer:
             return self.reply(handler, 202, {"poll_url": self.poll_url, "retry_after": self.retry_after})
-        return self.reply(handler, 200, self.patch_body())
+        return self.reply(handler, 200, self.patch_body(task))
 
-    def patch_body(self) -> bytes:
-        return self.body if self.body is not None else json.dumps({"patch": self.patch_for(self.task)}).encode()
+    def patch_body(self, task: dict) -> bytes:
+        return self.body if self.body is not None else json.dumps({"patch": self.patch_for(task)}).encode()
 
     def reply(self, handler: BaseHTTPRequestHandler, status: int, body: dict | bytes) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()

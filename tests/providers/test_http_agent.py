@@ -188,5 +188,7 @@ def test_an_arm_declares_its_deadline_and_cannot_be_run_as_an_agent():
     assert arm_errors("http_agent", "team-agent", {"deadline_s": 0}) == [
         "config.deadline_s must be a positive number of seconds, at most 86400"
     ]
-    assert any("temperature is not a http_agent setting" in e for e in arm_errors("http_agent", "a", {"temperature": 0}))
+    assert any(
+        "temperature is not a http_agent setting" in e for e in arm_errors("http_agent", "a", {"temperature": 0})
+    )
     assert any("base_url is not an arm setting" in e for e in arm_errors("http_agent", "a", {"base_url": "http://x"}))
