@@ -95,8 +95,9 @@ class AgentServer:
         task = self.task = sent["task"]  # a run's tasks arrive at once: each answer reads its own
         if self.fetch_archive and task["archive_url"]:
             with urllib.request.urlopen(task["archive_url"], timeout=30) as archive:
-                with tarfile.open(fileobj=io.BytesIO(archive.read()), mode="r:gz") as tar:
-                    self.fetched.append(tar.getnames())
+                downloaded = archive.read()
+            with tarfile.open(fileobj=io.BytesIO(downloaded), mode="r:gz") as tar:
+                self.fetched.append(tar.getnames())
         time.sleep(self.delay_s)
         if self.polls_before_answer:
             return self.reply(handler, 202, {"poll_url": self.poll_url, "retry_after": self.retry_after})

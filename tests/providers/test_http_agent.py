@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import subprocess
+import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
@@ -192,3 +199,36 @@ def test_an_arm_declares_its_deadline_and_cannot_be_run_as_an_agent():
         "temperature is not a http_agent setting" in e for e in arm_errors("http_agent", "a", {"temperature": 0})
     )
     assert any("base_url is not an arm setting" in e for e in arm_errors("http_agent", "a", {"base_url": "http://x"}))
+
+
+@pytest.fixture
+def example_agent():
+    """examples/http_agent.py as the README tells a team to run it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    example = Path(django_settings.BASE_DIR) / "examples" / "http_agent.py"
+    process = subprocess.Popen(
+        [sys.executable, str(example), str(port)], env={**os.environ, "PRBENCH_AGENT_SECRET": SECRET}
+    )
+    try:
+        for _ in range(100):
+            with socket.socket() as knock:
+                if knock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_the_readmes_example_agent_checks_the_signature_and_answers(org, example_agent):
+    credential(org, "http_agent", name="right", base_url=example_agent, key=SECRET)
+    credential(org, "http_agent", name="wrong", base_url=example_agent, key="not-the-agents-secret-0000")
+    arm = ArmSpec("http_agent", "example", {"max_retries": 0}, credential="right")
+    completion = gateway.complete(org.pk, arm, REQUEST)
+    assert (completion.text, completion.finish_reason) == ("", "submitted")  # its solve() is yours to write
+    with pytest.raises(ProviderError) as refused:
+        gateway.complete(org.pk, replace(arm, credential="wrong"), REQUEST)
+    assert refused.value.category == ErrorCategory.AUTHENTICATION
