@@ -138,7 +138,9 @@ def test_an_agent_still_busy_at_its_deadline_times_out_while_polled(team, agent)
     assert len(agent.requests) > 2
 
 
-@pytest.mark.parametrize("body", [b"<html>the agent crashed</html>", b'{"patch": 3}', b'{"diff": "..."}'])
+@pytest.mark.parametrize(
+    "body", [b"<html>the agent crashed</html>", b'{"patch": 3}', b'{"diff": "..."}', b"[" * 100_000 + b"]" * 100_000]
+)
 def test_a_malformed_answer_is_the_agents_answer_not_a_crash(team, agent, body):
     agent.body = body
     completion = ask(team)

@@ -299,5 +299,5 @@ def read_answer(reply: httpx2.Response) -> Answer:
     text = taken.decode("utf-8", "replace")
     try:
         return Answer(reply.status_code, json.loads(text), True, headers)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return Answer(reply.status_code, text, False, headers)
