@@ -163,6 +163,14 @@ def test_a_poll_url_on_another_origin_is_never_polled(team, agent):
     assert "not on the endpoint's origin" in completion.warnings[0]
 
 
+@pytest.mark.parametrize("poll_url", ["http://127.0.0.1:99999/x", "http://[::1/x", ""])
+def test_a_poll_url_that_is_no_url_is_a_malformed_answer(team, agent, poll_url):
+    agent.polls_before_answer, agent.poll_url = 1, poll_url
+    completion = ask(team)
+    assert completion.finish_reason == "malformed"
+    assert [r.method for r in agent.requests] == ["POST"]
+
+
 def test_an_endpoint_outside_the_egress_policy_is_refused(org, settings):
     settings.PRBENCH_ALLOWED_PRIVATE_NETWORKS = []
     credential(org, "http_agent", base_url="http://127.0.0.1:9/agent", key=SECRET)

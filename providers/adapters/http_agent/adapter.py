@@ -171,8 +171,12 @@ def poll_target(accepted: Answer, endpoint: str) -> tuple[str, str]:
     poll_url = accepted.value_of("poll_url")
     if not isinstance(poll_url, str) or not poll_url:
         return "", "a 202 without a poll_url"
-    target = urljoin(endpoint, poll_url)
-    if origin(target) != origin(endpoint):
+    try:
+        target = urljoin(endpoint, poll_url)
+        elsewhere = origin(target) != origin(endpoint)
+    except ValueError:  # a port that is not a number, a broken IPv6 address
+        return "", "its poll_url is not a URL"
+    if elsewhere:
         return "", "its poll_url is not on the endpoint's origin: not polled (the secret stays with the endpoint)"
     return target, ""
 
