@@ -17,11 +17,14 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
+from django.urls import reverse
 
 from providers import gateway
 from providers.errors import ErrorCategory, ProviderError
+from providers.models import ProviderCredential
 from providers.registry import arm_errors
 from providers.types import AgentTask, ArmSpec, CompletionRequest, Message
+from tests.conftest import client_for
 from tests.factories import credential
 from tests.providers.agent_server import AgentServer
 
@@ -242,3 +245,15 @@ def test_the_readmes_example_agent_checks_the_signature_and_answers(org, example
     with pytest.raises(ProviderError) as refused:
         gateway.complete(org.pk, replace(arm, credential="wrong"), REQUEST)
     assert refused.value.category == ErrorCategory.AUTHENTICATION
+
+
+def test_an_owner_saves_the_endpoint_and_secret_on_the_settings_page(alice, org, agent):
+    client = client_for(alice)
+    page = client.get(reverse("providers:settings", args=[org.code])).content.decode()
+    assert '<option value="http_agent">Your own agent (HTTP)</option>' in page
+    data = {"provider": "http_agent", "name": "ours", "base_url": agent.url, "api_key": SECRET, "deployments": ""}
+    assert client.post(reverse("providers:save_credential", args=[org.code]), data).status_code == 302
+    saved = ProviderCredential.objects.get(org=org, provider="http_agent")
+    assert (saved.base_url, saved.api_key()) == (agent.url, SECRET)
+    assert SECRET not in client.get(reverse("providers:settings", args=[org.code])).content.decode()
+    assert ask(org).text == PATCH
