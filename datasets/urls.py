@@ -1,6 +1,6 @@
 from django.urls import path
 
-from datasets import views
+from datasets import agent_archive, views
 
 app_name = "datasets"
 urlpatterns = [
@@ -18,4 +18,6 @@ urlpatterns = [
     path("datasets/mine/", views.mining_new, name="mining_new"),
     path("datasets/mining/<uuid:code>/", views.mining_detail, name="mining"),
     path("datasets/mining/<uuid:code>/retry/", views.mining_retry, name="mining_retry"),
+    # A team's agent service fetches its task's tree here (the http_agent provider); no login.
+    path("agent-archive/<str:token>/", agent_archive.agent_archive, name="agent_archive"),
 ]

@@ -156,6 +156,14 @@ def export_tree(clone: Path, commit: str, target: Path) -> None:
             raise RepositoryUnavailable(f"git archive {commit} failed: {error.strip()}")
 
 
+def archive_bytes(clone: Path, commit: str) -> bytes:
+    """The tree of ``commit`` as a tar.gz, as ``git archive`` writes it (no history, no .git)."""
+    archived = git("--git-dir", clone, "archive", "--format=tar.gz", commit)
+    if archived.returncode != 0:
+        raise RepositoryUnavailable(f"git archive {commit} failed: {archived.stderr.decode(errors='replace').strip()}")
+    return archived.stdout
+
+
 def read_files(clone: Path, commit: str, paths: list[str]) -> dict[str, str]:
     """The text of these files at ``commit`` (missing or binary ones are left out), read by
     one ``git cat-file --batch``: retrieval reads every file of a repository."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
+
+from datasets.agent_archive import archive_url, inline_files
 from datasets.models import TaskInstance
 from evaluation.repositories import ensure_commit
 from evaluation.workloads import workload_for
@@ -18,7 +21,8 @@ from experiments.context import bm25_context, oracle_context, render_files
 from experiments.few_shot import examples_for, fill_examples
 from experiments.models import Attempt, ContextMode
 from experiments.replay import REPLAY, REPLAYED_MESSAGE, recorded_answer
-from providers.types import CompletionRequest, Message
+from providers.adapters.http_agent.adapter import HttpAgentAdapter
+from providers.types import AgentTask, CompletionRequest, Message
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
@@ -63,6 +67,8 @@ def build_request(attempt: Attempt) -> CompletionRequest:
             seed_key=seed_key(attempt),
             recorded_answer=recorded_answer(arm, run.org_id, task.external_id),
         )
+    if arm.provider == HttpAgentAdapter.name:
+        return agent_request(attempt)
     snapshot = run.config_snapshot
     template = snapshot["prompt_template"]
     if problems := workload_for(task.dataset.kind).template_errors(template):
@@ -77,6 +83,33 @@ def build_request(attempt: Attempt) -> CompletionRequest:
 def seed_key(attempt: Attempt) -> str:
     """Stable per (run seed, task, arm, repetition): what the mock and seeded providers draw from."""
     return f"{attempt.run.seed}:{attempt.task.external_id}:{attempt.arm.label}:{attempt.repetition}"
+
+
+def agent_request(attempt: Attempt) -> CompletionRequest:
+    """A team's agent service is handed the task whole (the http_agent provider): no prompt
+    of ours, the problem statement and the repository at its base commit, inline when small,
+    else as an archive URL that works for as long as the call may last."""
+    arm, task = attempt.arm, attempt.task
+    deadline_s = HttpAgentAdapter.call_seconds(arm.config)
+    files = inline_files(task)
+    # A call may wait for the arm's slot before it starts; that wait moves its deadline back.
+    valid_s = deadline_s + settings.PRBENCH_CAPACITY_WAIT_SECONDS
+    agent_task = AgentTask(
+        task_id=task.external_id,
+        problem_statement=task.problem_statement,
+        repo=task.repo,
+        base_commit=task.base_commit,
+        archive_url="" if files is not None else archive_url(task, valid_s),
+        files=files or {},
+        test_command=tuple(str(part) for part in task.test_command),
+        deadline_s=deadline_s,
+    )
+    return CompletionRequest(
+        # What the attempt page shows as asked: the agent reads the same statement in its task.
+        messages=(Message("user", task.problem_statement),),
+        seed_key=f"{attempt.run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}",
+        agent_task=agent_task,
+    )
 
 
 def prompt_request(prompt: str, config: dict, seed_key: str = "") -> CompletionRequest:

@@ -103,6 +103,14 @@ def request_id_of(request: HttpRequest) -> str:
     return given if SANE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 
+def logged_path(request: HttpRequest) -> str:
+    """The path as the access log writes it: a route whose URL is its own permission (a
+    ``token`` in the path, as an agent's archive URL) has the token left out."""
+    match = request.resolver_match
+    token = match.kwargs.get("token") if match is not None else None
+    return request.path.replace(token, "[token]") if isinstance(token, str) and token else request.path
+
+
 class RequestContextMiddleware:
     """Binds ``request_id`` for every line written while the request is handled (the access
     helpers add ``org``, ``run``, ``attempt`` as they resolve them), returns the id in the
@@ -121,7 +129,7 @@ class RequestContextMiddleware:
             response[REQUEST_ID_HEADER] = request_id
             # The path, never the query string: a query can carry a token.
             elapsed_ms = round((time.perf_counter() - started) * 1000)
-            access_log.info("%s %s %s in %s ms", request.method, request.path, response.status_code, elapsed_ms)
+            access_log.info("%s %s %s in %s ms", request.method, logged_path(request), response.status_code, elapsed_ms)
             return response
         finally:
             clear_contextvars()

@@ -212,7 +212,7 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
     adapter = prepared.adapter_class(arm, prepared.credential)  # per call: adapters keep per-attempt state
     secrets = _secrets(prepared.credential)
     retry_log: list[dict] = []
-    clock = CallClock(_total_seconds(arm.config))
+    clock = CallClock(_total_seconds(arm.config, prepared.adapter_class))
     retrying = _retry_policy(arm.config, retry_log, secrets, clock)
     held = [held_slot] if held_slot else []
     try:
@@ -527,9 +527,13 @@ def _generate(adapter: Adapter, request: CompletionRequest, clock: CallClock) ->
         ) from None
 
 
-def _total_seconds(config: dict) -> float:
-    """How long a whole call may take, every try and wait included: ``timeout_total_s``
-    when the arm sets it, never more than ``retry_deadline_s``."""
+def _total_seconds(config: dict, adapter_class: type[Adapter]) -> float:
+    """How long a whole call may take, every try and wait included: the adapter's own word
+    (``call_seconds``), else ``timeout_total_s`` when the arm sets it, never more than
+    ``retry_deadline_s``."""
+    own = adapter_class.call_seconds(config)
+    if own is not None:
+        return own
     deadline = config.get("retry_deadline_s", DEFAULT_RETRY_DEADLINE_S)
     return min(deadline, config.get("timeout_total_s", deadline))
 

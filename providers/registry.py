@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from django.utils.module_loading import import_string
 
-from providers.adapters import anthropic, mock, openai, replay
+from providers.adapters import anthropic, http_agent, mock, openai, replay
 from providers.adapters.base import Adapter
 from providers.adapters.spec import ProviderSpec
 
@@ -22,6 +22,7 @@ PROVIDERS: tuple[ProviderSpec, ...] = (
     openai.AZURE_OPENAI,
     openai.OPENROUTER,
     openai.OPENAI_COMPATIBLE,
+    http_agent.HTTP_AGENT,
     mock.MOCK,
     replay.REPLAY,
 )

@@ -59,6 +59,13 @@ class Adapter:
         return request.max_output_tokens
 
     @classmethod
+    def call_seconds(cls, config: dict) -> float | None:
+        """How long a whole call may take, every try and wait included, when the adapter's own
+        setting says (an agent service's ``deadline_s``); None: the gateway's
+        ``timeout_total_s`` and ``retry_deadline_s`` say."""
+        return None
+
+    @classmethod
     def served_model(cls, model_name: str, deployments: dict[str, str]) -> str:
         """The model that answers an arm's calls: what its parameters follow and its price is
         looked up by. The arm's own model name, except where a credential's deployment list

@@ -404,6 +404,7 @@ OPERATIONAL_KEYS = frozenset(
         "latency_ms",
         "jitter_ms",
         "stream",  # how the answer travels (SSE or one body), not what it says
+        "deadline_s",  # an agent service's time to answer, a timeout like the others
     }
 )
 

@@ -17,15 +17,17 @@ HTTP_PROVIDERS = ["anthropic", "azure_openai", "openai", "openai_compatible", "o
 OPENAI_FAMILY = ["azure_openai", "openai", "openai_compatible", "openrouter"]
 # The providers a request is made to: a replay arm takes no sampling settings at all.
 CALLING_PROVIDERS = [provider for provider in provider_names() if provider != "replay"]
+# The providers a model answers: a team's agent service (http_agent) samples as it likes.
+SAMPLING_PROVIDERS = [provider for provider in CALLING_PROVIDERS if provider != "http_agent"]
 
 # (providers, config, the error naming the key)
 BAD_SETTINGS = [
     (provider_names(), {"qualty": 0.5}, "config.qualty is not a {provider} setting"),
-    (CALLING_PROVIDERS, {"temperature": "hot"}, "config.temperature must be a number between 0 and 2"),
-    (CALLING_PROVIDERS, {"temperature": 7}, "config.temperature must be a number between 0 and 2"),
-    (CALLING_PROVIDERS, {"max_tokens": 0}, "config.max_tokens must be a whole number between 1 and"),
-    (CALLING_PROVIDERS, {"max_tokens": 1.5}, "config.max_tokens must be a whole number between 1 and"),
-    (CALLING_PROVIDERS, {"top_p": True}, "config.top_p must be a number between 0 and 1"),
+    (SAMPLING_PROVIDERS, {"temperature": "hot"}, "config.temperature must be a number between 0 and 2"),
+    (SAMPLING_PROVIDERS, {"temperature": 7}, "config.temperature must be a number between 0 and 2"),
+    (SAMPLING_PROVIDERS, {"max_tokens": 0}, "config.max_tokens must be a whole number between 1 and"),
+    (SAMPLING_PROVIDERS, {"max_tokens": 1.5}, "config.max_tokens must be a whole number between 1 and"),
+    (SAMPLING_PROVIDERS, {"top_p": True}, "config.top_p must be a number between 0 and 1"),
     (CALLING_PROVIDERS, {"max_retries": 99}, "config.max_retries must be a whole number between 0 and 20"),
     (CALLING_PROVIDERS, {"max_concurrency": 0}, "config.max_concurrency must be a whole number between 1 and 1024"),
     (HTTP_PROVIDERS, {"timeout_read_s": -1}, "config.timeout_read_s must be a positive number of seconds"),
@@ -45,6 +47,9 @@ BAD_SETTINGS = [
     (["mock"], {"mode": "turbo"}, "config.mode must be one of oracle, noisy"),
     (["mock"], {"quality": 2}, "config.quality must be a number between 0.0 and 1.0"),
     (["mock"], {"failure_category": "meltdown"}, "config.failure_category must be one of"),
+    (["http_agent"], {"temperature": 0}, "config.temperature is not a http_agent setting"),
+    (["http_agent"], {"deadline_s": -1}, "config.deadline_s must be a positive number of seconds"),
+    (["http_agent"], {"timeout_read_s": "5"}, "config.timeout_read_s must be a positive number of seconds"),
     (["replay"], {"temperature": 0}, "config.temperature is not a replay setting (known: predictions)"),
     (["replay"], {}, "config.predictions is required (import_predictions sets it)"),
     (["replay"], {"predictions": "7"}, "config.predictions must be a whole number between 1 and"),

@@ -53,6 +53,7 @@ SAMPLES = {
     "reasoning_effort": "low",
     "thinking_budget_tokens": 1024,
     "predictions": 1,
+    "deadline_s": 60,
     "solver": "single_turn",
     "max_turns": 10,
     "max_output_tokens_per_turn": 512,

@@ -45,7 +45,7 @@ def test_a_flaky_call_succeeds_on_retry_and_records_it():
 
 
 def test_unknown_provider_is_refused_by_name():
-    providers = "anthropic, azure_openai, mock, openai, openai_compatible, openrouter, replay"
+    providers = "anthropic, azure_openai, http_agent, mock, openai, openai_compatible, openrouter, replay"
     assert arm_errors("openai-ish", "gpt", {}) == [f"provider 'openai-ish' is not supported (choose from {providers})"]
     assert arm_errors("mock", " ", {}) == ["model_name must not be empty"]
     assert arm_errors("mock", "m", []) == ["config must be an object"]

@@ -132,6 +132,7 @@ def test_a_key_survives_text_no_codec_could_encode():
 # OPERATIONAL_KEYS (how a call is made) or here (what it answers).
 ANSWER_KEYS = {
     "replay": {"predictions"},  # which imported predictions: the answers themselves
+    "http_agent": set(),  # a team's agent service: only how long it has, and how it is called
     # An agent's settings shape what each turn is sent (its tools, its ceilings): in the key.
     "anthropic": {"max_tokens", "temperature", "top_p", "extra_body", "thinking_budget_tokens", *SOLVER_KEYS},
     "openai": {

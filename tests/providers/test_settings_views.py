@@ -129,6 +129,8 @@ def test_staff_edit_rate_limits_in_the_admin(alice, org):
     [
         ({"provider": "skynet"}, "provider: choose one of"),
         ({"provider": "azure_openai"}, "Azure OpenAI needs an endpoint"),
+        ({"provider": "http_agent"}, "an agent service needs its endpoint (base_url)"),
+        ({"provider": "http_agent", "base_url": "http://127.0.0.1:9/agent", "api_key": ""}, "api_key: required"),
         ({"deployments": "[1, 2]"}, "deployments: a JSON object"),
         ({"base_url": "ftp://x"}, "base_url: must start with http"),
         ({"api_key": ""}, "api_key: required for a new credential"),
