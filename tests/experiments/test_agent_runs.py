@@ -5,6 +5,8 @@ out, a turn that fails for good); and a resumed trajectory that pays for no turn
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -145,3 +147,44 @@ def test_agent_settings_are_checked_like_every_setting(org, alice, bad):
         check_experiment_spec(org, spec)
     named = next(iter(key for key in bad if key != "solver"), "solver")
     assert f"config.{named}" in str(refused.value)
+
+
+# provider -> model, the credential's base URL suffix, api-version, deployments, the fake model server
+WIRES = {
+    "openai": ("gpt-4o", "/v1", "", {}, "openai"),
+    "openrouter": ("openai/gpt-4o", "/v1", "", {}, "openai"),
+    "openai_compatible": ("llama3", "/v1", "", {}, "openai"),
+    "azure_openai": ("gpt-4o", "", "2024-10-21", {"gpt-4o": "prod-4o"}, "openai"),
+    "anthropic": ("claude-sonnet-4-5", "", "", {}, "anthropic"),
+}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("provider", sorted(WIRES))
+def test_every_wire_runs_the_agent_through_the_pipeline_and_sandbox(org, alice, fake, provider, stream, start):
+    """The mock agent behind a fake server speaking the provider's tool-call format: the real
+    adapter, gateway, loop, tools in the sandbox and validation, as a real model would meet them."""
+    from experiments.mock_books import register_mock_books
+    from providers.models import ProviderCredential
+    from tests.providers.agent_servers import anthropic_agent, openai_agent
+
+    model, suffix, api_version, deployments, wire = WIRES[provider]
+    dataset = load_demo_dataset(org)
+    register_mock_books([dataset])  # the fake model's knowledge: it reads the task in the messages
+    fake.responder = (openai_agent if wire == "openai" else anthropic_agent)({"mode": "oracle"})
+    credential = ProviderCredential(
+        org=org, provider=provider, base_url=fake.url + suffix, api_version=api_version, deployments=deployments
+    )
+    credential.set_api_key("sk-wire-agent-0000000000")
+    credential.save()
+    config = {"solver": "agent", "stream": stream, "max_retries": 0, "max_turns": 12}
+    run = run_arms(org, alice, dataset, start, [ArmSpec("agent", provider, model, config)], sample_size=2)
+    assert run.status == "completed"
+    for attempt in run.attempts.all():
+        assert attempt.status == AttemptStatus.COMPLETED and attempt.resolved is True, attempt.error_message
+        steps = trajectory_of(attempt)
+        assert steps.ended == Ended.SUBMITTED and attempt.turns == len(steps.steps) >= 3
+        assert attempt.input_tokens > 0
+    assert "sk-wire-agent-0000000000" not in json.dumps(
+        list(run.attempts.values("request", "raw_response", "output")), default=str
+    )
