@@ -95,6 +95,7 @@ def main() -> None:
         check_question_run(page, args.base, out)
         check_repository_pages(page, args.base, out)
         check_transcripts(page, args.base, out)
+        check_agent_attempt(page, args.base, out)
         check_question_experiments(page, args.base, out)
         check_evaluator_admin(page, args.base, out)
         check_queue_admin(page, args.base, Path(args.var_dir), out)
@@ -231,6 +232,8 @@ def check_boards(page, base: str, out: Path) -> None:
 
 
 TRANSCRIPT = ("What was asked", "What came back", "What was read", "What was expected", "How it was graded")
+# An agent's attempt shows its steps between what it was asked and what came back.
+AGENT_TRANSCRIPT = ("What was asked", "What the agent did", *TRANSCRIPT[1:])
 
 
 def check_transcripts(page, base: str, out: Path) -> None:
@@ -246,7 +249,7 @@ def check_transcripts(page, base: str, out: Path) -> None:
         page.locator("a[href^='/runs/']").first.click()
         page.locator("table.attempts tbody tr td a[href^='/attempts/']").last.click()
         headings = page.locator("section.transcript h2").all_inner_texts()
-        assert headings == list(TRANSCRIPT), headings
+        assert headings in (list(TRANSCRIPT), list(AGENT_TRANSCRIPT)), headings
         assert page.locator(f"dl.facts dt:text-is('{quality}')").count() == 1, quality
         for fold in page.locator("section.transcript details.fold summary").all():
             fold.click()  # a long prompt (a PR task's files) opens in place
@@ -255,6 +258,23 @@ def check_transcripts(page, base: str, out: Path) -> None:
         stem = name.split(": ")[1].split(",")[0].replace(" ", "-")
         page.screenshot(path=out / f"17-transcript-{stem}.png", full_page=True)
         print(f"transcript of {name!r}: {role}; {quality}: {verdict}")
+
+
+def check_agent_attempt(page, base: str, out: Path) -> None:
+    """The demo's agent arm: an attempt's steps, in order, with a tool's output opened."""
+    page.goto(f"{base}/experiments/")
+    page.click("text=Demo: mock arms, single-turn and agent")
+    page.locator("a[href^='/runs/']").first.click()
+    assert page.locator("text=careful-agent (agent)").count() >= 1, "the agent arm is not named as one"
+    page.locator("table.attempts tbody tr:has-text('careful-agent') td a[href^='/attempts/']").first.click()
+    steps = page.locator("section.trajectory ol.steps > li")
+    assert steps.count() >= 3, steps.count()
+    calls = page.locator("section.trajectory div.tool-call p code").all_inner_texts()
+    assert calls[0] == "list_files" and calls[-1] == "submit", calls
+    page.locator("section.trajectory details.tool-output summary").nth(1).click()
+    ended = page.locator("section.trajectory p.ended").inner_text()
+    page.screenshot(path=out / "18-agent-trajectory.png", full_page=True)
+    print(f"agent attempt: {steps.count()} turns, calls {calls}; {ended}")
 
 
 # The question datasets of the demo, the first line of their kind's default prompt, and a word
