@@ -19,7 +19,13 @@ from tests.factories import ingest_textkit
 
 def tree(response) -> dict[str, str]:
     with tarfile.open(fileobj=io.BytesIO(response.content), mode="r:gz") as tar:
-        return {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+        return {m.name: _read(tar, m) for m in tar.getmembers() if m.isfile()}
+
+
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    extracted = tar.extractfile(member)
+    assert extracted is not None, member.name  # a regular file always has content to read
+    return extracted.read().decode()
 
 
 def fetch(token: str):
