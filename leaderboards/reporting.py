@@ -71,8 +71,10 @@ COLUMNS = [  # (heading, width, cell of an entry of the quality board, or of the
 INFERENCE_ONLY_HIDDEN = {"#", RATE, "95% CI", f"$/{RATE}"}
 
 
-def _cells(values: list[str]) -> str:
-    return " ".join(f"{v:<{-w}}" if w < 0 else f"{v:>{w}}" for v, (_, w, _) in zip(values, COLUMNS, strict=True))
+def _cells(values: list[str], arm_width: int = 16) -> str:
+    """One line of the table; the arm column as wide as its longest label ("x (agent)")."""
+    widths = [-arm_width if heading == "arm" else width for heading, width, _ in COLUMNS]
+    return " ".join(f"{v:<{-w}}" if w < 0 else f"{v:>{w}}" for v, w in zip(values, widths, strict=True))
 
 
 def run_board_text(run: Run) -> str:
@@ -84,13 +86,14 @@ def run_board_text(run: Run) -> str:
 
 def format_leaderboard(boards: RunBoards, words: Wording) -> str:
     board = boards.quality or boards.speed
-    header = _cells([heading.format(rate=words.rate) for heading, _, _ in COLUMNS])
+    arm_width = max([16, *(len(entry.arm.shown_label) for entry in board.entries)])
+    header = _cells([heading.format(rate=words.rate) for heading, _, _ in COLUMNS], arm_width)
     lines = [header, "-" * len(header)]
     for entry in board.entries:
         hidden = INFERENCE_ONLY_HIDDEN if boards.quality is None else set()
         cells = ["—" if heading in hidden else cell(entry) for heading, _, cell in COLUMNS]
         flag = "  (low n)" if entry.low_sample and boards.quality else ""
-        lines.append(_cells(cells) + flag)
+        lines.append(_cells(cells, arm_width) + flag)
     if boards.quality is None:
         lines.append("Inference only: nothing was validated, so nothing is ranked on quality.")
     else:

@@ -89,3 +89,14 @@ def test_a_question_runs_board_is_headed_in_its_kinds_words(org, alice, dataset,
         do_save_experiment(org, ExperimentSpec(name="patches", dataset=dataset, arms=ARMS[:1]), alice)
     )
     assert "resolved" in run_board_text(patches).splitlines()[0].split()
+
+
+def test_a_long_arm_name_keeps_the_columns_in_line(org, dataset, alice):
+    """An agent arm reads "label (agent)", longer than the column was: the column widens."""
+    arms = [ArmSpec("short", "mock", "mock-a", {}), ArmSpec("careful-agent", "mock", "mock-b", {"solver": "agent"})]
+    run = do_start_run(do_save_experiment(org, ExperimentSpec(name="wide", dataset=dataset, arms=arms), alice), alice)
+    run.attempts.update(status=AttemptStatus.COMPLETED, outcome="model_success", resolved=True)
+    lines = run_board_text(run).splitlines()
+    header, rows = lines[0], [line for line in lines[2:] if "mock/" in line]
+    assert any("careful-agent (agent)" in row for row in rows)
+    assert {row.index("mock/") for row in rows} == {header.index("provider/model")}
