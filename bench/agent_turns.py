@@ -50,7 +50,12 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    return measure(args.rounds)
+    from prbench.queues import stop_embedded_redis
+
+    try:
+        return measure(args.rounds)
+    finally:
+        stop_embedded_redis()  # the slots and the journal used it: no server outlives the bench
 
 
 def measure(rounds: int) -> int:
