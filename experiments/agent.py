@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
 from django.conf import settings
@@ -116,10 +116,7 @@ class AgentAnswer:
 
 @dataclass
 class _Totals:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     latency_ms: int = 0
     wall_ms: int = 0
     retries: int = 0
@@ -127,11 +124,10 @@ class _Totals:
     usage_reported: bool = True
 
     def add(self, completion: Completion) -> None:
-        usage = completion.usage
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.cached_tokens += usage.cached_tokens
-        self.reasoning_tokens += usage.reasoning_tokens
+        # Every count the provider reports, cache writes included, summed over the turns.
+        self.usage = Usage(
+            **{name: getattr(self.usage, name) + getattr(completion.usage, name) for name in USAGE_FIELDS}
+        )
         self.latency_ms += completion.latency_ms
         self.wall_ms += completion.wall_ms
         self.retries += completion.retries
@@ -141,7 +137,10 @@ class _Totals:
 
     @property
     def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        return self.usage.input_tokens + self.usage.output_tokens
+
+
+USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def solve(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None, seed_key: str) -> AgentAnswer:
@@ -301,12 +300,7 @@ class _Loop:
         return Completion(
             text=patch,
             finish_reason=self.trajectory.ended,
-            usage=Usage(
-                input_tokens=totals.input_tokens,
-                output_tokens=totals.output_tokens,
-                cached_tokens=totals.cached_tokens,
-                reasoning_tokens=totals.reasoning_tokens,
-            ),
+            usage=totals.usage,
             latency_ms=totals.latency_ms,
             cost_usd=totals.cost if self.trajectory.steps else None,
             model_served=last.model_served if last else self.prepared.arm.model_name,

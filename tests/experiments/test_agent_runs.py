@@ -58,7 +58,16 @@ def test_an_agent_arm_resolves_a_mined_repository_beside_its_single_turn_arm(org
         # The model was told the task's problem, not its hidden tests or its fix.
         first = steps.steps[0].sent[0]["content"]
         assert attempt.task.problem_statement in first
-        assert "test_" not in first or "def test_" not in first
+        hidden = [
+            line[len("+def ") :].split("(")[0]
+            for line in attempt.task.test_patch.splitlines()
+            if line.startswith("+def ")
+        ]
+        assert hidden and not any(name in first for name in hidden)
+        # Nor could a tool show them: no call's result holds the hidden tests' names.
+        shown = "".join(result["content"] for step in steps.steps for result in step.results)
+        assert not any(name in shown for name in hidden)
+        assert attempt.input_tokens == sum(step.input_tokens for step in steps.steps)
         assert attempt.output and attempt.patch_applied and attempt.input_tokens > 0
         # The answer is the working copy's diff, validated on a fresh copy like any patch.
         patch = Artifact.objects.get(attempt=attempt, kind=ArtifactKind.PATCH).content
@@ -115,6 +124,28 @@ def test_a_token_ceiling_stops_before_the_turn_past_it(org, alice, plain_textkit
     arms = [ArmSpec("agent", "mock", "m", {**ORACLE_AGENT, "max_attempt_tokens": 1})]
     attempt = run_arms(org, alice, dataset, start, arms).attempts.get()
     assert attempt.turns == 1 and trajectory_of(attempt).ended == Ended.TOKEN_CEILING
+
+
+def test_a_cost_ceiling_stops_before_the_turn_past_it(org, alice, plain_textkit, start):
+    ingest_textkit(org, plain_textkit, "--max", "1")
+    dataset = Dataset.objects.get(name="textkit")
+    priced = {**ORACLE_AGENT, "price_input_per_mtok": 1000.0, "price_output_per_mtok": 1000.0}
+    arms = [ArmSpec("agent", "mock", "m", {**priced, "max_attempt_cost_usd": 0.000001})]
+    attempt = run_arms(org, alice, dataset, start, arms).attempts.get()
+    assert attempt.turns == 1 and trajectory_of(attempt).ended == Ended.COST_CEILING
+    assert attempt.cost_usd > 0
+
+
+def test_the_no_tests_tool_set_offers_no_test_runs(org, alice, plain_textkit, start):
+    ingest_textkit(org, plain_textkit)
+    dataset = Dataset.objects.get(name="textkit")
+    arms = [ArmSpec("agent", "mock", "m", {**ORACLE_AGENT, "tools": "no_tests"})]
+    run = run_arms(org, alice, dataset, start, arms, repetitions=2)
+    for attempt in run.attempts.all():
+        offered = [tool["name"] for tool in attempt.request["tools"]]
+        assert "run_tests" not in offered and "submit" in offered
+        called = {call["name"] for step in trajectory_of(attempt).steps for call in step.tool_calls}
+        assert "run_tests" not in called and attempt.resolved is True
 
 
 def test_a_turn_that_fails_for_good_is_infrastructure_and_keeps_what_was_paid(org, alice, plain_textkit, start):
@@ -188,3 +219,19 @@ def test_every_wire_runs_the_agent_through_the_pipeline_and_sandbox(org, alice, 
     assert "sk-wire-agent-0000000000" not in json.dumps(
         list(run.attempts.values("request", "raw_response", "output")), default=str
     )
+
+
+def test_an_agents_counts_are_its_turns_summed_cache_writes_included():
+    """Each count the provider reports, summed over the turns: an Anthropic agent's cache
+    writes (billed apart) are on the attempt as they are on a single-turn answer."""
+    from decimal import Decimal
+
+    from experiments.agent import _Totals
+    from providers.types import Completion, Usage
+
+    totals = _Totals()
+    for cache_write in (100, 40):
+        usage = Usage(input_tokens=500, output_tokens=20, cached_tokens=300, cache_write_tokens=cache_write)
+        totals.add(Completion("", "tool_use", usage, latency_ms=10, cost_usd=Decimal("0.01"), model_served="m"))
+    assert totals.usage == Usage(input_tokens=1000, output_tokens=40, cached_tokens=600, cache_write_tokens=140)
+    assert (totals.cost, totals.latency_ms, totals.tokens) == (Decimal("0.02"), 20, 1040)
