@@ -13,9 +13,8 @@ from experiments.models import Artifact, ArtifactKind, AttemptStatus, RunStatus
 from experiments.trajectory import Ended, Trajectory
 from prbench import metrics
 from prbench.queues import get_connection
-from prbench.recovery import run_recovery_sweep
 from tests.conftest import work_queue
-from tests.experiments.test_worker_crash import LEASE_S, spawn_worker, wait_until
+from tests.experiments.test_worker_crash import reclaimed_after_its_lease, spawn_worker, wait_until
 
 # Slow turns, so the worker is certainly between turns 2 and the end when it is killed.
 AGENT = {"mode": "oracle", "solver": "agent", "max_turns": 12, "latency_ms": 700}
@@ -44,8 +43,7 @@ def test_a_killed_workers_agent_attempt_pays_for_no_journalled_turn_again(org, a
         attempt.refresh_from_db()
         assert attempt.status == AttemptStatus.RUNNING and attempt.claims == 1
 
-        reclaimed: list[int] = []
-        assert wait_until(lambda: reclaimed.append(run_recovery_sweep()["reclaimed"]) or sum(reclaimed), 5 * LEASE_S)
+        assert reclaimed_after_its_lease() == 1
         before = asked_turns()
         work_queue()
     finally:
