@@ -47,9 +47,15 @@ def wait_until(predicate, timeout=30.0):
 
 def reclaimed_after_its_lease() -> int:
     """Sweep until the dead worker's attempts are back in the queue (its lease ran out): how many."""
-    reclaimed: list[int] = []
-    assert wait_until(lambda: reclaimed.append(run_recovery_sweep()["reclaimed"]) or sum(reclaimed), 5 * LEASE_S)
-    return sum(reclaimed)
+    reclaimed = 0
+
+    def swept() -> bool:
+        nonlocal reclaimed
+        reclaimed += run_recovery_sweep()["reclaimed"]
+        return reclaimed > 0
+
+    assert wait_until(swept, 5 * LEASE_S)
+    return reclaimed
 
 
 @pytest.mark.django_db(transaction=True)
