@@ -153,9 +153,10 @@ MAYBE_BILLED = frozenset({ErrorCategory.TIMEOUT, ErrorCategory.PROVIDER_TIMEOUT,
 def call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | None = None) -> Completion:
     """One request through the retry loop; safe to run on many threads at once.
 
-    ``held_slot``, from ``hold_slots``, serves the first try, so a batch of calls costs one
-    Redis round trip for its slots instead of two per call. It is given back here if that
-    try fails (a call waiting to retry holds no slot); otherwise by the caller.
+    ``held_slot``, from ``hold_slots``, serves the call, so a batch of calls costs one Redis
+    round trip for its slots instead of two per call; the caller gives it back. A call with
+    none takes one at its first try and gives it back when it ends. Either way the slot is
+    held from the first try to the last, the waits before retries included (``_CallSlot``).
 
     With budgets, the call's most possible cost is reserved against all of them first, and
     the call is not made (``BUDGET_EXCEEDED``) when that would pass one.
@@ -214,9 +215,9 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
     retry_log: list[dict] = []
     clock = CallClock(_total_seconds(arm.config, prepared.adapter_class))
     retrying = _retry_policy(arm.config, retry_log, secrets, clock)
-    held = [held_slot] if held_slot else []
+    slot = _CallSlot(held_slot)
     try:
-        completion = retrying(_generate_within_limits, adapter, request, clock, held)
+        completion = retrying(_generate_within_limits, adapter, request, clock, slot)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
         exc.wall_ms = _ms_since(started)
@@ -224,6 +225,8 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
         logger.info("provider call failed: provider=%s category=%s", arm.provider, exc.category)
         metrics.count_provider_failure(arm.provider, exc.category)
         raise
+    finally:
+        slot.release_own(arm.key)
     done = _redact_completion(
         replace(completion, retries=len(retry_log), retry_log=tuple(retry_log), wall_ms=_ms_since(started)), secrets
     )
@@ -406,24 +409,48 @@ class CallClock:
             self.deadline += time.monotonic() - started
 
 
+class _CallSlot:
+    """The arm slot one call holds, from its first try to its last.
+
+    A try that fails keeps the slot through the wait before the retry: a call sleeping on a
+    429's retry-after is still the arm's call, and had it given its slot back, a new attempt
+    of the arm would take it (and a thread), fail the same way and sleep beside it. An arm
+    that rate-limits or fails then holds at most its ``max_concurrency`` threads, and the
+    other arms keep theirs."""
+
+    def __init__(self, held: str | None):
+        self.token = held
+        self.own: list[str] = []  # taken by this call, not handed in: given back by it
+
+    def take(self, adapter: Adapter, clock: CallClock) -> None:
+        key = adapter.arm.key
+        if self.token or not key:
+            return
+        try:
+            with clock.waiting_for_capacity() as capacity_deadline:
+                self.own = wait_for_slot(key, _max_concurrency(adapter.arm), capacity_deadline)
+        except CapacityTimeout:
+            raise _capacity_timeout("a free slot of the arm (max_concurrency)") from None
+        self.token = self.own[0]
+
+    def release_own(self, key: str) -> None:
+        release_arm_slots(key, self.own)  # never raises: an answer must not be lost to Redis
+        self.own = []
+
+
 def _generate_within_limits(
-    adapter: Adapter, request: CompletionRequest, clock: CallClock, held: list[str]
+    adapter: Adapter, request: CompletionRequest, clock: CallClock, slot: _CallSlot
 ) -> Completion:
-    """One try: rate budget first, then the arm's slot, so a call held back by its
-    credential's rate limit does not also keep another call of the arm from running. The
-    first try may come with its slot already taken (before its attempt was claimed): it
-    waits for rate budget in it, as that attempt's thread would otherwise wait for a slot."""
+    """One try: rate budget first, then the arm's slot if the call holds none yet, so a call
+    held back by its credential's rate limit does not also keep another call of the arm from
+    running. A call that already holds its slot (handed in, or kept from a failed try) waits
+    for rate budget in it, as that attempt's thread would otherwise wait for a slot."""
     limit = _rate_limit(adapter.credential)
     estimate = estimated_tokens(request) if limit else 0
-    slot = held.pop() if held else None
-    try:
-        if limit is not None:
-            _take_rate_budget(adapter, limit, estimate, clock)
-        completion = _generate(adapter, request, clock) if slot else _generate_in_slot(adapter, request, clock)
-    except BaseException:
-        if slot:  # a try that failed gives its slot back: the retry takes one when it is due
-            release_arm_slots(adapter.arm.key, [slot])
-        raise
+    if limit is not None:
+        _take_rate_budget(adapter, limit, estimate, clock)
+    slot.take(adapter, clock)
+    completion = _generate(adapter, request, clock)
     used = completion.usage.input_tokens + completion.usage.output_tokens
     if limit is not None and used > estimate:
         # The answer is paid for: a Redis error here must not lose it (the bucket refills).
@@ -483,20 +510,6 @@ def _take_rate_budget(adapter: Adapter, limit: RateLimit, tokens: int, clock: Ca
         taken = wait_for_rate_budget(limit, tokens, adapter.arm.key, capacity_deadline)
     if not taken:
         raise _capacity_timeout("the credential's rate limit")
-
-
-def _generate_in_slot(adapter: Adapter, request: CompletionRequest, clock: CallClock) -> Completion:
-    # A slot per try, not per attempt: an attempt sleeping before a retry holds none.
-    key = adapter.arm.key
-    try:
-        with clock.waiting_for_capacity() as capacity_deadline:
-            slot = wait_for_slot(key, _max_concurrency(adapter.arm), capacity_deadline) if key else []
-    except CapacityTimeout:
-        raise _capacity_timeout("a free slot of the arm (max_concurrency)") from None
-    try:
-        return _generate(adapter, request, clock)
-    finally:
-        release_arm_slots(key, slot)
 
 
 def _capacity_timeout(what: str) -> ProviderError:

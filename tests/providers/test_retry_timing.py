@@ -9,6 +9,7 @@ tests stay fast; the deadline is short so a wait that should not be honoured sho
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -269,3 +270,42 @@ def test_the_backoff_matches_the_sdks():
         samples = [gateway.backoff_seconds(retry, 0.5) for _ in range(200)]
         assert all(0.75 * ceiling <= s <= ceiling for s in samples)
         assert max(samples) - min(samples) > 0.05 * ceiling  # jittered, not fixed
+
+
+# --- a call waiting to retry keeps its slot ---------------------------------------------------
+
+
+def test_calls_waiting_to_retry_keep_their_slots_so_a_rate_limited_arm_holds_no_more_than_its_slots(connect, fake):
+    """Six calls on an arm of two slots, each refused twice with a 429 before it is answered.
+    A call that gave its slot back while it slept before a retry let another call of the arm
+    start (on a thread of its own) and sleep beside it: the arm had more calls under way than
+    slots. Seen from the provider, no more than two calls are ever between their first try and
+    their answer."""
+    org = connect("openai")
+    tries: dict[str, list[float]] = {}
+
+    def responder(seen):
+        caller = seen.body["messages"][-1]["content"]
+        tries.setdefault(caller, []).append(time.monotonic())
+        if len(tries[caller]) <= 2:
+            return Reply(429, OPENAI_429, {"retry-after": "0.05"})
+        return Reply(200, OPENAI_OK)
+
+    fake.responder = responder
+    # Read here: the calls' threads do not see this test's transaction.
+    prepared = gateway.prepare(org.pk, ArmSpec("openai", "gpt-4.1", CONFIG | {"max_concurrency": 2}, key="slots"))
+    answered = []
+
+    def one_call(number: int) -> None:
+        request = CompletionRequest(messages=(Message("user", f"call {number}"),), max_output_tokens=8)
+        answered.append(gateway.call(prepared, request).retries)
+
+    threads = [threading.Thread(target=one_call, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answered == [2] * 6 and all(len(times) == 3 for times in tries.values())
+    spans = [(times[0], times[-1]) for times in tries.values()]
+    under_way = max(sum(1 for start, end in spans if start <= moment <= end) for moment, _ in spans)
+    assert under_way == 2
