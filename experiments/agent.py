@@ -27,7 +27,7 @@ from django.conf import settings
 from datasets.validation import agent_workspace
 from evaluation.agent_tools import ToolOutcome, Workspace, tool_specs
 from evaluation.sandbox import SandboxFailed
-from experiments import answer_journal
+from experiments import answer_journal, in_flight
 from experiments.models import Attempt
 from experiments.prompts import DEFAULT_MAX_OUTPUT_TOKENS, prompt_version
 from experiments.trajectory import Ended, Step, Trajectory, call_record, cost_text, message_record
@@ -247,7 +247,8 @@ class _Loop:
         and journalled at once, before its tools run."""
         if kept := self.recovered.get(turn):
             return kept, True
-        completion = gateway.call(self.prepared, request)
+        with in_flight.provider_call(self.attempt_id):
+            completion = gateway.call(self.prepared, request)
         answer_journal.keep_turn(self.attempt_id, turn, completion)
         metrics.count_agent_turn(self.prepared.arm.provider)
         return completion, False

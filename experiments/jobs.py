@@ -24,7 +24,8 @@ def execute_attempts(run_id: int, attempt_ids: list[int]) -> int:
     providers.limits); returns how many this job recorded."""
     with bound_contextvars(**_public_ids(run_id)):  # on every line the job writes, then gone
         threads = _threads()
-        ran = BatchRunner(run_id, attempt_ids, threads).run(_attempt_pool(threads))
+        capacity = _capacity(threads)
+        ran = BatchRunner(run_id, attempt_ids, threads, capacity).run(_attempt_pool(capacity))
         finish_run_if_done(run_id)
         return ran
 
@@ -39,8 +40,19 @@ def _threads() -> int:
     return max(1, settings.PRBENCH_THREADS_PER_JOB)
 
 
+def _capacity(threads: int) -> int:
+    """The pool's threads: the job's, and room for attempts stalled on their provider
+    (BatchRunner._free_threads), so a hanging arm's calls do not take the others' threads."""
+    return threads * (1 + STALLED_ROOM)
+
+
+# Spare threads per job thread for stalled calls. An arm's stalled calls are bounded by its
+# slots (max_concurrency, default 8), so two per thread leaves room for two hanging arms.
+STALLED_ROOM = 2
+
+
 def warm_attempt_pool() -> None:
-    _attempt_pool(_threads())
+    _attempt_pool(_capacity(_threads()))
 
 
 WARM_UP_S = 10

@@ -50,7 +50,7 @@ from evaluation.repositories import RepositoryUnavailable, ensure_commit
 from evaluation.workloads import workload_for
 from evaluation.workloads.base import Context, Evaluation, asks_for_confidence, stated_confidence
 from evaluation.workloads.pr_patch import PrPatch
-from experiments import agent, answer_journal, liveness
+from experiments import agent, answer_journal, in_flight, liveness
 from experiments.agent import is_agent
 from experiments.attempt_queue import enqueue_attempts
 from experiments.budgets import run_budgets
@@ -91,6 +91,15 @@ STEAL_FOR_S = 300
 # go to other arms (a slot the job itself gives back ends it sooner). Short: a slot another
 # worker frees is taken on this job's next round, and a long pause would idle its threads.
 BLOCKED_S = 0.05
+# An attempt whose provider call has gone on this many times its arm's usual latency (and at
+# least STALL_FLOOR_S) is stalled: a hanging provider, a long retry-after. It stops counting
+# against the job's threads, so the job claims other arms' attempts in its place, up to the
+# pool's spare threads (jobs.py: STALLED_ROOM per thread).
+STALL_FACTOR = 4
+STALL_FLOOR_S = 0.5
+# A job that found its run drained looks again this often while calls of its own still run:
+# attempts come back to the queue, and another worker's claim may have beaten its own.
+LOOK_AGAIN_S = 0.5
 # Set when the worker process is asked to stop: jobs claim nothing more (see worker.py).
 stop_claiming = threading.Event()
 
@@ -327,7 +336,8 @@ def _answer(
         return cache.hit.completion, timezone.now()
     if attempt.claims > 1 and (recovered := answer_journal.kept(attempt.pk)):
         return recovered
-    completion = gateway.call(prepared, request, held_slot)
+    with in_flight.provider_call(attempt.pk):
+        completion = gateway.call(prepared, request, held_slot)
     responded_at = timezone.now()
     answer_journal.keep(attempt.pk, completion, responded_at)
     return completion, responded_at
@@ -400,6 +410,7 @@ class Submitted:
     arm_id: int
     arm: gateway.PreparedArm
     slot: str | None
+    attempt_id: int = 0
 
 
 class BatchRunner:
@@ -416,7 +427,7 @@ class BatchRunner:
     one's turn: the run's queued jobs were ahead of any later run's in the queue anyway.
     """
 
-    def __init__(self, run_id: int, attempt_ids: Iterable[int], threads: int):
+    def __init__(self, run_id: int, attempt_ids: Iterable[int], threads: int, capacity: int | None = None):
         self.run_id = run_id
         # The job's own attempts not yet claimed, each with its arm once read (in run()).
         self.pending: dict[int, int] = {}
@@ -425,6 +436,12 @@ class BatchRunner:
         # this job gives back opens its arm at once.
         self.blocked: dict[int, float] = {}
         self.threads = threads
+        # The pool's threads: more than ``threads``, for attempts stalled on their provider.
+        self.capacity = max(threads, capacity or threads)
+        self.in_flight: dict[int, int] = {}  # attempt id -> arm id, of those on the pool now
+        self.usual_s: dict[int, float] = {}  # arm id -> its calls' usual latency in this job
+        self.look_again_at = 0.0
+        self.gave_up = False  # the platform failed an attempt: take no more of the run
         # Claim when a quarter of the threads are free (or none is busy), not on every
         # single completion: a claim is one UPDATE for the whole chunk.
         self.refill_at = max(1, threads // 4)
@@ -454,7 +471,7 @@ class BatchRunner:
                 Attempt.objects.filter(pk__in=self.attempt_ids, status=AttemptStatus.QUEUED), hand_back=True
             )
             while self._has_work():
-                free = self.threads - self.running
+                free = self._free_threads()
                 if free and (free >= self.refill_at or not self.running) and self._claim_and_submit(pool, free):
                     continue
                 if self._flush_due():
@@ -469,6 +486,33 @@ class BatchRunner:
             self._abandon()
             raise
         return self.recorded
+
+    def _free_threads(self) -> int:
+        """Threads for new attempts: the job's ``threads`` less its working attempts. Those
+        stalled on their provider are not working (in_flight.py): a hanging or rate-limited
+        arm must not take the threads of the arms beside it. Its own slots still bound it."""
+        free = self.threads - self.running
+        if free >= self.refill_at or not self.running:
+            return free  # the common case, with no look at the calls
+        now = time.monotonic()
+        stalled = sum(1 for pk, arm_id in self.in_flight.items() if self._stalled(pk, arm_id, now))
+        return max(0, min(free + stalled, self.capacity - self.running))
+
+    def _stalled(self, attempt_id: int, arm_id: int, now: float) -> bool:
+        since = in_flight.waiting_since(attempt_id)
+        if since is None:
+            return False
+        # An arm not heard from yet is held to the others' pace: a hanging arm never answers.
+        usual = self.usual_s.get(arm_id) or min(self.usual_s.values(), default=0.0)
+        return now - since > max(STALL_FLOOR_S, STALL_FACTOR * usual)
+
+    def _note_latency(self, arm_id: int, outcome: Outcome) -> None:
+        completion = outcome.completion
+        if completion is None or not completion.latency_ms or completion.replayed:
+            return
+        seconds = completion.latency_ms / 1000
+        before = self.usual_s.get(arm_id)
+        self.usual_s[arm_id] = seconds if before is None else 0.8 * before + 0.2 * seconds
 
     def _capabilities(self) -> tuple[str, ...]:
         # Only for a job whose tasks need something: finding the worker's interpreters the
@@ -528,7 +572,10 @@ class BatchRunner:
         slots: dict[str, tuple[gateway.PreparedArm, list[str]]] = {}
         while True:
             self.running -= 1
-            self._finished(submitted.token, future.result())
+            self.in_flight.pop(submitted.attempt_id, None)
+            outcome = future.result()
+            self._note_latency(submitted.arm_id, outcome)
+            self._finished(submitted.token, outcome)
             self.blocked.pop(submitted.arm_id, None)  # its slot is free again, for us or a retry
             if submitted.slot:
                 slots.setdefault(submitted.arm.arm.key, (submitted.arm, []))[1].append(submitted.slot)
@@ -559,15 +606,23 @@ class BatchRunner:
         return picked
 
     def _steal(self, count: int, picked: set[int]) -> list[tuple[int, int]]:
-        if self.run_drained or time.monotonic() > self.steal_until:
+        now = time.monotonic()
+        if self.gave_up or now > self.steal_until:
             self.run_drained = True
             return []
+        if self.run_drained:
+            # The job stays open while calls of its own run (a hanging arm's, say): it keeps
+            # its threads busy with whatever comes back to the run's queue, now and then.
+            if not self.running or now < self.look_again_at:
+                return []
+            self.run_drained = False
         queued = Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)
         rows = list(self._servable(queued.exclude(arm_id__in=list(self.blocked)), limit=count + len(picked)).items())
         # Nothing left but attempts of full arms: their own jobs (this one, or those still in
         # the queue) run them when slots free up. Nor when the next ones need what this worker
         # lacks: their own jobs wait on their own queue for a worker that has it.
         self.run_drained = not rows or self.unservable_seen
+        self.look_again_at = now + LOOK_AGAIN_S
         return [(pk, arm) for pk, arm in rows if pk not in picked][:count]
 
     def _claim_and_submit(self, pool: Executor, free: int) -> bool:
@@ -634,7 +689,10 @@ class BatchRunner:
         token, attempts = claim_attempts(ids, self.related, token)
         self.claimed[token] = [attempt.pk for attempt in attempts]
         if not attempts:
-            self.run_drained = True  # paused, cancelled, or another worker got there first
+            # Paused, cancelled, or another worker got there first: the job's own attempts are
+            # gone, and the run's are looked at again later (_steal).
+            self.run_drained = True
+            self.look_again_at = time.monotonic() + LOOK_AGAIN_S
             # They are off ``pending`` now: try the next at once rather than wait for a slot.
             return True
         looked_up = self._look_up_cached(pool, attempts, arms)
@@ -647,7 +705,7 @@ class BatchRunner:
             held = slots[attempt.arm_id]
             # A reused answer needs no slot; one left over is given back by the caller.
             slot = held.pop() if held and not _is_hit((request, cache)) else None
-            self._submit(pool, Submitted(token, attempt.arm_id, arm, slot), attempt, request, cache)
+            self._submit(pool, Submitted(token, attempt.arm_id, arm, slot, attempt.pk), attempt, request, cache)
         return True
 
     def _wait_for_a_slot(self) -> None:
@@ -704,6 +762,7 @@ class BatchRunner:
         cache: CacheSlot | None = None,
     ) -> None:
         self.running += 1
+        self.in_flight[submitted.attempt_id] = submitted.arm_id
         # In a copy of the job's logging context (its run and org), which the thread adds the
         # attempt to: a pool thread does not inherit the context of the thread that submits.
         context = contextvars.copy_context()
@@ -714,7 +773,7 @@ class BatchRunner:
         if outcome.give_back:
             # Its platform failed: stop taking the run's queued attempts (this one among
             # them), which would only spend their claims while Redis or Postgres is down.
-            self.run_drained = True
+            self.run_drained = self.gave_up = True
         if not any(self.finished.values()):
             self.oldest_finished = time.monotonic()
         self.finished.setdefault(token, []).append(outcome)

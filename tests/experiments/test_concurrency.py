@@ -75,6 +75,35 @@ def test_a_full_arm_holds_its_own_slots_not_the_threads_other_arms_need(experime
     assert run.attempts.filter(claims=1).count() == 12
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_arm_stalled_on_its_provider_does_not_take_the_threads_of_the_arm_beside_it(experiment, monkeypatch):
+    """A slow arm with as many slots as the job has threads: once its calls have run well past
+    the other arm's pace they stop counting against the job's threads, and the fast arm's
+    attempts run on the pool's spare threads meanwhile. Counted like working attempts, the
+    slow arm's four calls took all four threads, and the fast arm waited for them."""
+    monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", 4)
+    monkeypatch.setattr(settings, "PRBENCH_ATTEMPTS_PER_JOB", 16)
+    do_replace_arms(
+        experiment,
+        [
+            ArmSpec("slow", "mock", "m", {"mode": "oracle", "latency_ms": 1500, "max_concurrency": 4}),
+            ArmSpec("fast", "mock", "m", {"mode": "oracle", "latency_ms": 10}),
+        ],
+    )
+    experiment.sample_size, experiment.repetitions = 4, 2  # 8 attempts per arm, one job
+    experiment.save()
+    run = do_start_run(experiment, inference_only=True)
+    work_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    answered = {
+        label: sorted(run.attempts.filter(arm__label=label).values_list("responded_at", flat=True))
+        for label in ("slow", "fast")
+    }
+    assert answered["fast"][-1] < answered["slow"][0]
+    assert run.attempts.filter(claims=1).count() == 16
+
+
 def test_a_job_waiting_for_a_full_arm_is_woken_by_a_release(db):
     held = limits.acquire_slots("full-arm", 1, 1)
     threading.Timer(0.2, limits.release_slots, ("full-arm", held)).start()
@@ -109,7 +138,7 @@ def test_slots_are_taken_in_batches_up_to_the_free_count(db):
     assert len(limits.acquire_slots("batch-arm", 3, 5)) == 1
 
 
-def test_a_held_slot_serves_the_first_try_and_is_freed_before_a_retry(db):
+def test_a_held_slot_serves_every_try_and_the_caller_frees_it(db):
     from providers import gateway
     from providers.types import ArmSpec as ProviderArm
     from providers.types import CompletionRequest, Message
@@ -133,8 +162,11 @@ def test_a_held_slot_serves_the_first_try_and_is_freed_before_a_retry(db):
         except ProviderError as error:
             errors.append(error)
 
-    assert _finishes(call_failing)  # the retry needs the only slot: the failed try must have given it back
+    # The retry runs in the held slot (with limit 1, wanting a second one it would wait).
+    assert _finishes(call_failing)
     assert errors[0].retries == 1
+    assert limits.get_connection().zscore(limits.slots_key("held-fail"), slot) is not None  # still the caller's
+    gateway.release_slots(failing, [slot])
     assert limits.get_connection().zcard(limits.slots_key("held-fail")) == 0
 
 
@@ -147,8 +179,9 @@ def test_a_worker_starts_its_attempt_threads_before_its_first_job(db, monkeypatc
     monkeypatch.setattr(jobs, "_pool", None)
     monkeypatch.setattr(jobs, "_pool_size", 0)
     AttemptWorker([get_queue()], connection=limits.get_connection()).work(burst=True)  # nothing queued
-    assert jobs._pool is not None and jobs._pool_size == 5
-    assert len(jobs._pool._threads) == 5
+    # The job's five, and room for attempts stalled on their provider.
+    assert jobs._pool is not None and jobs._pool_size == 5 * (1 + jobs.STALLED_ROOM)
+    assert len(jobs._pool._threads) == jobs._pool_size
     jobs._pool.shutdown()
 
 

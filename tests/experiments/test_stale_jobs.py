@@ -21,3 +21,22 @@ def test_later_jobs_of_a_run_drained_by_the_first_do_not_wait_for_slots(org, dat
     assert run.status == RunStatus.COMPLETED
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).count() == run.total_attempts
     assert waits == []  # before: a second's wait per round of claims in every later job
+
+
+def test_a_job_still_waiting_on_its_own_calls_takes_up_attempts_that_came_back_to_the_queue(org, dataset, alice, start):
+    """A job that found its run drained (another worker's claim beat its own, or nothing was
+    left) but still has calls under way (a hanging arm's) looks at the run's queue again: the
+    attempts a sweep or a give-back queued again are taken up by its idle threads, instead of
+    waiting behind a job that has stopped claiming for as long as the hanging calls last."""
+    arms = [ArmSpec("oracle", "mock", "m", {"mode": "oracle"})]
+    run = start(do_save_experiment(org, ExperimentSpec(name="drained", dataset=dataset, arms=arms), alice))
+    job = pipeline.BatchRunner(run.pk, [], threads=4)
+    job.run_drained, job.running = True, 1  # drained earlier; one call of its own still under way
+    assert len(job._steal(2, set())) == 2
+    assert job.run_drained is False
+    job.run_drained = True  # and looked at just now: not again before LOOK_AGAIN_S
+    job.look_again_at = pipeline.time.monotonic() + pipeline.LOOK_AGAIN_S
+    assert job._steal(2, set()) == []
+    job.running = 0  # nothing of its own left: the job ends rather than wait for more
+    job.look_again_at = 0
+    assert job._steal(2, set()) == []
