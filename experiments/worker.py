@@ -51,9 +51,9 @@ class AttemptWorker(SimpleWorker):
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         liveness.heartbeat()  # alive from the start, not only from its first claim
-        self.reap_dead_workers()
         warm_attempt_pool()
         self.listen_to_served_queues()
+        self.reap_dead_workers()
         return super().work(*args, **kwargs)
 
     def reap_dead_workers(self) -> None:
