@@ -37,7 +37,7 @@ class Command(CheckedCommand):
             for name, value in report.items():
                 count[name] += value
         self.stdout.write(
-            f"reaped {count['dead_workers']} dead worker(s) and freed {count['freed_slots']} of their arm slot(s); "
+            f"reaped {count['dead_workers']} dead worker(s); freed {count['freed_slots']} arm slot(s) of dead ones; "
             f"reclaimed {count['reclaimed']} abandoned attempt(s); rebuilt jobs for {count['requeued_runs']} run(s); "
             f"enqueued {count['jobs']} job(s); queued {count['unjudged']} unjudged attempt(s) for the evaluator; "
             f"refreshed the boards of {count['summaries']} run(s); "
