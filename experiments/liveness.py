@@ -192,7 +192,22 @@ def is_dead_here(lease: WorkerLease) -> bool:
         return False
     if lease.hostname != socket.gethostname()[:255] or lease.process_scope != process_scope():
         return False
-    return process_start_ticks(lease.pid) != lease.process_start_ticks
+    ticks = process_start_ticks(lease.pid)
+    if ticks is None:
+        return not _hidden_from_us(lease.pid)
+    return ticks != lease.process_start_ticks
+
+
+def _hidden_from_us(pid: int) -> bool:
+    """Whether ``pid`` runs as a user whose processes /proc hides from us (``hidepid``): it may
+    be the lease's process, alive, and reaping it would pay for its calls twice."""
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether it may be sent
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False  # ours and signalable, yet no readable stat: a zombie, dead
 
 
 def claimer_name() -> str:

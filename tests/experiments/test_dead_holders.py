@@ -6,6 +6,8 @@ leases; now a worker starting on the same machine sees their processes are gone.
 import os
 import signal
 import socket
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
 
@@ -118,6 +120,20 @@ def test_a_lease_whose_pid_is_now_another_process_is_reaped_with_its_slots():
     assert report["dead_workers"] == 1 and report["freed_slots"] == 2
     assert not WorkerLease.objects.filter(pk=reused.pk).exists()
     assert slot_tokens(ARM) == kept
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_process_its_parent_has_not_collected_yet_is_dead():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        killed = lease(pid=child.pid)  # its start time, recorded while it ran
+        child.send_signal(signal.SIGKILL)
+        assert wait_until(lambda: process_start_ticks(child.pid) is None)  # a zombie: not waited for
+        assert reap_dead_holders()["dead_workers"] == 1
+        assert not WorkerLease.objects.filter(pk=killed.pk).exists()
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.django_db(transaction=True)
