@@ -2,11 +2,11 @@
 
 A slot is a member of a sorted set scored by its lease expiry. Leases are short and renewed
 by the holding process while it holds them, so a slot dies with its holder within a lease,
-never later (a fixed long lease kept a killed worker's slots for 15 minutes). Each slot's token
-names its holder, the holding process's worker lease (``set_holder_provider``): whoever finds
-that process dead frees its slots at once (``release_holders_slots``) rather than after their
-lease, so a restarted worker pool need not wait out the slots of the pool it replaced. A call waiting
-for a slot blocks on a list that every release pushes to, rather than polling. Who is waiting,
+never later (a fixed long lease kept a killed worker's slots for 15 minutes). Each slot's
+token names its holder, the holding process's worker lease (``set_holder_provider``): whoever
+finds that process dead frees its slots at once (``release_holders_slots``) rather than after
+their lease, so a restarted worker pool need not wait out the slots of the pool it replaced.
+A call waiting for a slot blocks on a list that every release pushes to, rather than polling. Who is waiting,
 for a slot or for rate budget, is a sorted set of expiring entries too: a waiter that dies
 stops being counted. A credential's requests and tokens per minute are token buckets in one
 Redis hash, taken from atomically by a Lua script.
@@ -198,7 +198,8 @@ def rate_waiting_key(arm_key: str) -> str:
 
 class _HeldSlots:
     """The slots this process holds, whose leases a daemon thread renews until they are
-    released. A process that dies stops renewing, and its slots free up within a lease."""
+    released. A process that dies stops renewing, and its slots free up within a lease at the
+    latest (at once, when a worker on its machine sees it dead: experiments/dead_holders.py)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
