@@ -160,3 +160,18 @@ def test_a_dead_holders_slots_wake_a_waiter():
         # Woken as a release wakes: one wake-up is pushed for the one waiter.
         assert get_connection().llen(limits.freed_key(ARM)) == 1
     assert limits.acquire_slots(ARM, 1, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_slots_of_a_process_without_a_lease_are_left_to_their_own_lease():
+    # The web server testing a connection: no lease says whether it lives, so nobody frees its
+    # slot early; it goes when its lease runs out, as before holders existed.
+    provider = limits._holder_provider
+    limits.set_holder_provider(lambda: None)
+    try:
+        held = limits.acquire_slots(ARM, 8, 1)
+    finally:
+        limits.set_holder_provider(provider)
+    assert limits.token_holder(held[0]) is None and held[0].startswith(limits.UNLEASED_PREFIX)
+    call_command("requeue_stale")
+    assert slot_tokens(ARM) == held
