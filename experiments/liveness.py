@@ -6,6 +6,10 @@ provider or a busy arm is never taken from its live worker (and paid for twice),
 attempts of a killed worker go back to the queue as soon as its lease runs out
 (PRBENCH_WORKER_LEASE_SECONDS) instead of after a fixed ten minutes.
 
+A lease also says which process it is (its pid namespace and start time), so a process on the
+same machine can see at once that the holder is dead, without waiting for its lease to run out:
+experiments/dead_holders.py then frees its arm slots and takes back its attempts.
+
 The same thread keeps RQ's own record of the worker's current job alive. A SimpleWorker
 runs its job in its main thread and sends RQ no heartbeat until the job ends, so RQ's
 registry cleanup would otherwise take any long job for an abandoned one.
@@ -33,6 +37,7 @@ from rq.job import Job
 from rq.worker import BaseWorker
 
 from experiments.models import WorkerLease
+from providers import limits
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +60,7 @@ class Heartbeat:
     def __init__(self) -> None:
         self.name = uuid.uuid4().hex
         self.pid = os.getpid()
+        self.process_start_ticks = process_start_ticks(self.pid)
         self.started_at = timezone.now()
         self.renewed = threading.Condition()
         self.renewed_at: float | None = None  # time.monotonic() of the last renewal that committed
@@ -85,6 +91,8 @@ class Heartbeat:
                     name=self.name,
                     hostname=socket.gethostname()[:255],
                     pid=self.pid,
+                    process_scope=process_scope(),
+                    process_start_ticks=self.process_start_ticks,
                     started_at=self.started_at,
                     expires_at=expires_at,
                     capabilities=capabilities,
@@ -137,7 +145,69 @@ def heartbeat() -> Heartbeat:
         if _heartbeat is None or _heartbeat.pid != os.getpid() or not _heartbeat.thread.is_alive():
             _heartbeat = Heartbeat()
             _heartbeat.thread.start()
+            limits.set_holder_provider(lease_holder)
         return _heartbeat
+
+
+def lease_holder() -> str | None:
+    """The name this process's arm slots are held under: its lease's, once the lease is in the
+    database (before, a sweep would take the slots of a lease it cannot find for a dead one's)."""
+    beat = _heartbeat
+    if beat is None or beat.pid != os.getpid() or beat.renewed_at is None:
+        return None
+    return beat.name
+
+
+def process_scope() -> str:
+    """Where a pid names one process: this kernel boot's pid namespace; "" where unknown."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot_id:
+            return f"{boot_id.read().strip()}/{os.readlink('/proc/self/ns/pid')}"[:100]
+    except OSError:
+        return ""
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot (/proc/<pid>/stat's 22nd field);
+    None if it is not running (or /proc cannot say)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # The command name (field 2) may hold spaces and brackets: count from its end.
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    if fields[:1] in (["Z"], ["X"]):  # killed, waiting for its parent to collect it: dead
+        return None
+    try:
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_dead_here(lease: WorkerLease) -> bool:
+    """Whether ``lease``'s process is known dead: it ran on this machine, in this pid namespace,
+    and its pid is no longer running or is now a different process. A lease from elsewhere, or
+    one that did not record its process, is never known dead: its expiry tells."""
+    if not lease.process_scope or lease.process_start_ticks is None:
+        return False
+    if lease.hostname != socket.gethostname()[:255] or lease.process_scope != process_scope():
+        return False
+    ticks = process_start_ticks(lease.pid)
+    if ticks is None:
+        return not _hidden_from_us(lease.pid)
+    return ticks != lease.process_start_ticks
+
+
+def _hidden_from_us(pid: int) -> bool:
+    """Whether ``pid`` runs as a user whose processes /proc hides from us (``hidepid``): it may
+    be the lease's process, alive, and reaping it would pay for its calls twice."""
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether it may be sent
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False  # ours and signalable, yet no readable stat: a zombie, dead
 
 
 def claimer_name() -> str:

@@ -506,6 +506,13 @@ class WorkerLease(models.Model):
     hostname = models.CharField(max_length=255)
     pid = models.PositiveIntegerField()
     started_at = models.DateTimeField()
+    # Which process ``pid`` is, so a process on the same machine can tell at once that this one
+    # died (experiments/liveness.py): the kernel's boot id and pid namespace, in which the pid
+    # means something (containers sharing a hostname need not share pids), and the process's
+    # start time in clock ticks after boot, which a later process given the same pid does not
+    # have. Empty where /proc is not there to read: such a lease is only ever left to expire.
+    process_scope = models.CharField(max_length=100, blank=True, default="")
+    process_start_ticks = models.BigIntegerField(null=True, blank=True)
     expires_at = models.DateTimeField(db_index=True)
     capabilities = models.JSONField(
         default=list,

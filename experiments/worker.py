@@ -17,6 +17,7 @@ from structlog.contextvars import bind_contextvars, clear_contextvars
 from datasets.environments import serves, set_this_process_capabilities, worker_capabilities
 from evaluation.environments import SYSTEM_NEED
 from experiments import liveness
+from experiments.dead_holders import reap_dead_holders
 from experiments.jobs import warm_attempt_pool
 from experiments.pipeline import stop_claiming
 from prbench.queues import get_queue, needs_queues
@@ -52,7 +53,21 @@ class AttemptWorker(SimpleWorker):
         liveness.heartbeat()  # alive from the start, not only from its first claim
         warm_attempt_pool()
         self.listen_to_served_queues()
+        self.reap_dead_workers()
         return super().work(*args, **kwargs)
+
+    def reap_dead_workers(self) -> None:
+        """Before its first job, free what workers that died on this machine still hold (a
+        pool killed and restarted): their slots would otherwise make it wait, and their
+        attempts would come back only once their leases ran out."""
+        try:
+            report = reap_dead_holders()
+        except (DatabaseError, RedisError) as exc:  # the sweep will do it; the worker starts anyway
+            logger.warning("could not reap dead workers: %s: %s", type(exc).__name__, exc)
+            _close_old_connections()
+            return
+        if report["dead_workers"] or report["freed_slots"]:
+            logger.info("reaped dead workers: %s", report)
 
     def listen_to_served_queues(self) -> None:
         """Listen to the needs queues this worker can serve (as well as its own), and

@@ -2,8 +2,11 @@
 
 A slot is a member of a sorted set scored by its lease expiry. Leases are short and renewed
 by the holding process while it holds them, so a slot dies with its holder within a lease,
-never later (a fixed long lease kept a killed worker's slots for 15 minutes). A call waiting
-for a slot blocks on a list that every release pushes to, rather than polling. Who is waiting,
+never later (a fixed long lease kept a killed worker's slots for 15 minutes). Each slot's
+token names its holder, the holding process's worker lease (``set_holder_provider``): whoever
+finds that process dead frees its slots at once (``release_holders_slots``) rather than after
+their lease, so a restarted worker pool need not wait out the slots of the pool it replaced.
+A call waiting for a slot blocks on a list that every release pushes to, rather than polling. Who is waiting,
 for a slot or for rate budget, is a sorted set of expiring entries too: a waiter that dies
 stops being counted. A credential's requests and tokens per minute are token buckets in one
 Redis hash, taken from atomically by a Lua script.
@@ -13,10 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from redis.exceptions import RedisError
@@ -64,6 +68,47 @@ if wake > 0 then
 end
 return freed
 """
+
+
+# A token is "<holder>:<random>". A process with no worker lease (the web server testing a
+# connection) holds its slots under a name of its own that no lease has: nobody can know it
+# died, so its slots go when their lease runs out, as everyone's did before holders existed.
+HOLDER_SEPARATOR = ":"
+UNLEASED_PREFIX = "unleased-"
+
+
+def _unleased_holder() -> str | None:
+    return None
+
+
+_holder_provider: Callable[[], str | None] = _unleased_holder
+_unleased: tuple[int, str] = (0, "")  # (pid, name): a forked child is another holder
+
+
+def set_holder_provider(provider: Callable[[], str | None]) -> None:
+    """Name this process's slots after what ``provider`` returns: its worker lease's name once
+    that lease is in the database, else None. Set by experiments/liveness.py, which providers/
+    may not import."""
+    global _holder_provider
+    _holder_provider = provider
+
+
+def holder_name() -> str:
+    """Whose slots this process takes: its lease's name, or a name of its own if it has none."""
+    global _unleased
+    if holder := _holder_provider():
+        return holder
+    if _unleased[0] != os.getpid():
+        _unleased = (os.getpid(), f"{UNLEASED_PREFIX}{uuid.uuid4().hex}")
+    return _unleased[1]
+
+
+def token_holder(token: str) -> str | None:
+    """The lease whose process holds the slot, or None: no lease names it (see above)."""
+    holder, separator, _ = token.rpartition(HOLDER_SEPARATOR)
+    if not separator or holder.startswith(UNLEASED_PREFIX):
+        return None
+    return holder
 
 
 class CapacityTimeout(Exception):
@@ -153,7 +198,8 @@ def rate_waiting_key(arm_key: str) -> str:
 
 class _HeldSlots:
     """The slots this process holds, whose leases a daemon thread renews until they are
-    released. A process that dies stops renewing, and its slots free up within a lease."""
+    released. A process that dies stops renewing, and its slots free up within a lease at the
+    latest (at once, when a worker on its machine sees it dead: experiments/dead_holders.py)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -205,7 +251,8 @@ def acquire_slots(arm_key: str, limit: int, count: int) -> list[str]:
     returns their lease tokens (possibly none). Release them with ``release_slots``."""
     if not arm_key or count < 1:
         return []
-    tokens = [uuid.uuid4().hex for _ in range(count)]
+    holder = holder_name()
+    tokens = [f"{holder}{HOLDER_SEPARATOR}{uuid.uuid4().hex}" for _ in range(count)]
     now = time.time()
     script = get_connection().register_script(ACQUIRE)
     taken = tokens[: int(script(keys=[slots_key(arm_key)], args=[now, now + LEASE_S, limit, LEASE_S, *tokens]))]
@@ -229,6 +276,43 @@ def release_slots(arm_key: str, tokens: list[str]) -> None:
         script(keys=keys, args=[time.time(), LEASE_S, *tokens])
     except RedisError as exc:
         logger.warning("could not release %s slot(s) of %s: %s: %s", len(tokens), arm_key, type(exc).__name__, exc)
+
+
+def slot_holders() -> set[str]:
+    """Every lease that holds a slot of some arm right now (lease-less holders aside)."""
+    holders: set[str] = set()
+    for _key, tokens in _slots_by_key():
+        holders.update(filter(None, map(token_holder, tokens)))
+    return holders
+
+
+def release_holders_slots(holders: set[str]) -> int:
+    """Free every slot these (dead) holders hold, on every arm, waking waiters as a release
+    does; how many were freed."""
+    if not holders:
+        return 0
+    freed = 0
+    for key, tokens in _slots_by_key():
+        theirs = [token for token in tokens if token_holder(token) in holders]
+        if theirs:
+            arm_key = key.removeprefix(slots_key(""))
+            script = get_connection().register_script(RELEASE)
+            keys = [slots_key(arm_key), waiting_key(arm_key), freed_key(arm_key)]
+            freed += int(script(keys=keys, args=[time.time(), LEASE_S, *theirs]))
+    return freed
+
+
+def _slots_by_key() -> Iterator[tuple[str, list[str]]]:
+    # SCAN, not KEYS: a production Redis is not blocked. There is one key per arm with calls
+    # in flight, so this is a handful of keys, read once per sweep or worker start.
+    redis = get_connection()
+    for key in redis.scan_iter(match=slots_key("*"), count=500):
+        name = _text(key)
+        yield name, [_text(token) for token in redis.zrange(name, 0, -1)]
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @contextlib.contextmanager

@@ -22,13 +22,13 @@ from tests.providers.fake_server import FakeProvider, Reply
 LEASE_S = 2  # the spawned worker's lease: short, so its death is noticed quickly here
 
 
-def spawn_worker() -> subprocess.Popen:
+def spawn_worker(lease_s: float = LEASE_S) -> subprocess.Popen:
     env = dict(
         os.environ,
         DJANGO_SETTINGS_MODULE="prbench.settings_test",
         DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
         REDIS_URL=settings.REDIS_URL,
-        PRBENCH_WORKER_LEASE_SECONDS=str(LEASE_S),
+        PRBENCH_WORKER_LEASE_SECONDS=str(lease_s),
     )
     manage = str(settings.BASE_DIR / "manage.py")
     return subprocess.Popen(
