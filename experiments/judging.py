@@ -45,7 +45,7 @@ def enqueue_judging(profile_id: int, attempt_ids: list[int], once: bool = False)
     still waiting or running, so a recovery sweep every minute does not pile them up."""
     from rq.job import Job
 
-    from prbench.queues import get_connection, get_queue
+    from prbench.queues import JUDGING_QUEUE, get_connection, get_queue
 
     if not attempt_ids:
         return False
@@ -53,8 +53,9 @@ def enqueue_judging(profile_id: int, attempt_ids: list[int], once: bool = False)
     job_id = f"judge-{profile_id}-{digest}" if once else f"judge-{profile_id}-{uuid.uuid4().hex}"
     if once and Job.exists(job_id, connection=get_connection()):
         return False
-    # No RQ timeout, as for attempts: calls bound themselves (timeouts, retry deadline).
-    get_queue().enqueue(
+    # Its own queue, after attempts and webhooks (settings.WORKER_QUEUES): a backlog of judging
+    # never holds up an attempt. No RQ timeout, as for attempts: calls bound themselves.
+    get_queue(JUDGING_QUEUE).enqueue(
         judge_attempts, profile_id, attempt_ids, job_id=job_id, result_ttl=0, failure_ttl=7 * 24 * 3600, job_timeout=-1
     )
     return True

@@ -150,7 +150,8 @@ def test_run_has_jobs_and_recovery_see_the_needs_queues(experiment, legacy, star
     assert not run_has_jobs(run.pk)
     report = run_recovery_sweep()
     assert report["requeued_runs"] == 1 and report["jobs"] == 2
-    assert queued_ids(NEEDS_39) == needing and queued_ids("default") == others
+    # Recovered work goes first: the rest on "recovery", what needs Python 3.9 on its own queue.
+    assert queued_ids(NEEDS_39) == needing and queued_ids("recovery") == others
 
 
 def test_a_worker_listens_to_the_needs_queues_it_can_serve_most_specific_first(db, pythons):
@@ -160,7 +161,7 @@ def test_a_worker_listens_to_the_needs_queues_it_can_serve_most_specific_first(d
         queue_for_needs(needs)
     worker_ = AttemptWorker(worker_queues(), connection=get_connection())
     worker_.listen_to_served_queues()
-    served = ["env:python3.11+sys:git", "env:python3.11", "default", "webhooks"]
+    served = ["env:python3.11+sys:git", "env:python3.11", "recovery", "default", "webhooks", "judging"]
     assert [queue.name for queue in worker_.queues] == served
     assert "sys:git" in worker_.capabilities and "sys:prbench-no-such-package" not in worker_.capabilities
 
