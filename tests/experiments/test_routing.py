@@ -250,3 +250,20 @@ def test_jobs_stranded_by_a_recipe_change_are_rerouted_by_the_sweep(experiment, 
     work_queue()
     assert set(Attempt.objects.filter(pk__in=needing).values_list("claims", flat=True)) == {1}  # taken once each
     assert not Attempt.objects.filter(pk__in=needing, status=AttemptStatus.QUEUED).exists()
+
+
+def test_recovered_work_goes_first_and_needs_work_stays_on_its_needs_queue(experiment, legacy, start, settings):
+    settings.PRBENCH_ATTEMPTS_PER_JOB = 1  # a job per attempt: the order of the jobs is the order of the attempts
+    run = start(experiment, inference_only=True)
+    needing, others = split(run, legacy)
+    waiting = [job.id for job in get_queue(NEEDS_39).get_jobs()]
+    recovered = sorted(needing)[:2]
+
+    enqueue_attempts(run.pk, [*recovered, *sorted(others)], recovered=True)
+    # Only a worker with Python 3.9 may run these: at the front of their own queue, in sequence.
+    jobs = get_queue(NEEDS_39).get_jobs()
+    assert [job.args[1] for job in jobs[:2]] == [[pk] for pk in recovered]
+    assert [job.id for job in jobs[2:]] == waiting
+    # The rest on "recovery", which every worker takes from before "default".
+    assert queued_ids("recovery") == others
+    assert [queue.name for queue in worker_queues()][:2] == ["recovery", "default"]
