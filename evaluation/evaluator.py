@@ -38,7 +38,12 @@ from providers.types import ArmSpec, Completion, CompletionRequest, Message
 
 logger = logging.getLogger(__name__)
 
-CLAIM_STALE_AFTER = timedelta(minutes=10)  # a claim older than this was a crashed job's
+# A claim made before leases (no claimer recorded) older than this was a crashed job's.
+CLAIM_STALE_AFTER = timedelta(minutes=10)
+# A claim let go to judge later (the evaluator could not be reached): nobody's, and no job is
+# known to be coming for it, so the sweep's slow clock (PRBENCH_STALE_AFTER_SECONDS) decides
+# when it is tried again rather than every sweep paying a call to an evaluator that is down.
+LET_GO = {"claim_token": None, "claimed_at": None, "claimed_by": "", "job_id": ""}
 
 
 def active_profile(workload: str = "pr_patch") -> EvaluatorProfile | None:
@@ -96,11 +101,33 @@ class RunSide(Protocol):
         """Verdicts on some of these attempts were recorded (and committed)."""
         ...
 
+    def claimer(self) -> str:
+        """This process's lease name, recorded with its claims (raises when the lease is not
+        known to hold: a claim under a lapsed lease could be taken over and paid twice)."""
+        ...
+
+    def claimer_gone(self) -> Q:
+        """Verdicts (filtered on) whose ``claimed_by`` names a process with no live lease."""
+        ...
+
+
+def claimable(runs: RunSide) -> Q:
+    """Pending verdicts nobody alive holds: never claimed or let go, claimed by a process whose
+    lease lapsed, or (claimed before leases) claimed longer ago than ``CLAIM_STALE_AFTER``."""
+    before_leases = Q(claimed_by="", claimed_at__lt=timezone.now() - CLAIM_STALE_AFTER)
+    return Q(claim_token__isnull=True) | before_leases | (~Q(claimed_by="") & runs.claimer_gone())
+
+
+def live_claim(runs: RunSide) -> Q:
+    """Pending verdicts a live process holds (the complement of ``claimable``)."""
+    return Q(claim_token__isnull=False) & ~claimable(runs)
+
 
 def claim_verdicts(profile_id: int, attempt_ids: list[int], runs: RunSide) -> tuple[uuid.UUID, list[Verdict]]:
     """Create the missing verdict rows and claim those not judged yet (nor held by a live
-    job) in one UPDATE. Only completed attempts (ones with an answer) of the profile's kind
-    are judged: a free-text answer is never reviewed as a patch, nor a patch fact-checked."""
+    process: ``claimable``) in one UPDATE, under this process's lease. Only completed
+    attempts (ones with an answer) of the profile's kind are judged: a free-text answer is
+    never reviewed as a patch, nor a patch fact-checked."""
     workload = EvaluatorProfile.objects.filter(pk=profile_id).values_list("workload", flat=True).first()
     Verdict.objects.bulk_create(
         [
@@ -109,10 +136,10 @@ def claim_verdicts(profile_id: int, attempt_ids: list[int], runs: RunSide) -> tu
         ],
         ignore_conflicts=True,
     )
-    token, now = uuid.uuid4(), timezone.now()
+    token, now, claimer = uuid.uuid4(), timezone.now(), runs.claimer()
     Verdict.objects.filter(profile_id=profile_id, attempt_id__in=attempt_ids, status=VerdictStatus.PENDING).filter(
-        Q(claim_token__isnull=True) | Q(claimed_at__lt=now - CLAIM_STALE_AFTER)
-    ).update(claim_token=token, claimed_at=now)
+        claimable(runs)
+    ).update(claim_token=token, claimed_at=now, claimed_by=claimer)
     claimed = list(runs.with_attempts(Verdict.objects.filter(claim_token=token).select_related("profile")))
     return token, claimed
 
@@ -187,7 +214,7 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer, runs: RunS
     """Write the answer where the token still holds; False when another job took over."""
     mine = Verdict.objects.filter(pk=verdict.pk, claim_token=token)
     if answer.retry_later:
-        mine.update(claim_token=None, claimed_at=None, error=answer.error)
+        mine.update(**LET_GO, error=answer.error)
         return False
     judgement = answer.judgement
     status = VerdictStatus.JUDGED if judgement else VerdictStatus.EVALUATOR_ERROR
@@ -201,6 +228,7 @@ def record_answer(verdict: Verdict, token: uuid.UUID, answer: Answer, runs: RunS
         "output_tokens": sum(c.usage.output_tokens for c in answer.completions),
         "cost_usd": None if not costs or None in costs else sum(c for c in costs if c is not None),
         "claim_token": None,
+        "claimed_by": "",
     }
     if judgement:
         values |= judgement.model_dump()
@@ -228,7 +256,7 @@ def judge_verdicts(profile_id: int, attempt_ids: list[int], runs: RunSide) -> in
     try:
         prepared = gateway.prepare(platform_org().pk, arm)
     except ProviderError as exc:  # not allowed, no credential: let the claims go, judge later
-        Verdict.objects.filter(claim_token=token).update(claim_token=None, claimed_at=None, error=str(exc))
+        Verdict.objects.filter(claim_token=token).update(**LET_GO, error=str(exc))
         logger.warning("evaluator %s cannot be called: %s", profile, exc)
         return 0
     recorded = 0

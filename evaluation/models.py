@@ -232,6 +232,12 @@ class Verdict(models.Model):
     # twice (or a reclaimed one) judges and pays once.
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # The claiming process's lease name (experiments/liveness.py), as for attempts: the claim
+    # holds while that lease is renewed, and lapses with it. Empty for claims made before.
+    claimed_by = models.CharField(max_length=64, blank=True, editable=False)
+    # The judging job last queued for it: while that job waits in Redis the verdict is not
+    # lost, so the recovery sweep queues no other (experiments/judging.py unjudged_of_runs).
+    job_id = models.CharField(max_length=64, blank=True, editable=False)
     technical_quality = models.PositiveSmallIntegerField(null=True, blank=True)
     correctness_confidence = models.FloatField(null=True, blank=True)
     change_risk = models.CharField(max_length=8, choices=ChangeRisk.choices, blank=True)

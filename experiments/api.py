@@ -40,7 +40,7 @@ from experiments.actions import (
 from experiments.estimate import estimate_run
 from experiments.idempotency import IDEMPOTENCY_KEY_TTL, IdempotencyConflict, StartChoices, start_run_once
 from experiments.models import Allocation, ContextMode, Experiment, ModelArm, Run, SampleStrategy
-from experiments.progress import run_progress
+from experiments.progress import judging_progress, run_progress
 from orgs.access import access_current_org, check_role, membership_for
 from orgs.api_auth import READ, RUN, actor
 from orgs.models import Organization
@@ -61,6 +61,15 @@ from providers.registry import provider_names
 router = Router(tags=["runs"])
 
 
+class Judging(Schema):
+    """The run's evaluator at work: ``judged`` of the ``answered`` attempts have a verdict.
+    Until ``finished``, a completed run's evaluator board is not final."""
+
+    judged: int
+    answered: int
+    finished: bool
+
+
 class Progress(Schema):
     total: int
     queued: int
@@ -69,6 +78,7 @@ class Progress(Schema):
     failed: int
     cancelled: int
     percent: int
+    judging: Judging | None = None  # None: the run has no evaluator
 
 
 class ArmOut(Schema):
@@ -98,6 +108,7 @@ def run_out(run: Run, *, with_progress: bool) -> RunOut:
     progress = None
     if with_progress:
         counted = run_progress(run)
+        judging = judging_progress(run, counted)
         progress = Progress(
             total=counted.total,
             queued=counted.queued,
@@ -106,6 +117,9 @@ def run_out(run: Run, *, with_progress: bool) -> RunOut:
             failed=counted.failed,
             cancelled=counted.cancelled,
             percent=counted.percent,
+            judging=Judging(judged=judging.judged, answered=judging.answered, finished=judging.finished)
+            if judging
+            else None,
         )
     return RunOut(
         id=run.code,

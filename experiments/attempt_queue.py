@@ -19,7 +19,7 @@ from rq.registry import StartedJobRegistry
 from datasets.environments import live_capabilities, needs_of_recipe_row, needs_of_rows, waiting_for, with_recipe_needs
 from datasets.models import EnvironmentRecipe
 from experiments.models import Attempt, AttemptStatus, Run
-from prbench.queues import queue_for_needs, work_queues
+from prbench.queues import RECOVERY_QUEUE, get_queue, queue_for_needs, work_queues
 
 EXECUTE_ATTEMPTS = "experiments.jobs.execute_attempts"
 
@@ -40,19 +40,31 @@ def attempt_needs(attempt_ids: Iterable[int]) -> dict[int, tuple[str, ...]]:
     return needs_of_rows(Attempt.objects.filter(pk__in=list(attempt_ids)), task="task__")
 
 
-def enqueue_attempts(run_id: int, attempt_ids: Iterable[int]) -> int:
+def enqueue_attempts(run_id: int, attempt_ids: Iterable[int], recovered: bool = False) -> int:
     """Queue the attempts in batches (one RQ round trip per batch, not per attempt), each
     on the queue of the workers that have what its tasks need (prbench/queues.py): a task
-    needing Python 3.9 waits for a worker with Python 3.9 rather than failing on another."""
+    needing Python 3.9 waits for a worker with Python 3.9 rather than failing on another.
+
+    ``recovered``: work the recovery sweep took back or rebuilt, which goes before every
+    other: on the "recovery" queue, which workers take from before "default", or, when it
+    needs something of its worker, at the front of its needs queue (only workers having that
+    may run it, and they serve needs queues first)."""
     ordered = list(attempt_ids)
     needs = attempt_needs(ordered)
     groups: dict[tuple[str, ...], list[int]] = {}
     for pk in ordered:  # in the order given (the run's sequence), within each group
         groups.setdefault(needs.get(pk, ()), []).append(pk)
-    return sum(_enqueue_batches(run_id, queue_for_needs(group_needs), ids) for group_needs, ids in groups.items())
+    return sum(
+        _enqueue_batches(run_id, _queue_for(group_needs, recovered), ids, at_front=recovered and bool(group_needs))
+        for group_needs, ids in groups.items()
+    )
 
 
-def _enqueue_batches(run_id: int, queue: Queue, attempt_ids: list[int]) -> int:
+def _queue_for(needs: tuple[str, ...], recovered: bool) -> Queue:
+    return get_queue(RECOVERY_QUEUE) if recovered and not needs else queue_for_needs(needs)
+
+
+def _enqueue_batches(run_id: int, queue: Queue, attempt_ids: list[int], at_front: bool = False) -> int:
     jobs = [
         queue.prepare_data(
             EXECUTE_ATTEMPTS,
@@ -65,9 +77,12 @@ def _enqueue_batches(run_id: int, queue: Queue, attempt_ids: list[int]) -> int:
             # recovers from.
             timeout=-1,
             failure_ttl=7 * 24 * 3600,
+            at_front=at_front,
         )
         for batch in _batches(attempt_ids, settings.PRBENCH_ATTEMPTS_PER_JOB)
     ]
+    if at_front:
+        jobs.reverse()  # each is pushed to the front, so the last pushed is taken first
     if jobs:
         queue.enqueue_many(jobs)
     return len(jobs)

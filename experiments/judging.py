@@ -16,17 +16,18 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
-from django.db.models.functions import Length
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Length, Now
 from django.utils import timezone
 from pydantic import BaseModel
 
-from evaluation.evaluator import CLAIM_STALE_AFTER, JudgeInput, judge_verdicts
+from evaluation.evaluator import JudgeInput, judge_verdicts, live_claim
 from evaluation.judging import BlindAnswer, BlindInput, TruthJudgement, ValidationFacts, blind_answer, blind_input
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from evaluation.workloads import workload_for
 from evaluation.workloads.free_text import correct_from_verdict
-from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus
+from experiments import liveness
+from experiments.models import Artifact, ArtifactKind, Attempt, AttemptStatus, WorkerLease
 from experiments.signals import announce_recorded
 from experiments.trajectory_page import trajectory_fields
 from providers.outcomes import OutcomeClass
@@ -42,10 +43,14 @@ def judge_attempts(profile_id: int, attempt_ids: list[int]) -> int:
 
 def enqueue_judging(profile_id: int, attempt_ids: list[int], once: bool = False) -> bool:
     """Queue a judging job. ``once``: not if the same job (same profile and attempts) is
-    still waiting or running, so a recovery sweep every minute does not pile them up."""
+    still waiting or running, so a recovery sweep every minute does not pile them up.
+
+    The verdict rows are made first, naming the job: while it waits in Redis the sweep knows
+    their judging is coming; if it never got there (Redis down, the process killed before
+    queuing it, Redis restarted), the sweep finds the job gone and queues another."""
     from rq.job import Job
 
-    from prbench.queues import get_connection, get_queue
+    from prbench.queues import JUDGING_QUEUE, get_connection, get_queue
 
     if not attempt_ids:
         return False
@@ -53,11 +58,24 @@ def enqueue_judging(profile_id: int, attempt_ids: list[int], once: bool = False)
     job_id = f"judge-{profile_id}-{digest}" if once else f"judge-{profile_id}-{uuid.uuid4().hex}"
     if once and Job.exists(job_id, connection=get_connection()):
         return False
-    # No RQ timeout, as for attempts: calls bound themselves (timeouts, retry deadline).
-    get_queue().enqueue(
+    _expect_job(profile_id, attempt_ids, job_id)
+    # Its own queue, after attempts and webhooks (settings.WORKER_QUEUES): a backlog of judging
+    # never holds up an attempt. No RQ timeout, as for attempts: calls bound themselves.
+    get_queue(JUDGING_QUEUE).enqueue(
         judge_attempts, profile_id, attempt_ids, job_id=job_id, result_ttl=0, failure_ttl=7 * 24 * 3600, job_timeout=-1
     )
     return True
+
+
+def _expect_job(profile_id: int, attempt_ids: list[int], job_id: str) -> None:
+    """Make the attempts' missing verdict rows, and record on the pending ones the job that
+    will judge them."""
+    workload = EvaluatorProfile.objects.filter(pk=profile_id).values_list("workload", flat=True).first()
+    answered = RUNS.answered(workload, attempt_ids)
+    rows = [Verdict(attempt_id=pk, run_id=run_id, profile_id=profile_id) for pk, run_id in answered]
+    Verdict.objects.bulk_create(rows, ignore_conflicts=True)
+    pending = Verdict.objects.filter(profile_id=profile_id, attempt_id__in=attempt_ids, status=VerdictStatus.PENDING)
+    pending.update(job_id=job_id)
 
 
 class Runs:
@@ -82,6 +100,12 @@ class Runs:
     def judged(self, attempt_ids: list[int]) -> None:
         # The evaluator board reads the runs' summaries: they are rebuilt (throttled).
         announce_recorded(Attempt.objects.filter(pk__in=attempt_ids).values_list("run_id", flat=True).distinct())
+
+    def claimer(self) -> str:
+        return liveness.claimer_name()
+
+    def claimer_gone(self) -> Q:
+        return ~Q(Exists(WorkerLease.objects.filter(name=OuterRef("claimed_by"), expires_at__gt=Now())))
 
 
 RUNS = Runs()
@@ -209,22 +233,61 @@ def estimated_cost(profile: EvaluatorProfile, attempts) -> Decimal | None:
 
 
 def unjudged_of_runs(older_than: timedelta) -> dict[int, list[int]]:
-    """Answered attempts of judged runs with no finished verdict of their run's profile and
-    no live claim, answered longer ago than ``older_than`` (younger ones still have their
-    job coming): what a lost job or a restarted Redis left unjudged. By profile."""
+    """Answered attempts of judged runs whose judging was lost, by profile: no finished
+    verdict of their run's profile, no live claim on it, and no judging job still coming.
+
+    Lost, once answered longer ago than a couple of leases (the time a worker takes to queue
+    the job after recording): no verdict row at all (the worker died before queuing it), one
+    claimed by a process whose lease lapsed (it died judging), or one whose job is no longer
+    waiting in Redis (lost with it). Checking the jobs is one pipelined read of the distinct
+    job ids, and a job the sweep queued is found waiting by the next sweep: nothing piles up.
+    Answers let go to judge later (the evaluator could not be reached) and anything older than
+    ``older_than`` (``PRBENCH_STALE_AFTER_SECONDS``) whatever its job says, are queued too."""
     now = timezone.now()
-    busy_or_done = Verdict.objects.filter(profile_id=OuterRef("run__evaluator_profile_id"), attempt_id=OuterRef("pk"))
-    busy_or_done = busy_or_done.exclude(status=VerdictStatus.PENDING) | busy_or_done.filter(
-        claimed_at__gte=now - CLAIM_STALE_AFTER
-    )
-    rows = (
+    grace = timedelta(seconds=2 * liveness.lease_seconds())
+    verdicts = Verdict.objects.filter(profile_id=OuterRef("run__evaluator_profile_id"), attempt_id=OuterRef("pk"))
+    busy_or_done = verdicts.exclude(status=VerdictStatus.PENDING) | verdicts.filter(live_claim(RUNS))
+    candidates = (
         Attempt.objects.filter(
-            status=AttemptStatus.COMPLETED, run__evaluator_profile__isnull=False, scored_at__lt=now - older_than
+            status=AttemptStatus.COMPLETED, run__evaluator_profile__isnull=False, scored_at__lt=now - grace
         )
         .exclude(Exists(busy_or_done))
-        .values_list("run__evaluator_profile_id", "pk")
+        .annotate(
+            verdict_job=Subquery(verdicts.values("job_id")[:1]),
+            verdict_claimer=Subquery(verdicts.values("claimed_by")[:1]),
+        )
+        .values_list("run__evaluator_profile_id", "pk", "verdict_job", "verdict_claimer", "scored_at")
     )
+    rows = list(candidates)
+    waiting = _jobs_waiting({job_id for _, _, job_id, _, _ in rows if job_id})
     found: dict[int, list[int]] = {}
-    for profile_id, attempt_id in rows:
-        found.setdefault(profile_id, []).append(attempt_id)
+    for profile_id, attempt_id, job_id, claimed_by, scored_at in rows:
+        lost = job_id is None or bool(claimed_by) or (job_id and job_id not in waiting)
+        if lost or (scored_at is not None and scored_at < now - older_than):
+            found.setdefault(profile_id, []).append(attempt_id)
     return found
+
+
+# A job in one of these states will still run; any other (finished, failed, stopped, or gone
+# from Redis) will not judge anything more.
+WAITING_STATES = ("queued", "started", "scheduled", "deferred")
+
+
+def _jobs_waiting(job_ids: set[str]) -> set[str]:
+    """Which of these RQ jobs are still to run, in one pipelined round trip."""
+    from rq.job import Job
+
+    from prbench.queues import get_connection
+
+    if not job_ids:
+        return set()
+    ordered = sorted(job_ids)
+    pipe = get_connection().pipeline(transaction=False)
+    for job_id in ordered:
+        pipe.hget(Job.key_for(job_id), "status")
+    statuses = pipe.execute()
+    return {job_id for job_id, status in zip(ordered, statuses, strict=True) if _text(status) in WAITING_STATES}
+
+
+def _text(value: bytes | str | None) -> str:
+    return value.decode() if isinstance(value, bytes) else value or ""

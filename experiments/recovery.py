@@ -40,12 +40,12 @@ def requeue_abandoned_attempts(stale_after: timedelta) -> dict[str, int]:
             run.attempts.filter(status=AttemptStatus.QUEUED).order_by("sequence").values_list("pk", flat=True)
         )
         if queued and not run_has_jobs(run.pk):
-            report["jobs"] += enqueue_attempts(run.pk, queued)
+            report["jobs"] += enqueue_attempts(run.pk, queued, recovered=True)
             report["requeued_runs"] += 1
         elif run.pk in reclaimed:
             # Other jobs of the run are queued or running: they take its other queued
             # attempts. Queueing those again too would only make duplicate jobs.
-            report["jobs"] += enqueue_attempts(run.pk, reclaimed[run.pk])
+            report["jobs"] += enqueue_attempts(run.pk, reclaimed[run.pk], recovered=True)
         elif not queued:
             finish_run_if_done(run.pk)
     WorkerLease.objects.filter(expires_at__lt=Now()).delete()
@@ -83,7 +83,7 @@ def reroute_stranded_jobs(stale_after: timedelta) -> dict[str, int]:
                 continue  # where it belongs
             queue.remove(job)
             if queued:
-                enqueue_attempts(run_id, queued)
+                enqueue_attempts(run_id, queued, recovered=True)
             moved += 1
     return {"rerouted": moved}
 

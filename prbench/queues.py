@@ -93,6 +93,12 @@ def _socket_answers() -> bool:
         return False
 
 
+# The queues in priority order are settings.WORKER_QUEUES (the reasons are there); these name
+# the two that work is sent to by purpose.
+RECOVERY_QUEUE = "recovery"  # attempts the recovery sweep took back or rebuilt
+JUDGING_QUEUE = "judging"  # evaluator jobs
+
+
 def get_queue(name: str = "default") -> Queue:
     ensure_redis()
     if name in settings.RQ_QUEUES:
@@ -137,8 +143,8 @@ def needs_queues() -> dict[str, tuple[str, ...]]:
 
 
 def work_queues() -> list[Queue]:
-    """Every queue attempts and builds may wait in: "default" and the needs queues."""
-    return [get_queue(), *(get_queue(name) for name in sorted(needs_queues()))]
+    """Every queue attempts and builds may wait in: "recovery", "default" and the needs queues."""
+    return [get_queue(RECOVERY_QUEUE), get_queue(), *(get_queue(name) for name in sorted(needs_queues()))]
 
 
 def _text(value: bytes | str) -> str:

@@ -197,14 +197,27 @@ REDIS_URL = env("REDIS_URL", f"unix://{EMBEDDED_REDIS_SOCKET}?db=0")
 # prbench.cache starts the embedded Redis first when REDIS_URL is unset.
 CACHES = {"default": {"BACKEND": "prbench.cache.SharedRedisCache", "LOCATION": REDIS_URL}}
 
-# "webhooks": organisation webhook deliveries (orgs/webhook_delivery.py). Its own queue so a
-# deployment can give deliveries workers of their own; every worker PRBench starts listens to
-# both, "default" first.
+# The queues, by what waits on them (prbench/queues.py names them):
+# - "recovery": attempts the recovery sweep took back from a dead worker or rebuilt after a
+#   lost queue (experiments/recovery.py), so "recovered inside a minute" means finished, not
+#   requeued behind the backlog; attempts that need an environment stay on their needs queue
+#   ("env:..."), at its front, as only a worker having it may run them;
+# - "default": attempts (experiments/attempt_queue.py) and the product's other background jobs;
+# - "webhooks": organisation webhook deliveries (orgs/webhook_delivery.py): short, and waited
+#   for by the customer's systems, so ahead of the evaluator's backlog;
+# - "judging": evaluator jobs (experiments/judging.py), which may queue for tens of minutes
+#   behind a large run without holding up any attempt.
+# Every worker PRBench starts listens to all four in this order (a worker takes from the first
+# non-empty queue); a deployment can give any of them workers of their own (README, Production).
+# (This dict's order is not the priority, WORKER_QUEUES is: django-rq's admin numbers the
+# queues in it, and "default" keeps the number 0 it had.)
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
     "webhooks": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 60},
+    "recovery": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
+    "judging": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
 }
-WORKER_QUEUES = ("default", "webhooks")
+WORKER_QUEUES = ("recovery", "default", "webhooks", "judging")
 RQ = {
     # A forking worker pays 60-650 ms per job once the SDKs are imported; the attempt
     # pipeline is I/O-bound and crash-safe by design (see experiments/jobs.py), so the

@@ -1,5 +1,6 @@
 """backfill_evaluations: judges what a profile has not judged yet, in chunks, never twice."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -9,7 +10,7 @@ from django.utils import timezone
 from evaluation.evaluator import claim_verdicts
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.judging import RUNS
-from experiments.models import AttemptStatus
+from experiments.models import AttemptStatus, WorkerLease
 from tests.cli import assert_clean_refusal, run_command, run_manage
 from tests.conftest import work_queue
 
@@ -57,14 +58,32 @@ def test_backfill_in_pieces_never_judges_twice(unjudged_run, profile):
     assert set(verdicts.values_list("status", flat=True)) == {VerdictStatus.JUDGED}
 
 
-def test_an_interrupted_backfill_is_picked_up_once_its_claims_go_stale(unjudged_run, profile):
+def test_an_interrupted_backfill_is_picked_up_once_its_claimers_lease_lapses(unjudged_run, profile):
     ids = list(answered(unjudged_run).values_list("pk", flat=True))
     claim_verdicts(profile.pk, ids[:2], RUNS)  # a backfill killed after claiming, before judging
     output = run_command("backfill_evaluations", "--profile", "late")
     assert f"Judged {len(ids) - 2} attempt(s)" in output and "2 were being judged by another job" in output
-    Verdict.objects.filter(status=VerdictStatus.PENDING).update(claimed_at=timezone.now() - timedelta(hours=1))
+    # Its process is gone: its lease ran out (the claim's age does not matter).
+    Verdict.objects.filter(status=VerdictStatus.PENDING).update(claimed_by=lapsed_lease())
     assert "Judged 2 attempt(s)" in run_command("backfill_evaluations", "--profile", "late")
     assert Verdict.objects.filter(profile=profile, status=VerdictStatus.JUDGED).count() == len(ids)
+
+
+def test_a_claim_from_before_leases_is_picked_up_once_stale(unjudged_run, profile):
+    ids = list(answered(unjudged_run).values_list("pk", flat=True))
+    claim_verdicts(profile.pk, ids[:1], RUNS)
+    Verdict.objects.filter(status=VerdictStatus.PENDING).update(claimed_by="")  # no claimer recorded
+    output = run_command("backfill_evaluations", "--profile", "late")
+    assert f"Judged {len(ids) - 1} attempt(s)" in output and "1 were being judged by another job" in output
+    Verdict.objects.filter(status=VerdictStatus.PENDING).update(claimed_at=timezone.now() - timedelta(hours=1))
+    assert "Judged 1 attempt(s)" in run_command("backfill_evaluations", "--profile", "late")
+
+
+def lapsed_lease() -> str:
+    """The name of a process's lease that ran out a minute ago."""
+    name, lapsed = uuid.uuid4().hex, timezone.now() - timedelta(minutes=1)
+    WorkerLease.objects.create(name=name, hostname="gone", pid=1, started_at=lapsed, expires_at=lapsed)
+    return name
 
 
 def test_since_leaves_older_attempts_alone(unjudged_run, profile):

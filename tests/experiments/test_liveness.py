@@ -11,7 +11,7 @@ from experiments import liveness
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.models import Attempt, AttemptStatus, RunStatus, WorkerLease
 from experiments.pipeline import claim_attempts
-from prbench.queues import get_queue
+from prbench.queues import RECOVERY_QUEUE, get_queue
 from prbench.recovery import run_recovery_sweep
 from tests.conftest import as_if_its_worker_died, work_queue
 
@@ -45,8 +45,9 @@ def test_a_dead_workers_attempts_are_reclaimed_and_only_they_are_queued(experime
 
     report = run_recovery_sweep()
     assert (report["reclaimed"], report["jobs"], report["requeued_runs"]) == (2, 1, 0)
-    new_jobs = [queue.fetch_job(job_id) for job_id in set(queue.get_job_ids()) - jobs_before]
-    assert [job.args for job in new_jobs] == [(run.pk, [first.pk, second.pk])]
+    recovery = get_queue(RECOVERY_QUEUE)  # where recovered work goes, ahead of the rest
+    assert set(queue.get_job_ids()) == jobs_before
+    assert [job.args for job in recovery.get_jobs()] == [(run.pk, [first.pk, second.pk])]
     statuses = dict(run.attempts.filter(pk__in=[first.pk, second.pk, alive.pk]).values_list("pk", "status"))
     assert statuses == {first.pk: "queued", second.pk: "queued", alive.pk: "running"}
     assert not Attempt.objects.filter(pk__in=[first.pk, second.pk]).exclude(claimed_by="").exists()

@@ -150,7 +150,8 @@ def test_run_has_jobs_and_recovery_see_the_needs_queues(experiment, legacy, star
     assert not run_has_jobs(run.pk)
     report = run_recovery_sweep()
     assert report["requeued_runs"] == 1 and report["jobs"] == 2
-    assert queued_ids(NEEDS_39) == needing and queued_ids("default") == others
+    # Recovered work goes first: the rest on "recovery", what needs Python 3.9 on its own queue.
+    assert queued_ids(NEEDS_39) == needing and queued_ids("recovery") == others
 
 
 def test_a_worker_listens_to_the_needs_queues_it_can_serve_most_specific_first(db, pythons):
@@ -160,7 +161,7 @@ def test_a_worker_listens_to_the_needs_queues_it_can_serve_most_specific_first(d
         queue_for_needs(needs)
     worker_ = AttemptWorker(worker_queues(), connection=get_connection())
     worker_.listen_to_served_queues()
-    served = ["env:python3.11+sys:git", "env:python3.11", "default", "webhooks"]
+    served = ["env:python3.11+sys:git", "env:python3.11", "recovery", "default", "webhooks", "judging"]
     assert [queue.name for queue in worker_.queues] == served
     assert "sys:git" in worker_.capabilities and "sys:prbench-no-such-package" not in worker_.capabilities
 
@@ -249,3 +250,20 @@ def test_jobs_stranded_by_a_recipe_change_are_rerouted_by_the_sweep(experiment, 
     work_queue()
     assert set(Attempt.objects.filter(pk__in=needing).values_list("claims", flat=True)) == {1}  # taken once each
     assert not Attempt.objects.filter(pk__in=needing, status=AttemptStatus.QUEUED).exists()
+
+
+def test_recovered_work_goes_first_and_needs_work_stays_on_its_needs_queue(experiment, legacy, start, settings):
+    settings.PRBENCH_ATTEMPTS_PER_JOB = 1  # a job per attempt: the order of the jobs is the order of the attempts
+    run = start(experiment, inference_only=True)
+    needing, others = split(run, legacy)
+    waiting = [job.id for job in get_queue(NEEDS_39).get_jobs()]
+    recovered = sorted(needing)[:2]
+
+    enqueue_attempts(run.pk, [*recovered, *sorted(others)], recovered=True)
+    # Only a worker with Python 3.9 may run these: at the front of their own queue, in sequence.
+    jobs = get_queue(NEEDS_39).get_jobs()
+    assert [job.args[1] for job in jobs[:2]] == [[pk] for pk in recovered]
+    assert [job.id for job in jobs[2:]] == waiting
+    # The rest on "recovery", which every worker takes from before "default".
+    assert queued_ids("recovery") == others
+    assert [queue.name for queue in worker_queues()][:2] == ["recovery", "default"]

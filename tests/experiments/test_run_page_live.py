@@ -59,7 +59,7 @@ def test_it_keeps_polling_while_the_evaluator_judges_and_stops_after(bob, answer
     response = client.get(live_url(answered_run), **LIVE)  # no judging job has started yet
     assert response.status_code == 200
     assert 'hx-trigger="every 1s"' in response.content.decode()
-    assert "judging 0 of 8" in response.content.decode()
+    assert "Judging: 0 of 8 answers judged" in response.content.decode()
 
     for attempt in attempts[:3]:
         Verdict.objects.create(attempt=attempt, profile=judge, status=VerdictStatus.JUDGED, overall=70)
@@ -67,7 +67,7 @@ def test_it_keeps_polling_while_the_evaluator_judges_and_stops_after(bob, answer
     Verdict.objects.create(attempt=attempts[4], profile=judge, status=VerdictStatus.PENDING)
     response = client.get(live_url(answered_run), **LIVE)
     assert response.status_code == 200
-    assert "judging 4 of 8" in response.content.decode()
+    assert "Judging: 4 of 8 answers judged" in response.content.decode()
     assert 'hx-trigger="every 1s"' in response.content.decode()
 
     Verdict.objects.filter(attempt=attempts[4]).update(status=VerdictStatus.JUDGED)
@@ -88,7 +88,7 @@ def test_another_profiles_verdicts_do_not_count(bob, answered_run, judge):
     response = client_for(bob).get(live_url(answered_run), **LIVE)
 
     assert response.status_code == 200
-    assert "judging 0 of 8" in response.content.decode()
+    assert "Judging: 0 of 8 answers judged" in response.content.decode()
 
 
 def test_the_full_page_says_how_far_judging_has_got(bob, answered_run, judge):
@@ -99,7 +99,7 @@ def test_the_full_page_says_how_far_judging_has_got(bob, answered_run, judge):
 
     assert response.status_code == 200
     content = response.content.decode()
-    assert "judging 1 of 8" in content
+    assert "Judging: 1 of 8 answers judged" in content
     assert f'hx-get="{live_url(answered_run)}" hx-trigger="every 1s"' in content
 
 
