@@ -73,6 +73,7 @@ from experiments.response_cache import CacheSlot, count_hits, find_cached, store
 from experiments.signals import announce_recorded, announce_run_changed
 from experiments.trajectory import Trajectory, message_record
 from prbench import metrics, redaction
+from prbench.after_commit import after_commit
 from providers import gateway
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
@@ -984,12 +985,12 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
     recorded = [o.attempt_id for o in completed]
-    transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
+    after_commit(answer_journal.forget, recorded)
     # After the commit, and throttled: the boards' summaries are rebuilt from what committed,
     # by this job (a queued refresh would wait for a free worker, and a run's attempt jobs
     # keep them all busy: leaderboards/jobs.py).
     runs = {ours[o.attempt_id][0] for o in mine if not o.give_back}
-    transaction.on_commit(functools.partial(announce_recorded, runs, in_this_job=True), robust=True)
+    after_commit(announce_recorded, runs, in_this_job=True)
     return len(mine)
 
 
@@ -1024,7 +1025,7 @@ def _give_back(attempt_ids: list[int]) -> None:
     for run_id, ids in by_run.items():
         # Robust: with Redis down the job cannot be queued; the sweep rebuilds it later
         # (queued attempts without a job), and the attempts must be queued all the same.
-        transaction.on_commit(functools.partial(enqueue_attempts, run_id, ids), robust=True)
+        after_commit(enqueue_attempts, run_id, ids)
 
 
 # An attempt back in the queue: nobody's, so a result from its last holder is refused.
@@ -1032,7 +1033,12 @@ UNCLAIMED = {"status": AttemptStatus.QUEUED, "claim_token": None, "claimed_by": 
 
 
 def _judge_once_committed(attempt_ids: list[int]) -> None:
-    """Answered attempts of runs with an evaluator profile go to the evaluator's queue."""
+    """Answered attempts of runs with an evaluator profile go to the evaluator's queue.
+
+    Robust: with Redis down the job cannot be queued, and raising after the commit would
+    abort the job's flush before its other answers are written, which would then be handed
+    back and paid for again. An answered attempt without a verdict is found by the recovery
+    sweep (``requeue_unjudged``) and queued once Redis is back."""
     if not attempt_ids:
         return
     by_profile: dict[int, list[int]] = {}
@@ -1040,7 +1046,7 @@ def _judge_once_committed(attempt_ids: list[int]) -> None:
     for profile_id, attempt_id in judged.values_list("run__evaluator_profile_id", "pk"):
         by_profile.setdefault(profile_id, []).append(attempt_id)
     for profile_id, ids in by_profile.items():
-        transaction.on_commit(functools.partial(enqueue_judging, profile_id, ids))
+        after_commit(enqueue_judging, profile_id, ids)
 
 
 def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest | None, error: ProviderError) -> bool:
