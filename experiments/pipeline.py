@@ -114,6 +114,8 @@ class Outcome:
     trajectory: Trajectory | None = None
     # What an agent's turns cost before one failed for good: recorded with the failure.
     spent: Completion | None = None
+    # Calls sent again because an earlier claim's call was lost with its worker (mid-call).
+    repeat_calls: int = 0
 
 
 def claim_attempts(
@@ -280,14 +282,17 @@ def execute(
         if is_agent(attempt.arm.config):
             return _execute_agent(attempt, prepared, held_slot)
         request = built or build_request(attempt)
+        repeat = _RepeatCount()
         try:
-            completion, responded_at = _answer(attempt, prepared, request, held_slot, cache)
+            completion, responded_at = _answer(attempt, prepared, request, held_slot, cache, repeat)
         except ProviderError as error:
-            return Outcome(attempt.pk, request, error=error)
+            return Outcome(attempt.pk, request, error=error, repeat_calls=repeat.calls)
         if held_slot and not attempt.run.inference_only:  # the call is over: validating must not keep the arm's slot
             gateway.release_slots(prepared, [held_slot])
         evaluation = evaluate_answer(attempt, completion.text)
-        return Outcome(attempt.pk, request, completion, None, evaluation, responded_at, cache)
+        return Outcome(
+            attempt.pk, request, completion, None, evaluation, responded_at, cache, repeat_calls=repeat.calls
+        )
     except INFRASTRUCTURE_ERRORS as exc:
         # Only before the provider answered: after it, releasing a slot is the one Redis
         # call left, and that never raises (a slot not given back expires with its lease).
@@ -314,20 +319,31 @@ def execute(
         return Outcome(attempt.pk, request, error=_platform_error(exc))
 
 
+@dataclass
+class _RepeatCount:
+    calls: int = 0
+
+
 def _answer(
     attempt: Attempt,
     prepared: gateway.PreparedArm,
     request: CompletionRequest,
     held_slot: str | None,
     cache: CacheSlot | None,
+    repeat: _RepeatCount,
 ) -> tuple[Completion, datetime]:
     """The attempt's answer and when it came: reused from the response cache, recovered from
     the journal (an earlier claim's worker got it and died before recording it), or asked
-    of the provider, and then journalled at once so that it is never paid for twice."""
+    of the provider, and then journalled at once so that it is never paid for twice.
+
+    A call is counted before it is sent; one an earlier claim already sent, whose answer
+    never reached the journal (its worker died mid-call), goes into ``repeat``."""
     if cache and cache.hit:
         return cache.hit.completion, timezone.now()
     if attempt.claims > 1 and (recovered := answer_journal.kept(attempt.pk)):
         return recovered
+    earlier = answer_journal.mark_sent(attempt.pk)
+    repeat.calls = earlier if attempt.claims > 1 else 0
     completion = gateway.call(prepared, request, held_slot)
     responded_at = timezone.now()
     answer_journal.keep(attempt.pk, completion, responded_at)
@@ -343,12 +359,28 @@ def _execute_agent(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: s
         why = f"the agent solver writes patches, and a {attempt.task.dataset.kind} task asks for none"
         return Outcome(attempt.pk, None, error=ProviderError(ErrorCategory.PLATFORM_ERROR, why))
     answer = agent.solve(attempt, prepared, held_slot, seed_key(attempt))
-    request = answer.request
+    request, repeat_calls = answer.request, answer.repeat_calls
     if answer.error is not None:
-        return Outcome(attempt.pk, request, error=answer.error, trajectory=answer.trajectory, spent=answer.completion)
+        return Outcome(
+            attempt.pk,
+            request,
+            error=answer.error,
+            trajectory=answer.trajectory,
+            spent=answer.completion,
+            repeat_calls=repeat_calls,
+        )
     responded_at = timezone.now()
     evaluation = evaluate_answer(attempt, answer.completion.text)
-    return Outcome(attempt.pk, request, answer.completion, None, evaluation, responded_at, trajectory=answer.trajectory)
+    return Outcome(
+        attempt.pk,
+        request,
+        answer.completion,
+        None,
+        evaluation,
+        responded_at,
+        trajectory=answer.trajectory,
+        repeat_calls=repeat_calls,
+    )
 
 
 def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
@@ -830,7 +862,7 @@ def request_record(request: CompletionRequest | None) -> dict:
     record = asdict(request)
     record.pop("recorded_answer")  # a replayed answer is the attempt's output, not its request
     record["messages"] = [message_record(message) for message in request.messages]
-    for name, empty in (("tools", []), ("agent_task", None)):
+    for name, empty in (("tools", []), ("agent_task", None), ("idempotency_key", "")):
         if record.get(name) == empty:
             record.pop(name)
     return record
@@ -885,6 +917,7 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "score": evaluation.score,
         "validated_at": now if evaluation.validated else None,
         "scored_at": now,
+        "repeat_calls": outcome.repeat_calls,
         **_agent_columns(outcome.trajectory),
     }
 
@@ -921,6 +954,7 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
         "retry_log": error.retry_log,
         "wall_ms": error.wall_ms,  # None when no call was made (not allowed, platform failure)
         "scored_at": now,
+        "repeat_calls": outcome.repeat_calls,
         **_agent_columns(outcome.trajectory),
         **_spent_columns(outcome.spent),
     }
