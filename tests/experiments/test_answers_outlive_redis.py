@@ -7,6 +7,7 @@ transactions really commit, so the judging enqueue runs where it runs in a worke
 
 import contextlib
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -14,13 +15,13 @@ from django_rq.settings import QUEUES as rq_queues
 from redis import RedisError
 
 from evaluation.models import EvaluatorProfile
-from experiments import pipeline
+from experiments import answer_journal, pipeline
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.jobs import execute_attempts, warm_attempt_pool
 from experiments.models import Attempt, AttemptStatus, Run
 from experiments.pipeline import BatchRunner, claim_attempts, execute
 from experiments.recovery import requeue_unjudged
-from prbench import queues
+from prbench import metrics, queues
 from providers import gateway
 from providers.models import ProviderCredential
 from tests.experiments.test_infrastructure_errors import LimitsRedis, answer
@@ -117,3 +118,34 @@ def test_a_judging_enqueue_that_fails_does_not_keep_the_next_tokens_answers_from
     assert list(run.attempts.order_by("sequence").values_list("status", flat=True)) == [AttemptStatus.COMPLETED] * 2
     assert runner.recorded == 2 and not runner.finished
     assert Attempt.objects.filter(run=run, claim_token__isnull=True).count() == 0  # none handed back
+
+
+def test_an_agent_turn_paid_for_while_redis_is_down_is_recorded_not_asked_again(experiment, start, own_redis):
+    # Slow turns: Redis stops while the first is being answered, after its call was counted.
+    config = {"mode": "oracle", "solver": "agent", "max_turns": 12, "latency_ms": 1500}
+    do_replace_arms(experiment, [ArmSpec("agent", "mock", "m", config)])
+    experiment.sample_size = 1
+    experiment.save()
+    run = start(experiment)
+    attempt = run.attempts.get()
+    turns_before = metrics.AGENT_TURNS.labels("mock")._value.get()
+
+    def stop_redis_as_the_first_turn_is_answered() -> None:
+        sent = answer_journal.sent_key(attempt.pk)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not own_redis.client.hexists(sent, "1"):
+            time.sleep(0.02)
+        own_redis.shut_down()
+
+    fault = threading.Thread(target=stop_redis_as_the_first_turn_is_answered)
+    fault.start()
+    execute_attempts(run.pk, [attempt.pk])
+    fault.join(timeout=30)
+
+    attempt.refresh_from_db()
+    # Handing it back would ask the model for the unjournalled turn again: it ends here,
+    # the platform's failure (never the model's), with the paid turn and its cost recorded.
+    assert (attempt.status, attempt.error_category, attempt.claims) == (AttemptStatus.FAILED, "platform_error", 1)
+    assert "Redis failed mid-trajectory" in attempt.error_message
+    assert attempt.turns == 1 and attempt.output_tokens
+    assert metrics.AGENT_TURNS.labels("mock")._value.get() - turns_before == 1
