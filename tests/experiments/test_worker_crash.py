@@ -20,7 +20,7 @@ from experiments.models import Artifact, Attempt, AttemptStatus, RunStatus, Work
 from prbench.queues import get_connection
 from prbench.recovery import run_recovery_sweep
 from providers.models import ProviderCredential
-from tests.conftest import client_for, command_export, work_queue
+from tests.conftest import api_client, client_for, command_export, make_api_key, work_queue
 from tests.providers.contracts import gpt4o_answer
 from tests.providers.fake_server import FakeProvider, Reply
 
@@ -105,6 +105,9 @@ def test_killed_worker(experiment, org, alice):
     page = client_for(alice).get(reverse("experiments:run", args=[run.code]))
     assert page.status_code == 200
     assert "4 calls were made again after their worker died mid-call" in page.content.decode()
+    reader = api_client(make_api_key(org, scopes=("read",)))
+    assert reader.get(f"/api/runs/{run.code}").json()["repeat_calls"] == 4
+    assert reader.get(f"/api/attempts/{run.attempts.first().code}").json()["repeat_calls"] == 1
 
 
 @pytest.mark.django_db(transaction=True)
