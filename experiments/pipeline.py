@@ -1018,7 +1018,8 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     insert_rows(Artifact, [artifact for o in completed + failed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
-    recorded = [o.attempt_id for o in completed]
+    # Failed ones too: their count of calls sent (answer_journal.mark_sent) is done with.
+    recorded = [o.attempt_id for o in completed + failed]
     after_commit(answer_journal.forget, recorded)
     # After the commit, and throttled: the boards' summaries are rebuilt from what committed,
     # by this job (a queued refresh would wait for a free worker, and a run's attempt jobs
