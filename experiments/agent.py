@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from datasets.validation import agent_workspace
 from evaluation.agent_tools import ToolOutcome, Workspace, tool_specs
@@ -112,6 +113,8 @@ class AgentAnswer:
     trajectory: Trajectory
     request: CompletionRequest  # the first turn's, as the attempt's request record
     error: ProviderError | None = None
+    # Turns asked again: an earlier claim sent them and its worker died before the answer.
+    repeat_calls: int = 0
 
 
 @dataclass
@@ -153,7 +156,7 @@ def solve(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None
     trajectory = Trajectory(prompt_version=agent_prompt_version(config), system=system)
     recovered = answer_journal.kept_turns(attempt.pk) if attempt.claims > 1 else {}
     cap = config.get("tool_output_chars", DEFAULT_TOOL_OUTPUT_CHARS)
-    loop = _Loop(prepared, attempt.pk, config, system, seed_key, recovered, trajectory)
+    loop = _Loop(prepared, attempt.pk, config, system, seed_key, recovered, trajectory, attempt.claims)
     if held_slot:
         # Taken for a single call; an agent makes many, minutes apart, and may first wait for
         # a sandbox session: each turn takes a slot of its own, and waits for one like any call.
@@ -163,7 +166,7 @@ def solve(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None
         tools = tool_specs(tool_set, cap)
         error = loop.run(workspace, tools, first)
         patch = workspace.diff()
-    return AgentAnswer(loop.answer(patch), trajectory, loop.request((first,), tools), error)
+    return AgentAnswer(loop.answer(patch), trajectory, loop.request((first,), tools), error, loop.repeat_calls)
 
 
 class _Loop:
@@ -176,10 +179,14 @@ class _Loop:
         seed_key: str,
         recovered: dict[int, Completion],
         trajectory: Trajectory,
+        claims: int = 1,
     ):
         self.prepared, self.attempt_id, self.config, self.system = prepared, attempt_id, config, system
         self.seed_key, self.recovered, self.trajectory = seed_key, recovered, trajectory
         self.totals = _Totals()
+        self.claims = claims
+        self.repeat_calls = 0
+        self.unkept_turns = 0  # paid for on this claim, but not in the journal (Redis failed)
         self.last: Completion | None = None
         self.warnings: list[str] = []
 
@@ -197,6 +204,14 @@ class _Loop:
             except ProviderError as error:
                 self.trajectory.ended = Ended.INFRASTRUCTURE
                 return error
+            except RedisError as exc:
+                if not self.unkept_turns:
+                    raise  # every paid turn is journalled: the attempt goes back, and its next claim replays them
+                # Handing the attempt back would pay for the unjournalled turns again: it ends
+                # here as the platform's failure, the paid turns recorded with it.
+                self.trajectory.ended = Ended.INFRASTRUCTURE
+                why = f"Redis failed mid-trajectory ({type(exc).__name__}); the turns already paid for are recorded"
+                return ProviderError(ErrorCategory.PLATFORM_ERROR, why)
             self.totals.add(completion)
             self.last = completion
             step = self._step(turn, sent, completion, recovered)
@@ -247,9 +262,13 @@ class _Loop:
         and journalled at once, before its tools run."""
         if kept := self.recovered.get(turn):
             return kept, True
+        earlier = answer_journal.mark_sent(self.attempt_id, turn)
+        if self.claims > 1:
+            self.repeat_calls += earlier
         with in_flight.provider_call(self.attempt_id):
             completion = gateway.call(self.prepared, request)
-        answer_journal.keep_turn(self.attempt_id, turn, completion)
+        if not answer_journal.keep_turn(self.attempt_id, turn, completion):
+            self.unkept_turns += 1
         metrics.count_agent_turn(self.prepared.arm.provider)
         return completion, False
 

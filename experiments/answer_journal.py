@@ -44,6 +44,32 @@ def turns_key(attempt_id: int) -> str:
     return f"prbench:answer-turns:{attempt_id}"
 
 
+def sent_key(attempt_id: int) -> str:
+    """How many calls were sent for each of an attempt's turns (a single-turn answer is turn
+    1), over all its claims: a hash of turn number to count."""
+    return f"prbench:answer-sent:{attempt_id}"
+
+
+def mark_sent(attempt_id: int, turn: int = 1) -> int:
+    """Count a call about to be sent for this turn; returns how many calls earlier claims
+    sent for it (0 on a first call, or when Redis cannot be reached: counting must never
+    keep a call from being made). A claim only calls for a turn the journal holds no answer
+    for, so each earlier call it finds here is one whose answer was lost with its worker
+    (killed, or frozen past its lease, mid-call): this call pays for that answer again.
+
+    One Redis round trip per call, on the hot path (issue 31 batches it with the others)."""
+    key = sent_key(attempt_id)
+    try:
+        with get_connection().pipeline(transaction=False) as pipe:
+            pipe.hincrby(key, str(turn), 1)
+            pipe.expire(key, KEEP_S)
+            sent, _ = pipe.execute()
+    except RedisError as exc:
+        logger.warning("attempt %s: could not count its call: %s", attempt_id, type(exc).__name__)
+        return 0
+    return int(sent) - 1
+
+
 def _stored(completion: Completion) -> dict[str, Any]:
     # Field by field, not asdict(), which deep-copies the raw response first; and without the
     # request body the provider was sent (the prompt, often most of the bytes): nothing
@@ -64,8 +90,9 @@ def keep(attempt_id: int, completion: Completion, responded_at: datetime) -> Non
         logger.warning("attempt %s: could not keep its answer in the journal: %s", attempt_id, type(exc).__name__)
 
 
-def keep_turn(attempt_id: int, turn: int, completion: Completion) -> None:
-    """One agent turn's answer, the moment it arrives. Never raises, like ``keep``."""
+def keep_turn(attempt_id: int, turn: int, completion: Completion) -> bool:
+    """One agent turn's answer, the moment it arrives; whether it was kept. Never raises,
+    like ``keep``."""
     key = turns_key(attempt_id)
     try:
         with get_connection().pipeline(transaction=False) as pipe:
@@ -74,6 +101,8 @@ def keep_turn(attempt_id: int, turn: int, completion: Completion) -> None:
             pipe.execute()
     except RedisError as exc:
         logger.warning("attempt %s: could not keep turn %s in the journal: %s", attempt_id, turn, type(exc).__name__)
+        return False
+    return True
 
 
 def kept_turns(attempt_id: int) -> dict[int, Completion]:
@@ -115,7 +144,9 @@ def forget(attempt_ids: list[int]) -> None:
     if not attempt_ids:
         return
     try:
-        get_connection().delete(*map(journal_key, attempt_ids), *map(turns_key, attempt_ids))
+        get_connection().delete(
+            *map(journal_key, attempt_ids), *map(turns_key, attempt_ids), *map(sent_key, attempt_ids)
+        )
     except RedisError as exc:
         logger.warning("could not delete %s journal entries: %s", len(attempt_ids), type(exc).__name__)
 

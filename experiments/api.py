@@ -40,7 +40,7 @@ from experiments.actions import (
 from experiments.estimate import estimate_run
 from experiments.idempotency import IDEMPOTENCY_KEY_TTL, IdempotencyConflict, StartChoices, start_run_once
 from experiments.models import Allocation, ContextMode, Experiment, ModelArm, Run, SampleStrategy
-from experiments.progress import judging_progress, run_progress
+from experiments.progress import calls_made_again, judging_progress, run_progress
 from orgs.access import access_current_org, check_role, membership_for
 from orgs.api_auth import READ, RUN, actor
 from orgs.models import Organization
@@ -102,6 +102,8 @@ class RunOut(Schema):
     url: str
     arms: list[ArmOut]
     progress: Progress | None = None
+    # Provider calls paid twice: sent again after their worker died mid-call (with progress).
+    repeat_calls: int | None = None
 
 
 def run_out(run: Run, *, with_progress: bool) -> RunOut:
@@ -136,6 +138,7 @@ def run_out(run: Run, *, with_progress: bool) -> RunOut:
         url=reverse("experiments:run", args=[run.code]),
         arms=[ArmOut(label=arm.label, provider=arm.provider, model=arm.model_name) for arm in run.arms.all()],
         progress=progress,
+        repeat_calls=calls_made_again(run) if with_progress else None,
     )
 
 

@@ -66,6 +66,8 @@ class AttemptSummary(Schema):
     retries: int
     turns: int | None  # an agent's model turns; null for a single-turn answer
     tool_calls: int | None  # an agent's tool calls; null for a single-turn answer
+    # Provider calls made again after an earlier worker died mid-call: each was paid twice.
+    repeat_calls: int
 
 
 class Tokens(Schema):
@@ -176,7 +178,8 @@ class AttemptFilters(Schema):
 SUMMARY_COLUMNS = (
     "code", "run", "sequence", "repetition", "status", "outcome", "error_category", "resolved", "score",
     "patch_present", "patch_applied", "input_tokens", "output_tokens", "latency_ms", "cost_usd",
-    "response_cached", "retries", "turns", "tool_calls", "task__code", "task__external_id", "arm__label",
+    "response_cached", "retries", "turns", "tool_calls", "repeat_calls", "task__code", "task__external_id",
+    "arm__label",
 )  # fmt: skip
 
 
@@ -203,6 +206,7 @@ def _summary_fields(attempt: Attempt) -> dict[str, Any]:
         "retries": attempt.retries,
         "turns": attempt.turns,
         "tool_calls": attempt.tool_calls,
+        "repeat_calls": attempt.repeat_calls,
     }
 
 

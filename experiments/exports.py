@@ -97,6 +97,8 @@ ATTEMPT_FIELDS: dict[str, Any] = {
     "error_category": NullIf("error_category", Value("")),
     "turns": "turns",  # an agent's model turns; null for a single-turn answer
     "tool_calls": "tool_calls",
+    # Calls sent again after an earlier claim's worker died mid-call: each was paid twice.
+    "repeat_calls": "repeat_calls",
     "score": "score",
 }
 # Every attempts export's columns (the CSV's): the row's fields, then the task's question, what
@@ -360,6 +362,7 @@ ATTEMPT_ARROW_TYPES: dict[str, pa.DataType] = {
     "error_category": pa.string(),
     "turns": pa.int64(),
     "tool_calls": pa.int64(),
+    "repeat_calls": pa.int64(),
     "score": pa.float64(),
     "question": pa.string(),
     "extracted_answer": pa.string(),

@@ -334,6 +334,11 @@ class Attempt(models.Model):
     outcome = models.CharField(max_length=24, choices=OutcomeClass.choices, blank=True)
     error_message = models.TextField(blank=True)
     retries = models.PositiveIntegerField(default=0)
+    repeat_calls = models.PositiveIntegerField(
+        default=0,
+        help_text="Provider calls made again because an earlier claim's worker died (or froze past its lease) "
+        "mid-call, before the answer reached the journal: each was paid for twice",
+    )
     retry_log = models.JSONField(default=list, blank=True, help_text="Each retried try: category, message, wait")
     warnings = models.JSONField(
         default=list, blank=True, help_text="What the gateway corrected in the answer (e.g. a negative token count)"

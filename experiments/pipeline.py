@@ -73,6 +73,7 @@ from experiments.response_cache import CacheSlot, count_hits, find_cached, store
 from experiments.signals import announce_recorded, announce_run_changed
 from experiments.trajectory import Trajectory, message_record
 from prbench import metrics, redaction
+from prbench.after_commit import after_commit
 from providers import gateway
 from providers.budget import Budget
 from providers.errors import ErrorCategory, ProviderError
@@ -122,6 +123,8 @@ class Outcome:
     trajectory: Trajectory | None = None
     # What an agent's turns cost before one failed for good: recorded with the failure.
     spent: Completion | None = None
+    # Calls sent again because an earlier claim's call was lost with its worker (mid-call).
+    repeat_calls: int = 0
 
 
 def claim_attempts(
@@ -288,14 +291,17 @@ def execute(
         if is_agent(attempt.arm.config):
             return _execute_agent(attempt, prepared, held_slot)
         request = built or build_request(attempt)
+        repeat = _RepeatCount()
         try:
-            completion, responded_at = _answer(attempt, prepared, request, held_slot, cache)
+            completion, responded_at = _answer(attempt, prepared, request, held_slot, cache, repeat)
         except ProviderError as error:
-            return Outcome(attempt.pk, request, error=error)
+            return Outcome(attempt.pk, request, error=error, repeat_calls=repeat.calls)
         if held_slot and not attempt.run.inference_only:  # the call is over: validating must not keep the arm's slot
             gateway.release_slots(prepared, [held_slot])
         evaluation = evaluate_answer(attempt, completion.text)
-        return Outcome(attempt.pk, request, completion, None, evaluation, responded_at, cache)
+        return Outcome(
+            attempt.pk, request, completion, None, evaluation, responded_at, cache, repeat_calls=repeat.calls
+        )
     except INFRASTRUCTURE_ERRORS as exc:
         # Only before the provider answered: after it, releasing a slot is the one Redis
         # call left, and that never raises (a slot not given back expires with its lease).
@@ -322,20 +328,31 @@ def execute(
         return Outcome(attempt.pk, request, error=_platform_error(exc))
 
 
+@dataclass
+class _RepeatCount:
+    calls: int = 0
+
+
 def _answer(
     attempt: Attempt,
     prepared: gateway.PreparedArm,
     request: CompletionRequest,
     held_slot: str | None,
     cache: CacheSlot | None,
+    repeat: _RepeatCount,
 ) -> tuple[Completion, datetime]:
     """The attempt's answer and when it came: reused from the response cache, recovered from
     the journal (an earlier claim's worker got it and died before recording it), or asked
-    of the provider, and then journalled at once so that it is never paid for twice."""
+    of the provider, and then journalled at once so that it is never paid for twice.
+
+    A call is counted before it is sent; one an earlier claim already sent, whose answer
+    never reached the journal (its worker died mid-call), goes into ``repeat``."""
     if cache and cache.hit:
         return cache.hit.completion, timezone.now()
     if attempt.claims > 1 and (recovered := answer_journal.kept(attempt.pk)):
         return recovered
+    earlier = answer_journal.mark_sent(attempt.pk)
+    repeat.calls = earlier if attempt.claims > 1 else 0
     with in_flight.provider_call(attempt.pk):
         completion = gateway.call(prepared, request, held_slot)
     responded_at = timezone.now()
@@ -352,12 +369,28 @@ def _execute_agent(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: s
         why = f"the agent solver writes patches, and a {attempt.task.dataset.kind} task asks for none"
         return Outcome(attempt.pk, None, error=ProviderError(ErrorCategory.PLATFORM_ERROR, why))
     answer = agent.solve(attempt, prepared, held_slot, seed_key(attempt))
-    request = answer.request
+    request, repeat_calls = answer.request, answer.repeat_calls
     if answer.error is not None:
-        return Outcome(attempt.pk, request, error=answer.error, trajectory=answer.trajectory, spent=answer.completion)
+        return Outcome(
+            attempt.pk,
+            request,
+            error=answer.error,
+            trajectory=answer.trajectory,
+            spent=answer.completion,
+            repeat_calls=repeat_calls,
+        )
     responded_at = timezone.now()
     evaluation = evaluate_answer(attempt, answer.completion.text)
-    return Outcome(attempt.pk, request, answer.completion, None, evaluation, responded_at, trajectory=answer.trajectory)
+    return Outcome(
+        attempt.pk,
+        request,
+        answer.completion,
+        None,
+        evaluation,
+        responded_at,
+        trajectory=answer.trajectory,
+        repeat_calls=repeat_calls,
+    )
 
 
 def evaluate_answer(attempt: Attempt, output: str) -> Evaluation:
@@ -888,7 +921,7 @@ def request_record(request: CompletionRequest | None) -> dict:
     record = asdict(request)
     record.pop("recorded_answer")  # a replayed answer is the attempt's output, not its request
     record["messages"] = [message_record(message) for message in request.messages]
-    for name, empty in (("tools", []), ("agent_task", None)):
+    for name, empty in (("tools", []), ("agent_task", None), ("idempotency_key", "")):
         if record.get(name) == empty:
             record.pop(name)
     return record
@@ -943,6 +976,7 @@ def _completed_row(outcome: Outcome, now: datetime) -> dict:
         "score": evaluation.score,
         "validated_at": now if evaluation.validated else None,
         "scored_at": now,
+        "repeat_calls": outcome.repeat_calls,
         **_agent_columns(outcome.trajectory),
     }
 
@@ -979,6 +1013,7 @@ def _failed_row(outcome: Outcome, now: datetime) -> dict:
         "retry_log": error.retry_log,
         "wall_ms": error.wall_ms,  # None when no call was made (not allowed, platform failure)
         "scored_at": now,
+        "repeat_calls": outcome.repeat_calls,
         **_agent_columns(outcome.trajectory),
         **_spent_columns(outcome.spent),
     }
@@ -1042,13 +1077,14 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     insert_rows(Artifact, [artifact for o in completed + failed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
     _judge_once_committed([o.attempt_id for o in completed])
-    recorded = [o.attempt_id for o in completed]
-    transaction.on_commit(functools.partial(answer_journal.forget, recorded), robust=True)
+    # Failed ones too: their count of calls sent (answer_journal.mark_sent) is done with.
+    recorded = [o.attempt_id for o in completed + failed]
+    after_commit(answer_journal.forget, recorded)
     # After the commit, and throttled: the boards' summaries are rebuilt from what committed,
     # by this job (a queued refresh would wait for a free worker, and a run's attempt jobs
     # keep them all busy: leaderboards/jobs.py).
     runs = {ours[o.attempt_id][0] for o in mine if not o.give_back}
-    transaction.on_commit(functools.partial(announce_recorded, runs, in_this_job=True), robust=True)
+    after_commit(announce_recorded, runs, in_this_job=True)
     return len(mine)
 
 
@@ -1083,7 +1119,7 @@ def _give_back(attempt_ids: list[int]) -> None:
     for run_id, ids in by_run.items():
         # Robust: with Redis down the job cannot be queued; the sweep rebuilds it later
         # (queued attempts without a job), and the attempts must be queued all the same.
-        transaction.on_commit(functools.partial(enqueue_attempts, run_id, ids), robust=True)
+        after_commit(enqueue_attempts, run_id, ids)
 
 
 # An attempt back in the queue: nobody's, so a result from its last holder is refused.
@@ -1091,7 +1127,12 @@ UNCLAIMED = {"status": AttemptStatus.QUEUED, "claim_token": None, "claimed_by": 
 
 
 def _judge_once_committed(attempt_ids: list[int]) -> None:
-    """Answered attempts of runs with an evaluator profile go to the evaluator's queue."""
+    """Answered attempts of runs with an evaluator profile go to the evaluator's queue.
+
+    Robust: with Redis down the job cannot be queued, and raising after the commit would
+    abort the job's flush before its other answers are written, which would then be handed
+    back and paid for again. An answered attempt without a verdict is found by the recovery
+    sweep (``requeue_unjudged``) and queued once Redis is back."""
     if not attempt_ids:
         return
     by_profile: dict[int, list[int]] = {}
@@ -1099,7 +1140,7 @@ def _judge_once_committed(attempt_ids: list[int]) -> None:
     for profile_id, attempt_id in judged.values_list("run__evaluator_profile_id", "pk"):
         by_profile.setdefault(profile_id, []).append(attempt_id)
     for profile_id, ids in by_profile.items():
-        transaction.on_commit(functools.partial(enqueue_judging, profile_id, ids))
+        after_commit(enqueue_judging, profile_id, ids)
 
 
 def record_failure(attempt_id: int, token: uuid.UUID, request: CompletionRequest | None, error: ProviderError) -> bool:

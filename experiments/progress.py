@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count
+from django.db.models import Count, Sum
 
 from evaluation.models import Verdict, VerdictStatus
 from experiments.models import AttemptStatus, Run
@@ -38,6 +38,13 @@ def run_progress(run: Run) -> RunProgress:
     counts = dict(run.attempts.order_by().values_list("status").annotate(n=Count("*")))
     by_status = {status: counts.get(status, 0) for status in AttemptStatus.values}
     return RunProgress(total=sum(counts.values()), **by_status)
+
+
+def calls_made_again(run: Run) -> int:
+    """Provider calls the run paid for twice: sent again by a later claim because the worker
+    that sent them first died (or froze past its lease) mid-call, before the answer reached
+    the answer journal (experiments/answer_journal.py)."""
+    return run.attempts.filter(repeat_calls__gt=0).aggregate(n=Sum("repeat_calls"))["n"] or 0
 
 
 @dataclass(frozen=True)

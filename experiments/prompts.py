@@ -109,6 +109,7 @@ def agent_request(attempt: Attempt) -> CompletionRequest:
         messages=(Message("user", task.problem_statement),),
         seed_key=f"{attempt.run.seed}:{task.external_id}:{arm.label}:{attempt.repetition}",
         agent_task=agent_task,
+        idempotency_key=f"prbench-attempt-{attempt.code}",
     )
 
 

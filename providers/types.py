@@ -89,6 +89,11 @@ class CompletionRequest:
     tools: tuple[Tool, ...] = ()
     # A task handed whole to an agent service (the http_agent provider); None for a model.
     agent_task: AgentTask | None = None
+    # The same for every call made for one answer, across claims: a provider that documents
+    # an idempotency key is sent it, so a call repeated after its worker died mid-call is
+    # answered (and billed) once. Only our own http_agent protocol takes one today: OpenAI,
+    # Azure OpenAI, OpenRouter and Anthropic document none (their SDKs send none either).
+    idempotency_key: str = ""
 
     def prompt_text(self) -> str:
         parts = [self.system]

@@ -40,6 +40,7 @@ def test_a_killed_workers_agent_attempt_pays_for_no_journalled_turn_again(org, a
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
         paid_before = journalled()
+        sent_before = journal.hlen(answer_journal.sent_key(attempt.pk))
         attempt.refresh_from_db()
         assert attempt.status == AttemptStatus.RUNNING and attempt.claims == 1
 
@@ -58,6 +59,9 @@ def test_a_killed_workers_agent_attempt_pays_for_no_journalled_turn_again(org, a
     recovered = [step.turn for step in steps.steps if step.recovered]
     # Exactly the turns the dead worker journalled, read back; only the rest were asked.
     assert recovered == list(range(1, paid_before + 1))
+    # A turn the dead worker had sent but got no answer for (it died mid-call) is asked
+    # again, and counted; journalled turns are not.
+    assert attempt.repeat_calls == sent_before - paid_before
     assert asked_turns() - before == len(steps.steps) - paid_before
     assert attempt.turns == len(steps.steps)
     assert answer_journal.RECOVERED in attempt.warnings

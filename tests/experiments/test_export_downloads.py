@@ -69,6 +69,7 @@ COLUMNS = [
     "error_category",
     "turns",
     "tool_calls",
+    "repeat_calls",
     "score",
     "question",
     "extracted_answer",
@@ -104,7 +105,7 @@ def expected_attempts(run) -> list[dict]:
         # question and its expected answer (a PR task's gold patch) are there all the same.
         texts = {"question": attempt.task.problem_statement, "expected_answer": attempt.task.gold_patch}
         transcript = {"extracted_answer": "", "output": "", "messages": []}
-        values = {**identity, "status": status, "cached": False, **texts, **transcript, **fields}
+        values = {**identity, "status": status, "cached": False, "repeat_calls": 0, **texts, **transcript, **fields}
         return {column: values.get(column) for column in JSON_COLUMNS}
 
     trajectory = json.loads(agent_trajectory().to_json())
@@ -186,7 +187,8 @@ def test_the_csv_export_has_one_row_per_attempt_in_execution_order(run):
     assert second[:22] == [*identity, "0", "failed", "model_failure", *[""] * 13, "30000", "", "False", "timeout"]
     assert (first[22:24], second[22:24]) == (["3", "4"], ["", ""])  # an agent's turns and tool calls
     for row, attempt in zip((first, second, *rest), attempts, strict=True):
-        assert row[24:] == ["", attempt["question"], "", attempt["expected_answer"]]
+        # No call was made again after a dead worker's (repeat_calls 0); then the texts.
+        assert row[24:] == ["0", "", attempt["question"], "", attempt["expected_answer"]]
     assert len(rest) == 6 and text.endswith("\n")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [(row["task_id"], row["arm_label"]) for row in rows] == [(a["task_id"], a["arm_label"]) for a in attempts]

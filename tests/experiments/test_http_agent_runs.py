@@ -84,3 +84,19 @@ def test_a_malformed_answer_is_scored_as_no_patch_not_a_crash(org, alice, datase
         assert (attempt.patch_present, attempt.resolved) == (False, False)
         assert attempt.output == agent.body.decode() and attempt.finish_reason == "malformed"
         assert attempt.request["agent_task"]["files"]  # a demo task is self-contained: inline
+
+
+def test_every_call_for_an_attempt_carries_its_idempotency_key_on_the_post_only(org, alice, dataset, agent, start):
+    agent.failures = [503]  # the first POST fails: the retry must carry the same key
+    agent.polls_before_answer = 1
+    experiment = agent_experiment(org, alice, agent, dataset, sample_size=1)
+    experiment.arms.update(config={"deadline_s": 60, "max_retries": 1, "retry_base_ms": 1})
+    run = start(experiment)
+    work_queue()
+    attempt = run.attempts.get()
+    assert attempt.status == AttemptStatus.COMPLETED
+    posts = [r.headers.get("idempotency-key") for r in agent.requests if r.method == "POST"]
+    polls = [r.headers.get("idempotency-key") for r in agent.requests if r.method == "GET"]
+    assert posts == [f"prbench-attempt-{attempt.code}"] * 2
+    assert polls and polls == [None] * len(polls)  # a poll starts nothing: it needs no key
+    assert "idempotency_key" not in attempt.request or attempt.request["idempotency_key"] == posts[0]

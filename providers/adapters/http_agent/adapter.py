@@ -44,6 +44,9 @@ from providers.types import AgentTask, Completion, CompletionRequest, Usage
 PROTOCOL = "prbench-agent/1"
 TIMESTAMP_HEADER = "X-PRBench-Timestamp"
 SIGNATURE_HEADER = "X-PRBench-Signature"
+# The same on every call for one attempt (its first and any made after a worker died mid-call):
+# a service that remembers it can answer a repeat without doing (and paying for) the work again.
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 DEFAULT_DEADLINE_S = 300.0
 # How often to poll when the agent names no retry_after, and the bounds of what it may name:
 # never a busy loop, never a silence longer than a minute.
@@ -120,7 +123,7 @@ class HttpAgentAdapter(Adapter):
         body = request_body(task, ends_at)
         started = time.perf_counter()
         with egress.http_client(httpx2.Timeout(None)) as client:
-            exchange = Exchange(client, secret, ends_at, self.arm.config, body)
+            exchange = Exchange(client, secret, ends_at, self.arm.config, body, request.idempotency_key)
             first = exchange.send("POST", endpoint, json.dumps(body, separators=(",", ":")).encode())
             answer, polls, refused = first, 0, ""
             if first.status == 202:
@@ -207,8 +210,11 @@ def shown_text(answer: Answer) -> str:
 class Exchange:
     """The signed requests of one call to the agent, each within what is left of its deadline."""
 
-    def __init__(self, client: httpx2.Client, secret: str, ends_at: float, config: dict, body: dict):
+    def __init__(
+        self, client: httpx2.Client, secret: str, ends_at: float, config: dict, body: dict, idempotency_key: str = ""
+    ):
         self.client = client
+        self.idempotency_key = idempotency_key
         self.secret = secret
         self.ends_at = ends_at
         self.config = config
@@ -236,6 +242,8 @@ class Exchange:
         headers = {TIMESTAMP_HEADER: timestamp, SIGNATURE_HEADER: signature(self.secret, timestamp, content)}
         if content:
             headers["Content-Type"] = "application/json"
+            if self.idempotency_key:  # on the POST that starts the work; a poll is safe to repeat
+                headers[IDEMPOTENCY_HEADER] = self.idempotency_key
         try:
             with self.client.stream(method, url, content=content, headers=headers, timeout=self.timeout()) as reply:
                 answer = read_answer(reply)
