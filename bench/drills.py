@@ -186,13 +186,17 @@ class CallLog:
             self.refused[key] += 1
             self.refused_at[key] = time.monotonic()
 
-    def threads_held(self, model: str) -> int:
+    def threads_held(self, model: str, tries: int) -> int:
         """A lower bound on the worker threads this model's attempts hold: calls in flight
-        plus callers waiting out a retry-after (those waiting for an arm slot are counted
-        from Redis by the caller)."""
+        plus callers waiting out a retry-after, that is refused lately and not on their last
+        of ``tries`` (those waiting for an arm slot are counted from Redis by the caller)."""
         now = time.monotonic()
         with self.lock:
-            waiting = sum(1 for (m, _), t in self.refused_at.items() if m == model and now - t < RETRY_AFTER_S + 0.5)
+            waiting = sum(
+                1
+                for key, t in self.refused_at.items()
+                if key[0] == model and now - t < RETRY_AFTER_S + 0.5 and self.refused[key] % tries
+            )
             return self.in_flight[model] + waiting
 
 
@@ -782,14 +786,16 @@ def threads_held(fake: FakeProvider, run_id: int, drill: Drill) -> Callable[[], 
     if not drill.faulty_arms:
         return None
     from experiments.models import RunArm
+    from providers.gateway import DEFAULT_MAX_RETRIES
     from providers.limits import waiting_for
 
     model = arm_model(drill.faulty_arms[0])
+    tries = 1 + drill.faulty_arms[0].config.get("max_retries", DEFAULT_MAX_RETRIES)
     arm_key = f"run-arm:{RunArm.objects.get(run_id=run_id, model_name=model).pk}"  # as pipeline.py names it
 
     def held() -> int:
         waiting = waiting_for([arm_key])
-        return fake.calls.threads_held(model) + waiting.for_slot + waiting.for_rate_limit
+        return fake.calls.threads_held(model, tries) + waiting.for_slot + waiting.for_rate_limit
 
     return held
 
@@ -1234,7 +1240,7 @@ def mis_scored(drill: Drill, run_id: int) -> int:
 
 def recovery_seconds(drill: Drill, stage: Stage, cleared: float | None, row: Row) -> float | None:
     """From the fault clearing (a kill: the kill; sigstop: the stop) to the run's last attempt
-    ending; None if it never did."""
+    ending (0 when it ended before the fault cleared); None if it never did."""
     progress = stage.progress
     if progress.ended < progress.total or cleared is None:
         return None
@@ -1245,7 +1251,9 @@ def recovery_seconds(drill: Drill, stage: Stage, cleared: float | None, row: Row
     ends = [cleared] + [t for t, _ in progress.samples if cleared < t <= done]
     row.stall_s = max((b - a for a, b in itertools.pairwise(ends)), default=0.0)
     row.stall_target_s = drill.stall_target_s
-    return done - cleared
+    if done < cleared:
+        row.details.append(f"the run had finished {cleared - done:.1f} s before the fault cleared")
+    return max(0.0, done - cleared)
 
 
 def healthy_throughput(drill: Drill, stage: Stage) -> float | None:
