@@ -53,7 +53,7 @@ One row per drill, from the database and the fake provider's own counts:
               (the hanging arm may fail with `timeout`, the rate-limited one with `rate_limited`)
   recovery s  seconds from the fault clearing (a kill: the kill; sigstop: the stop;
               pool-restart: the new pool being up; no fault: the run's start) until every
-              attempt had ended
+              attempt had ended (slot-starved: no target, its serial arm sets the run's length)
   stall s     the longest time without any attempt ending in that span (a target only for
               pool-restart: 10 s)
   ratio       the healthy arms' throughput in the drill / the baseline's (drills with a faulty arm)
@@ -546,6 +546,8 @@ class Drill:
     # When given, the longest time without any attempt ending, from the fault clearing to the
     # run finishing, must stay within it (pool-restart: the new pool resumes at once).
     stall_target_s: float | None = None
+    # False where the run's length is set by the drill itself (slot-starved: a serial arm).
+    recovery_target: bool = True
 
     @property
     def faulty_arms(self) -> list[Arm]:
@@ -570,16 +572,22 @@ class Row:
     throughput: float | None = None  # the healthy arms' attempts ended per second
     stall_s: float | None = None  # the longest time without an attempt ending after the fault
     stall_target_s: float | None = None
+    recovery_target: bool = True
     manual: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
 
     @property
     def met(self) -> bool:
         counts = (self.lost, self.duplicated, self.paid_twice, self.mis_scored, self.platform_paid_twice)
-        recovered = self.recovery_s is not None and self.recovery_s <= RECOVERY_TARGET_S
         fair = self.ratio is None or self.ratio >= RATIO_TARGET
         judged = not self.judged or (self.judged_s is not None and self.judged_s <= RECOVERY_TARGET_S)
-        return not any(counts) and not self.manual and recovered and fair and judged and self.stall_met
+        return not any(counts) and not self.manual and self.recovered and fair and judged and self.stall_met
+
+    @property
+    def recovered(self) -> bool:
+        if not self.recovery_target:
+            return self.recovery_s is not None
+        return self.recovery_s is not None and self.recovery_s <= RECOVERY_TARGET_S
 
     @property
     def stall_met(self) -> bool:
@@ -1098,6 +1106,7 @@ DRILLS = [
         no_fault,
         arms=(Arm("starved", 1.0, {"max_concurrency": 1}, fault="starved"), *HEALTHY),
         attempts=RATIO_ATTEMPTS,
+        recovery_target=False,
     ),
     Drill(
         "judge-backlog",
@@ -1250,7 +1259,7 @@ def recovery_seconds(drill: Drill, stage: Stage, cleared: float | None, row: Row
         row.details.append(f"first attempt ended {next_end - cleared:.1f} s after the fault cleared")
     ends = [cleared] + [t for t, _ in progress.samples if cleared < t <= done]
     row.stall_s = max((b - a for a, b in itertools.pairwise(ends)), default=0.0)
-    row.stall_target_s = drill.stall_target_s
+    row.stall_target_s, row.recovery_target = drill.stall_target_s, drill.recovery_target
     if done < cleared:
         row.details.append(f"the run had finished {cleared - done:.1f} s before the fault cleared")
     return max(0.0, done - cleared)
@@ -1339,7 +1348,7 @@ def format_row(row: Row) -> tuple[str, ...]:
         _flag(row.paid_twice),
         "-" if row.platform_paid_twice is None else _flag(row.platform_paid_twice),
         _flag(row.mis_scored),
-        recovery if row.recovery_s is not None and row.recovery_s <= RECOVERY_TARGET_S else f"{recovery} !",
+        recovery if row.recovered else f"{recovery} !",
         "-" if row.stall_s is None else f"{row.stall_s:.1f}" + ("" if row.stall_met else " !"),
         _ratio(row.ratio),
         row.held or "-",
