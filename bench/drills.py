@@ -1,43 +1,73 @@
-"""The fault drills of issue 12, as a script: does every single fault recover by itself?
+"""The fault drills of issues 12 and 30, as a script: does every single fault recover by
+itself, and does one bad arm leave the others alone?
 
 Each drill starts a run (12 tasks x 3 arms x N repetitions, inference only) on two workers
 under RQ's worker pool and the recovery sweep (`requeue_stale --every 10`), injects one fault,
-clears it, and waits (at most 180 s after the fault clears) for every attempt to end:
+clears it, and waits (at most 180 s after the fault clears) for every attempt to end, and for a
+judged run (at most 150 s more) for every answered attempt's verdict:
 
-    kill-10      SIGKILL a busy worker 10 times, 2 s apart (the pool replaces it)
-    kill-1       SIGKILL a busy worker once; the sweep runs with --stale-after 60
-    redis        SIGKILL Redis, start it again empty 5.6 s later
-    postgres     stop Postgres (fast shutdown), start it again 22 s later
-    capacity     no fault: a healthy 3 s provider, max_concurrency 1, timeout_total_s 10, 12 attempts
-    hang         one arm's provider answers nothing for 60 s (then answers)
+    kill-10         SIGKILL a busy worker 10 times, 2 s apart (the pool replaces it)
+    kill-1          SIGKILL a busy worker once; the sweep runs with --stale-after 60
+    redis           SIGKILL Redis, start it again empty 5.6 s later
+    postgres        stop Postgres (fast shutdown), start it again 22 s later
+    capacity        no fault: a healthy 3 s provider, max_concurrency 1, timeout_total_s 10, 12 attempts
+    hang            one arm's provider answers nothing for 60 s (then answers)
+    rate-limit      one arm (max_concurrency 3) gets OpenAI's 429 (retry-after 2 s) for 30 s
+    slot-starved    one arm healthy but slow (1 s) on max_concurrency 1
+    judge-backlog   judged by a slow judge (0.8 s a verdict, the fake provider's `drill-judge`):
+                    judge jobs pile up; SIGKILL a worker busy with attempts half-way
+    redis-answers   judged run; the provider kills Redis just before answering call total/3,
+                    Redis comes back empty 5 s later
+    evaluator-kill  judged run (0.3 s a verdict); SIGKILL a worker busy judging
+    pool-restart    SIGKILL the pool and all its workers at 30 %, start a new pool at once
+    sigstop         SIGSTOP a worker busy with attempts for 90 s (past its 30 s lease), SIGCONT
 
-    .venv/bin/python bench/drills.py [--only NAME[,NAME]] [--attempts 504] [--logs DIR]
+    .venv/bin/python bench/drills.py [--only NAME[,NAME]] [--attempts N] [--logs DIR]
 
-(--attempts is rounded down to a multiple of 36; --logs keeps the workers', sweeps' and
-Postgres's logs, which are otherwise deleted with everything else.)
+(--attempts is rounded down to a multiple of 36; without it, 504 for the drills of issue 12,
+288 for those with a faulty arm (hang, rate-limit, slot-starved), 216 for the others. --logs
+keeps the workers', sweeps' and Postgres's logs, which are otherwise deleted with everything
+else.) The whole set takes about 25 minutes on two cores.
+
+Before the first drill with a faulty arm the script runs a baseline: the same healthy arms
+alone, same repetitions, same workers. Its throughput (the healthy arms' attempts ended per
+second, from the run's start to their last one ending) is what each such drill's is divided by.
 
 Everything runs on servers the script starts and stops itself: a Postgres cluster (initdb into
 a temporary directory, on a spare port) and a redis-server (on a spare port, no persistence).
 The shared Postgres and Redis are never touched. The provider is a fake OpenAI-compatible
-server on a thread of this process, reached through an `openai_compatible` credential.
+server on a thread of this process, reached through an `openai_compatible` credential (the
+judge through one of the platform's own organisation).
 
 One row per drill, from the database and the fake provider's own counts:
   planned     attempts in the run
   finished    attempts completed or failed when the wait ended
   lost        attempts still queued or running then (or cancelled: nobody cancelled the run)
-  duplicated  cells (task, arm, repetition) with more than one attempt row
-  paid twice  attempts whose request the provider answered to a live caller more than once
+  dup         cells (task, arm, repetition) with more than one attempt row
+  paid 2x     attempts whose request the provider answered to a live caller more than once
               (a call cut off because its worker was killed, or its client gave up, is
               counted apart: "cut off" in the details)
+  platform 2x attempts the platform itself counted as called again (`Attempt.repeat_calls`,
+              when the model has that field; "-" otherwise)
   mis-scored  attempts recorded as failed although their arm's provider never failed
-              (for the hanging arm: failed with anything but `timeout`)
-  recovery    seconds from the fault clearing until every attempt had ended (hang: until the
-              healthy arms' last attempt ended, from the run's start; capacity: the run's length)
+              (the hanging arm may fail with `timeout`, the rate-limited one with `rate_limited`)
+  recovery s  seconds from the fault clearing (a kill: the kill; sigstop: the stop;
+              pool-restart: the new pool being up; no fault: the run's start) until every
+              attempt had ended (slot-starved: no target, its serial arm sets the run's length)
+  stall s     the longest time without any attempt ending in that span (a target only for
+              pool-restart: 10 s)
+  ratio       the healthy arms' throughput in the drill / the baseline's (drills with a faulty arm)
+  held/slots  the faulty arm's peak threads held at once, as far as they show from outside the
+              workers (its calls in flight at the provider, its callers waiting out a 429's
+              retry-after, and those waiting for a slot or rate budget in Redis), / its
+              max_concurrency
+  judged s    seconds from the run's last attempt ending until every answered attempt had a
+              verdict ("never": not within the wait)
   manual      what a person would have had to do (the script does none of it): restart a
               worker pool or sweep that died, requeue what was lost
 
-Targets: no manual step; 0 lost, duplicated, paid twice, mis-scored; recovery within 60 s.
-The exit code is 0 whatever the result: this measures, it does not gate.
+Targets: no manual step; 0 lost, duplicated, paid twice, mis-scored; recovery and judging within
+60 s; ratio >= 0.90. The exit code is 0 whatever the result: this measures, it does not gate.
 """
 
 from __future__ import annotations
@@ -47,6 +77,7 @@ import atexit
 import contextlib
 import ctypes
 import glob
+import itertools
 import json
 import os
 import select
@@ -76,6 +107,30 @@ DEFAULT_LATENCY_S = 0.1
 RECOVERY_WAIT_S = 180
 RECOVERY_TARGET_S = 60
 HANG_S = 60
+RATE_LIMITED_S = 30
+RETRY_AFTER_S = 2  # what the 429s' retry-after header says
+STOPPED_S = 90  # past the worker lease (PRBENCH_WORKER_LEASE_SECONDS, 30 s)
+REDIS_DOWN_S = 5
+# How long after the run's attempts have all ended a judged drill waits for the last verdicts.
+JUDGING_WAIT_S = 150
+RATIO_TARGET = 0.90
+JUDGE_MODEL = "drill-judge"
+# Attempts per run when --attempts is not given: the drills of issue 12 as they were, the newer
+# ones shorter so the whole set stays near 25 minutes on two cores.
+ATTEMPTS = 504
+SHORT_ATTEMPTS = 216
+RATIO_ATTEMPTS = 288  # the drills with a faulty arm and their baseline: enough healthy work to time
+JUDGEMENT = json.dumps(
+    {"technical_quality": 7, "correctness_confidence": 0.8, "change_risk": "low", "overall": 74, "rationale": "drill"}
+)
+RATE_LIMIT_BODY = {
+    "error": {
+        "message": "Rate limit reached for requests per min (RPM). Please try again in 2s.",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
 FINISHED = ("completed", "failed")  # an attempt in any other state at the end was lost
 PR_SET_PDEATHSIG = 1
 
@@ -88,6 +143,9 @@ class ArmBehaviour:
     latency_s: float = DEFAULT_LATENCY_S
     # When given, calls to this arm's model are held (the provider hangs) until it is set.
     released: threading.Event | None = None
+    rate_limited: bool = False  # its provider answers 429 while the drill's fault lasts:
+    limited_until: float = 0.0  # until this moment (time.monotonic()), at once
+    judge: bool = False  # answers with the evaluator's JSON verdict instead of a patch
 
 
 @dataclass
@@ -97,11 +155,49 @@ class CallLog:
 
     answered: Counter = field(default_factory=Counter)  # the answer went out to a live caller
     cut_off: Counter = field(default_factory=Counter)  # the caller hung up first
+    refused: Counter = field(default_factory=Counter)  # answered 429 (nothing to pay)
+    arrived: int = 0  # calls to the run's arms (not the judge's), in order of arrival
+    in_flight: Counter = field(default_factory=Counter)  # per model, right now
+    peak_in_flight: Counter = field(default_factory=Counter)
+    # When each key last got a 429 and has not called again since: its caller is waiting
+    # out the retry-after on one of its worker's threads, which the provider cannot see.
+    refused_at: dict[tuple[str, int], float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, key: tuple[str, int], delivered: bool) -> None:
         with self.lock:
             (self.answered if delivered else self.cut_off)[key] += 1
+
+    def arrive(self, key: tuple[str, int], judge: bool) -> int:
+        with self.lock:
+            self.refused_at.pop(key, None)
+            self.in_flight[key[0]] += 1
+            self.peak_in_flight[key[0]] = max(self.peak_in_flight[key[0]], self.in_flight[key[0]])
+            if not judge:
+                self.arrived += 1
+            return self.arrived
+
+    def leave(self, key: tuple[str, int]) -> None:
+        with self.lock:
+            self.in_flight[key[0]] -= 1
+
+    def refuse(self, key: tuple[str, int]) -> None:
+        with self.lock:
+            self.refused[key] += 1
+            self.refused_at[key] = time.monotonic()
+
+    def threads_held(self, model: str, tries: int) -> int:
+        """A lower bound on the worker threads this model's attempts hold: calls in flight
+        plus callers waiting out a retry-after, that is refused lately and not on their last
+        of ``tries`` (those waiting for an arm slot are counted from Redis by the caller)."""
+        now = time.monotonic()
+        with self.lock:
+            waiting = sum(
+                1
+                for key, t in self.refused_at.items()
+                if key[0] == model and now - t < RETRY_AFTER_S + 0.5 and self.refused[key] % tries
+            )
+            return self.in_flight[model] + waiting
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -120,6 +216,9 @@ class FakeProvider:
     def __init__(self) -> None:
         self.arms: dict[str, ArmBehaviour] = {}
         self.calls = CallLog()
+        # Called with the arrival number of each call to the run's arms before it is answered
+        # (the redis-answers drill kills Redis from here, just as an answer goes out).
+        self.before_answer: Callable[[int], None] | None = None
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -146,16 +245,33 @@ class FakeProvider:
         # workers left in flight is not counted against the next one.
         calls = self.calls
         behaviour = self.arms.get(model, ArmBehaviour())
-        if behaviour.released is not None:
-            behaviour.released.wait()
-        time.sleep(behaviour.latency_s)
         key = (model, int(body.get("seed") or 0))
+        arrival = calls.arrive(key, behaviour.judge)
+        try:
+            if time.monotonic() < behaviour.limited_until:
+                calls.refuse(key)
+                _send_rate_limited(handler)
+                return
+            if behaviour.released is not None:
+                behaviour.released.wait()
+            time.sleep(behaviour.latency_s)
+            if self.before_answer is not None and not behaviour.judge:
+                self.before_answer(arrival)
+            self._deliver(handler, body, behaviour, calls, key)
+        finally:
+            calls.leave(key)
+
+    def _deliver(
+        self, handler: BaseHTTPRequestHandler, body: dict, behaviour: ArmBehaviour, calls: CallLog, key: tuple[str, int]
+    ) -> None:
+        model = key[0]
         if _caller_gone(handler.connection):
             calls.add(key, delivered=False)
             handler.close_connection = True
             return
         streamed = bool(body.get("stream"))
-        data = _event_stream(model) if streamed else json.dumps(_completion(model)).encode()
+        content = JUDGEMENT if behaviour.judge else "No change needed."
+        data = _event_stream(model, content) if streamed else json.dumps(_completion(model, content)).encode()
         try:
             handler.send_response(200)
             handler.send_header("content-type", "text/event-stream" if streamed else "application/json")
@@ -188,26 +304,36 @@ def _caller_gone(connection: socket.socket) -> bool:
         return True
 
 
-def _completion(model: str) -> dict:
+def _send_rate_limited(handler: BaseHTTPRequestHandler) -> None:
+    """OpenAI's documented 429 for a rate limit: the error body and a retry-after header."""
+    data = json.dumps(RATE_LIMIT_BODY).encode()
+    with contextlib.suppress(OSError):
+        handler.send_response(429)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("retry-after", str(RETRY_AFTER_S))
+        handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        handler.wfile.flush()
+
+
+def _completion(model: str, content: str = "No change needed.") -> dict:
     return {
         "id": f"chatcmpl-drill-{time.time_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "No change needed."}, "finish_reason": "stop"}
-        ],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105},
     }
 
 
-def _event_stream(model: str) -> bytes:
+def _event_stream(model: str, content: str) -> bytes:
     """What OpenAI streams for ``stream: true`` with ``include_usage``: content deltas, the
     finish reason, a last chunk with the usage and no choices, then [DONE]."""
     head = {"id": f"chatcmpl-drill-{time.time_ns()}", "object": "chat.completion.chunk", "created": 1, "model": model}
     chunks = [
-        head
-        | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "No change."}, "finish_reason": None}]},
+        head | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": None}]},
         head | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
         head | {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}},
     ]
@@ -396,7 +522,13 @@ class Arm:
     label: str
     latency_s: float = DEFAULT_LATENCY_S
     config: dict = field(default_factory=dict)
-    hangs: bool = False
+    # What is wrong with its provider: "" (nothing), "hangs", "rate-limited" (429s while the
+    # drill's fault lasts) or "starved" (healthy but slow behind too few slots).
+    fault: str = ""
+
+    @property
+    def hangs(self) -> bool:
+        return self.fault == "hangs"
 
 
 @dataclass
@@ -405,8 +537,21 @@ class Drill:
     what: str
     fault: Callable[[Stage], float | None]  # injects and clears the fault; returns when it cleared
     arms: tuple[Arm, ...] = (Arm("arm-a"), Arm("arm-b"), Arm("arm-c"))
-    repetitions: int | None = None  # None: from --attempts
+    repetitions: int | None = None  # None: from the attempts
     sweep_args: tuple[str, ...] = ()
+    attempts: int = ATTEMPTS  # when --attempts is not given
+    # When given, the run is judged by an evaluator profile whose judge is an arm of the fake
+    # provider answering after this many seconds.
+    judge_latency_s: float | None = None
+    # When given, the longest time without any attempt ending, from the fault clearing to the
+    # run finishing, must stay within it (pool-restart: the new pool resumes at once).
+    stall_target_s: float | None = None
+    # False where the run's length is set by the drill itself (slot-starved: a serial arm).
+    recovery_target: bool = True
+
+    @property
+    def faulty_arms(self) -> list[Arm]:
+        return [arm for arm in self.arms if arm.fault]
 
 
 @dataclass
@@ -417,28 +562,58 @@ class Row:
     lost: int = 0
     duplicated: int = 0
     paid_twice: int = 0
+    platform_paid_twice: int | None = None  # None: the platform does not count them (no field)
     mis_scored: int = 0
     recovery_s: float | None = None
+    ratio: float | None = None  # the healthy arms' throughput against the baseline's
+    held: str = ""  # the faulty arm's peak threads held / its max_concurrency
+    judged: bool = False
+    judged_s: float | None = None  # from the run's last attempt ending to its last verdict
+    throughput: float | None = None  # the healthy arms' attempts ended per second
+    stall_s: float | None = None  # the longest time without an attempt ending after the fault
+    stall_target_s: float | None = None
+    recovery_target: bool = True
     manual: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
 
     @property
     def met(self) -> bool:
-        counts = (self.lost, self.duplicated, self.paid_twice, self.mis_scored)
-        recovered = self.recovery_s is not None and self.recovery_s <= RECOVERY_TARGET_S
-        return not any(counts) and not self.manual and recovered
+        counts = (self.lost, self.duplicated, self.paid_twice, self.mis_scored, self.platform_paid_twice)
+        fair = self.ratio is None or self.ratio >= RATIO_TARGET
+        judged = not self.judged or (self.judged_s is not None and self.judged_s <= RECOVERY_TARGET_S)
+        return not any(counts) and not self.manual and self.recovered and fair and judged and self.stall_met
+
+    @property
+    def recovered(self) -> bool:
+        if not self.recovery_target:
+            return self.recovery_s is not None
+        return self.recovery_s is not None and self.recovery_s <= RECOVERY_TARGET_S
+
+    @property
+    def stall_met(self) -> bool:
+        return self.stall_target_s is None or (self.stall_s is not None and self.stall_s <= self.stall_target_s)
 
 
 class Progress:
     """Counts the run's ended attempts from a thread of its own, through outages (a failed
-    query is retried on a fresh connection), and remembers when each count was first seen."""
+    query is retried on a fresh connection), and remembers when each count was first seen;
+    samples the faulty arm's threads held, and for a judged run, when judging was done."""
 
-    def __init__(self, run_id: int, total: int, healthy_models: list[str]) -> None:
+    def __init__(
+        self,
+        run_id: int,
+        total: int,
+        healthy_models: list[str],
+        held: Callable[[], int] | None = None,
+        judged: bool = False,
+    ) -> None:
         from tqdm import tqdm
 
         self.run_id, self.total, self.healthy_models = run_id, total, healthy_models
         self.ended, self.samples = 0, [(time.monotonic(), 0)]
         self.healthy_done: float | None = None  # when the healthy arms' last attempt had ended
+        self.held, self.peak_held = held, 0
+        self.judged, self.verdicts, self.judging_done = judged, 0, cast(float | None, None)
         self.stop = threading.Event()
         self.bar = tqdm(total=total, unit="attempt", file=sys.stderr, dynamic_ncols=True, leave=False)
         self.thread = threading.Thread(target=self._watch, daemon=True)
@@ -446,12 +621,15 @@ class Progress:
 
     def _watch(self) -> None:
         from django.db import DatabaseError, connection
+        from redis.exceptions import RedisError
 
         while not self.stop.is_set():
             try:
                 self._look()
             except DatabaseError:
                 connection.close()
+            except RedisError:
+                pass  # Redis is down: the held threads are not sampled meanwhile
             time.sleep(0.2)
         connection.close()
 
@@ -463,6 +641,12 @@ class Progress:
             self.bar.update(ended - self.bar.n)
         if self.healthy_done is None and not pending_attempts(self.run_id, self.healthy_models):
             self.healthy_done = time.monotonic()
+        if self.judged and self.judging_done is None:
+            self.verdicts, answered = judged_attempts(self.run_id)
+            if self.ended >= self.total and self.verdicts >= answered:
+                self.judging_done = time.monotonic()
+        if self.held is not None:
+            self.peak_held = max(self.peak_held, self.held())
 
     def note(self, phase: str) -> None:
         self.bar.set_postfix_str(phase)
@@ -476,8 +660,16 @@ class Progress:
         while self.ended < self.total and time.monotonic() < deadline:
             time.sleep(0.2)
 
-    def first_change_after(self, moment: float) -> float | None:
-        return next((t for t, _ in self.samples if t > moment), None)
+    def wait_for_judging(self, deadline: float) -> None:
+        while self.judged and self.judging_done is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    @property
+    def all_ended(self) -> float | None:
+        return self.samples[-1][0] if self.ended >= self.total else None
+
+    def first_change_after(self, moment: float, above: int = 0) -> float | None:
+        return next((t for t, ended in self.samples if t > moment and ended > above), None)
 
     def close(self) -> None:
         self.stop.set()
@@ -492,11 +684,20 @@ class Stage:
     services: Services
     fake: FakeProvider
     run_id: int
-    pool: subprocess.Popen
+    pools: list[subprocess.Popen]  # the last one is current (the pool-restart drill starts another)
     sweep: subprocess.Popen
     progress: Progress
     started: float
+    log: Path
     notes: list[str] = field(default_factory=list)  # what the fault did, for the details
+    # Attempts ended when the fault cleared, counted by the fault itself: the progress thread's
+    # count can lag behind by seconds when the fault kept the machine busy.
+    ended_at_clear: int = 0
+    stopped_pids: list[int] = field(default_factory=list)  # SIGSTOPped: continued however the drill ends
+
+    @property
+    def pool(self) -> subprocess.Popen:
+        return self.pools[-1]
 
 
 def ended_attempts(run_id: int) -> int:
@@ -513,33 +714,98 @@ def pending_attempts(run_id: int, models: list[str]) -> bool:
     return Attempt.objects.filter(run_id=run_id, arm__model_name__in=models, status__in=pending).exists()
 
 
+def judged_attempts(run_id: int) -> tuple[int, int]:
+    """(attempts with a final verdict, attempts answered): every answered attempt is judged."""
+    from evaluation.models import Verdict
+    from experiments.models import Attempt, AttemptStatus
+    from experiments.progress import FINAL_VERDICTS
+
+    verdicts = Verdict.objects.filter(run_id=run_id, status__in=FINAL_VERDICTS).count()
+    return verdicts, Attempt.objects.filter(run_id=run_id, status=AttemptStatus.COMPLETED).count()
+
+
 def run_drill(drill: Drill, services: Services, fake: FakeProvider, org: Any, repetitions: int) -> Row:
     from django.db import connection
 
     from experiments.actions import do_start_run
 
     reset_between_drills(fake, drill)
-    experiment = save_experiment(org, drill, drill.repetitions or repetitions)
+    experiment = save_experiment(org, drill, repetitions)
     log = services.directory / f"{drill.name}.log"
     with stderr_to(log):
         pool = start_pool(services)
         sweep = start_sweep(services, drill.sweep_args)
+    profile = judge_profile(drill)
     run = do_start_run(experiment, inference_only=True)
-    progress = Progress(run.pk, run.total_attempts, [arm_model(a) for a in drill.arms if not a.hangs])
-    stage = Stage(services, fake, run.pk, pool, sweep, progress, started=time.monotonic())
+    if profile is not None:
+        close_profile(profile)
+    healthy = [arm_model(a) for a in drill.arms if not a.fault]
+    progress = Progress(run.pk, run.total_attempts, healthy, threads_held(fake, run.pk, drill), profile is not None)
+    stage = Stage(services, fake, run.pk, [pool], sweep, progress, started=time.monotonic(), log=log)
     try:
         progress.note(drill.what)
         cleared = drill.fault(stage)
         progress.note("waiting for the run")
         progress.wait_for_all(time.monotonic() + RECOVERY_WAIT_S if cleared is not None else stage.started + 600)
+        progress.note("waiting for judging")
+        progress.wait_for_judging((progress.all_ended or time.monotonic()) + JUDGING_WAIT_S)
         connection.close()  # this thread's connection may predate a database restart
         return measure(drill, stage, cleared)
     finally:
+        fake.before_answer = None
+        for pid in stage.stopped_pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         progress.close()
-        for child in (sweep, pool):
+        for child in (sweep, *stage.pools):
             stop_process_group(child)
             services.children.remove(child)
         cancel_unfinished(run.pk)
+
+
+def judge_profile(drill: Drill) -> Any:
+    """For a judged drill, the active pr_patch evaluator profile while its run starts: its
+    judge is the fake provider's `drill-judge` model, under the platform's own credential."""
+    if drill.judge_latency_s is None:
+        return None
+    from evaluation.models import EvaluatorProfile
+
+    return EvaluatorProfile.objects.create(
+        name=f"drill-judge-{drill.name}-{time.time_ns()}",
+        workload="pr_patch",
+        provider="openai_compatible",
+        model_name=JUDGE_MODEL,
+        provider_config={"timeout_read_s": 30},
+    )
+
+
+def close_profile(profile: Any) -> None:
+    """Only the drill's own run is judged by it: later drills' runs start unjudged."""
+    from django.utils import timezone
+
+    profile.active_until = timezone.now()
+    profile.save(update_fields=["active_until"])
+
+
+def threads_held(fake: FakeProvider, run_id: int, drill: Drill) -> Callable[[], int] | None:
+    """The faulty arm's threads, as far as they can be seen from outside the workers: its calls
+    in flight and its callers waiting out a retry-after (the provider's counts), and its
+    callers waiting for a slot or for rate budget (Redis)."""
+    if not drill.faulty_arms:
+        return None
+    from experiments.models import RunArm
+    from providers.gateway import DEFAULT_MAX_RETRIES
+    from providers.limits import waiting_for
+
+    model = arm_model(drill.faulty_arms[0])
+    tries = 1 + drill.faulty_arms[0].config.get("max_retries", DEFAULT_MAX_RETRIES)
+    arm_key = f"run-arm:{RunArm.objects.get(run_id=run_id, model_name=model).pk}"  # as pipeline.py names it
+
+    def held() -> int:
+        waiting = waiting_for([arm_key])
+        return fake.calls.threads_held(model, tries) + waiting.for_slot + waiting.for_rate_limit
+
+    return held
 
 
 def reset_between_drills(fake: FakeProvider, drill: Drill) -> None:
@@ -549,8 +815,13 @@ def reset_between_drills(fake: FakeProvider, drill: Drill) -> None:
     get_connection().flushall()  # (the client reconnects after the Redis drill's restart)
     fake.calls = CallLog()
     fake.arms = {
-        arm_model(arm): ArmBehaviour(arm.latency_s, threading.Event() if arm.hangs else None) for arm in drill.arms
+        arm_model(arm): ArmBehaviour(
+            arm.latency_s, threading.Event() if arm.hangs else None, rate_limited=arm.fault == "rate-limited"
+        )
+        for arm in drill.arms
     }
+    if drill.judge_latency_s is not None:
+        fake.arms[JUDGE_MODEL] = ArmBehaviour(drill.judge_latency_s, judge=True)
 
 
 def arm_model(arm: Arm) -> str:
@@ -610,7 +881,7 @@ def kill_workers(times: int, interval_s: float) -> Callable[[Stage], float | Non
         for _ in range(times):
             if stage.progress.ended >= stage.progress.total:
                 break
-            if kill_a_busy_worker(stage.pool):
+            if signal_a_busy_worker(stage.pool):
                 kills, last = kills + 1, time.monotonic()
                 stage.progress.note(f"killed {kills}/{times}")
             time.sleep(interval_s)
@@ -620,17 +891,30 @@ def kill_workers(times: int, interval_s: float) -> Callable[[Stage], float | Non
     return fault
 
 
-def kill_a_busy_worker(pool: subprocess.Popen, timeout_s: float = 10) -> bool:
+def signal_a_busy_worker(
+    pool: subprocess.Popen, timeout_s: float = 10, doing: str = "", signum: int = signal.SIGKILL
+) -> int | None:
+    """The pid of a worker of the pool that was busy (with a job whose function's name holds
+    ``doing``, when given) and got the signal; None if none was busy in time."""
     from experiments.management.commands.demo import pool_workers
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        busy = [w.pid for w in pool_workers(pool) if w.get_state() == "busy" and w.pid]
+        busy = [w.pid for w in pool_workers(pool) if w.get_state() == "busy" and w.pid and _doing(w, doing)]
         if busy:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(busy[0], signal.SIGKILL)
-                return True
+                os.kill(busy[0], signum)
+                return busy[0]
         time.sleep(0.1)
+    return None
+
+
+def _doing(worker: Any, doing: str) -> bool:
+    if not doing:
+        return True
+    with contextlib.suppress(Exception):  # the job may be gone between the two reads
+        job = worker.get_current_job()
+        return job is not None and doing in job.func_name
     return False
 
 
@@ -672,6 +956,114 @@ def hang_one_arm(stage: Stage) -> float | None:
     return time.monotonic()
 
 
+def rate_limit_one_arm(stage: Stage) -> float | None:
+    """From the run's start, the rate-limited arm's every call gets a 429 for RATE_LIMITED_S."""
+    until = stage.started + RATE_LIMITED_S
+    for behaviour in stage.fake.arms.values():
+        if behaviour.rate_limited:
+            behaviour.limited_until = until
+    time.sleep(max(0.0, until - time.monotonic()))
+    refused = sum(stage.fake.calls.refused.values())
+    stage.notes.append(f"{refused} call(s) answered 429 (retry-after {RETRY_AFTER_S} s)")
+    return time.monotonic()
+
+
+def kill_while(doing: str, fraction: float) -> Callable[[Stage], float | None]:
+    """SIGKILL a worker busy with a job of ``doing`` (a job function's name), once the run is
+    ``fraction`` done (judging: once a judge job is running)."""
+
+    def fault(stage: Stage) -> float | None:
+        stage.progress.wait_for_fraction(fraction)
+        pid = signal_a_busy_worker(stage.pool, timeout_s=120, doing=doing)
+        if pid is None:
+            stage.notes.append(f"no worker was busy with {doing} within 120 s: nothing killed")
+            return None
+        killed = time.monotonic()
+        stage.progress.note(f"killed a worker busy with {doing}")
+        verdicts, answered = judged_attempts(stage.run_id)
+        stage.notes.append(
+            f"killed worker {pid} busy with {doing} at {killed - stage.started:.1f} s "
+            f"({stage.progress.ended} attempts ended, {verdicts} of {answered} answered judged)"
+        )
+        return killed
+
+    return fault
+
+
+def kill_redis_as_answers_arrive(stage: Stage) -> float | None:
+    """The provider kills Redis in its handler just before it answers the run's call number
+    total/3; Redis starts again, empty, REDIS_DOWN_S later. (From this thread: a child started
+    from a handler thread would get its parent-death signal as soon as that thread ends.)"""
+    at = max(1, stage.progress.total // 3)
+    killed = threading.Event()
+
+    def before_answer(arrival: int) -> None:
+        if arrival == at:
+            stage.services.redis.kill()
+            killed.set()
+
+    stage.fake.before_answer = before_answer
+    if not killed.wait(timeout=180):
+        stage.notes.append(f"the provider never got call {at}: Redis was not killed")
+        return None
+    stage.fake.before_answer = None
+    stage.progress.note(f"Redis down for {REDIS_DOWN_S} s")
+    time.sleep(REDIS_DOWN_S)
+    stage.services.redis.start()
+    stage.notes.append(f"Redis killed just before call {at} was answered, started again empty {REDIS_DOWN_S} s later")
+    return time.monotonic()
+
+
+def restart_the_pool(stage: Stage) -> float | None:
+    """SIGKILL the pool process and all its workers at once, then start a new pool at once."""
+    from experiments.management.commands.demo import pool_workers
+
+    stage.progress.wait_for_fraction(0.3)
+    old = stage.pool
+    workers = [w.pid for w in pool_workers(old) if w.pid]
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(old.pid, signal.SIGKILL)
+    for pid in workers:  # in case one had left the pool's process group
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    old.wait()
+    killed = time.monotonic()
+    with stderr_to(stage.log):
+        stage.pools.append(start_pool(stage.services))
+    up = time.monotonic()
+    stage.ended_at_clear = ended_attempts(stage.run_id)
+    stage.notes.append(
+        f"pool and {len(workers)} worker(s) killed at {killed - stage.started:.1f} s "
+        f"({stage.ended_at_clear} attempts ended); the new pool's workers were up {up - killed:.1f} s later, "
+        "from when recovery counts"
+    )
+    return up
+
+
+def stop_a_busy_worker(stage: Stage) -> float | None:
+    """SIGSTOP a worker busy with attempts for STOPPED_S (past its lease), then SIGCONT."""
+    stage.progress.wait_for_fraction(0.3)
+    pid = signal_a_busy_worker(stage.pool, doing="execute_attempts", signum=signal.SIGSTOP)
+    if pid is None:
+        stage.notes.append("no worker was busy with attempts: nothing stopped")
+        return None
+    stopped = time.monotonic()
+    stage.stopped_pids.append(pid)
+    stage.progress.note(f"worker stopped for {STOPPED_S} s")
+    time.sleep(STOPPED_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+    stage.notes.append(f"worker {pid} stopped for {STOPPED_S} s, then continued; recovery counts from the stop")
+    # From the stop: the run is to finish without the frozen worker, not after it wakes.
+    return stopped
+
+
+# The healthy arms of every drill with a faulty arm: slow enough that their pace is set by the
+# worker threads free for them, not by this machine's two cores.
+HEALTHY = (Arm("arm-b", 0.5), Arm("arm-c", 0.5))
+# A faulty arm drill's healthy arms alone: the throughput its ratio is against.
+BASELINE = Drill("baseline", "the healthy arms alone", no_fault, arms=HEALTHY, attempts=RATIO_ATTEMPTS)
+
 DRILLS = [
     Drill(
         "kill-10",
@@ -698,7 +1090,58 @@ DRILLS = [
         "hang",
         f"one arm's provider hangs for {HANG_S} s",
         hang_one_arm,
-        arms=(Arm("hanging", hangs=True), Arm("arm-b"), Arm("arm-c")),
+        arms=(Arm("hanging", fault="hangs"), *HEALTHY),
+        attempts=RATIO_ATTEMPTS,
+    ),
+    Drill(
+        "rate-limit",
+        f"one arm (max_concurrency 3) answered 429 for {RATE_LIMITED_S} s",
+        rate_limit_one_arm,
+        arms=(Arm("limited", config={"max_concurrency": 3}, fault="rate-limited"), *HEALTHY),
+        attempts=RATIO_ATTEMPTS,
+    ),
+    Drill(
+        "slot-starved",
+        "one arm healthy but slow (1 s) on max_concurrency 1",
+        no_fault,
+        arms=(Arm("starved", 1.0, {"max_concurrency": 1}, fault="starved"), *HEALTHY),
+        attempts=RATIO_ATTEMPTS,
+        recovery_target=False,
+    ),
+    Drill(
+        "judge-backlog",
+        "a slow judge (0.8 s a verdict) piles up judge jobs; SIGKILL a worker busy with attempts at 50%",
+        kill_while("execute_attempts", 0.5),
+        attempts=SHORT_ATTEMPTS,
+        judge_latency_s=0.8,
+    ),
+    Drill(
+        "redis-answers",
+        f"Redis killed as an answer arrives (call total/3), back empty after {REDIS_DOWN_S} s; judged run",
+        kill_redis_as_answers_arrive,
+        attempts=SHORT_ATTEMPTS,
+        judge_latency_s=DEFAULT_LATENCY_S,
+    ),
+    Drill(
+        "evaluator-kill",
+        "SIGKILL a worker busy judging (judge 0.3 s a verdict)",
+        kill_while("judge_attempts", 0.3),
+        attempts=SHORT_ATTEMPTS,
+        judge_latency_s=0.3,
+    ),
+    Drill(
+        "pool-restart",
+        "SIGKILL the whole pool at 30%, start a new one at once",
+        restart_the_pool,
+        attempts=SHORT_ATTEMPTS,
+        stall_target_s=10,
+    ),
+    Drill(
+        "sigstop",
+        f"SIGSTOP a worker busy with attempts for {STOPPED_S} s, then SIGCONT",
+        stop_a_busy_worker,
+        arms=(Arm("arm-a", 0.5), Arm("arm-b", 0.5), Arm("arm-c", 0.5)),
+        attempts=SHORT_ATTEMPTS,
     ),
 ]
 
@@ -718,8 +1161,12 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
     row.lost = row.planned - row.finished
     row.duplicated = attempts.values("task_id", "arm_id", "repetition").annotate(n=Count("id")).filter(n__gt=1).count()
     count_calls(drill, stage, row)
+    count_repeat_calls(stage.run_id, row)
     row.mis_scored = mis_scored(drill, stage.run_id)
     row.recovery_s = recovery_seconds(drill, stage, cleared, row)
+    row.throughput = healthy_throughput(drill, stage)
+    describe_faulty_arm(drill, stage, row)
+    describe_judging(stage, row)
     row.manual = manual_steps(stage, row)
     failures = Counter(attempts.filter(status=AttemptStatus.FAILED).values_list("error_category", flat=True))
     if failures:
@@ -736,15 +1183,34 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
 def count_calls(drill: Drill, stage: Stage, row: Row) -> None:
     """Paid twice: an attempt whose request the provider answered, to a caller still there,
     more than once. The seed the gateway sends identifies the attempt."""
-    answered, cut_off = Counter(stage.fake.calls.answered), Counter(stage.fake.calls.cut_off)
+    calls = stage.fake.calls
+    answered, cut_off = Counter(calls.answered), Counter(calls.cut_off)
+    judge = sum(n for (model, _), n in (answered + cut_off).items() if model == JUDGE_MODEL)
     seeds = attempt_seeds(stage.run_id)
     row.paid_twice = sum(1 for key in seeds if answered[key] > 1)
-    stray = sum(n for key, n in (answered + cut_off).items() if key not in seeds)
+    stray = sum(n for key, n in (answered + cut_off).items() if key not in seeds and key[0] != JUDGE_MODEL)
     resent = sum(1 for key in seeds if cut_off[key] and answered[key])
     row.details.append(
-        f"provider calls: {sum(answered.values())} answered, {sum(cut_off.values())} cut off "
+        f"provider calls: {sum(answered.values()) - judge} answered, {sum(cut_off.values())} cut off "
         f"({resent} attempt(s) sent again after a cut-off call){f', {stray} not from this run' if stray else ''}"
+        f"{f', {judge} to the judge' if judge else ''}"
     )
+
+
+def count_repeat_calls(run_id: int, row: Row) -> None:
+    """What the platform itself counted as paid twice, where it counts it (`Attempt.repeat_calls`,
+    added by issue 30; today's main has no such field)."""
+    from django.db.models import Sum
+
+    from experiments.models import Attempt
+
+    if "repeat_calls" not in {f.name for f in Attempt._meta.get_fields()}:
+        return
+    attempts = Attempt.objects.filter(run_id=run_id)
+    # (by name: the type checker knows today's model, which has no such field)
+    row.platform_paid_twice = attempts.filter(**{"repeat_calls__gt": 0}).count()
+    total = attempts.aggregate(n=Sum("repeat_calls"))["n"] or 0
+    row.details.append(f"platform counted {total} repeated call(s) on {row.platform_paid_twice} attempt(s)")
 
 
 def attempt_seeds(run_id: int) -> set[tuple[str, int]]:
@@ -763,28 +1229,79 @@ def attempt_seeds(run_id: int) -> set[tuple[str, int]]:
     return keys
 
 
+# The failure a faulty arm's attempts may end with without being mis-scored: its provider's own.
+OWN_FAILURE = {"hangs": "timeout", "rate-limited": "rate_limited"}
+
+
 def mis_scored(drill: Drill, run_id: int) -> int:
-    """Failures on an arm whose provider never failed; on the hanging arm, any failure that is
-    not the provider's own `timeout`."""
+    """Failures on an arm whose provider never failed; on a hanging arm, any failure that is
+    not the provider's own `timeout`, on a rate-limited one any but `rate_limited`."""
+    from django.db.models import Q
+
     from experiments.models import Attempt, AttemptStatus
 
     failed = Attempt.objects.filter(run_id=run_id, status=AttemptStatus.FAILED)
-    hanging = [arm_model(a) for a in drill.arms if a.hangs]
-    return failed.exclude(arm__model_name__in=hanging, error_category="timeout").count()
+    for arm in drill.arms:
+        if arm.fault in OWN_FAILURE:
+            failed = failed.exclude(Q(arm__model_name=arm_model(arm)) & Q(error_category=OWN_FAILURE[arm.fault]))
+    return failed.count()
 
 
 def recovery_seconds(drill: Drill, stage: Stage, cleared: float | None, row: Row) -> float | None:
+    """From the fault clearing (a kill: the kill; sigstop: the stop) to the run's last attempt
+    ending (0 when it ended before the fault cleared); None if it never did."""
     progress = stage.progress
-    if any(arm.hangs for arm in drill.arms):
-        # What a hanging arm must not do is hold the healthy arms up.
-        return None if progress.healthy_done is None else progress.healthy_done - stage.started
     if progress.ended < progress.total or cleared is None:
         return None
     done = progress.samples[-1][0]
-    next_end = progress.first_change_after(cleared)
+    next_end = progress.first_change_after(cleared, stage.ended_at_clear)
     if next_end is not None and drill.fault is not no_fault:
         row.details.append(f"first attempt ended {next_end - cleared:.1f} s after the fault cleared")
-    return done - cleared
+    ends = [cleared] + [t for t, _ in progress.samples if cleared < t <= done]
+    row.stall_s = max((b - a for a, b in itertools.pairwise(ends)), default=0.0)
+    row.stall_target_s, row.recovery_target = drill.stall_target_s, drill.recovery_target
+    if done < cleared:
+        row.details.append(f"the run had finished {cleared - done:.1f} s before the fault cleared")
+    return max(0.0, done - cleared)
+
+
+def healthy_throughput(drill: Drill, stage: Stage) -> float | None:
+    """The healthy arms' attempts ended per second, from the run's start to their last one."""
+    done = stage.progress.healthy_done
+    if done is None or done <= stage.started:
+        return None
+    healthy = stage.progress.total * sum(1 for a in drill.arms if not a.fault) // len(drill.arms)
+    return healthy / (done - stage.started)
+
+
+def describe_faulty_arm(drill: Drill, stage: Stage, row: Row) -> None:
+    if not drill.faulty_arms:
+        return
+    from providers.limits import DEFAULT_MAX_CONCURRENCY
+
+    arm = drill.faulty_arms[0]
+    slots = arm.config.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
+    row.held = f"{stage.progress.peak_held}/{slots}"
+    peak = stage.fake.calls.peak_in_flight[arm_model(arm)]
+    row.details.append(
+        f"{arm.label} held at least {stage.progress.peak_held} thread(s) at once (calls in flight, retry-after "
+        f"waits, slot and rate waits) against max_concurrency {slots}; peak calls in flight at the provider {peak}"
+    )
+    if stage.progress.healthy_done is not None:
+        row.details.append(f"healthy arms' last attempt ended {stage.progress.healthy_done - stage.started:.1f} s in")
+
+
+def describe_judging(stage: Stage, row: Row) -> None:
+    progress = stage.progress
+    if not progress.judged:
+        return
+    row.judged = True
+    verdicts, answered = judged_attempts(stage.run_id)
+    if progress.judging_done is not None and progress.all_ended is not None:
+        row.judged_s = max(0.0, progress.judging_done - progress.all_ended)
+        row.details.append(f"every answered attempt judged {row.judged_s:.1f} s after the run's last attempt ended")
+    else:
+        row.details.append(f"{answered - verdicts} of {answered} answered attempt(s) unjudged at the end of the wait")
 
 
 def manual_steps(stage: Stage, row: Row) -> list[str]:
@@ -801,7 +1318,23 @@ def manual_steps(stage: Stage, row: Row) -> list[str]:
 # --- the table -----------------------------------------------------------------------------
 
 
-HEADER = ("drill", "planned", "finished", "lost", "dup", "paid 2x", "mis-scored", "recovery s", "manual", "targets")
+HEADER = (
+    "drill",
+    "planned",
+    "finished",
+    "lost",
+    "dup",
+    "paid 2x",
+    "platform 2x",
+    "mis-scored",
+    "recovery s",
+    "stall s",
+    "ratio",
+    "held/slots",
+    "judged s",
+    "manual",
+    "targets",
+)
 
 
 def format_row(row: Row) -> tuple[str, ...]:
@@ -813,8 +1346,13 @@ def format_row(row: Row) -> tuple[str, ...]:
         _flag(row.lost),
         _flag(row.duplicated),
         _flag(row.paid_twice),
+        "-" if row.platform_paid_twice is None else _flag(row.platform_paid_twice),
         _flag(row.mis_scored),
-        recovery if row.recovery_s is not None and row.recovery_s <= RECOVERY_TARGET_S else f"{recovery} !",
+        recovery if row.recovered else f"{recovery} !",
+        "-" if row.stall_s is None else f"{row.stall_s:.1f}" + ("" if row.stall_met else " !"),
+        _ratio(row.ratio),
+        row.held or "-",
+        _judged(row),
         str(len(row.manual)) if not row.manual else f"{len(row.manual)} !",
         "met" if row.met else "MISSED",
     )
@@ -824,14 +1362,33 @@ def _flag(count: int) -> str:
     return f"{count} !" if count else "0"
 
 
-def print_table(rows: list[Row]) -> None:
+def _ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}" if ratio >= RATIO_TARGET else f"{ratio:.2f} !"
+
+
+def _judged(row: Row) -> str:
+    if not row.judged:
+        return "-"
+    if row.judged_s is None:
+        return "never !"
+    return f"{row.judged_s:.1f}" if row.judged_s <= RECOVERY_TARGET_S else f"{row.judged_s:.1f} !"
+
+
+def print_table(rows: list[Row], baselines: dict[int, float]) -> None:
     cells: list[tuple[str, ...]] = [HEADER, *map(format_row, rows)]
     widths = [max(len(line[i]) for line in cells) for i in range(len(HEADER))]
     for number, line in enumerate(cells):
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
         if number == 0:
             print("  ".join("-" * width for width in widths))
-    print("\n'!' marks a missed target (0 lost, duplicated, paid twice, mis-scored; no manual step; recovery <= 60 s)")
+    print(
+        "\n'!' marks a missed target (0 lost, duplicated, paid twice, mis-scored; no manual step; recovery and "
+        f"judging <= {RECOVERY_TARGET_S} s; ratio >= {RATIO_TARGET:.2f})"
+    )
+    for repetitions, throughput in baselines.items():
+        print(f"  baseline: the healthy arms alone, {repetitions} repetition(s): {throughput:.1f} attempts/s")
     for row in rows:
         for detail in row.details + [f"manual: {step}" for step in row.manual]:
             print(f"  {row.drill}: {detail}")
@@ -843,23 +1400,34 @@ def print_table(rows: list[Row]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="comma-separated drill names: " + ", ".join(d.name for d in DRILLS))
-    parser.add_argument("--attempts", type=int, default=504, help="attempts per run (12 tasks x 3 arms x N)")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        help=f"attempts per run (12 tasks x 3 arms x N); default {ATTEMPTS} for the drills of issue 12, "
+        f"{RATIO_ATTEMPTS} for those with a faulty arm (and their baseline), {SHORT_ATTEMPTS} for the others",
+    )
     parser.add_argument("--logs", type=Path, help="keep the workers', sweeps' and Postgres's logs in this directory")
     args = parser.parse_args()
     drills = choose_drills(parser, args.only)
-    repetitions = max(1, args.attempts // (TASKS * 3))
     services = Services(args.logs)
+    started = time.monotonic()
+    baselines: dict[int, float] = {}
     try:
         services.start()
         configure_django(services)
-        rows = run_all(drills, services, repetitions)
+        rows = run_all(drills, services, args.attempts, baselines)
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         return 130
     finally:
         services.stop()
-    print_table(rows)
+    print_table(rows, baselines)
+    print(f"\n{len(drills)} drill(s) in {(time.monotonic() - started) / 60:.1f} min")
     return 0
+
+
+def repetitions_of(drill: Drill, attempts: int | None) -> int:
+    return drill.repetitions or max(1, (attempts or drill.attempts) // (TASKS * 3))
 
 
 def choose_drills(parser: argparse.ArgumentParser, only: str | None) -> list[Drill]:
@@ -888,7 +1456,10 @@ def configure_django(services: Services) -> None:
     call_command("migrate", verbosity=0)
 
 
-def run_all(drills: list[Drill], services: Services, repetitions: int) -> list[Row]:
+def run_all(drills: list[Drill], services: Services, attempts: int | None, baselines: dict[int, float]) -> list[Row]:
+    """Every drill in turn; before the first drill with a faulty arm at a given number of
+    repetitions, the baseline its healthy arms' throughput is compared with."""
+    from evaluation.evaluator import platform_org
     from orgs.models import Organization
     from providers.models import ProviderCredential
 
@@ -898,10 +1469,24 @@ def run_all(drills: list[Drill], services: Services, repetitions: int) -> list[R
         credential = ProviderCredential(org=org, provider="openai_compatible", name="drill", base_url=fake.base_url)
         credential.set_api_key("sk-drill-000000000000")
         credential.save()
+        # The evaluator pays with the platform's own credential (evaluation/evaluator.py).
+        judge_credential = ProviderCredential(org=platform_org(), provider="openai_compatible", base_url=fake.base_url)
+        judge_credential.set_api_key("sk-drill-judge-000000000")
+        judge_credential.save()
         rows = []
         for drill in drills:
+            repetitions = repetitions_of(drill, attempts)
+            if drill.faulty_arms and repetitions not in baselines:
+                print(f"baseline: {BASELINE.what}, {repetitions} repetition(s)", file=sys.stderr)
+                baseline = run_drill(BASELINE, services, fake, org, repetitions)
+                baselines[repetitions] = baseline.throughput or float("nan")
+                if not baseline.met:
+                    rows.append(baseline)  # a baseline that lost work would make every ratio wrong
             print(f"{drill.name}: {drill.what}", file=sys.stderr)
-            rows.append(run_drill(drill, services, fake, org, repetitions))
+            row = run_drill(drill, services, fake, org, repetitions)
+            if drill.faulty_arms and row.throughput is not None:
+                row.ratio = row.throughput / baselines[repetitions]
+            rows.append(row)
         return rows
     finally:
         fake.close()
