@@ -644,9 +644,10 @@ class BatchRunner:
             self.run_drained = True
             return []
         if self.run_drained:
-            # The job stays open while calls of its own run (a hanging arm's, say): it keeps
-            # its threads busy with whatever comes back to the run's queue, now and then.
-            if not self.running or now < self.look_again_at:
+            # The job stays open while calls of its own run (a hanging arm's, say) or attempts
+            # of its own wait for a full arm's slot: it keeps its threads busy with whatever
+            # comes back to the run's queue, or another worker left there, now and then.
+            if not (self.running or self.pending) or now < self.look_again_at:
                 return []
             self.run_drained = False
         queued = Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)

@@ -11,11 +11,12 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db.models import F
 from django_rq.settings import QUEUES as rq_queues
 from redis import RedisError
 
 from evaluation.models import EvaluatorProfile
-from experiments import answer_journal, pipeline
+from experiments import answer_journal, liveness, pipeline
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.jobs import execute_attempts, warm_attempt_pool
 from experiments.models import Attempt, AttemptStatus, Run
@@ -36,7 +37,8 @@ def own_redis(monkeypatch, tmp_path):
     redis = LimitsRedis(tmp_path)
     monkeypatch.setattr(queues, "_connection", redis.client)
     port = redis.client.connection_pool.connection_kwargs["port"]
-    monkeypatch.setitem(rq_queues, "default", {**rq_queues["default"], "URL": f"redis://127.0.0.1:{port}/0"})
+    for name, queue in list(rq_queues.items()):  # judging and recovery too: each has its own entry
+        monkeypatch.setitem(rq_queues, name, {**queue, "URL": f"redis://127.0.0.1:{port}/0"})
     warm_attempt_pool()
     yield redis
     redis.close()
@@ -60,7 +62,8 @@ def judged_run(experiment, start, org):
 
 def judging_jobs(profile_id: int) -> list[list[int]]:
     """The attempts of every judging job of the profile waiting on the queue."""
-    waiting = [queues.get_queue().fetch_job(job_id) for job_id in queues.get_queue().get_job_ids()]
+    queue = queues.get_queue(queues.JUDGING_QUEUE)
+    waiting = [queue.fetch_job(job_id) for job_id in queue.get_job_ids()]
     return [job.args[1] for job in waiting if job and job.args and (job.func_name or "").endswith("judge_attempts")]
 
 
@@ -98,6 +101,8 @@ def test_answers_arriving_as_redis_stops_are_all_recorded_and_judged_once_it_is_
     assert run.attempts.get(claims=0).status == AttemptStatus.QUEUED  # never claimed: nothing paid
 
     monkeypatch.undo()  # Redis is back (the test's own Redis, empty: every job queued before is gone)
+    # The sweep leaves answers younger than two leases to the job their worker is queuing.
+    answered.update(scored_at=F("scored_at") - timedelta(seconds=2 * liveness.lease_seconds() + 1))
     assert requeue_unjudged(timedelta(0)) == {"unjudged": 3}
     assert sorted(pk for ids in judging_jobs(run.evaluator_profile_id) for pk in ids) == sorted(a.pk for a in answered)
 

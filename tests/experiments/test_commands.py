@@ -190,6 +190,8 @@ def test_export_json_has_the_documented_shape(experiment, django_capture_on_comm
         "turns",
         "tool_calls",
         "trajectory",
+        # Calls made again after their worker died mid-call (each paid twice).
+        "repeat_calls",
         # The transcript: what the attempt was asked, what came back, what was read and expected.
         "score",
         "question",
@@ -211,7 +213,7 @@ def test_export_csv(experiment, django_capture_on_commit_callbacks):
         "task_id,arm_label,repetition,status,outcome,resolved,patch_present,patch_well_formed,patch_applied,"
         "fail_to_pass_fraction,pass_to_pass_regressions,lines_changed,files_changed,"
         "lint_clean,build_ok,latency_ms,first_token_ms,output_tokens_per_s,wall_ms,cost_usd,cached,error_category,"
-        "turns,tool_calls,score,question,extracted_answer,expected_answer"
+        "turns,tool_calls,repeat_calls,score,question,extracted_answer,expected_answer"
     )
     assert len(lines) == 9
 

@@ -257,6 +257,8 @@ def test_a_request_carries_nothing_that_tells_the_answer():
         # An agent's tools, and the task as an agent service is sent it (no answer in it).
         "tools",
         "agent_task",
+        # The same on every claim of an attempt (its public code), for providers that take one.
+        "idempotency_key",
     }
     for path in PROVIDERS.rglob("*.py"):
         text = path.read_text()
