@@ -44,9 +44,9 @@ One row per drill, from the database and the fake provider's own counts:
   finished    attempts completed or failed when the wait ended
   lost        attempts still queued or running then (or cancelled: nobody cancelled the run)
   dup         cells (task, arm, repetition) with more than one attempt row
-  paid 2x     attempts whose request the provider answered to a live caller more than once
-              (a call cut off because its worker was killed, or its client gave up, is
-              counted apart: "cut off" in the details)
+  paid 2x     attempts whose request reached the provider more than once (answered to a live
+              caller, or cut off because its worker was killed: either way the provider did
+              the work and bills it; the split is in the details)
   platform 2x attempts the platform itself counted as called again (`Attempt.repeat_calls`,
               when the model has that field; "-" otherwise)
   mis-scored  attempts recorded as failed although their arm's provider never failed
@@ -66,7 +66,9 @@ One row per drill, from the database and the fake provider's own counts:
   manual      what a person would have had to do (the script does none of it): restart a
               worker pool or sweep that died, requeue what was lost
 
-Targets: no manual step; 0 lost, duplicated, paid twice, mis-scored; recovery and judging within
+Targets: no manual step; 0 lost, duplicated, mis-scored; paid twice 0 where no worker is
+killed or frozen, and where one is (kill-10, kill-1, judge-backlog, pool-restart, sigstop),
+every attempt paid twice counted by the platform (platform 2x = paid 2x); recovery and judging within
 60 s; ratio >= 0.90. The exit code is 0 whatever the result: this measures, it does not gate.
 """
 
@@ -548,6 +550,9 @@ class Drill:
     stall_target_s: float | None = None
     # False where the run's length is set by the drill itself (slot-starved: a serial arm).
     recovery_target: bool = True
+    # True where the fault kills or freezes a worker with calls in flight: those calls' answers
+    # never reach the journal, so asking again pays twice; the target is that each is counted.
+    kills_calls: bool = False
 
     @property
     def faulty_arms(self) -> list[Arm]:
@@ -573,15 +578,32 @@ class Row:
     stall_s: float | None = None  # the longest time without an attempt ending after the fault
     stall_target_s: float | None = None
     recovery_target: bool = True
+    kills_calls: bool = False
     manual: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
 
     @property
     def met(self) -> bool:
-        counts = (self.lost, self.duplicated, self.paid_twice, self.mis_scored, self.platform_paid_twice)
+        counts = (self.lost, self.duplicated, self.mis_scored)
         fair = self.ratio is None or self.ratio >= RATIO_TARGET
         judged = not self.judged or (self.judged_s is not None and self.judged_s <= RECOVERY_TARGET_S)
-        return not any(counts) and not self.manual and self.recovered and fair and judged and self.stall_met
+        return (
+            not any(counts)
+            and self.paid_twice_met
+            and not self.manual
+            and self.recovered
+            and fair
+            and judged
+            and self.stall_met
+        )
+
+    @property
+    def paid_twice_met(self) -> bool:
+        """None paid twice where no call was killed; where one was, each repeat counted by the
+        platform (the README's guarantee: only calls in flight at the fault, and counted)."""
+        if not self.kills_calls:
+            return not self.paid_twice and not self.platform_paid_twice
+        return self.platform_paid_twice is not None and self.platform_paid_twice == self.paid_twice
 
     @property
     def recovered(self) -> bool:
@@ -1070,12 +1092,14 @@ DRILLS = [
         "SIGKILL a busy worker 10 times, 2 s apart",
         kill_workers(10, 2.0),
         arms=(Arm("arm-a", 0.5), Arm("arm-b", 0.5), Arm("arm-c", 0.5)),
+        kills_calls=True,
     ),
     Drill(
         "kill-1",
         "SIGKILL a busy worker once, sweep --stale-after 60",
         kill_workers(1, 0),
         sweep_args=("--stale-after", "60"),
+        kills_calls=True,
     ),
     Drill("redis", "SIGKILL Redis, restart it empty after 5.6 s", restart_redis(5.6)),
     Drill("postgres", "stop Postgres for 22 s", restart_postgres(22)),
@@ -1114,6 +1138,7 @@ DRILLS = [
         kill_while("execute_attempts", 0.5),
         attempts=SHORT_ATTEMPTS,
         judge_latency_s=0.8,
+        kills_calls=True,
     ),
     Drill(
         "redis-answers",
@@ -1135,6 +1160,7 @@ DRILLS = [
         restart_the_pool,
         attempts=SHORT_ATTEMPTS,
         stall_target_s=10,
+        kills_calls=True,
     ),
     Drill(
         "sigstop",
@@ -1142,6 +1168,7 @@ DRILLS = [
         stop_a_busy_worker,
         arms=(Arm("arm-a", 0.5), Arm("arm-b", 0.5), Arm("arm-c", 0.5)),
         attempts=SHORT_ATTEMPTS,
+        kills_calls=True,
     ),
 ]
 
@@ -1156,7 +1183,7 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
 
     attempts = Attempt.objects.filter(run_id=stage.run_id).order_by()
     statuses = Counter(dict(attempts.values_list("status").annotate(n=Count("id")).values_list("status", "n")))
-    row = Row(drill.name, planned=stage.progress.total, details=list(stage.notes))
+    row = Row(drill.name, planned=stage.progress.total, details=list(stage.notes), kills_calls=drill.kills_calls)
     row.finished = sum(statuses[status] for status in FINISHED)
     row.lost = row.planned - row.finished
     row.duplicated = attempts.values("task_id", "arm_id", "repetition").annotate(n=Count("id")).filter(n__gt=1).count()
@@ -1187,7 +1214,9 @@ def count_calls(drill: Drill, stage: Stage, row: Row) -> None:
     answered, cut_off = Counter(calls.answered), Counter(calls.cut_off)
     judge = sum(n for (model, _), n in (answered + cut_off).items() if model == JUDGE_MODEL)
     seeds = attempt_seeds(stage.run_id)
-    row.paid_twice = sum(1 for key in seeds if answered[key] > 1)
+    # Sent more than once: a call whose caller was killed is paid for all the same (the
+    # provider computed the answer), so the answer sent to a dead socket counts too.
+    row.paid_twice = sum(1 for key in seeds if answered[key] + cut_off[key] > 1)
     stray = sum(n for key, n in (answered + cut_off).items() if key not in seeds and key[0] != JUDGE_MODEL)
     resent = sum(1 for key in seeds if cut_off[key] and answered[key])
     row.details.append(
@@ -1345,8 +1374,8 @@ def format_row(row: Row) -> tuple[str, ...]:
         str(row.finished),
         _flag(row.lost),
         _flag(row.duplicated),
-        _flag(row.paid_twice),
-        "-" if row.platform_paid_twice is None else _flag(row.platform_paid_twice),
+        str(row.paid_twice) if row.paid_twice_met else f"{row.paid_twice} !",
+        "-" if row.platform_paid_twice is None else str(row.platform_paid_twice) + ("" if row.paid_twice_met else " !"),
         _flag(row.mis_scored),
         recovery if row.recovered else f"{recovery} !",
         "-" if row.stall_s is None else f"{row.stall_s:.1f}" + ("" if row.stall_met else " !"),
