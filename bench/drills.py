@@ -68,7 +68,7 @@ One row per drill, from the database and the fake provider's own counts:
 
 Targets: no manual step; 0 lost, duplicated, mis-scored; paid twice 0 where no worker is
 killed or frozen, and where one is (kill-10, kill-1, judge-backlog, pool-restart, sigstop),
-every attempt paid twice counted by the platform (platform 2x = paid 2x); recovery and judging within
+every attempt paid twice counted by the platform (platform 2x >= paid 2x); recovery and judging within
 60 s; ratio >= 0.90. The exit code is 0 whatever the result: this measures, it does not gate.
 """
 
@@ -603,7 +603,9 @@ class Row:
         platform (the README's guarantee: only calls in flight at the fault, and counted)."""
         if not self.kills_calls:
             return not self.paid_twice and not self.platform_paid_twice
-        return self.platform_paid_twice is not None and self.platform_paid_twice == self.paid_twice
+        # At least as many: a worker killed after counting its call and before the request left
+        # (or while it was in transit) is counted by the platform, never billed by the provider.
+        return self.platform_paid_twice is not None and self.platform_paid_twice >= self.paid_twice
 
     @property
     def recovered(self) -> bool:

@@ -674,7 +674,13 @@ class BatchRunner:
         slots: dict[int, list[str]] = {}
         try:
             ids = self._take_slots(candidates, arms, slots)
-            return bool(ids) and self._claim_with_slots(pool, ids, arms, slots)
+            if not ids:
+                # Every candidate's arm was full: those arms are blocked now, so the next look
+                # passes over them to other arms' attempts at once. Returning "nowhere" here
+                # made the job wait for a running attempt to finish first, which then found
+                # the block expired and the same full arms' attempts first in line again.
+                return any(arm_id in self.blocked for _, arm_id in candidates)
+            return self._claim_with_slots(pool, ids, arms, slots)
         finally:
             for arm_id, unused in slots.items():  # those of attempts not claimed after all
                 gateway.release_slots(cast(gateway.PreparedArm, arms[arm_id]), unused)
