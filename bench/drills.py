@@ -553,6 +553,7 @@ class Drill:
     # True where the fault kills or freezes a worker with calls in flight: those calls' answers
     # never reach the journal, so asking again pays twice; the target is that each is counted.
     kills_calls: bool = False
+    judging_target: bool = True  # False: judging takes the judge's own pace (judge-backlog)
 
     @property
     def faulty_arms(self) -> list[Arm]:
@@ -579,6 +580,8 @@ class Row:
     stall_target_s: float | None = None
     recovery_target: bool = True
     kills_calls: bool = False
+    # False where judging's length is the judge's own pace (judge-backlog: a slow judge's backlog).
+    judging_target: bool = True
     manual: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
 
@@ -586,7 +589,9 @@ class Row:
     def met(self) -> bool:
         counts = (self.lost, self.duplicated, self.mis_scored)
         fair = self.ratio is None or self.ratio >= RATIO_TARGET
-        judged = not self.judged or (self.judged_s is not None and self.judged_s <= RECOVERY_TARGET_S)
+        judged = not self.judged or (
+            self.judged_s is not None and (not self.judging_target or self.judged_s <= RECOVERY_TARGET_S)
+        )
         return (
             not any(counts)
             and self.paid_twice_met
@@ -1141,6 +1146,7 @@ DRILLS = [
         attempts=SHORT_ATTEMPTS,
         judge_latency_s=0.8,
         kills_calls=True,
+        judging_target=False,
     ),
     Drill(
         "redis-answers",
@@ -1186,6 +1192,7 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
     attempts = Attempt.objects.filter(run_id=stage.run_id).order_by()
     statuses = Counter(dict(attempts.values_list("status").annotate(n=Count("id")).values_list("status", "n")))
     row = Row(drill.name, planned=stage.progress.total, details=list(stage.notes), kills_calls=drill.kills_calls)
+    row.judging_target = drill.judging_target
     row.finished = sum(statuses[status] for status in FINISHED)
     row.lost = row.planned - row.finished
     row.duplicated = attempts.values("task_id", "arm_id", "repetition").annotate(n=Count("id")).filter(n__gt=1).count()
