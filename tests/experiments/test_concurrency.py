@@ -46,33 +46,42 @@ def test_a_job_overlaps_calls_up_to_the_arms_limit(experiment, monkeypatch):
     assert 0.9 <= elapsed < 2.4  # ceil(8 / 3) x 0.3 s, not 8 x 0.3 s
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_full_arm_holds_its_own_slots_not_the_threads_other_arms_need(experiment, monkeypatch):
-    """A job takes an attempt's slot before claiming it: attempts of an arm at its limit stay
-    queued instead of waiting on threads, so the other arm's attempts run meanwhile."""
-    monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", 4)
-    monkeypatch.setattr(settings, "PRBENCH_ATTEMPTS_PER_JOB", 12)
+def _answered_beside_a_fast_arm(experiment, monkeypatch, slow: dict, threads: int, per_arm: int) -> dict:
+    """Run a slow arm (``slow``'s settings) beside a fast one in a single job on ``threads``
+    threads, ``per_arm`` attempts each; every attempt answered on its first claim. Returns
+    when each arm's attempts were answered, in order."""
+    monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", threads)
+    monkeypatch.setattr(settings, "PRBENCH_ATTEMPTS_PER_JOB", 2 * per_arm)
     do_replace_arms(
         experiment,
         [
-            ArmSpec("slow", "mock", "m", {"mode": "oracle", "latency_ms": 400, "max_concurrency": 1}),
+            ArmSpec("slow", "mock", "m", {"mode": "oracle", **slow}),
             ArmSpec("fast", "mock", "m", {"mode": "oracle", "latency_ms": 10}),
         ],
     )
-    experiment.sample_size, experiment.repetitions = 3, 2  # 6 attempts per arm, one job
+    experiment.sample_size, experiment.repetitions = per_arm // 2, 2
     experiment.save()
     run = do_start_run(experiment, inference_only=True)
     work_queue()
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
-    answered = {
+    assert run.attempts.filter(claims=1).count() == 2 * per_arm
+    return {
         label: sorted(run.attempts.filter(arm__label=label).values_list("responded_at", flat=True))
         for label in ("slow", "fast")
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_full_arm_holds_its_own_slots_not_the_threads_other_arms_need(experiment, monkeypatch):
+    """A job takes an attempt's slot before claiming it: attempts of an arm at its limit stay
+    queued instead of waiting on threads, so the other arm's attempts run meanwhile."""
+    answered = _answered_beside_a_fast_arm(
+        experiment, monkeypatch, {"latency_ms": 400, "max_concurrency": 1}, threads=4, per_arm=6
+    )
     # Waiting on threads, the slow arm's queued attempts would have filled all four by its
     # second answer, and the fast arm's last ones would have come after several slow ones.
     assert answered["fast"][-1] < answered["slow"][1]
-    assert run.attempts.filter(claims=1).count() == 12
 
 
 @pytest.mark.django_db(transaction=True)
@@ -81,27 +90,10 @@ def test_an_arm_stalled_on_its_provider_does_not_take_the_threads_of_the_arm_bes
     the other arm's pace they stop counting against the job's threads, and the fast arm's
     attempts run on the pool's spare threads meanwhile. Counted like working attempts, the
     slow arm's four calls took all four threads, and the fast arm waited for them."""
-    monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", 4)
-    monkeypatch.setattr(settings, "PRBENCH_ATTEMPTS_PER_JOB", 16)
-    do_replace_arms(
-        experiment,
-        [
-            ArmSpec("slow", "mock", "m", {"mode": "oracle", "latency_ms": 1500, "max_concurrency": 4}),
-            ArmSpec("fast", "mock", "m", {"mode": "oracle", "latency_ms": 10}),
-        ],
+    answered = _answered_beside_a_fast_arm(
+        experiment, monkeypatch, {"latency_ms": 1500, "max_concurrency": 4}, threads=4, per_arm=8
     )
-    experiment.sample_size, experiment.repetitions = 4, 2  # 8 attempts per arm, one job
-    experiment.save()
-    run = do_start_run(experiment, inference_only=True)
-    work_queue()
-    run.refresh_from_db()
-    assert run.status == RunStatus.COMPLETED
-    answered = {
-        label: sorted(run.attempts.filter(arm__label=label).values_list("responded_at", flat=True))
-        for label in ("slow", "fast")
-    }
     assert answered["fast"][-1] < answered["slow"][0]
-    assert run.attempts.filter(claims=1).count() == 16
 
 
 def test_a_job_waiting_for_a_full_arm_is_woken_by_a_release(db):

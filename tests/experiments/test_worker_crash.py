@@ -63,15 +63,20 @@ def reclaimed_after_its_lease() -> int:
     return reclaimed
 
 
+def use_openai_through(provider: FakeProvider, experiment, org) -> None:
+    """The experiment's one arm is OpenAI's, reached through ``provider``, never retried."""
+    credential = ProviderCredential(org=org, provider="openai", base_url=provider.url + "/v1")
+    credential.set_api_key("sk-test-crash-0000000")
+    credential.save()
+    do_replace_arms(experiment, [ArmSpec("gpt", "openai", "gpt-4o", {"max_retries": 0})])
+
+
 @pytest.mark.django_db(transaction=True)
 def test_killed_worker(experiment, org, alice):
     provider = FakeProvider()  # counts every call the provider would bill
     # Slow answers so the worker is certainly mid-call when it is killed.
     provider.default = Reply(200, gpt4o_answer(), delay_s=4)
-    credential = ProviderCredential(org=org, provider="openai", base_url=provider.url + "/v1")
-    credential.set_api_key("sk-test-crash-0000000")
-    credential.save()
-    do_replace_arms(experiment, [ArmSpec("gpt", "openai", "gpt-4o", {"max_retries": 0})])
+    use_openai_through(provider, experiment, org)
     run = do_start_run(experiment, inference_only=True)
     worker = spawn_worker()
     try:
@@ -115,10 +120,7 @@ def test_a_worker_killed_after_the_answer_arrived_pays_for_nothing_again(experim
     provider = FakeProvider()
     # A slow answer, so the row is locked below while the call is still in flight.
     provider.default = Reply(200, gpt4o_answer(), delay_s=2)
-    credential = ProviderCredential(org=org, provider="openai", base_url=provider.url + "/v1")
-    credential.set_api_key("sk-test-crash-0000000")
-    credential.save()
-    do_replace_arms(experiment, [ArmSpec("gpt", "openai", "gpt-4o", {"max_retries": 0})])
+    use_openai_through(provider, experiment, org)
     experiment.sample_size = 1
     experiment.save()
     run = do_start_run(experiment, inference_only=True)
