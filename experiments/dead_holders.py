@@ -28,17 +28,24 @@ logger = logging.getLogger(__name__)
 
 def reap_dead_holders() -> dict[str, int]:
     """Delete the leases of processes known dead, free the slots of every holder without a live
-    lease, and take back the dead processes' attempts (the sweep's own reclaim).
+    lease, and take back the dead processes' attempts (the sweep's own reclaim): what a worker
+    does as it starts, before the next sweep comes round.
 
     Counts: ``dead_workers``, leases of dead processes deleted; ``freed_slots``, arm slots
     freed; and, when some process was dead, what ``requeue_abandoned_attempts`` did."""
-    dead = _delete_leases_of_dead_processes()
-    report = {"dead_workers": dead, "freed_slots": _free_slots_without_live_lease()}
-    if dead:
+    report = free_dead_holders()
+    if report["dead_workers"]:
         stale_after = timedelta(seconds=settings.PRBENCH_STALE_AFTER_SECONDS)
         for name, count in requeue_abandoned_attempts(stale_after).items():
             report[name] = report.get(name, 0) + count
     return report
+
+
+def free_dead_holders(_stale_after: timedelta | None = None) -> dict[str, int]:
+    """The recovery sweep's first step (settings.PRBENCH_RECOVERY_STEPS): the leases of processes
+    known dead go, and every holder without a live lease gives up its slots; the next step
+    takes back their attempts. Its own clock: ``stale_after`` is not used."""
+    return {"dead_workers": _delete_leases_of_dead_processes(), "freed_slots": _free_slots_without_live_lease()}
 
 
 def _delete_leases_of_dead_processes() -> int:

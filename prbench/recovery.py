@@ -5,6 +5,8 @@ found again from the rows. Each app contributes the steps that know its own rows
 knows none of them. ``PRBENCH_RECOVERY_STEPS`` (settings) names them by dotted path, and they
 run in that list's order, the order the sweep has always had:
 
+0. ``experiments``: delete the leases of workers known dead on this machine, and free the arm
+   slots of every holder without a live lease;
 1. ``experiments``: take back attempts whose worker is gone, rebuild jobs lost with Redis,
    finish runs with nothing left to do, drop expired worker leases;
 2. ``experiments``: queue answered attempts whose evaluator job was lost;

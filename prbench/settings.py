@@ -246,6 +246,7 @@ PRBENCH_STALE_AFTER_SECONDS = envint("PRBENCH_STALE_AFTER_SECONDS", "600")
 # The recovery sweep's steps (prbench/recovery.py), each app's own, run in this order by
 # requeue_stale: attempts and jobs first, then lost judging, boards, webhooks, the audit log.
 PRBENCH_RECOVERY_STEPS = [
+    "experiments.dead_holders.free_dead_holders",
     "experiments.recovery.requeue_abandoned_attempts",
     "experiments.recovery.reroute_stranded_jobs",
     "experiments.recovery.requeue_unjudged",

@@ -2,7 +2,6 @@ from collections import defaultdict
 
 from django.core.management.base import CommandError
 
-from experiments.dead_holders import reap_dead_holders
 from prbench.inputs import CheckedCommand
 from prbench.recovery import run_recovery_sweep, sweep_forever
 
@@ -25,17 +24,12 @@ class Command(CheckedCommand):
             if value is not None and value < 1:
                 raise CommandError(f"{option} must be a number of seconds of at least 1, not {value}")
         if every is None:
-            self.report(run_recovery_sweep(stale_after), reap_dead_holders())
+            self.report(run_recovery_sweep(stale_after))
             return
-        # Each pass also reaps the workers known dead (and their slots), inside the pass's own
-        # protection: an outage is logged and the next pass tries again.
-        sweep_forever(every, stale_after, lambda report: self.report(report, reap_dead_holders()))
+        sweep_forever(every, stale_after, self.report)
 
-    def report(self, *reports: dict[str, int]) -> None:
-        count: defaultdict[str, int] = defaultdict(int)  # a step left out of PRBENCH_RECOVERY_STEPS did nothing
-        for report in reports:
-            for name, value in report.items():
-                count[name] += value
+    def report(self, report: dict[str, int]) -> None:
+        count = defaultdict(int, report)  # a step left out of PRBENCH_RECOVERY_STEPS did nothing
         self.stdout.write(
             f"reaped {count['dead_workers']} dead worker(s); freed {count['freed_slots']} arm slot(s) of dead ones; "
             f"reclaimed {count['reclaimed']} abandoned attempt(s); rebuilt jobs for {count['requeued_runs']} run(s); "
