@@ -776,6 +776,8 @@ def run_drill(drill: Drill, services: Services, fake: FakeProvider, org: Any, re
         cleared = drill.fault(stage)
         progress.note("waiting for the run")
         progress.wait_for_all(time.monotonic() + RECOVERY_WAIT_S if cleared is not None else stage.started + 600)
+        if progress.ended < progress.total:
+            describe_unfinished(stage)
         progress.note("waiting for judging")
         progress.wait_for_judging((progress.all_ended or time.monotonic()) + JUDGING_WAIT_S)
         connection.close()  # this thread's connection may predate a database restart
@@ -790,6 +792,46 @@ def run_drill(drill: Drill, services: Services, fake: FakeProvider, org: Any, re
             stop_process_group(child)
             services.children.remove(child)
         cancel_unfinished(run.pk)
+
+
+def describe_unfinished(stage: Stage) -> None:
+    """A run the drill waited for in vain: who holds each unfinished attempt and whether that
+    holder is alive, the database's open transactions, and where py-spy is on the PATH a stack
+    dump of the sweep and of every pool worker, into the drill's log (kept with --logs)."""
+    from django.db import connection
+
+    from experiments.management.commands.demo import pool_workers
+    from experiments.models import Attempt, AttemptStatus, WorkerLease
+
+    unfinished = Attempt.objects.filter(run_id=stage.run_id, status__in=(AttemptStatus.QUEUED, AttemptStatus.RUNNING))
+    leases = {lease.name: lease for lease in WorkerLease.objects.all()}
+    lines = [f"--- {unfinished.count()} attempt(s) unfinished; {len(leases)} lease(s)"]
+    lines.append(f"sweep exit code: {stage.sweep.poll()}; pool exit code: {stage.pool.poll()}")
+    for attempt in unfinished.order_by("sequence")[:20]:
+        lease = leases.get(attempt.claimed_by)
+        held = "no lease" if lease is None else f"pid {lease.pid}, expires {lease.expires_at:%H:%M:%S}"
+        lines.append(
+            f"attempt {attempt.pk} {attempt.status} claims={attempt.claims} started={attempt.started_at} "
+            f"claimed_by={attempt.claimed_by or '-'} ({held})"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, client_port, state, xact_start, wait_event_type, wait_event, left(query, 300) "
+            "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        lines += ["--- pg_stat_activity", *(" | ".join(map(str, row)) for row in cursor.fetchall())]
+    # Which process holds each database connection: the client ports above, by pid.
+    sockets = subprocess.run(["ss", "-tnp"], capture_output=True, text=True, check=False).stdout
+    port = f":{stage.services.postgres.port} "
+    lines += ["--- database connections (ss -tnp)", *(line for line in sockets.splitlines() if port in line)]
+    py_spy = shutil.which("py-spy")
+    pids = [stage.sweep.pid, *(worker.pid for worker in pool_workers(stage.pool) if worker.pid)]
+    for pid in pids if py_spy else ():
+        dump = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False)
+        lines.append(f"--- py-spy dump of {pid}\n{dump.stdout}{dump.stderr}")
+    with stage.log.open("a") as log:
+        log.write("\n".join(lines) + "\n")
+    stage.notes.append(f"unfinished: {lines[2] if len(lines) > 2 else lines[0]}")
 
 
 def judge_profile(drill: Drill) -> Any:
@@ -883,7 +925,7 @@ def start_pool(services: Services) -> subprocess.Popen:
 def start_sweep(services: Services, extra: tuple[str, ...]) -> subprocess.Popen:
     sweep = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "requeue_stale", "--every", "10", *extra],
-        stdout=subprocess.DEVNULL,
+        stdout=sys.stderr.fileno(),  # its reports, into the drill's log (stderr_to)
         start_new_session=True,
         preexec_fn=_die_with_parent,
     )
@@ -1411,7 +1453,8 @@ def _judged(row: Row) -> str:
         return "-"
     if row.judged_s is None:
         return "never !"
-    return f"{row.judged_s:.1f}" if row.judged_s <= RECOVERY_TARGET_S else f"{row.judged_s:.1f} !"
+    on_time = not row.judging_target or row.judged_s <= RECOVERY_TARGET_S
+    return f"{row.judged_s:.1f}" if on_time else f"{row.judged_s:.1f} !"
 
 
 def print_table(rows: list[Row], baselines: dict[int, float]) -> None:
