@@ -232,19 +232,26 @@ def estimated_cost(profile: EvaluatorProfile, attempts) -> Decimal | None:
     return price_cost(usage, price)[0]
 
 
+# A worker queues an answer's judging right after the answer commits, in milliseconds: an
+# answer this old with no judging job waiting has lost it (the worker died, or Redis did).
+# Short, because queuing again too early costs nothing: the second job finds the verdicts
+# claimed or done and judges nothing twice (judge_verdicts claims its rows).
+QUEUED_WITHIN = timedelta(seconds=10)
+
+
 def unjudged_of_runs(older_than: timedelta) -> dict[int, list[int]]:
     """Answered attempts of judged runs whose judging was lost, by profile: no finished
     verdict of their run's profile, no live claim on it, and no judging job still coming.
 
-    Lost, once answered longer ago than a couple of leases (the time a worker takes to queue
-    the job after recording): no verdict row at all (the worker died before queuing it), one
+    Lost, once answered longer ago than ``QUEUED_WITHIN`` (a worker queues the job as it
+    records the answer): no verdict row at all (the worker died before queuing it), one
     claimed by a process whose lease lapsed (it died judging), or one whose job is no longer
     waiting in Redis (lost with it). Checking the jobs is one pipelined read of the distinct
     job ids, and a job the sweep queued is found waiting by the next sweep: nothing piles up.
     Answers let go to judge later (the evaluator could not be reached) and anything older than
     ``older_than`` (``PRBENCH_STALE_AFTER_SECONDS``) whatever its job says, are queued too."""
     now = timezone.now()
-    grace = timedelta(seconds=2 * liveness.lease_seconds())
+    grace = QUEUED_WITHIN
     verdicts = Verdict.objects.filter(profile_id=OuterRef("run__evaluator_profile_id"), attempt_id=OuterRef("pk"))
     busy_or_done = verdicts.exclude(status=VerdictStatus.PENDING) | verdicts.filter(live_claim(RUNS))
     candidates = (

@@ -98,6 +98,12 @@ BLOCKED_S = 0.05
 # pool's spare threads (jobs.py: STALLED_ROOM per thread).
 STALL_FACTOR = 4
 STALL_FLOOR_S = 0.5
+# An arm the job has not heard from yet is held to the fastest arm's pace, and more strictly:
+# a hanging provider never answers, so its calls have no latency of their own to be judged by,
+# and every second they count as working the other arms lose threads. A call that has not
+# answered in twice the time the fastest arm takes is not keeping pace; if it is merely slow,
+# the cost of the mistake is a few of the pool's spare threads until its first answer.
+UNHEARD_FACTOR = 2
 # A job that found its run drained looks again this often while calls of its own still run:
 # attempts come back to the queue, and another worker's claim may have beaten its own.
 LOOK_AGAIN_S = 0.5
@@ -535,9 +541,10 @@ class BatchRunner:
         since = in_flight.waiting_since(attempt_id)
         if since is None:
             return False
-        # An arm not heard from yet is held to the others' pace: a hanging arm never answers.
-        usual = self.usual_s.get(arm_id) or min(self.usual_s.values(), default=0.0)
-        return now - since > max(STALL_FLOOR_S, STALL_FACTOR * usual)
+        usual, factor = self.usual_s.get(arm_id), STALL_FACTOR
+        if usual is None:  # not heard from: held to the fastest arm's pace (UNHEARD_FACTOR)
+            usual, factor = min(self.usual_s.values(), default=0.0), UNHEARD_FACTOR
+        return now - since > max(STALL_FLOOR_S, factor * usual)
 
     def _note_latency(self, arm_id: int, outcome: Outcome) -> None:
         completion = outcome.completion

@@ -20,6 +20,7 @@ from experiments import liveness
 from experiments.dead_holders import reap_dead_holders
 from experiments.jobs import warm_attempt_pool
 from experiments.pipeline import stop_claiming
+from prbench.forks import keep_sockets_from_forked_children
 from prbench.queues import get_queue, needs_queues
 
 logger = logging.getLogger(__name__)
@@ -49,12 +50,16 @@ class AttemptWorker(SimpleWorker):
         self.known_needs: dict[str, tuple[str, ...]] | None = None
         self.capabilities: tuple[str, ...] = ()
 
-    def work(self, *args: Any, **kwargs: Any) -> bool:
+    def work(self, burst: bool = False, *args: Any, **kwargs: Any) -> bool:
+        if not burst:
+            # The scheduler RQ forks from a long-running worker must not keep its database
+            # sessions open after it dies (prbench/forks.py); a burst worker forks none.
+            keep_sockets_from_forked_children()
         liveness.heartbeat()  # alive from the start, not only from its first claim
         warm_attempt_pool()
         self.listen_to_served_queues()
         self.reap_dead_workers()
-        return super().work(*args, **kwargs)
+        return super().work(burst, *args, **kwargs)
 
     def reap_dead_workers(self) -> None:
         """Before its first job, free what workers that died on this machine still hold (a

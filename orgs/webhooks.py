@@ -15,7 +15,6 @@ cross it readable by anyone.
 
 from __future__ import annotations
 
-import functools
 import secrets
 import uuid
 from collections.abc import Callable, Iterable
@@ -36,6 +35,7 @@ from orgs.models import (
 )
 from orgs.webhook_delivery import enqueue_deliveries
 from orgs.webhook_urls import check_webhook_url
+from prbench.after_commit import after_commit
 
 # A handful covers every real use (chat, CI, an incident tool); the cap keeps one run's end
 # from turning into hundreds of outbound calls.
@@ -141,4 +141,4 @@ def _payload(event: str, code: uuid.UUID, body: dict) -> dict:
 def _enqueue_on_commit(delivery_ids: list[int]) -> None:
     if delivery_ids:
         # Robust: with Redis down the commit stands, and the sweep sends the pending deliveries.
-        transaction.on_commit(functools.partial(enqueue_deliveries, delivery_ids), robust=True)
+        after_commit(enqueue_deliveries, delivery_ids)

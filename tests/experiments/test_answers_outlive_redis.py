@@ -16,9 +16,10 @@ from django_rq.settings import QUEUES as rq_queues
 from redis import RedisError
 
 from evaluation.models import EvaluatorProfile
-from experiments import answer_journal, liveness, pipeline
+from experiments import answer_journal, pipeline
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.jobs import execute_attempts, warm_attempt_pool
+from experiments.judging import QUEUED_WITHIN
 from experiments.models import Attempt, AttemptStatus, Run
 from experiments.pipeline import BatchRunner, claim_attempts, execute
 from experiments.recovery import requeue_unjudged
@@ -101,8 +102,8 @@ def test_answers_arriving_as_redis_stops_are_all_recorded_and_judged_once_it_is_
     assert run.attempts.get(claims=0).status == AttemptStatus.QUEUED  # never claimed: nothing paid
 
     monkeypatch.undo()  # Redis is back (the test's own Redis, empty: every job queued before is gone)
-    # The sweep leaves answers younger than two leases to the job their worker is queuing.
-    answered.update(scored_at=F("scored_at") - timedelta(seconds=2 * liveness.lease_seconds() + 1))
+    # The sweep leaves answers just recorded to the job their worker is queuing.
+    answered.update(scored_at=F("scored_at") - (QUEUED_WITHIN + timedelta(seconds=1)))
     assert requeue_unjudged(timedelta(0)) == {"unjudged": 3}
     assert sorted(pk for ids in judging_jobs(run.evaluator_profile_id) for pk in ids) == sorted(a.pk for a in answered)
 

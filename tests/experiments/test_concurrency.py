@@ -6,8 +6,10 @@ import time
 import pytest
 from django.conf import settings
 
+from experiments import in_flight
 from experiments.actions import ArmSpec, do_replace_arms, do_start_run
 from experiments.models import AttemptStatus, RunStatus
+from experiments.pipeline import BatchRunner
 from providers import limits
 from providers.errors import ProviderError
 from tests.conftest import work_queue
@@ -94,6 +96,20 @@ def test_an_arm_stalled_on_its_provider_does_not_take_the_threads_of_the_arm_bes
         experiment, monkeypatch, {"latency_ms": 1500, "max_concurrency": 4}, threads=4, per_arm=8
     )
     assert answered["fast"][-1] < answered["slow"][0]
+
+
+def test_a_call_is_stalled_past_its_arms_pace_and_an_unheard_arm_past_twice_the_fastest_arms():
+    runner = BatchRunner(run_id=1, attempt_ids=[], threads=4)
+    runner.usual_s = {1: 0.3}  # arm 1 has answered in 0.3 s; arm 2 (hanging, say) never has
+    with in_flight.provider_call(10), in_flight.provider_call(20):
+        began, began_unheard = in_flight.waiting_since(10), in_flight.waiting_since(20)
+        assert began is not None and began_unheard is not None
+        assert not runner._stalled(10, 1, began + 1.1) and runner._stalled(10, 1, began + 1.3)  # 4 x 0.3 s
+        # 2 x 0.3 s
+        assert not runner._stalled(20, 2, began_unheard + 0.55) and runner._stalled(20, 2, began_unheard + 0.65)
+        runner.usual_s = {}  # nobody heard from: the floor
+        assert not runner._stalled(20, 2, began_unheard + 0.45) and runner._stalled(20, 2, began_unheard + 0.55)
+    assert not runner._stalled(20, 2, began_unheard + 60)  # answered: not waiting on anyone
 
 
 def test_a_job_waiting_for_a_full_arm_is_woken_by_a_release(db):

@@ -10,8 +10,7 @@ from django.utils import timezone
 
 from evaluation.evaluator import platform_org
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
-from experiments import liveness
-from experiments.judging import enqueue_judging, judge_attempts
+from experiments.judging import QUEUED_WITHIN, enqueue_judging, judge_attempts
 from experiments.models import Attempt, AttemptStatus, WorkerLease
 from prbench.queues import get_queue
 from prbench.recovery import run_recovery_sweep
@@ -38,8 +37,8 @@ def answered_unjudged(experiment, start) -> tuple:
 
 
 def answered_a_while_ago(attempt_ids: list[int]) -> None:
-    """Longer ago than a worker takes to queue judging after recording (two leases)."""
-    past = timedelta(seconds=2 * liveness.lease_seconds() + 1)
+    """Longer ago than a worker takes to queue judging after recording."""
+    past = QUEUED_WITHIN + timedelta(seconds=1)
     Attempt.objects.filter(pk__in=attempt_ids).update(scored_at=F("scored_at") - past)
 
 

@@ -27,7 +27,7 @@ from tests.providers.fake_server import FakeProvider, Reply
 LEASE_S = 2  # the spawned worker's lease: short, so its death is noticed quickly here
 
 
-def spawn_worker(lease_s: float = LEASE_S) -> subprocess.Popen:
+def spawn_worker(lease_s: float = LEASE_S, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     env = dict(
         os.environ,
         DJANGO_SETTINGS_MODULE="prbench.settings_test",
@@ -37,7 +37,10 @@ def spawn_worker(lease_s: float = LEASE_S) -> subprocess.Popen:
     )
     manage = str(settings.BASE_DIR / "manage.py")
     return subprocess.Popen(
-        [sys.executable, manage, "rqworker", "default"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, manage, "rqworker", "default", *extra],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 

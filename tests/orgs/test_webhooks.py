@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import logging
+import socket
 import threading
 from datetime import timedelta
 from decimal import Decimal
@@ -19,6 +20,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
+from django_rq.settings import QUEUES as rq_queues
 from rq.registry import ScheduledJobRegistry
 
 from experiments.jobs import execute_attempts
@@ -355,6 +357,37 @@ def test_send_test_pings_through_the_queue(drain, django_capture_on_commit_callb
     headers, body = receiver.received[0]
     assert headers["x-prbench-event"] == "ping" and verified(secret, headers, body)
     assert json.loads(body)["webhook"] == str(webhook.code)
+
+
+def test_a_ping_sent_while_redis_is_down_is_kept_and_sent_by_the_sweep(
+    drain, django_capture_on_commit_callbacks, alice, org, hook, receiver, monkeypatch, caplog
+):
+    """The delivery commits however the queue fares: the failed enqueue is logged, not raised
+    into the page after the commit, and the sweep queues the delivery once Redis is back."""
+    webhook, _ = hook
+    reachable = rq_queues[QUEUE]
+    monkeypatch.setitem(rq_queues, QUEUE, {**reachable, "URL": f"redis://127.0.0.1:{closed_port()}/0"})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_for(alice).post(reverse("orgs:webhook_test", args=[org.code, webhook.code]))
+
+    assert response.status_code == 302
+    assert "enqueue_deliveries" in caplog.text  # named in Django's log line, which must not itself fail
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.PENDING and not receiver.received
+
+    monkeypatch.setitem(rq_queues, QUEUE, reachable)
+    overdue(delivery)
+    assert sweep_due_deliveries() == 1
+    drain()
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED and len(receiver.received) == 1
+
+
+def closed_port() -> int:
+    """A local port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def test_an_admin_disables_and_deletes(send_test, drain, alice, org, hook, receiver):
