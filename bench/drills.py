@@ -824,8 +824,8 @@ def describe_unfinished(stage: Stage) -> None:
     sockets = subprocess.run(["ss", "-tnp"], capture_output=True, text=True, check=False).stdout
     port = f":{stage.services.postgres.port} "
     lines += ["--- database connections (ss -tnp)", *(line for line in sockets.splitlines() if port in line)]
-    py_spy = shutil.which("py-spy")
     pids = [stage.sweep.pid, *(worker.pid for worker in pool_workers(stage.pool) if worker.pid)]
+    py_spy = shutil.which("py-spy") or ""
     for pid in pids if py_spy else ():
         dump = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False)
         lines.append(f"--- py-spy dump of {pid}\n{dump.stdout}{dump.stderr}")
@@ -1240,6 +1240,8 @@ def measure(drill: Drill, stage: Stage, cleared: float | None) -> Row:
     row.duplicated = attempts.values("task_id", "arm_id", "repetition").annotate(n=Count("id")).filter(n__gt=1).count()
     count_calls(drill, stage, row)
     count_repeat_calls(stage.run_id, row)
+    if row.platform_paid_twice is not None and row.platform_paid_twice < row.paid_twice:
+        uncounted_repeats(stage, row)
     row.mis_scored = mis_scored(drill, stage.run_id)
     row.recovery_s = recovery_seconds(drill, stage, cleared, row)
     row.throughput = healthy_throughput(drill, stage)
@@ -1291,6 +1293,35 @@ def count_repeat_calls(run_id: int, row: Row) -> None:
     row.platform_paid_twice = attempts.filter(**{"repeat_calls__gt": 0}).count()
     total = attempts.aggregate(n=Sum("repeat_calls"))["n"] or 0
     row.details.append(f"platform counted {total} repeated call(s) on {row.platform_paid_twice} attempt(s)")
+
+
+def uncounted_repeats(stage: Stage, row: Row) -> None:
+    """The attempts the provider served more than once that the platform did not count as
+    repeated: each one's claims, status and count, into the details."""
+    calls = stage.fake.calls
+    served = Counter(calls.answered) + Counter(calls.cut_off)
+    missed = [
+        f"{pk} ({status}, claims {claims}, served {served[key]}, counted {repeats})"
+        for pk, status, claims, repeats, key in attempt_rows(stage.run_id)
+        if served[key] > 1 and not repeats
+    ]
+    if missed:
+        row.details.append(f"{len(missed)} served twice but not counted: {', '.join(missed[:12])}")
+
+
+def attempt_rows(run_id: int) -> Iterator[tuple[int, str, int, int, tuple[str, int]]]:
+    """Each attempt's id, status, claims, repeat_calls and (model, seed)."""
+    from experiments.models import Attempt
+    from experiments.prompts import build_request
+    from providers.adapters.openai.adapter import OpenAIChatAdapter
+    from providers.registry import adapter_class
+    from providers.types import ArmSpec
+
+    adapter = cast(type[OpenAIChatAdapter], adapter_class("openai_compatible"))
+    for attempt in Attempt.objects.filter(run_id=run_id).select_related("run", "task", "arm"):
+        params = adapter(ArmSpec("openai_compatible", attempt.arm.model_name, {})).params(build_request(attempt))
+        key = (attempt.arm.model_name, int(params["seed"]))
+        yield attempt.pk, attempt.status, attempt.claims, attempt.repeat_calls, key
 
 
 def attempt_seeds(run_id: int) -> set[tuple[str, int]]:

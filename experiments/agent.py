@@ -154,7 +154,7 @@ def solve(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None
     named = f" {task.repo}" if task.repo else ""
     first = Message("user", user.format(problem=task.problem_statement, repository=named))
     trajectory = Trajectory(prompt_version=agent_prompt_version(config), system=system)
-    recovered = answer_journal.kept_turns(attempt.pk) if attempt.claims > 1 else {}
+    recovered = answer_journal.kept_turns(attempt.pk) if attempt.claims > 1 else answer_journal.KeptTurns({}, {})
     cap = config.get("tool_output_chars", DEFAULT_TOOL_OUTPUT_CHARS)
     loop = _Loop(prepared, attempt.pk, config, system, seed_key, recovered, trajectory, attempt.claims)
     if held_slot:
@@ -177,7 +177,7 @@ class _Loop:
         config: dict,
         system: str,
         seed_key: str,
-        recovered: dict[int, Completion],
+        recovered: answer_journal.KeptTurns,
         trajectory: Trajectory,
         claims: int = 1,
     ):
@@ -260,7 +260,10 @@ class _Loop:
     def _turn(self, turn: int, request: CompletionRequest) -> tuple[Completion, bool]:
         """The turn's answer: from the journal when an earlier claim paid for it, else asked
         and journalled at once, before its tools run."""
-        if kept := self.recovered.get(turn):
+        if kept := self.recovered.answers.get(turn):
+            # Calls sent for the turn besides the one it came from: a claim that called again
+            # counted those in its own memory, and died with them.
+            self.repeat_calls += self.recovered.repeat_calls.get(turn, 0)
             return kept, True
         earlier = answer_journal.mark_sent(self.attempt_id, turn)
         if self.claims > 1:

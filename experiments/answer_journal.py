@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -105,11 +105,23 @@ def keep_turn(attempt_id: int, turn: int, completion: Completion) -> bool:
     return True
 
 
-def kept_turns(attempt_id: int) -> dict[int, Completion]:
+@dataclass(frozen=True)
+class KeptTurns:
+    """The turns an earlier claim of an agent attempt paid for, and the calls sent for each
+    beyond the one its answer came from (lost with a worker that died mid-call)."""
+
+    answers: dict[int, Completion]
+    repeat_calls: dict[int, int]
+
+
+def kept_turns(attempt_id: int) -> KeptTurns:
     """The turns an earlier claim of this agent attempt paid for, by number. Only an unbroken
     run from turn 1 is usable: a later turn's answer answered a history that is gone. A Redis
     error propagates: the attempt goes back to the queue rather than pay again."""
-    raw = get_connection().hgetall(turns_key(attempt_id))
+    with get_connection().pipeline(transaction=False) as pipe:
+        pipe.hgetall(turns_key(attempt_id))
+        pipe.hgetall(sent_key(attempt_id))
+        raw, sent = pipe.execute()
     turns: dict[int, Completion] = {}
     for number in range(1, len(raw) + 1):
         entry = raw.get(str(number).encode()) or raw.get(str(number))
@@ -120,13 +132,29 @@ def kept_turns(attempt_id: int) -> dict[int, Completion]:
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("attempt %s: turn %s in the journal is unreadable (%s)", attempt_id, number, exc)
             break
-    return turns
+    sent_for = {int(turn): int(count) for turn, count in sent.items()}
+    return KeptTurns(turns, {number: max(0, sent_for.get(number, 1) - 1) for number in turns})
 
 
-def kept(attempt_id: int) -> tuple[Completion, datetime] | None:
-    """The attempt's answer from an earlier claim, if one arrived and was never recorded.
-    A Redis error propagates: the attempt goes back to the queue rather than pay again."""
-    raw = get_connection().get(journal_key(attempt_id))
+@dataclass(frozen=True)
+class Kept:
+    """An answer an earlier claim paid for and never recorded."""
+
+    completion: Completion
+    responded_at: datetime
+    # Calls sent for it beyond the one this answer came from: an earlier claim's call lost with
+    # its worker, which the claim that then called again counted only in its own memory.
+    repeat_calls: int
+
+
+def kept(attempt_id: int) -> Kept | None:
+    """The attempt's answer from an earlier claim, if one arrived and was never recorded, with
+    how many other calls its claims sent. A Redis error propagates: the attempt goes back to
+    the queue rather than pay again."""
+    with get_connection().pipeline(transaction=False) as pipe:
+        pipe.get(journal_key(attempt_id))
+        pipe.hget(sent_key(attempt_id), "1")
+        raw, sent = pipe.execute()
     if raw is None:
         return None
     try:
@@ -136,7 +164,8 @@ def kept(attempt_id: int) -> tuple[Completion, datetime] | None:
     except (ValueError, KeyError, TypeError) as exc:
         logger.warning("attempt %s: its journal entry is unreadable (%s); calling again", attempt_id, exc)
         return None
-    return replace(completion, warnings=(*completion.warnings, RECOVERED)), responded_at
+    recovered = replace(completion, warnings=(*completion.warnings, RECOVERED))
+    return Kept(recovered, responded_at, max(0, int(sent or 1) - 1))
 
 
 def forget(attempt_ids: list[int]) -> None:

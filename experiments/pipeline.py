@@ -355,8 +355,9 @@ def _answer(
     never reached the journal (its worker died mid-call), goes into ``repeat``."""
     if cache and cache.hit:
         return cache.hit.completion, timezone.now()
-    if attempt.claims > 1 and (recovered := answer_journal.kept(attempt.pk)):
-        return recovered
+    if attempt.claims > 1 and (kept := answer_journal.kept(attempt.pk)):
+        repeat.calls = kept.repeat_calls  # a claim that called again, then died with its count
+        return kept.completion, kept.responded_at
     earlier = answer_journal.mark_sent(attempt.pk)
     repeat.calls = earlier if attempt.claims > 1 else 0
     with in_flight.provider_call(attempt.pk):

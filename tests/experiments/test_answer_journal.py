@@ -1,15 +1,21 @@
 """An answer that arrived before its worker died is recorded from the journal, not paid twice."""
 
+from decimal import Decimal
+from typing import Any, cast
+
 import pytest
 
 from experiments import answer_journal
 from experiments.actions import ArmSpec, do_replace_arms
+from experiments.agent import _Loop
 from experiments.models import AttemptStatus, RunStatus
 from experiments.pipeline import arm_spec, claim_attempts, execute
+from experiments.trajectory import Trajectory
 from prbench.queues import get_connection
 from prbench.recovery import run_recovery_sweep
 from providers import gateway
 from providers.models import ProviderCredential
+from providers.types import Completion, Usage
 from tests.conftest import as_if_its_worker_died, work_queue
 from tests.providers.contracts import gpt4o_answer
 from tests.providers.fake_server import FakeProvider, Reply
@@ -64,6 +70,27 @@ def test_a_dead_workers_answers_are_recorded_once_from_the_journal(openai_experi
     assert get_connection().exists(*map(answer_journal.journal_key, ids)) == 0  # forgotten once recorded
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_call_made_again_by_a_claim_that_then_died_is_counted_when_its_answer_is_recorded(
+    openai_experiment, start, provider
+):
+    """Claim 1's calls are lost with its worker (died mid-call); claim 2 calls again and gets the
+    answers, journals them and dies too; claim 3 records them from the journal. Claim 2 counted
+    its repeat only in memory: the journal's count of calls sent is what records it."""
+    run = start(openai_experiment, inference_only=True)
+    ids = answered_then_died(run)
+    get_connection().delete(*map(answer_journal.journal_key, ids))  # the answers never arrived
+    assert run_recovery_sweep()["reclaimed"] == 3
+    answered_then_died(run)
+    assert len(provider.seen) == 6
+    assert run_recovery_sweep()["reclaimed"] == 3
+    work_queue()
+
+    assert len(provider.seen) == 6  # the third claims asked nothing
+    recorded = list(run.attempts.values_list("status", "claims", "repeat_calls"))
+    assert recorded == [(AttemptStatus.COMPLETED, 3, 1)] * 3
+
+
 def test_an_unreadable_entry_is_asked_again_not_trusted(openai_experiment, start, provider):
     run = start(openai_experiment, inference_only=True)
     ids = answered_then_died(run)
@@ -81,3 +108,26 @@ def test_a_first_claim_never_reads_the_journal(openai_experiment, start, provide
     get_connection().set(answer_journal.journal_key(stray.pk), b"{not json")
     work_queue()
     assert len(provider.seen) == 3 and run.attempts.filter(claims=1, status=AttemptStatus.COMPLETED).count() == 3
+
+
+def test_an_agents_kept_turns_carry_the_calls_sent_for_them_beyond_their_answer(db):
+    """Turn 1 was answered on the first call; turn 2's first call died with its worker, and the
+    claim that asked again journalled its answer and died as well: turn 2 was paid twice."""
+    for turn, calls in ((1, 1), (2, 2), (3, 1)):
+        for _ in range(calls):
+            answer_journal.mark_sent(7001, turn)
+    for turn in (1, 2):  # turn 3's only call never came back
+        assert answer_journal.keep_turn(
+            7001, turn, Completion(f"turn {turn}", "stop", Usage(10, 5), 40, Decimal("0.001"), "gpt-4o")
+        )
+
+    kept = answer_journal.kept_turns(7001)
+    assert [completion.text for completion in kept.answers.values()] == ["turn 1", "turn 2"]
+    assert kept.repeat_calls == {1: 0, 2: 1}  # turn 3 is asked again, and counted then
+
+    # The loop of the claim that reads them back counts turn 2's lost call as it replays it.
+    loop = _Loop(cast(Any, None), 7001, {}, "", "seed", kept, Trajectory(), claims=3)
+    assert [loop._turn(turn, cast(Any, None)) for turn in (1, 2)] == [
+        (answer, True) for answer in kept.answers.values()
+    ]
+    assert loop.repeat_calls == 1
