@@ -168,6 +168,23 @@ def kept(attempt_id: int) -> Kept | None:
     return Kept(recovered, responded_at, max(0, int(sent or 1) - 1))
 
 
+def calls_beyond_one_per_turn(attempt_ids: list[int]) -> dict[int, int]:
+    """For attempts given up on (retired after too many claims): the calls their claims sent
+    beyond one per turn, each paid for an answer a dead worker never delivered. One pipelined
+    read; empty when Redis cannot say (the count is then unknown, not zero: nothing is stored)."""
+    if not attempt_ids:
+        return {}
+    try:
+        with get_connection().pipeline(transaction=False) as pipe:
+            for attempt_id in attempt_ids:
+                pipe.hvals(sent_key(attempt_id))
+            counts = pipe.execute()
+    except RedisError as exc:
+        logger.warning("could not read the calls sent for %s attempt(s): %s", len(attempt_ids), type(exc).__name__)
+        return {}
+    return {pk: sum(max(0, int(n) - 1) for n in sent) for pk, sent in zip(attempt_ids, counts, strict=True) if sent}
+
+
 def forget(attempt_ids: list[int]) -> None:
     """Delete recorded attempts' entries; never raises (an entry left over expires)."""
     if not attempt_ids:

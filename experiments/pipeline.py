@@ -166,12 +166,16 @@ def claim_attempts(
 
 
 def _count_retired(token: uuid.UUID, attempt_ids: list[int]) -> None:
+    """Attempts the claim retired: counted as finished, with the calls their earlier claims made
+    again recorded as ``repeat_calls`` (each claim's worker died mid-call: the provider was paid
+    for answers nobody got), and their journal entries done with."""
     retired = Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.FAILED)
-    rows = [
-        (AttemptStatus.FAILED, outcome, category, provider)
-        for outcome, category, provider in retired.values_list("outcome", "error_category", "arm__provider")
-    ]
-    transaction.on_commit(functools.partial(metrics.count_attempts_finished, rows), robust=True)
+    rows = list(retired.values_list("pk", "outcome", "error_category", "arm__provider"))
+    repeats = answer_journal.calls_beyond_one_per_turn([pk for pk, *_ in rows])
+    update_by_pk(Attempt, {pk: {"repeat_calls": count} for pk, count in repeats.items() if count})
+    counted = [(AttemptStatus.FAILED, outcome, category, provider) for _, outcome, category, provider in rows]
+    transaction.on_commit(functools.partial(metrics.count_attempts_finished, counted), robust=True)
+    after_commit(answer_journal.forget, [pk for pk, *_ in rows])
 
 
 def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:

@@ -131,3 +131,24 @@ def test_an_agents_kept_turns_carry_the_calls_sent_for_them_beyond_their_answer(
         (answer, True) for answer in kept.answers.values()
     ]
     assert loop.repeat_calls == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_retired_after_its_workers_died_mid_call_counts_the_calls_made_again(
+    openai_experiment, start, settings, provider
+):
+    """Killed mid-call on each of its claims, an attempt is retired by the next claim: the
+    provider was paid for every call, none answered; all but the first were calls made again."""
+    run = start(openai_experiment, inference_only=True)
+    first, *others = run.attempts.order_by("sequence").values_list("pk", flat=True)
+    run.attempts.filter(pk=first).update(claims=settings.PRBENCH_MAX_ATTEMPT_CLAIMS)
+    for _ in range(settings.PRBENCH_MAX_ATTEMPT_CLAIMS):
+        answer_journal.mark_sent(first)  # each claim's call went out; its worker died before the answer
+    _token, claimed = claim_attempts([first, *others])
+
+    assert [attempt.pk for attempt in claimed] == others
+    retired = run.attempts.get(pk=first)
+    assert (retired.status, retired.error_category) == (AttemptStatus.FAILED, "platform_error")
+    assert retired.repeat_calls == settings.PRBENCH_MAX_ATTEMPT_CLAIMS - 1
+    assert not get_connection().exists(answer_journal.sent_key(first))
+    assert run.attempts.exclude(pk=first).filter(repeat_calls__gt=0).count() == 0
