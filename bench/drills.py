@@ -589,12 +589,15 @@ class Row:
     details: list[str] = field(default_factory=list)
 
     @property
+    def judged_on_time(self) -> bool:
+        """Every verdict within the recovery target, where the drill sets one for judging."""
+        return self.judged_s is not None and (not self.judging_target or self.judged_s <= RECOVERY_TARGET_S)
+
+    @property
     def met(self) -> bool:
         counts = (self.lost, self.duplicated, self.mis_scored)
         fair = self.ratio is None or self.ratio >= RATIO_TARGET
-        judged = not self.judged or (
-            self.judged_s is not None and (not self.judging_target or self.judged_s <= RECOVERY_TARGET_S)
-        )
+        judged = not self.judged or self.judged_on_time
         return (
             not any(counts)
             and self.paid_twice_met
@@ -1330,18 +1333,7 @@ def attempt_rows(run_id: int) -> Iterator[tuple[int, str, int, int, tuple[str, i
 
 def attempt_seeds(run_id: int) -> set[tuple[str, int]]:
     """Each attempt's (model, seed), computed by the adapter the workers use."""
-    from experiments.models import Attempt
-    from experiments.prompts import build_request
-    from providers.adapters.openai.adapter import OpenAIChatAdapter
-    from providers.registry import adapter_class
-    from providers.types import ArmSpec
-
-    adapter = cast(type[OpenAIChatAdapter], adapter_class("openai_compatible"))
-    keys = set()
-    for attempt in Attempt.objects.filter(run_id=run_id).select_related("run", "task", "arm"):
-        params = adapter(ArmSpec("openai_compatible", attempt.arm.model_name, {})).params(build_request(attempt))
-        keys.add((attempt.arm.model_name, int(params["seed"])))
-    return keys
+    return {key for *_, key in attempt_rows(run_id)}
 
 
 # The failure a faulty arm's attempts may end with without being mis-scored: its provider's own.
@@ -1488,8 +1480,7 @@ def _judged(row: Row) -> str:
         return "-"
     if row.judged_s is None:
         return "never !"
-    on_time = not row.judging_target or row.judged_s <= RECOVERY_TARGET_S
-    return f"{row.judged_s:.1f}" if on_time else f"{row.judged_s:.1f} !"
+    return f"{row.judged_s:.1f}" if row.judged_on_time else f"{row.judged_s:.1f} !"
 
 
 def print_table(rows: list[Row], baselines: dict[int, float]) -> None:

@@ -251,12 +251,11 @@ def unjudged_of_runs(older_than: timedelta) -> dict[int, list[int]]:
     Answers let go to judge later (the evaluator could not be reached) and anything older than
     ``older_than`` (``PRBENCH_STALE_AFTER_SECONDS``) whatever its job says, are queued too."""
     now = timezone.now()
-    grace = QUEUED_WITHIN
     verdicts = Verdict.objects.filter(profile_id=OuterRef("run__evaluator_profile_id"), attempt_id=OuterRef("pk"))
     busy_or_done = verdicts.exclude(status=VerdictStatus.PENDING) | verdicts.filter(live_claim(RUNS))
     candidates = (
         Attempt.objects.filter(
-            status=AttemptStatus.COMPLETED, run__evaluator_profile__isnull=False, scored_at__lt=now - grace
+            status=AttemptStatus.COMPLETED, run__evaluator_profile__isnull=False, scored_at__lt=now - QUEUED_WITHIN
         )
         .exclude(Exists(busy_or_done))
         .annotate(
