@@ -6,7 +6,10 @@ Redis, two RQ SimpleWorker processes) unless DATABASE_URL / REDIS_URL say otherw
     .venv/bin/python bench/overhead.py [--attempts 1000] [--workers 2] [--validate]
     .venv/bin/python bench/overhead.py --questions mmlu:tests/data/mmlu   # a question dataset, graded
 
-Targets (issue 2): at least 100 attempts/s, at most 10 ms per attempt above the bare call.
+Targets (issue 31): at least 1,000 attempts/s embedded and 800/s on Postgres with two workers, and
+at most 1.0 ms of platform CPU per attempt (the workers' processes, the database backends serving
+them and the Redis server, read from /proc: bench/_cpu.py). Wall time is the run's own, from its
+start and finish as recorded.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from bench._settings import use_production_environment  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--attempts", type=int, default=1000)
+    parser.add_argument("--attempts", type=int, default=5000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--validate", action="store_true", help="also validate every patch (runs the task tests)")
     parser.add_argument(
@@ -61,6 +64,7 @@ def question_dataset(org, questions: str):
 def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | None = None) -> int:
     from django.conf import settings
 
+    from bench._cpu import read_platform_cpu
     from datasets.demo import load_demo_dataset
     from experiments.actions import ArmSpec as ArmSpecInput
     from experiments.actions import ExperimentSpec, do_save_experiment, do_start_run
@@ -95,24 +99,17 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
         + (f" questions={dataset.kind} ({tasks} tasks, graded)" if questions else "")
     )
     try:
-        started = time.perf_counter()
+        before = read_platform_cpu(processes[0].pid)
         # A question's answer is graded by rule, at no cost worth skipping: timed as it runs.
         run = do_start_run(experiment, inference_only=not (validate or questions))
-        last = -1
-        while True:
-            progress = run_progress(run)
-            if progress.done != last:
-                last = progress.done
-                print(f"\r  {progress.done}/{progress.total} attempts", end="", file=sys.stderr, flush=True)
-            if progress.done == progress.total:
-                break
-            time.sleep(0.02)
-        wall = time.perf_counter() - started
-        print(file=sys.stderr)
+        wait_for_finish(run, run_progress)
+        used = read_platform_cpu(processes[0].pid).since(before)
     finally:
         stop_workers(processes)
     run = Run.objects.get(pk=run.pk)
     total = run.total_attempts
+    # The run's own start and finish, as its rows have them: a poll's period adds nothing.
+    wall = (run.finished_at - run.started_at).total_seconds()
 
     requests = [build_request(a) for a in run.attempts.select_related("run", "task", "arm")]
     # What a worker's job does first: the bare calls look their tasks up in the same book.
@@ -129,10 +126,34 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     print(f"pipeline: {total} attempts in {wall:.2f}s = {rate:.0f} attempts/s ({per_attempt_ms:.2f} ms/attempt wall)")
     print(f"bare loop: {total} mock calls in {bare:.3f}s = {bare_ms:.3f} ms/call")
     print(f"platform overhead: {per_attempt_ms - bare_ms:.2f} ms per attempt above the bare call")
+    cpu_ms = used.total * 1000 / total
+    print(f"platform CPU: {used.per_unit_ms(total)} per attempt")
     print(f"run status: {run.status}")
-    ok = total / wall >= 100 and per_attempt_ms - bare_ms <= 10
-    print("targets (>=100 attempts/s, <=10 ms overhead):", "met" if ok else "NOT met")
+    rate_target = RATE_TARGET[database]
+    print(f"  {'ok' if rate >= rate_target else '!'} throughput {rate:.0f} attempts/s (target >= {rate_target})")
+    cpu_ok = "ok" if cpu_ms <= CPU_TARGET_MS else "!"
+    print(f"  {cpu_ok} platform CPU {cpu_ms:.2f} ms/attempt (target <= {CPU_TARGET_MS})")
     return 0
+
+
+# Issue 31's targets for zero-latency attempts on two workers: embedded (SQLite) and Postgres.
+RATE_TARGET = {"sqlite3": 1000, "postgresql": 800}
+CPU_TARGET_MS = 1.0
+# How often the bench looks whether the run finished. Not the measurement (the run's own
+# timestamps are): only kept rare so that looking costs the workers' cores nothing worth counting.
+POLL_S = 0.25
+
+
+def wait_for_finish(run, run_progress) -> None:
+    from experiments.models import Run
+
+    shown = 0.0
+    while Run.objects.filter(pk=run.pk, finished_at__isnull=True).exists():
+        if time.monotonic() - shown >= 1:
+            progress, shown = run_progress(run), time.monotonic()
+            print(f"\r  {progress.done}/{progress.total} attempts", end="", file=sys.stderr, flush=True)
+        time.sleep(POLL_S)
+    print(file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 A job writes its attempts' results in bulk, up to ``FLUSH_AFTER_S`` after they arrive. A worker
 killed in between would lose answers the provider has already been paid for, and the attempts,
 claimed again once its lease lapsed, would pay for them a second time. So each answer is written
-here the moment it arrives (one SET, on the thread that made the call), keyed by its attempt; an
-attempt claimed again reads its entry before calling, and an entry is deleted once the attempt's
-record has committed.
+here as soon as the job's thread takes it from the thread that made the call (one pipelined round
+trip for every answer that arrived meanwhile), keyed by its attempt; an attempt claimed again reads
+its entry before calling, and an entry is deleted once the attempt's record has committed.
 
 Stored as JSON, never pickled: whoever can write to Redis must not be able to run code here.
 """
@@ -57,7 +57,8 @@ def mark_sent(attempt_id: int, turn: int = 1) -> int:
     for, so each earlier call it finds here is one whose answer was lost with its worker
     (killed, or frozen past its lease, mid-call): this call pays for that answer again.
 
-    One Redis round trip per call, on the hot path (issue 31 batches it with the others)."""
+    One Redis round trip per call: for a turn of an agent, or an attempt claimed again (which
+    needs the count back); a job counts its first claims' calls in bulk (``mark_sent_many``)."""
     key = sent_key(attempt_id)
     try:
         with get_connection().pipeline(transaction=False) as pipe:
@@ -68,6 +69,23 @@ def mark_sent(attempt_id: int, turn: int = 1) -> int:
         logger.warning("attempt %s: could not count its call: %s", attempt_id, type(exc).__name__)
         return 0
     return int(sent) - 1
+
+
+def mark_sent_many(attempt_ids: list[int]) -> None:
+    """``mark_sent`` for the single turn of each of a claimed chunk's attempts, in one round
+    trip, just before the job hands them to its threads to call: a first claim needs no count
+    back (no claim before it sent anything). Counted a moment before the call goes out, so a
+    worker killed in between over-counts by one call it never made, never under-counts."""
+    if not attempt_ids:
+        return
+    try:
+        with get_connection().pipeline(transaction=False) as pipe:
+            for attempt_id in attempt_ids:
+                pipe.hincrby(sent_key(attempt_id), "1", 1)
+                pipe.expire(sent_key(attempt_id), KEEP_S)
+            pipe.execute()
+    except RedisError as exc:
+        logger.warning("could not count the calls of %s attempt(s): %s", len(attempt_ids), type(exc).__name__)
 
 
 def _stored(completion: Completion) -> dict[str, Any]:
@@ -82,12 +100,22 @@ def _stored(completion: Completion) -> dict[str, Any]:
 
 
 def keep(attempt_id: int, completion: Completion, responded_at: datetime) -> None:
-    """Never raises: the answer is in memory too, and Redis failing must not lose it."""
-    entry = {"completion": _stored(completion), "responded_at": responded_at.isoformat()}
+    keep_many([(attempt_id, completion, responded_at)])
+
+
+def keep_many(answers: list[tuple[int, Completion, datetime]]) -> None:
+    """Answers as they reach the job's thread, in one round trip. Never raises: the answers
+    are in memory too, and Redis failing must not lose them."""
+    if not answers:
+        return
     try:
-        get_connection().set(journal_key(attempt_id), json.dumps(entry, default=str), ex=KEEP_S)
+        with get_connection().pipeline(transaction=False) as pipe:
+            for attempt_id, completion, responded_at in answers:
+                entry = {"completion": _stored(completion), "responded_at": responded_at.isoformat()}
+                pipe.set(journal_key(attempt_id), json.dumps(entry, default=str), ex=KEEP_S)
+            pipe.execute()
     except RedisError as exc:
-        logger.warning("attempt %s: could not keep its answer in the journal: %s", attempt_id, type(exc).__name__)
+        logger.warning("could not keep %s answer(s) in the journal: %s", len(answers), type(exc).__name__)
 
 
 def keep_turn(attempt_id: int, turn: int, completion: Completion) -> bool:

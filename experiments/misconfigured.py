@@ -19,8 +19,7 @@ from __future__ import annotations
 import functools
 
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, TextField, Value
-from django.db.models.functions import Concat
+from django.db.models import Count, Exists, OuterRef, QuerySet, Value
 from django.utils import timezone
 
 from experiments.models import Attempt, AttemptStatus, ModelArm, Run, RunArm
@@ -95,24 +94,6 @@ def not_called(note) -> dict:
         "error_message": note,
         "scored_at": timezone.now(),
     }
-
-
-def claimed_arm_is_misconfigured() -> Exists:
-    """For the claim's UPDATE: the attempt's arm was stopped, so the attempt is not called."""
-    return Exists(RunArm.objects.filter(pk=OuterRef("arm_id"), misconfigured_at__isnull=False))
-
-
-def claimed_arm_note() -> Concat:
-    """For the claim's UPDATE: the note of an attempt whose arm was stopped, from the arm's row."""
-    arm = RunArm.objects.filter(pk=OuterRef("arm_id"))
-    return Concat(
-        Value(NOT_CALLED_PREFIX),
-        Subquery(arm.values("misconfigured_error")[:1]),
-        Value(": "),
-        Subquery(arm.values("misconfigured_message")[:1]),
-        Value(CHANGE_SETTINGS),
-        output_field=TextField(),
-    )
 
 
 def misconfigured_arms(run: Run) -> QuerySet[RunArm]:

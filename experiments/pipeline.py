@@ -30,7 +30,7 @@ from typing import Any, TypeVar, cast
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Case, Exists, F, Field, OuterRef, QuerySet, Value, When
+from django.db.models import F, QuerySet
 from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bound_contextvars
@@ -55,13 +55,11 @@ from experiments.agent import is_agent
 from experiments.attempt_queue import enqueue_attempts
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
+from experiments.claiming import RETURNED, claim_rows
 from experiments.few_shot import load_pools
 from experiments.judging import enqueue_judging
 from experiments.misconfigured import (
     CALLED_CONFIGURATION_FAILURES,
-    claimed_arm_is_misconfigured,
-    claimed_arm_note,
-    not_called,
     stop_misconfigured_arms,
 )
 from experiments.mock_books import register_books_for
@@ -143,26 +141,20 @@ def claim_attempts(
     the attempts back even if reading them afterwards fails."""
     token = token or uuid.uuid4()
     claimer = liveness.claimer_name()  # before the claim: the sweep must see the claimer alive
-    # The run's status goes in an EXISTS, not a join: a join makes Django write
-    # "id IN (subquery)", and Postgres re-checks only that outer condition after waiting on
-    # the row lock, so two workers could both claim the same queued attempt.
-    run_is_running = Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.RUNNING))
-    claimed = (
-        Attempt.objects.filter(pk__in=attempt_ids, status=AttemptStatus.QUEUED)
-        .filter(run_is_running)
-        .update(claimed_by=claimer, **_claim_or_retire(token, settings.PRBENCH_MAX_ATTEMPT_CLAIMS))
-    )
-    if not claimed:
+    rows = claim_rows(attempt_ids, token, claimer, settings.PRBENCH_MAX_ATTEMPT_CLAIMS)
+    if not rows:
         return token, []
-    attempts = list(
-        Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.RUNNING)
-        .only("id", "code", "run_id", "task_id", "arm_id", "repetition", "sequence", "claims")
-        .order_by("sequence")
-    )
-    if claimed > len(attempts):  # the claim retired poison attempts: they finished here
+    running = sorted((row for row in rows if row.status == AttemptStatus.RUNNING), key=lambda row: row.sequence)
+    attempts = [Attempt.from_db(connection.alias, CLAIMED_FIELDS, [row[i] for i in _IN_FIELD_ORDER]) for row in running]
+    if len(rows) > len(attempts):  # the claim retired poison attempts: they finished here
         _count_retired(token, attempt_ids)
     (related or RelatedCache()).attach(attempts)
     return token, attempts
+
+
+# The attempt's columns a claim reads back, in the model's field order (Model.from_db's).
+CLAIMED_FIELDS = [field.attname for field in Attempt._meta.concrete_fields if field.attname in RETURNED]
+_IN_FIELD_ORDER = [RETURNED.index(name) for name in CLAIMED_FIELDS]
 
 
 def _count_retired(token: uuid.UUID, attempt_ids: list[int]) -> None:
@@ -176,42 +168,6 @@ def _count_retired(token: uuid.UUID, attempt_ids: list[int]) -> None:
     counted = [(AttemptStatus.FAILED, outcome, category, provider) for _, outcome, category, provider in rows]
     transaction.on_commit(functools.partial(metrics.count_attempts_finished, counted), robust=True)
     after_commit(answer_journal.forget, [pk for pk, *_ in rows])
-
-
-def _claim_or_retire(token: uuid.UUID, max_claims: int) -> dict:
-    """The claim's SET clause. An attempt already handed out ``max_claims`` times without a
-    result (each time its worker died or its job failed: a poison attempt) is not handed out
-    again, to be paid for again, but fails as the platform's error in the same statement; one
-    whose arm was stopped as misconfigured (experiments/misconfigured.py) ends there too, not
-    called: the claim reads the arm's mark as it is now, at no extra query."""
-    now = timezone.now()
-    message = f"claimed {max_claims} times without a result; not sent to the provider again"
-    stopped = claimed_arm_is_misconfigured()
-    not_called_columns = not_called(claimed_arm_note())
-
-    def unless_retired(name: str, claimed: Any, poisoned: Any) -> Case:
-        field = cast(Field, Attempt._meta.get_field(name))
-        misconfigured = not_called_columns.get(name, F(name))
-        misconfigured = misconfigured if hasattr(misconfigured, "resolve_expression") else Value(misconfigured)
-        return Case(
-            When(claims__gte=max_claims, then=poisoned),
-            When(stopped, then=misconfigured),
-            default=claimed,
-            output_field=field,
-        )
-
-    return {
-        "status": unless_retired("status", Value(AttemptStatus.RUNNING), Value(AttemptStatus.FAILED)),
-        "claim_token": token,
-        "started_at": unless_retired("started_at", Value(now), F("started_at")),
-        "claims": unless_retired("claims", F("claims") + 1, F("claims")),
-        "error_category": unless_retired("error_category", F("error_category"), Value(ErrorCategory.PLATFORM_ERROR)),
-        "outcome": unless_retired(
-            "outcome", F("outcome"), Value(outcome_class(AttemptStatus.FAILED, ErrorCategory.PLATFORM_ERROR))
-        ),
-        "error_message": unless_retired("error_message", F("error_message"), Value(message)),
-        "scored_at": unless_retired("scored_at", F("scored_at"), Value(now)),
-    }
 
 
 class RelatedCache:
@@ -353,22 +309,49 @@ def _answer(
 ) -> tuple[Completion, datetime]:
     """The attempt's answer and when it came: reused from the response cache, recovered from
     the journal (an earlier claim's worker got it and died before recording it), or asked
-    of the provider, and then journalled at once so that it is never paid for twice.
+    of the provider. The job's thread journals it (``journal_answers``) as soon as it takes
+    it, so that it is never paid for twice.
 
-    A call is counted before it is sent; one an earlier claim already sent, whose answer
-    never reached the journal (its worker died mid-call), goes into ``repeat``."""
+    A call is counted before it is sent: a first claim's by its job, with its chunk's
+    (``answer_journal.mark_sent_many``); a later claim's here, and one an earlier claim already
+    sent, whose answer never reached the journal (its worker died mid-call), goes into ``repeat``."""
     if cache and cache.hit:
         return cache.hit.completion, timezone.now()
-    if attempt.claims > 1 and (kept := answer_journal.kept(attempt.pk)):
-        repeat.calls = kept.repeat_calls  # a claim that called again, then died with its count
-        return kept.completion, kept.responded_at
-    earlier = answer_journal.mark_sent(attempt.pk)
-    repeat.calls = earlier if attempt.claims > 1 else 0
+    if attempt.claims > 1:
+        if kept := answer_journal.kept(attempt.pk):
+            repeat.calls = kept.repeat_calls  # a claim that called again, then died with its count
+            return kept.completion, kept.responded_at
+        repeat.calls = answer_journal.mark_sent(attempt.pk)
     with in_flight.provider_call(attempt.pk):
         completion = gateway.call(prepared, request, held_slot)
-    responded_at = timezone.now()
-    answer_journal.keep(attempt.pk, completion, responded_at)
-    return completion, responded_at
+    return completion, timezone.now()
+
+
+def journal_answers(outcomes: list[Outcome]) -> None:
+    """Keep the provider's answers among these outcomes in the journal, in one round trip, until
+    their record commits. Not a reused answer (it was paid for by the attempt that stored it),
+    nor an agent's (each of its turns was kept as it came: experiments/agent.py)."""
+    answers = [
+        (outcome.attempt_id, outcome.completion, outcome.responded_at)
+        for outcome in outcomes
+        if outcome.completion is not None
+        and outcome.responded_at is not None
+        and outcome.trajectory is None
+        and not (outcome.cache and outcome.cache.hit)
+    ]
+    answer_journal.keep_many(answers)
+
+
+def first_calls(attempts: list[Attempt], arms: dict[int, gateway.PreparedArm | ProviderError]) -> list[int]:
+    """Of a claimed chunk, the attempts about to make their first call: a first claim, of an
+    arm that may be called, answering in one turn (an agent counts each of its turns itself)."""
+    return [
+        attempt.pk
+        for attempt in attempts
+        if attempt.claims == 1
+        and isinstance(arms[attempt.arm_id], gateway.PreparedArm)
+        and not is_agent(attempt.arm.config)
+    ]
 
 
 def _execute_agent(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None) -> Outcome:
@@ -608,19 +591,21 @@ class BatchRunner:
             liveness.stop()
 
     def _collect(self) -> None:
-        """Wait for at least one attempt to finish, take all that have, and give back the
-        slots they were started in, one Redis round trip per arm."""
+        """Wait for at least one attempt to finish, take all that have, journal their answers
+        and give back the slots they were started in: one Redis round trip for the answers and
+        one per arm for the slots."""
         try:
             submitted, future = self.done.get(timeout=FLUSH_AFTER_S)
         except queue.Empty:
             return
         slots: dict[str, tuple[gateway.PreparedArm, list[str]]] = {}
+        collected: list[tuple[uuid.UUID, Outcome]] = []
         while True:
             self.running -= 1
             self.in_flight.pop(submitted.attempt_id, None)
             outcome = future.result()
             self._note_latency(submitted.arm_id, outcome)
-            self._finished(submitted.token, outcome)
+            collected.append((submitted.token, outcome))
             self.blocked.pop(submitted.arm_id, None)  # its slot is free again, for us or a retry
             if submitted.slot:
                 slots.setdefault(submitted.arm.arm.key, (submitted.arm, []))[1].append(submitted.slot)
@@ -628,6 +613,9 @@ class BatchRunner:
                 submitted, future = self.done.get_nowait()
             except queue.Empty:
                 break
+        journal_answers([outcome for _, outcome in collected])
+        for token, outcome in collected:
+            self._finished(token, outcome)
         for arm, held in slots.values():
             gateway.release_slots(arm, held)
 
@@ -748,6 +736,8 @@ class BatchRunner:
             # They are off ``pending`` now: try the next at once rather than wait for a slot.
             return True
         looked_up = self._look_up_cached(pool, attempts, arms)
+        calling = [attempt for attempt in attempts if not _is_hit(looked_up.get(attempt.pk))]
+        answer_journal.mark_sent_many(first_calls(calling, arms))
         for attempt in attempts:
             arm = arms[attempt.arm_id]
             if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all

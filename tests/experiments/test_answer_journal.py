@@ -9,7 +9,7 @@ from experiments import answer_journal
 from experiments.actions import ArmSpec, do_replace_arms
 from experiments.agent import _Loop
 from experiments.models import AttemptStatus, RunStatus
-from experiments.pipeline import arm_spec, claim_attempts, execute
+from experiments.pipeline import arm_spec, claim_attempts, execute, first_calls, journal_answers
 from experiments.trajectory import Trajectory
 from prbench.queues import get_connection
 from prbench.recovery import run_recovery_sweep
@@ -41,11 +41,15 @@ def openai_experiment(experiment, org, provider):
 
 
 def answered_then_died(run) -> list[int]:
-    """A worker claims the run's attempts and gets their answers, then dies before recording."""
+    """A worker claims the run's attempts and gets their answers, journalled as its job's thread
+    takes them (BatchRunner._collect), then dies before recording."""
     ids = list(run.attempts.values_list("pk", flat=True))
     _token, attempts = claim_attempts(ids)
-    for attempt in attempts:
-        assert execute(attempt, gateway.prepare(run.org_id, arm_spec(attempt))).completion is not None
+    arms = {attempt.arm_id: gateway.prepare(run.org_id, arm_spec(attempt)) for attempt in attempts}
+    answer_journal.mark_sent_many(first_calls(attempts, arms))  # as the job counts its chunk's calls
+    outcomes = [execute(attempt, arms[attempt.arm_id]) for attempt in attempts]
+    assert all(outcome.completion is not None for outcome in outcomes)
+    journal_answers(outcomes)
     as_if_its_worker_died(*ids)
     return ids
 
