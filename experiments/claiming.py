@@ -129,3 +129,39 @@ def _uuid_param(value: uuid.UUID):
 
 def _uuid(value) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+class HeldRow(NamedTuple):
+    """An attempt a record still holds (its token's, running), with what recording it needs."""
+
+    id: int
+    run_id: int
+    arm_id: int
+    provider: str
+    evaluator_profile_id: int | None
+
+
+def lock_held(attempt_ids: list[int], token: uuid.UUID) -> list[HeldRow]:
+    """Of these attempts, those the token still holds, locked for the rest of the transaction
+    (SQLite: its IMMEDIATE transaction already holds the write lock), so a requeue cannot slip
+    in between this check and the record's writes. Their arm's provider (for the metrics) and
+    their run's evaluator profile (whether to queue judging) come along; only the attempt rows
+    are locked."""
+    if not attempt_ids:
+        return []
+    ids = _ids(attempt_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(_held_sql(connection.vendor).replace("%(ids)s", ids[0]), {"token": _uuid_param(token), **ids[1]})
+        return [HeldRow(*row) for row in cursor.fetchall()]
+
+
+@functools.cache  # by vendor, as _sql
+def _held_sql(vendor: str) -> str:
+    quote = connection.ops.quote_name
+    attempts, runs, arms = (quote(model._meta.db_table) for model in (Attempt, Run, RunArm))
+    return (
+        f"SELECT a.id, a.run_id, a.arm_id, arm.provider, run.evaluator_profile_id FROM {attempts} a "
+        f"JOIN {arms} arm ON arm.id = a.arm_id JOIN {runs} run ON run.id = a.run_id "
+        f"WHERE a.id %(ids)s AND a.claim_token = %(token)s AND a.status = '{AttemptStatus.RUNNING}'"
+        + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
+    )

@@ -397,7 +397,11 @@ class Attempt(models.Model):
             models.UniqueConstraint(fields=["run", "task", "arm", "repetition"], name="one_attempt_per_cell")
         ]
         indexes = [
-            models.Index(fields=["run", "status"]),
+            # A run's attempts of one status in execution order: a job takes the run's next
+            # queued ones (pipeline.BatchRunner._steal) as a range of it, where (run, status)
+            # alone made every look sort all the run's queued attempts; counts by status read
+            # its prefix.
+            models.Index(fields=["run", "status", "sequence"], name="attempt_run_status_sequence"),
             models.Index(fields=["status", "started_at"]),
             # The attempts list and every export read a run in execution order: without this
             # a page of 500 rows sorts all of a large run's attempts first.

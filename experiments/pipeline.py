@@ -55,7 +55,7 @@ from experiments.agent import is_agent
 from experiments.attempt_queue import enqueue_attempts
 from experiments.budgets import run_budgets
 from experiments.bulk import insert_rows, update_by_pk
-from experiments.claiming import RETURNED, claim_rows
+from experiments.claiming import RETURNED, claim_rows, lock_held
 from experiments.few_shot import load_pools
 from experiments.judging import enqueue_judging
 from experiments.misconfigured import (
@@ -102,6 +102,17 @@ STALL_FLOOR_S = 0.5
 # answered in twice the time the fastest arm takes is not keeping pace; if it is merely slow,
 # the cost of the mistake is a few of the pool's spare threads until its first answer.
 UNHEARD_FACTOR = 2
+# Arms that answer within FAST_S (a local or mock model, a cached proxy) finish an attempt in
+# less time than claiming and recording one costs: while every arm the job has heard from is
+# that fast, it keeps FAST_DEPTH attempts per thread in hand (queued on its pool), so each claim,
+# record and journal write covers a chunk of tens of attempts instead of two. A slow arm heard
+# from ends it (each attempt waiting in the pool holds its arm's slot, so an arm's slots still
+# bound what one job holds of it).
+FAST_S = 0.005
+FAST_DEPTH = 8
+# A job reuses an arm made ready to call (its org's allowlist and credential read, its adapter
+# built) for this long: a change to them reaches a running job within it, and a new job at once.
+PREPARED_FOR_S = 1.0
 # A job that found its run drained looks again this often while calls of its own still run:
 # attempts come back to the queue, and another worker's claim may have beaten its own.
 LOOK_AGAIN_S = 0.5
@@ -337,7 +348,7 @@ def journal_answers(outcomes: list[Outcome]) -> None:
         if outcome.completion is not None
         and outcome.responded_at is not None
         and outcome.trajectory is None
-        and not (outcome.cache and outcome.cache.hit)
+        and not _is_hit_outcome(outcome)
     ]
     answer_journal.keep_many(answers)
 
@@ -472,6 +483,10 @@ class BatchRunner:
         # Claim when a quarter of the threads are free (or none is busy), not on every
         # single completion: a claim is one UPDATE for the whole chunk.
         self.refill_at = max(1, threads // 4)
+        # Attempts in hand per thread: FAST_DEPTH while every arm heard from answers in
+        # FAST_S, else one (see _note_latency).
+        self.depth = 1
+        self.arms_handed_out: set[int] = set()
         self.running = 0
         # Threads hand finished work back through a queue: waiting on it is O(1), where
         # concurrent.futures.wait re-arms every pending future on each wake-up.
@@ -483,6 +498,9 @@ class BatchRunner:
         # from a SimpleWorker mid-job, and later runs' jobs should get their turn.
         self.steal_until = time.monotonic() + STEAL_FOR_S
         self.related = RelatedCache()
+        # Each arm made ready to call (governance read, adapter built) and when: reused by the
+        # job's claims for PREPARED_FOR_S.
+        self.prepared: dict[int, tuple[float, gateway.PreparedArm | ProviderError]] = {}
         self.claimed: dict[uuid.UUID, list[int]] = {}
         self.recorded = 0
         # What this worker has, and whether the last look at attempts found one it cannot run.
@@ -499,7 +517,7 @@ class BatchRunner:
             )
             while self._has_work():
                 free = self._free_threads()
-                if free and (free >= self.refill_at or not self.running) and self._claim_and_submit(pool, free):
+                if free and (free >= self._refill_at() or not self.running) and self._claim_and_submit(pool, free):
                     continue
                 if self._flush_due():
                     self._flush()
@@ -518,8 +536,8 @@ class BatchRunner:
         """Threads for new attempts: the job's ``threads`` less its working attempts. Those
         stalled on their provider are not working (in_flight.py): a hanging or rate-limited
         arm must not take the threads of the arms beside it. Its own slots still bound it."""
-        free = self.threads - self.running
-        if free >= self.refill_at or not self.running:
+        free = self.threads * self.depth - self.running
+        if free >= self._refill_at() or not self.running:
             return free  # the common case, with no look at the calls
         now = time.monotonic()
         stalled = sum(1 for pk, arm_id in self.in_flight.items() if self._stalled(pk, arm_id, now))
@@ -536,11 +554,23 @@ class BatchRunner:
 
     def _note_latency(self, arm_id: int, outcome: Outcome) -> None:
         completion = outcome.completion
-        if completion is None or not completion.latency_ms or completion.replayed:
+        # A reused or replayed answer took no time of its own; zero is a time (a local model).
+        if completion is None or completion.latency_ms is None or completion.replayed or _is_hit_outcome(outcome):
             return
         seconds = completion.latency_ms / 1000
         before = self.usual_s.get(arm_id)
         self.usual_s[arm_id] = seconds if before is None else 0.8 * before + 0.2 * seconds
+        self._set_depth()
+
+    def _set_depth(self) -> None:
+        """FAST_DEPTH while every arm the job has handed out is heard from and fast: an arm
+        not heard from yet (or only failing) may be slow, or failing fast for its settings,
+        where a few calls are all it should get."""
+        heard = all(arm_id in self.usual_s for arm_id in self.arms_handed_out)
+        self.depth = FAST_DEPTH if heard and max(self.usual_s.values(), default=1.0) < FAST_S else 1
+
+    def _refill_at(self) -> int:
+        return self.refill_at * self.depth
 
     def _capabilities(self) -> tuple[str, ...]:
         # Only for a job whose tasks need something: finding the worker's interpreters the
@@ -690,7 +720,11 @@ class BatchRunner:
         self.related.load_arms(arm_ids)
         run = self.related.runs[self.run_id]
         budgets = run_budgets(run)
-        return {arm_id: _prepare(run, self.related.arms[arm_id], budgets) for arm_id in arm_ids}
+        now = time.monotonic()
+        for arm_id in arm_ids:
+            if now - self.prepared.get(arm_id, (-PREPARED_FOR_S, None))[0] >= PREPARED_FOR_S:
+                self.prepared[arm_id] = (now, _prepare(run, self.related.arms[arm_id]))
+        return {arm_id: _with_budgets(self.prepared[arm_id][1], budgets) for arm_id in arm_ids}
 
     def _take_slots(
         self,
@@ -805,6 +839,9 @@ class BatchRunner:
     ) -> None:
         self.running += 1
         self.in_flight[submitted.attempt_id] = submitted.arm_id
+        if submitted.arm_id not in self.arms_handed_out:
+            self.arms_handed_out.add(submitted.arm_id)
+            self._set_depth()
         # In a copy of the job's logging context (its run and org), which the thread adds the
         # attempt to: a pool thread does not inherit the context of the thread that submits.
         context = contextvars.copy_context()
@@ -825,7 +862,7 @@ class BatchRunner:
         if not count:
             return False
         idle = not self.running
-        return idle or count >= self.refill_at or time.monotonic() - self.oldest_finished >= FLUSH_AFTER_S
+        return idle or count >= self._refill_at() or time.monotonic() - self.oldest_finished >= FLUSH_AFTER_S
 
     def _flush(self) -> None:
         for token, outcomes in self.finished.items():
@@ -833,6 +870,10 @@ class BatchRunner:
                 # Answers already paid for: worth waiting out a database restart for.
                 self.recorded += _despite_database_outage(functools.partial(_record_or_fail, token, outcomes))
         self.finished.clear()
+
+
+def _is_hit_outcome(outcome: Outcome) -> bool:
+    return bool(outcome.cache and outcome.cache.hit)
 
 
 def _is_hit(looked_up: tuple[CompletionRequest | None, CacheSlot | None] | None) -> bool:
@@ -846,14 +887,20 @@ def _request_or_none(attempt: Attempt) -> CompletionRequest | None:
         return None
 
 
-def _prepare(run: Run, arm: RunArm, budgets: tuple[Budget, ...] = ()) -> gateway.PreparedArm | ProviderError:
-    """The arm ready to call, held to the run's budgets, or why the org may not call it. A
-    failing database or Redis is not the arm's fault: it propagates, and the job returns its
-    attempts to the queue."""
+def _prepare(run: Run, arm: RunArm) -> gateway.PreparedArm | ProviderError:
+    """The arm ready to call, or why the org may not call it. A failing database or Redis is
+    not the arm's fault: it propagates, and the job returns its attempts to the queue."""
     try:
-        return replace(gateway.prepare(run.org_id, run_arm_spec(arm)), budgets=budgets)
+        return gateway.prepare(run.org_id, run_arm_spec(arm))
     except ProviderError as error:
         return error
+
+
+def _with_budgets(
+    prepared: gateway.PreparedArm | ProviderError, budgets: tuple[Budget, ...]
+) -> gateway.PreparedArm | ProviderError:
+    """Held to the run's budgets, with the spend as recorded now."""
+    return replace(prepared, budgets=budgets) if isinstance(prepared, gateway.PreparedArm) and budgets else prepared
 
 
 T = TypeVar("T")
@@ -1057,14 +1104,9 @@ def _artifacts(outcome: Outcome, now: datetime) -> list[dict]:
 @transaction.atomic
 def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     """Write the outcomes whose attempts this token still holds; returns how many."""
-    ids = [outcome.attempt_id for outcome in outcomes]
-    # Lock the rows still ours (SQLite: the IMMEDIATE transaction already holds the write
-    # lock), so a requeue cannot slip in between this check and the writes below.
-    # The arm's provider comes along for the metrics; only the attempt rows are locked.
-    locked = _still_ours(ids, token).select_for_update(of=("self",))
-    rows = list(locked.values_list("pk", "run_id", "arm__provider", "arm_id"))
-    ours = {pk: (run_id, provider) for pk, run_id, provider, _ in rows}
-    arm_of = {pk: arm_id for pk, _, _, arm_id in rows}
+    held = {row.id: row for row in lock_held([outcome.attempt_id for outcome in outcomes], token)}
+    ours = {pk: (row.run_id, row.provider) for pk, row in held.items()}
+    arm_of = {pk: row.arm_id for pk, row in held.items()}
     mine = [outcome for outcome in outcomes if outcome.attempt_id in ours]
     now = timezone.now()
     _give_back([outcome.attempt_id for outcome in mine if outcome.give_back])
@@ -1085,7 +1127,7 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     _count_once_committed(completed_rows | failed_rows, {pk: provider for pk, (_, provider) in ours.items()})
     insert_rows(Artifact, [artifact for o in completed + failed for artifact in _artifacts(o, now)])
     _keep_in_cache(completed, now)
-    _judge_once_committed([o.attempt_id for o in completed])
+    _judge_once_committed({o.attempt_id: held[o.attempt_id].evaluator_profile_id for o in completed})
     # Failed ones too: their count of calls sent (answer_journal.mark_sent) is done with.
     recorded = [o.attempt_id for o in completed + failed]
     after_commit(answer_journal.forget, recorded)
@@ -1135,19 +1177,18 @@ def _give_back(attempt_ids: list[int]) -> None:
 UNCLAIMED = {"status": AttemptStatus.QUEUED, "claim_token": None, "claimed_by": "", "started_at": None}
 
 
-def _judge_once_committed(attempt_ids: list[int]) -> None:
-    """Answered attempts of runs with an evaluator profile go to the evaluator's queue.
+def _judge_once_committed(profiles: dict[int, int | None]) -> None:
+    """Answered attempts of runs with an evaluator profile (attempt id -> its run's profile, or
+    None) go to the evaluator's queue.
 
     Robust: with Redis down the job cannot be queued, and raising after the commit would
     abort the job's flush before its other answers are written, which would then be handed
     back and paid for again. An answered attempt without a verdict is found by the recovery
     sweep (``requeue_unjudged``) and queued once Redis is back."""
-    if not attempt_ids:
-        return
     by_profile: dict[int, list[int]] = {}
-    judged = Attempt.objects.filter(pk__in=attempt_ids, run__evaluator_profile__isnull=False)
-    for profile_id, attempt_id in judged.values_list("run__evaluator_profile_id", "pk"):
-        by_profile.setdefault(profile_id, []).append(attempt_id)
+    for attempt_id, profile_id in profiles.items():
+        if profile_id is not None:
+            by_profile.setdefault(profile_id, []).append(attempt_id)
     for profile_id, ids in by_profile.items():
         after_commit(enqueue_judging, profile_id, ids)
 
