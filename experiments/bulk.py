@@ -30,12 +30,42 @@ def _update_same_fields(model: type[Model], names: list[str], rows: dict[int, di
     connection = connections[router.db_for_write(model)]
     fields = _fields(model, names)
     quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
-    pk_column = quote(str(cast(Field, model._meta.pk).column))
-    sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {pk_column} = %s"
+    table, pk_column = quote(model._meta.db_table), quote(str(cast(Field, model._meta.pk).column))
     params = [[*_prepared(fields, names, values, connection), pk] for pk, values in rows.items()]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        if connection.vendor == "postgresql":
+            # One statement for the chunk: an executemany is one statement per row, each parsed
+            # and planned, which cost Postgres more than the writes.
+            sql, flat = _update_from_values(model, fields, params, connection)
+            cursor.execute(sql, flat)
+        else:
+            assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
+            cursor.executemany(f"UPDATE {table} SET {assignments} WHERE {pk_column} = %s", params)
+
+
+def _update_from_values(model: type[Model], fields: list[Field], params: list[list], connection) -> tuple[str, list]:
+    """``UPDATE t SET c = v.c, ... FROM (VALUES (...), ...) AS v WHERE t.pk = v.pk``, each value
+    cast to its column's type (a VALUES list types its columns by their first row)."""
+    quote = connection.ops.quote_name
+    pk = cast(Field, model._meta.pk)
+    columns = [str(field.column) for field in fields]
+    types = [_value_type(field, connection) for field in (*fields, pk)]
+    row = "(" + ", ".join(f"%s::{db_type}" for db_type in types) + ")"
+    names = ", ".join(f"v{index}" for index in range(len(types)))
+    assignments = ", ".join(f"{quote(column)} = v.v{index}" for index, column in enumerate(columns))
+    sql = (
+        f"UPDATE {quote(model._meta.db_table)} AS t SET {assignments} "
+        f"FROM (VALUES {', '.join([row] * len(params))}) AS v({names}) "
+        f"WHERE t.{quote(str(pk.column))} = v.v{len(columns)}"
+    )
+    return sql, [value for values in params for value in values]
+
+
+def _value_type(field: Field, connection) -> str:
+    """The column's type without a length: a cast to varchar(200) would cut a longer value
+    silently, where the assignment refuses it (DataError), as the ORM's write would."""
+    db_type = str(field.cast_db_type(connection))
+    return db_type.split("(")[0] if db_type.startswith(("varchar", "character varying")) else db_type
 
 
 def insert_rows(model: type[Model], rows: list[dict]) -> None:

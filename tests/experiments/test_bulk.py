@@ -55,3 +55,34 @@ def test_rows_that_set_different_fields_each_get_their_own(experiment):
     agent.refresh_from_db()
     assert (single.resolved, single.turns) == (True, None)
     assert (agent.resolved, agent.turns, agent.tool_calls) == (False, 4, 6)
+
+
+def test_a_value_too_long_for_its_column_is_refused_not_cut(experiment):
+    """The chunk's one UPDATE casts each value to its column's type: a cast to varchar(64)
+    would cut a longer value silently, where the row must be refused, as the ORM refuses it
+    (the pipeline then records that attempt as the platform's failure)."""
+    import pytest
+    from django.db import DataError, connection, transaction
+
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    attempt = run.attempts.order_by("sequence").first()
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite does not enforce a column's length")
+    with pytest.raises(DataError), transaction.atomic():
+        update_by_pk(Attempt, {attempt.pk: {"finish_reason": "x" * 65}})
+    attempt.refresh_from_db()
+    assert attempt.finish_reason == ""
+
+
+def test_one_chunk_sets_many_rows_each_its_own_values(experiment):
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    attempts = list(run.attempts.order_by("sequence"))
+    update_by_pk(
+        Attempt, {a.pk: {"output": f"answer {a.pk}", "latency_ms": a.pk, "warnings": [a.pk]} for a in attempts}
+    )
+    for pk, output, latency, warnings in run.attempts.values_list("pk", "output", "latency_ms", "warnings"):
+        assert (output, latency, warnings) == (f"answer {pk}", pk, [pk])
