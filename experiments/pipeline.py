@@ -18,6 +18,7 @@ import functools
 import itertools
 import logging
 import queue
+import random
 import threading
 import time
 import uuid
@@ -113,6 +114,8 @@ FAST_DEPTH = 8
 # A job reuses an arm made ready to call (its org's allowlist and credential read, its adapter
 # built) for this long: a change to them reaches a running job within it, and a new job at once.
 PREPARED_FOR_S = 1.0
+# A job takes the run's queued attempts from the next STEAL_WINDOW times as many as it needs.
+STEAL_WINDOW = 4
 # A job that found its run drained looks again this often while calls of its own still run:
 # attempts come back to the queue, and another worker's claim may have beaten its own.
 LOOK_AGAIN_S = 0.5
@@ -681,13 +684,20 @@ class BatchRunner:
                 return []
             self.run_drained = False
         queued = Attempt.objects.filter(run_id=self.run_id, status=AttemptStatus.QUEUED)
-        rows = list(self._servable(queued.exclude(arm_id__in=list(self.blocked)), limit=count + len(picked)).items())
+        window = STEAL_WINDOW * (count + len(picked))
+        rows = list(self._servable(queued.exclude(arm_id__in=list(self.blocked)), limit=window).items())
         # Nothing left but attempts of full arms: their own jobs (this one, or those still in
         # the queue) run them when slots free up. Nor when the next ones need what this worker
         # lacks: their own jobs wait on their own queue for a worker that has it.
         self.run_drained = not rows or self.unservable_seen
         self.look_again_at = now + LOOK_AGAIN_S
-        return [(pk, arm) for pk, arm in rows if pk not in picked][:count]
+        # A random share of the run's next queued ones, in their order: every worker stealing
+        # from the run reads the same next ones, and taking the first of them each time made
+        # their claims collide.
+        free = [(pk, arm) for pk, arm in rows if pk not in picked]
+        if len(free) <= count:
+            return free
+        return [free[index] for index in sorted(random.sample(range(len(free)), count))]
 
     def _claim_and_submit(self, pool: Executor, free: int) -> bool:
         """Take slots for up to ``free`` attempts, claim those that got one and start them;
@@ -763,10 +773,12 @@ class BatchRunner:
         token, attempts = claim_attempts(ids, self.related, token)
         self.claimed[token] = [attempt.pk for attempt in attempts]
         if not attempts:
-            # Paused, cancelled, or another worker got there first: the job's own attempts are
-            # gone, and the run's are looked at again later (_steal).
-            self.run_drained = True
-            self.look_again_at = time.monotonic() + LOOK_AGAIN_S
+            # Another worker got there first: the run's next queued ones are looked at again at
+            # once (two workers stealing from one run meet now and then; waiting LOOK_AGAIN_S
+            # each time idled them). Paused or cancelled: later (_steal), if the job stays open.
+            raced = Run.objects.filter(pk=self.run_id, status=RunStatus.RUNNING).exists()
+            self.run_drained = not raced
+            self.look_again_at = time.monotonic() + (0 if raced else LOOK_AGAIN_S)
             # They are off ``pending`` now: try the next at once rather than wait for a slot.
             return True
         looked_up = self._look_up_cached(pool, attempts, arms)
@@ -1205,11 +1217,16 @@ def _still_ours(attempt_ids: list[int], token: uuid.UUID):
     return Attempt.objects.filter(pk__in=attempt_ids, claim_token=token, status=AttemptStatus.RUNNING)
 
 
+UNFINISHED = tuple(status for status in AttemptStatus.values if status not in ATTEMPT_TERMINAL)
+
+
 def finish_run_if_done(run_id: int) -> str | None:
     """Mark a running run finished once every attempt is terminal. Safe to call any time:
     each worker calls it after committing, so the last one to finish always sees all."""
     attempts = Attempt.objects.filter(run_id=run_id)
-    if attempts.exclude(status__in=ATTEMPT_TERMINAL).exists():
+    # The statuses still to finish, named: two ranges of the (run, status) index, where "not
+    # terminal" made Postgres read past every finished attempt of the run (each job asks).
+    if attempts.filter(status__in=UNFINISHED).exists():
         return None
     status = RunStatus.COMPLETED if attempts.filter(status=AttemptStatus.COMPLETED).exists() else RunStatus.FAILED
     with transaction.atomic():
