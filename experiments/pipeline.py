@@ -443,6 +443,19 @@ def gold_times_out(task: TaskInstance) -> bool:
     return validate_task(task, task.gold_patch).timed_out
 
 
+def _execute_group(group: list[Work], done: queue.SimpleQueue[tuple[Submitted, Future]]) -> None:
+    """On a pool thread: each attempt of the group executed in turn, handed back as it ends."""
+    for work in group:
+        future: Future[Outcome] = Future()
+        try:
+            future.set_result(
+                execute_logged(work.attempt, work.submitted.arm, work.submitted.slot, work.request, work.cache)
+            )
+        except BaseException as exc:  # handed to the job's thread, as a pool's future would
+            future.set_exception(exc)
+        done.put((work.submitted, future))
+
+
 @dataclass(frozen=True)
 class Submitted:
     """What a job keeps about an attempt it handed to a thread."""
@@ -452,6 +465,16 @@ class Submitted:
     arm: gateway.PreparedArm
     slot: str | None
     attempt_id: int = 0
+
+
+@dataclass(frozen=True)
+class Work:
+    """An attempt handed to a pool thread, with what the job's thread prepared for it."""
+
+    submitted: Submitted
+    attempt: Attempt
+    request: CompletionRequest | None = None
+    cache: CacheSlot | None = None
 
 
 class BatchRunner:
@@ -784,6 +807,7 @@ class BatchRunner:
         looked_up = self._look_up_cached(pool, attempts, arms)
         calling = [attempt for attempt in attempts if not _is_hit(looked_up.get(attempt.pk))]
         answer_journal.mark_sent_many(first_calls(calling, arms))
+        work: list[Work] = []
         for attempt in attempts:
             arm = arms[attempt.arm_id]
             if isinstance(arm, ProviderError):  # not allowed, or no credential: no call at all
@@ -793,7 +817,9 @@ class BatchRunner:
             held = slots[attempt.arm_id]
             # A reused answer needs no slot; one left over is given back by the caller.
             slot = held.pop() if held and not _is_hit((request, cache)) else None
-            self._submit(pool, Submitted(token, attempt.arm_id, arm, slot, attempt.pk), attempt, request, cache)
+            work.append(Work(Submitted(token, attempt.arm_id, arm, slot, attempt.pk), attempt, request, cache))
+        for start in range(0, len(work), self.depth):
+            self._submit(pool, work[start : start + self.depth])
         return True
 
     def _wait_for_a_slot(self) -> None:
@@ -841,24 +867,20 @@ class BatchRunner:
             for pk, (request, slot) in keyed.items()
         }
 
-    def _submit(
-        self,
-        pool: Executor,
-        submitted: Submitted,
-        attempt: Attempt,
-        request: CompletionRequest | None = None,
-        cache: CacheSlot | None = None,
-    ) -> None:
-        self.running += 1
-        self.in_flight[submitted.attempt_id] = submitted.arm_id
-        if submitted.arm_id not in self.arms_handed_out:
-            self.arms_handed_out.add(submitted.arm_id)
-            self._set_depth()
+    def _submit(self, pool: Executor, group: list[Work]) -> None:
+        """Start these attempts on one pool thread, one after another: one each at depth 1, and
+        FAST_DEPTH of a fast arm's at once, so that a job's tens of attempts in hand keep its
+        ``threads`` busy without every pool thread waking to take the GIL in turn."""
+        for work in group:
+            submitted = work.submitted
+            self.running += 1
+            self.in_flight[submitted.attempt_id] = submitted.arm_id
+            if submitted.arm_id not in self.arms_handed_out:
+                self.arms_handed_out.add(submitted.arm_id)
+                self._set_depth()
         # In a copy of the job's logging context (its run and org), which the thread adds the
         # attempt to: a pool thread does not inherit the context of the thread that submits.
-        context = contextvars.copy_context()
-        future = pool.submit(context.run, execute_logged, attempt, submitted.arm, submitted.slot, request, cache)
-        future.add_done_callback(lambda done: self.done.put((submitted, done)))
+        pool.submit(contextvars.copy_context().run, _execute_group, group, self.done)
 
     def _finished(self, token: uuid.UUID, outcome: Outcome) -> None:
         if outcome.give_back:
