@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import cast
 
+import psycopg
 from django.db import connections, router
 from django.db.models import Field, Model
 
@@ -29,36 +30,40 @@ def update_by_pk(model: type[Model], rows: dict[int, dict]) -> None:
 def _update_same_fields(model: type[Model], names: list[str], rows: dict[int, dict]) -> None:
     connection = connections[router.db_for_write(model)]
     fields = _fields(model, names)
+    params = [[*_prepared(fields, names, values, connection), pk] for pk, values in rows.items()]
+    if connection.vendor == "postgresql":
+        _update_from_arrays(model, fields, params, connection)
+        return
     quote = connection.ops.quote_name
     table, pk_column = quote(model._meta.db_table), quote(str(cast(Field, model._meta.pk).column))
-    params = [[*_prepared(fields, names, values, connection), pk] for pk, values in rows.items()]
+    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # One statement for the chunk: an executemany is one statement per row, each parsed
-            # and planned, which cost Postgres more than the writes.
-            sql, flat = _update_from_values(model, fields, params, connection)
-            cursor.execute(sql, flat)
-        else:
-            assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
-            cursor.executemany(f"UPDATE {table} SET {assignments} WHERE {pk_column} = %s", params)
+        cursor.executemany(f"UPDATE {table} SET {assignments} WHERE {pk_column} = %s", params)
 
 
-def _update_from_values(model: type[Model], fields: list[Field], params: list[list], connection) -> tuple[str, list]:
-    """``UPDATE t SET c = v.c, ... FROM (VALUES (...), ...) AS v WHERE t.pk = v.pk``, each value
-    cast to its column's type (a VALUES list types its columns by their first row)."""
+def _update_from_arrays(model: type[Model], fields: list[Field], params: list[list], connection) -> None:
+    """Postgres: ``UPDATE t SET c = v.c, ... FROM unnest(...) AS v WHERE t.pk = v.pk``, one
+    statement for the chunk with one array per column, bound on the server in binary.
+
+    An executemany is one statement per row, each parsed and planned, which cost Postgres more
+    than the writes; a VALUES list of one placeholder per value made psycopg parse a new,
+    long text for every chunk; and Django's cursors quote every value into the text in Python.
+    Here the text is the same for every chunk of these columns. Errors come out as Django's
+    (DataError, OperationalError …), as from its cursors."""
     quote = connection.ops.quote_name
     pk = cast(Field, model._meta.pk)
     columns = [str(field.column) for field in fields]
     types = [_value_type(field, connection) for field in (*fields, pk)]
-    row = "(" + ", ".join(f"%s::{db_type}" for db_type in types) + ")"
+    arrays = ", ".join(f"%b::{db_type}[]" for db_type in types)
     names = ", ".join(f"v{index}" for index in range(len(types)))
     assignments = ", ".join(f"{quote(column)} = v.v{index}" for index, column in enumerate(columns))
     sql = (
         f"UPDATE {quote(model._meta.db_table)} AS t SET {assignments} "
-        f"FROM (VALUES {', '.join([row] * len(params))}) AS v({names}) "
-        f"WHERE t.{quote(str(pk.column))} = v.v{len(columns)}"
+        f"FROM unnest({arrays}) AS v({names}) WHERE t.{quote(str(pk.column))} = v.v{len(columns)}"
     )
-    return sql, [value for values in params for value in values]
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, [list(column) for column in zip(*params, strict=True)])
 
 
 def _value_type(field: Field, connection) -> str:
