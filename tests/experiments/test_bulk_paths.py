@@ -1,0 +1,84 @@
+"""The bulk hot path under concurrent jobs: chunks of tens of attempts claimed in one statement,
+recorded in one, their calls counted and answers journalled per chunk, while other jobs steal
+from the same run. Every attempt is claimed once, called once and recorded once."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from experiments import claiming, pipeline
+from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
+from experiments.jobs import execute_attempts, warm_attempt_pool
+from experiments.models import Artifact, AttemptStatus, RunStatus
+from prbench.queues import get_connection
+
+JOBS = 3
+REPETITIONS = 40
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_jobs_claim_record_and_pay_for_each_attempt_once(org, dataset, alice, settings, monkeypatch):
+    from providers.adapters.mock.adapter import MockAdapter
+
+    settings.PRBENCH_THREADS_PER_JOB = 4
+    fast = {"mode": "oracle", "max_concurrency": 256}
+    spec = ExperimentSpec(
+        name="bulk",
+        dataset=dataset,
+        arms=[ArmSpec("one", "mock", "mock-one", fast), ArmSpec("two", "mock", "mock-two", fast)],
+        sample_size=4,
+        repetitions=REPETITIONS,
+        seed=3,
+    )
+    run = do_start_run(do_save_experiment(org, spec, alice), inference_only=True)
+    ids = list(run.attempts.order_by("sequence").values_list("pk", flat=True))
+
+    calls: Counter[str] = Counter()
+    lock = threading.Lock()
+    generate = MockAdapter.generate
+
+    def counted(self, request):
+        with lock:
+            calls[request.seed_key] += 1
+        return generate(self, request)
+
+    chunks: list[int] = []
+    claim_rows = claiming.claim_rows
+
+    def watched(attempt_ids, *args):
+        chunks.append(len(attempt_ids))
+        return claim_rows(attempt_ids, *args)
+
+    monkeypatch.setattr(MockAdapter, "generate", counted)
+    monkeypatch.setattr(pipeline, "claim_rows", watched)
+
+    def job(attempt_ids: list[int]) -> None:
+        try:
+            execute_attempts(run.pk, attempt_ids)
+        finally:
+            connection.close()
+
+    warm_attempt_pool()  # as a worker does before its first job; the three jobs share it
+    # Three jobs at once on one run, as three workers would take its first three jobs: each
+    # takes its own attempts and then steals the others', racing for the same rows.
+    threads = [threading.Thread(target=job, args=(ids[index::JOBS],)) for index in range(JOBS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    pipeline.finish_run_if_done(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    rows = list(run.attempts.values_list("status", "claims", "repeat_calls"))
+    assert rows == [(AttemptStatus.COMPLETED, 1, 0)] * len(ids)  # each claimed once, nothing called again
+    assert len(calls) == len(ids) and set(calls.values()) == {1}  # the provider answered each once
+    per_attempt = Counter(Artifact.objects.filter(attempt__run=run).values_list("attempt_id", flat=True))
+    assert len(per_attempt) == len(ids) and len(set(per_attempt.values())) == 1  # recorded once each
+    assert max(chunks) > settings.PRBENCH_THREADS_PER_JOB  # the bulk path: chunks beyond the threads
+    journal = get_connection().keys("prbench:answer*")
+    assert journal == []  # counts and answers forgotten once recorded
