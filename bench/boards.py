@@ -1,7 +1,7 @@
 """A large run's boards (issue 13): rebuilding its summaries, and reading boards, charts and
 pairwise verdicts from them, each beside the raw SQL it stands for.
 
-It creates a fresh database, prbench_boardbench, on the Postgres server DATABASE_URL names (and
+It creates a fresh database, prbench_boardbench (or --database), on the Postgres server DATABASE_URL names (and
 drops it at the end, however it ends), migrates it and builds one finished run of 8 arms on
 2,000 tasks with N attempts (default 1,000,000), inserted with generate_series: mostly model
 successes, some model failures (timeouts) and infrastructure failures (rate limits, outages),
@@ -22,7 +22,7 @@ and evaluator verdicts for one answer in ten. Then it runs each section asked fo
                summaries. Target: < 1 s for the board.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/boards.py [--attempts 1000000] [--only summaries,boards]
+        .venv/bin/python bench/boards.py [--attempts 1000000] [--only summaries,boards] [--database NAME]
 
 It always exits 0 and marks a missed target with `!`.
 """
@@ -66,13 +66,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attempts", type=int, default=1_000_000)
     parser.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument("--database", default=DATABASE, help="the database to create (and drop) for the bench")
     args = parser.parse_args()
+    database = args.database
+    if not database.replace("_", "").isalnum():
+        parser.error("--database: letters, digits and underscores only")
     sections = args.only.split(",") if args.only else list(SECTIONS)
     if unknown := set(sections) - set(SECTIONS):
         parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
-    server, url = bench_server(parser, DATABASE)
+    server, url = bench_server(parser, database)
     os.environ.update({**production_environment(), **os.environ, "DATABASE_URL": url})
-    recreate_database(server, DATABASE)
+    recreate_database(server, database)
     try:
         bench = seed(args.attempts)
         for name in sections:
@@ -84,7 +88,7 @@ def main() -> int:
 
         stop_embedded_redis()  # summaries refreshes and page views used it: no server outlives the bench
         connections.close_all()
-        drop_database(server, DATABASE)
+        drop_database(server, database)
     return 0
 
 
@@ -196,10 +200,10 @@ ATTEMPT_VALUES = {
 }
 VERDICTS = """
 INSERT INTO evaluation_verdict (attempt_id, run_id, profile_id, status, overall, change_risk, rationale, prompt,
-                                raw_responses, error, cost_usd, created_at)
+                                raw_responses, error, cost_usd, created_at, claimed_by, job_id)
 SELECT a.id, a.run_id, r.evaluator_profile_id, 'judged',
        least(100, floor(random() * 60 + CASE WHEN a.resolved THEN 40 ELSE 0 END)), 'low', 'bench', '',
-       '[]', '', 0.0002, now()
+       '[]', '', 0.0002, now(), '', ''
 FROM experiments_attempt a JOIN experiments_run r ON r.id = a.run_id
 WHERE a.run_id = %s AND a.status = 'completed' AND mod(a.id, 10) = 0
 """
