@@ -361,9 +361,9 @@ def crossrun(bench: Bench) -> None:
     rows = len(runs) * ARMS * TASKS
     print(f"\norganisation board over {len(runs)} runs of {ARMS} arms on {TASKS:,} tasks ({rows:,} task summaries)")
     ordered = in_time_order(runs)
-    arms = match_arms(ordered)
+    matched = match_arms(ordered)
     shared, reference = timed_side_by_side(
-        lambda: pooled_task_scores(ordered, arms), lambda: _raw_crossrun([run.pk for run in runs])
+        lambda: pooled_task_scores(ordered, matched), lambda: _raw_crossrun([run.pk for run in runs])
     )
     ratio = shared / reference
     print(
