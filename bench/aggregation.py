@@ -1,8 +1,8 @@
 """Reading one large run (issue 13): how long each view of it takes, and how much memory.
 
-It creates a fresh database, prbench_aggbench, on the Postgres server DATABASE_URL names (and
-drops it at the end, however it ends), migrates it and builds one finished run of 8 arms on
-the demo dataset's 12 tasks with N attempts (default 1,000,000), inserted with
+It creates a fresh database, prbench_aggbench (or --database), on the Postgres server
+DATABASE_URL names (and drops it at the end, however it ends), migrates it and builds one
+finished run of 8 arms on the demo dataset's 12 tasks with N attempts (default 1,000,000), inserted with
 generate_series: mostly completed, some failed (rate limits, timeouts, server errors), a few
 cancelled, resolved at a different rate per arm, with latencies, costs and patch metrics, and
 each attempt's transcript as the pipeline keeps it: the prompt it was sent (the demo's PR
@@ -12,12 +12,14 @@ Then it runs each section asked for:
 
     exports   `manage.py export_run --format json | csv | swebench-preds > /dev/null`, each in
               a child process (its wall time, and its peak RSS from wait4), beside a raw COPY
-              of the same rows from the same join; attempts.parquet likewise; then the
-              SWE-bench report of every model and one model's predictions and report (--arm
-              --rep). Targets: < 30 s and < 256 MB each.
+              of the same columns from the same join (for the predictions: instance id, model
+              name and patch, a JSON object a line, of the attempts the files hold);
+              attempts.parquet likewise; then the SWE-bench report of every model and one
+              model's predictions and report (--arm --rep). Targets: < 30 s and < 256 MB each.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports] [--no-transcripts]
+        .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports] [--no-transcripts] \\
+        [--database NAME]
 
 It always exits 0 and marks a missed target with `!`.
 """
@@ -55,6 +57,7 @@ class Bench:
     run_id: int
     run_code: str
     attempts: int
+    repetitions: int
     env: dict[str, str]  # what a child process needs to reach the bench database
 
 
@@ -65,13 +68,17 @@ def main() -> int:
     parser.add_argument(
         "--no-transcripts", action="store_true", help="attempts without their prompts and answers (before issue 24)"
     )
+    parser.add_argument("--database", default=DATABASE, help="the database to create (and drop) for the bench")
     args = parser.parse_args()
+    database = args.database
+    if not database.replace("_", "").isalnum():
+        parser.error("--database: letters, digits and underscores only")
     sections = args.only.split(",") if args.only else list(SECTIONS)
     if unknown := set(sections) - set(SECTIONS):
         parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
-    server, url = bench_server(parser, DATABASE)
+    server, url = bench_server(parser, database)
     env = {**production_environment(), **os.environ, "DATABASE_URL": url}
-    recreate_database(server, DATABASE)
+    recreate_database(server, database)
     try:
         os.environ.update(env)
         bench = seed(args.attempts, env, transcripts=not args.no_transcripts)
@@ -81,7 +88,7 @@ def main() -> int:
         from django.db import connections
 
         connections.close_all()
-        drop_database(server, DATABASE)
+        drop_database(server, database)
     return 0
 
 
@@ -108,7 +115,7 @@ def seed(attempts: int, env: dict[str, str], transcripts: bool = True) -> Bench:
     started = time.perf_counter()
     refresh_run_summaries(run.pk)  # as the run's end does: the JSON export's head reads them
     print(f"refreshed the run's summaries in {time.perf_counter() - started:.1f} s")
-    return Bench(run.pk, str(run.code), attempts, env)
+    return Bench(run.pk, str(run.code), attempts, int(run.config_snapshot["repetitions"]), env)
 
 
 def create_transcripts(task_ids: list[int]) -> None:
@@ -243,10 +250,25 @@ ORDER BY x.sequence
 """
 # The JSON export and Parquet also hold the raw answer and the messages sent.
 RAW_TRANSCRIPT = ", x.output, x.request -> 'messages' AS messages"
-RAW_COPIES = {  # format: (COPY, with the transcript's columns)
-    "json": ("COPY (SELECT row_to_json(r) FROM ({rows}) AS r) TO STDOUT", True),
-    "csv": ("COPY ({rows}) TO STDOUT (FORMAT csv, HEADER)", False),
-    "swebench-preds": ("COPY ({rows}) TO STDOUT (FORMAT csv)", False),
+# What the predictions files hold (experiments/swebench_export.py): a line per submitted
+# attempt with an answer, its instance id, its model (the arm's label, and its repetition when
+# the run has several) and its patch, in the export's order.
+RAW_PREDICTIONS = """
+SELECT json_build_object(
+           'instance_id', t.external_id,
+           'model_name_or_path', CASE WHEN {repetitions} > 1 THEN a.label || '@rep' || x.repetition ELSE a.label END,
+           'model_patch', coalesce(p.content, ''))
+FROM experiments_attempt x
+JOIN experiments_taskinstance t ON t.id = x.task_id
+JOIN experiments_runarm a ON a.id = x.arm_id
+LEFT JOIN experiments_artifact p ON p.attempt_id = x.id AND p.kind = 'patch'
+WHERE x.run_id = {run} AND x.status IN ('completed', 'failed') AND x.error_category <> 'no_answer'
+ORDER BY a.position, a.id, x.repetition, x.sequence
+"""
+RAW_COPIES = {  # format: the COPY of what it holds
+    "json": f"COPY (SELECT row_to_json(r) FROM ({RAW_ROWS.replace('{transcript}', RAW_TRANSCRIPT)}) AS r) TO STDOUT",
+    "csv": f"COPY ({RAW_ROWS.replace('{transcript}', '')}) TO STDOUT (FORMAT csv, HEADER)",
+    "swebench-preds": f"COPY ({RAW_PREDICTIONS}) TO STDOUT",
 }
 
 
@@ -254,10 +276,9 @@ def exports(bench: Bench) -> None:
     print(f"\nexports of one run of {bench.attempts:,} attempts, {ARMS} arms (written to /dev/null)")
     seconds, peak_mb = manage(bench, "help", "export_run")
     print(f"  start-up alone  {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB (manage.py help export_run)")
-    for format, (copy, transcript) in RAW_COPIES.items():
+    for format, copy in RAW_COPIES.items():
         seconds, peak_mb = manage(bench, "export_run", bench.run_code, "--format", format)
-        rows = RAW_ROWS.format(run=bench.run_id, transcript=RAW_TRANSCRIPT if transcript else "")
-        raw = raw_copy(copy.format(rows=rows))
+        raw = raw_copy(copy.format(run=bench.run_id, repetitions=bench.repetitions))
         met = seconds < EXPORT_SECONDS and peak_mb < EXPORT_MB
         print(
             f"  {format:<15} {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB | raw COPY {raw:5.1f} s "

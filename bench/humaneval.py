@@ -2,11 +2,14 @@
 
 First every canonical solution (and the mock's two wrong answers) runs in the sandbox one
 after another, as code_exec evaluates an answer, with nothing else around it: how many pass
-of how many, and the time a program takes. Then a run of the oracle mock arm on the whole
-of HumanEval, imported with ``import_tasks --format humaneval``, goes through the pipeline
-with 1 and then 2 workers: validations per minute (each a program run in the sandbox, its
-answer recorded). The provider call is a zero-latency mock, so what is measured is running
-programs and the bookkeeping around them.
+of how many, and the time a program takes. Beside it, the reference: the same programs run
+bare, one after another, each ``python -I program.py`` in a fresh directory with
+``subprocess`` and no sandbox, so what the sandbox adds to a program shows. Then a run of the
+oracle mock arm on the whole of HumanEval, imported with ``import_tasks --format humaneval``,
+goes through the pipeline with 1 and then 2 workers: validations per minute (each a program
+run in the sandbox, its answer recorded), beside the bare loop's programs per minute. The
+provider call is a zero-latency mock, so what is measured is running programs and the
+bookkeeping around them.
 
     .venv/bin/python bench/humaneval.py [--repetitions 2] [--file tests/data/humaneval/HumanEval.jsonl.gz]
 
@@ -23,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,11 +49,19 @@ def main() -> int:
         print(json.dumps(result))
         return 0
     loop = json.loads(_child(args, 0).strip().splitlines()[-1])
+    bare = loop["bare"]
+    bare_per_minute = bare["total"] / bare["wall_s"] * 60
     print(loop["sandbox"])
     print(
         f"canonical solutions through the sandbox: {loop['passed']}/{loop['total']} passed in {loop['wall_s']:.1f}s "
         f"= {loop['total'] / loop['wall_s'] * 60:.0f} programs/minute, one at a time "
         f"(median program {loop['median_ms']:.0f} ms)"
+    )
+    print(
+        f"  the same programs bare (subprocess, no sandbox): {bare['passed']}/{bare['total']} passed in "
+        f"{bare['wall_s']:.1f}s = {bare_per_minute:.0f} programs/minute, one at a time (median program "
+        f"{bare['median_ms']:.0f} ms): the sandbox adds {loop['median_ms'] - bare['median_ms']:.0f} ms a program "
+        f"and runs {bare['wall_s'] / loop['wall_s']:.2f}x as many programs a minute as bare"
     )
     print(f"the mock's wrong answers: {loop['wrong_passed']} of {loop['wrong_total']} passed (should be 0)")
     if loop["failures"]:
@@ -60,7 +72,8 @@ def main() -> int:
         print(
             f"{workers} worker{'s' if workers > 1 else ''}: {result['validated']} validations in "
             f"{result['wall_s']:.1f}s = {per_minute:.0f} validations/minute "
-            f"(median program {result['median_ms']:.0f} ms; {result['passed']} passed)"
+            f"(median program {result['median_ms']:.0f} ms; {result['passed']} passed); "
+            f"{per_minute / bare_per_minute:.2f}x the bare loop's {bare_per_minute:.0f} programs/minute"
         )
     return 0
 
@@ -89,9 +102,12 @@ def sandbox_loop(path: Path) -> dict:
     _setup()
     from types import SimpleNamespace
 
+    from django.conf import settings
+
     from evaluation.sandbox import isolation
     from evaluation.workloads import workload_for
     from evaluation.workloads.base import Context
+    from evaluation.workloads.code_exec import build_program
 
     workload = workload_for("code_exec")
     data = path.read_bytes()
@@ -108,7 +124,9 @@ def sandbox_loop(path: Path) -> dict:
             failures.append(task_id)
     wall = time.perf_counter() - started
     wrong = [workload.evaluate(t, d, Context()).correct for _, t in tasks for d in workload.distractors(t)]
+    programs = [build_program(task.payload, workload.reference_output(task))[0] for _, task in tasks]
     return {
+        "bare": bare_loop(programs, settings.PRBENCH_CODE_EXEC_TIMEOUT_SECONDS),
         "total": len(tasks),
         "passed": len(tasks) - len(failures),
         "failures": failures,
@@ -117,6 +135,31 @@ def sandbox_loop(path: Path) -> dict:
         "wrong_total": len(wrong),
         "wrong_passed": sum(bool(correct) for correct in wrong),
         "sandbox": isolation().describe(),
+    }
+
+
+def bare_loop(programs: list[str], timeout_s: float) -> dict:
+    """The reference: each program run as the sandbox runs it, but bare: the same Python in
+    isolated mode (-I), in a fresh directory of its own, one after another."""
+    durations, passed = [], 0
+    started = time.perf_counter()
+    for program in programs:
+        with tempfile.TemporaryDirectory(prefix="prbench-bare-") as workdir:
+            Path(workdir, "program.py").write_text(program, encoding="utf-8")
+            began = time.perf_counter()
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-I", "program.py"], cwd=workdir, capture_output=True, timeout=timeout_s
+                )
+                passed += done.returncode == 0
+            except subprocess.TimeoutExpired:
+                pass
+            durations.append((time.perf_counter() - began) * 1000)
+    return {
+        "total": len(programs),
+        "passed": passed,
+        "wall_s": time.perf_counter() - started,
+        "median_ms": statistics.median(durations),
     }
 
 

