@@ -84,8 +84,14 @@ def _attempt_pool(threads: int) -> ThreadPoolExecutor:
     return _pool
 
 
+REDIS_HEADROOM = 32
+
+
 def _open_redis_connections(count: int) -> None:
     redis_pool = get_connection().connection_pool
+    # Each pool thread may hold a connection at once, and the job's thread, the heartbeat and
+    # RQ theirs: redis-py's pool refuses a 101st by default, which a 128-thread job exceeded.
+    redis_pool.max_connections = max(redis_pool.max_connections, count + REDIS_HEADROOM)
     connections = [redis_pool.get_connection() for _ in range(count)]
     for connection in connections:
         redis_pool.release(connection)

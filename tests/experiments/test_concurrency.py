@@ -200,3 +200,16 @@ def _finishes(function, timeout=5.0) -> bool:
     thread.start()
     thread.join(timeout)
     return not thread.is_alive()
+
+
+def test_a_job_of_many_threads_opens_a_connection_for_each_past_redis_pys_default_limit(db, monkeypatch):
+    """redis-py's pool refuses a 101st connection unless told otherwise; a 128-thread job's
+    pool opens one for each of its 384 threads before its first call."""
+    from experiments import jobs
+
+    monkeypatch.setattr(settings, "PRBENCH_THREADS_PER_JOB", 128)
+    monkeypatch.setattr(jobs, "_pool", None)
+    monkeypatch.setattr(jobs, "_pool_size", 0)
+    jobs.warm_attempt_pool()
+    assert jobs._pool is not None and len(jobs._pool._threads) == 128 * (1 + jobs.STALLED_ROOM)
+    jobs._pool.shutdown()
