@@ -31,7 +31,7 @@ from typing import Any, TypeVar, cast
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, QuerySet, TextField, Value
 from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bound_contextvars
@@ -44,7 +44,7 @@ from datasets.environments import (
     this_process_capabilities,
     with_recipe_needs,
 )
-from datasets.models import GoldStatus, TaskInstance
+from datasets.models import EnvironmentRecipe, GoldStatus, TaskInstance
 from datasets.validation import validate_task
 from evaluation.environments import EnvironmentUnavailable
 from evaluation.repositories import RepositoryUnavailable, ensure_commit
@@ -114,6 +114,8 @@ FAST_DEPTH = 8
 # A job reuses an arm made ready to call (its org's allowlist and credential read, its adapter
 # built) for this long: a change to them reaches a running job within it, and a new job at once.
 PREPARED_FOR_S = 1.0
+# How long a job trusts its last look at whether the run's dataset has environment recipes.
+RECIPES_FOR_S = 1.0
 # A job takes the run's queued attempts from the next STEAL_WINDOW times as many as it needs.
 STEAL_WINDOW = 4
 # A job that found its run drained looks again this often while calls of its own still run:
@@ -531,6 +533,7 @@ class BatchRunner:
         self.recorded = 0
         # What this worker has, and whether the last look at attempts found one it cannot run.
         self.capabilities: tuple[str, ...] | None = None  # looked up when a task needs something
+        self.has_recipes, self.recipes_checked_at = True, -RECIPES_FOR_S
         self.unservable_seen = False
 
     def run(self, pool: Executor) -> int:
@@ -605,6 +608,15 @@ class BatchRunner:
             self.capabilities = this_process_capabilities()
         return self.capabilities
 
+    def _run_has_recipes(self) -> bool:
+        """Whether any task the run's dataset holds has an environment recipe, looked up again
+        every RECIPES_FOR_S: a recipe added while the job runs reaches it within that."""
+        now = time.monotonic()
+        if now >= self.recipes_checked_at + RECIPES_FOR_S:
+            self.has_recipes = EnvironmentRecipe.objects.filter(dataset__experiments__runs=self.run_id).exists()
+            self.recipes_checked_at = now
+        return self.has_recipes
+
     def _servable(
         self, attempts: QuerySet[Attempt], limit: int | None = None, hand_back: bool = False
     ) -> dict[int, int]:
@@ -612,8 +624,13 @@ class BatchRunner:
         this worker lacks. With ``hand_back``, the others go back to their own queue (their
         job came from a queue this worker should no longer serve, or from before their
         task's recipe changed): unclaimed, so this is no claim and no retry of theirs."""
-        rows = with_recipe_needs(attempts, task="task__").order_by("sequence")
-        found = rows.values_list("pk", "arm_id", "recipe_python", "recipe_system_packages")
+        ordered = attempts.order_by("sequence")
+        if self._run_has_recipes():
+            rows = with_recipe_needs(ordered, task="task__")
+            found = rows.values_list("pk", "arm_id", "recipe_python", "recipe_system_packages")
+        else:  # no task of the run can need anything: no recipe looked up for each row
+            nothing = Value(None, output_field=TextField())
+            found = ordered.values_list("pk", "arm_id", nothing, nothing)
         servable: dict[int, int] = {}
         elsewhere: list[int] = []
         for pk, arm_id, python, packages in found[:limit] if limit is not None else found:
