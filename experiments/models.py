@@ -284,7 +284,9 @@ LIST_ORDERS = (("sequence", ["sequence"]), ("latency", ["latency_ms", "sequence"
 
 class Attempt(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    run = models.ForeignKey(Run, models.CASCADE, related_name="attempts")
+    # No index of its own: (run, ...) leads several below, and every index is one more entry
+    # to write each time an attempt is claimed and recorded.
+    run = models.ForeignKey(Run, models.CASCADE, related_name="attempts", db_index=False)
     task = models.ForeignKey("datasets.TaskInstance", models.PROTECT, related_name="attempts")
     arm = models.ForeignKey(RunArm, models.CASCADE, related_name="attempts")
     repetition = models.PositiveIntegerField(default=0)
