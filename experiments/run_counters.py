@@ -128,7 +128,7 @@ TRIGGER_NAMES = tuple(f"run_counters_{table}_{op.lower()}" for table in COUNTED_
 
 def trigger_sql(vendor: str) -> list[str]:
     """The statements that (re)create every counting trigger, idempotent."""
-    statements = []
+    statements: list[str] = []
     for table in COUNTED_TABLES:
         for op in OPS:
             if vendor == "postgresql":
@@ -178,7 +178,9 @@ def counted(run_ids: Iterable[int] | None = None, using: str = "default") -> dic
         attempts, verdicts = attempts.filter(run_id__in=run_ids), verdicts.filter(run_id__in=run_ids)
     by_status = {status: Count("pk", filter=Q(status=status)) for status in STATUSES}
     rows = attempts.values("run_id").annotate(**by_status, repeat_calls=Sum("repeat_calls"))
-    counts = {row.pop("run_id"): {**row, "judged": 0} for row in rows}
+    counts: dict[int, dict[str, int]] = {}
+    for run_id, *figures in rows.values_list("run_id", *STATUSES, "repeat_calls"):
+        counts[run_id] = {**dict(zip(COLUMNS[:-1], (figure or 0 for figure in figures), strict=True)), "judged": 0}
     judged = verdicts.filter(profile_id=F("run__evaluator_profile_id")).values("run_id").annotate(n=Count("pk"))
     for row in judged:
         counts.setdefault(row["run_id"], dict.fromkeys(COLUMNS, 0))["judged"] = row["n"]
