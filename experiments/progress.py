@@ -9,6 +9,7 @@ the run's size. run_counters.counted() gives the same figures from the attempts 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from evaluation.models import VerdictStatus
 from experiments.models import AttemptStatus, Run, RunCounters
@@ -40,12 +41,25 @@ class RunProgress:
 
 
 def run_progress(run: Run) -> RunProgress:
-    """Read afresh on each call: a command waiting for its run polls with the same instance."""
-    counters = RunCounters.objects.filter(run_id=run.pk).first() or RunCounters(run_id=run.pk)
+    counters = _counters_of(run)
     by_status = {status: getattr(counters, status) for status in AttemptStatus.values}
     return RunProgress(
         total=sum(by_status.values()), repeat_calls=counters.repeat_calls, judged=counters.judged, **by_status
     )
+
+
+def _counters_of(run: Run) -> RunCounters:
+    """The counters read with the run (access_run joins them), or else read now, never kept on
+    the instance: a command waiting for its run polls with the same one."""
+    relation = Run.counters.related
+    counters = (
+        cast(RunCounters | None, relation.get_cached_value(run)) if relation.is_cached(run) else _read_counters(run)
+    )
+    return counters or RunCounters(run_id=run.pk)  # no row: no attempts yet
+
+
+def _read_counters(run: Run) -> RunCounters | None:
+    return RunCounters.objects.filter(run_id=run.pk).first()
 
 
 @dataclass(frozen=True)
