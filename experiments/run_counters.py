@@ -20,6 +20,7 @@ every ``migrate`` (experiments/apps.py) and recounts when it had to put them bac
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import connection as default_connection
 from django.db import transaction
@@ -29,25 +30,33 @@ from django.db.models import Count, F, Q, Sum
 from evaluation.models import Verdict
 from experiments.models import Attempt, AttemptStatus, Run, RunCounters
 from experiments.progress import FINAL_VERDICTS
+from providers.errors import ErrorCategory
 
 COUNTERS = "experiments_runcounters"
 STATUSES = tuple(AttemptStatus.values)
-COLUMNS = (*STATUSES, "repeat_calls", "judged")
+COLUMNS = (*STATUSES, "repeat_calls", "judged", "spent_usd", "budget_refused")
+REFUSED = ErrorCategory.BUDGET_EXCEEDED.value
 # What each counted table adds to a counters row, as SQL over one changed row ``change``
 # carrying a ``sign`` (-1 for the row as it was, +1 as it is).
 ATTEMPT_DELTAS = {
     **{status: f"sum(sign) FILTER (WHERE status = '{status}')" for status in STATUSES},
     "repeat_calls": "sum(sign * repeat_calls)",
     "judged": "0",
+    "spent_usd": "sum(sign * cost_usd)",
+    "budget_refused": f"sum(sign) FILTER (WHERE error_category = '{REFUSED}')",
 }
-VERDICT_DELTAS = {**{status: "0" for status in STATUSES}, "repeat_calls": "0", "judged": "sum(sign)"}
+VERDICT_DELTAS = {column: "sum(sign)" if column == "judged" else "0" for column in COLUMNS}
 FINAL_SQL = ", ".join(f"'{status}'" for status in FINAL_VERDICTS)
 
 
 def _changes(table: str, op: str) -> str:
     """The rows a statement on ``table`` changed, each as it was (sign -1) and as it is (+1),
     restricted to what the counters count."""
-    columns = "run_id, status, repeat_calls" if table == "experiments_attempt" else "run_id, profile_id, status"
+    columns = (
+        "run_id, status, repeat_calls, cost_usd, error_category"
+        if table == "experiments_attempt"
+        else "run_id, profile_id, status"
+    )
     sides = {"INSERT": [("new_rows", 1)], "DELETE": [("old_rows", -1)], "UPDATE": [("old_rows", -1), ("new_rows", 1)]}
     rows = " UNION ALL ".join(f"SELECT {columns}, {sign} AS sign FROM {name}" for name, sign in sides[op])
     if table == "experiments_attempt":
@@ -99,8 +108,11 @@ def _sqlite_trigger(table: str, op: str) -> str:
     if table == "experiments_attempt":
         counted = {status: [f"{sign} ({side}.status = '{status}')" for side, sign in sides] for status in STATUSES}
         counted["repeat_calls"] = [f"{sign} {side}.repeat_calls" for side, sign in sides]
-        when = "WHEN OLD.status IS NOT NEW.status OR OLD.repeat_calls IS NOT NEW.repeat_calls"
-        of = " OF status, repeat_calls"
+        counted["spent_usd"] = [f"{sign} coalesce({side}.cost_usd, 0)" for side, sign in sides]
+        counted["budget_refused"] = [f"{sign} ({side}.error_category = '{REFUSED}')" for side, sign in sides]
+        of_columns = ("status", "repeat_calls", "cost_usd", "error_category")
+        when = "WHEN " + " OR ".join(f"OLD.{column} IS NOT NEW.{column}" for column in of_columns)
+        of = " OF " + ", ".join(of_columns)
     else:
         run_profile = "(SELECT evaluator_profile_id FROM experiments_run WHERE id = {side}.run_id)"
         final = f"({{side}}.status IN ({FINAL_SQL}) AND {{side}}.profile_id IS {run_profile})"
@@ -169,7 +181,7 @@ def uninstall(connection: BaseDatabaseWrapper = default_connection) -> None:
                     cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
 
 
-def counted(run_ids: Iterable[int] | None = None, using: str = "default") -> dict[int, dict[str, int]]:
+def counted(run_ids: Iterable[int] | None = None, using: str = "default") -> dict[int, dict[str, Any]]:
     """Each run's counters as the attempts and verdicts say now: GROUP BYs over the tables."""
     attempts = Attempt.objects.using(using).order_by()
     verdicts = Verdict.objects.using(using).order_by().filter(status__in=FINAL_VERDICTS)
@@ -177,10 +189,16 @@ def counted(run_ids: Iterable[int] | None = None, using: str = "default") -> dic
         run_ids = list(run_ids)
         attempts, verdicts = attempts.filter(run_id__in=run_ids), verdicts.filter(run_id__in=run_ids)
     by_status = {status: Count("pk", filter=Q(status=status)) for status in STATUSES}
-    rows = attempts.values("run_id").annotate(**by_status, repeat_calls=Sum("repeat_calls"))
-    counts: dict[int, dict[str, int]] = {}
-    for run_id, *figures in rows.values_list("run_id", *STATUSES, "repeat_calls"):
-        counts[run_id] = {**dict(zip(COLUMNS[:-1], (figure or 0 for figure in figures), strict=True)), "judged": 0}
+    rows = attempts.values("run_id").annotate(
+        **by_status,
+        repeat_calls=Sum("repeat_calls"),
+        spent_usd=Sum("cost_usd"),
+        budget_refused=Count("pk", filter=Q(error_category=REFUSED)),
+    )
+    from_attempts = [column for column in COLUMNS if column != "judged"]
+    counts: dict[int, dict[str, Any]] = {}
+    for run_id, *figures in rows.values_list("run_id", *from_attempts):
+        counts[run_id] = {**dict(zip(from_attempts, (figure or 0 for figure in figures), strict=True)), "judged": 0}
     judged = verdicts.filter(profile_id=F("run__evaluator_profile_id")).values("run_id").annotate(n=Count("pk"))
     for row in judged:
         counts.setdefault(row["run_id"], dict.fromkeys(COLUMNS, 0))["judged"] = row["n"]

@@ -9,10 +9,13 @@ from django.db import migrations, models
 # change falls between the count and the triggers).
 STATUSES = ("queued", "running", "completed", "failed", "cancelled")
 BACKFILL = (
-    "INSERT INTO experiments_runcounters (run_id, {statuses}, repeat_calls, judged) SELECT r.id, {counts},"
+    "INSERT INTO experiments_runcounters (run_id, {statuses}, repeat_calls, judged, spent_usd, budget_refused)"
+    " SELECT r.id, {counts},"
     " (SELECT coalesce(sum(a.repeat_calls), 0) FROM experiments_attempt AS a WHERE a.run_id = r.id),"
     " (SELECT count(*) FROM evaluation_verdict AS v WHERE v.run_id = r.id AND v.profile_id = r.evaluator_profile_id"
-    " AND v.status IN ('judged', 'evaluator_error'))"
+    " AND v.status IN ('judged', 'evaluator_error')),"
+    " (SELECT coalesce(sum(a.cost_usd), 0) FROM experiments_attempt AS a WHERE a.run_id = r.id),"
+    " (SELECT count(*) FROM experiments_attempt AS a WHERE a.run_id = r.id AND a.error_category = 'budget_exceeded')"
     " FROM experiments_run AS r"
 ).format(
     statuses=", ".join(STATUSES),
@@ -55,6 +58,8 @@ class Migration(migrations.Migration):
                 ('cancelled', models.BigIntegerField(default=0)),
                 ('repeat_calls', models.BigIntegerField(default=0, help_text="The sum of its attempts' repeat_calls")),
                 ('judged', models.BigIntegerField(default=0, help_text='Final verdicts (judged or evaluator error) of its profile')),
+                ('spent_usd', models.DecimalField(decimal_places=8, default=0, help_text="The sum of its attempts' cost_usd (its budget's spend)", max_digits=20)),
+                ('budget_refused', models.BigIntegerField(default=0, help_text='Attempts not made: a budget refused them')),
             ],
             options={
                 'verbose_name_plural': 'run counters',

@@ -2,6 +2,7 @@
 verdicts after every kind of change, whichever path makes it, two workers at once included."""
 
 import sqlite3
+from decimal import Decimal
 
 import pytest
 from django.conf import settings
@@ -11,10 +12,12 @@ from django.urls import reverse
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments import run_counters
 from experiments.actions import do_cancel_run, do_pause_run, do_resume_run
+from experiments.budgets import budget_status, recorded_spend
 from experiments.models import Attempt, AttemptStatus, RunCounters, RunStatus
 from experiments.pipeline import _give_back_claim, claim_attempts
 from experiments.progress import run_progress
 from prbench.recovery import run_recovery_sweep
+from providers.errors import ErrorCategory
 from tests.conftest import api_client, as_if_its_worker_died, client_for, make_api_key, work_queue
 from tests.experiments.test_worker_crash import spawn_worker, wait_until
 
@@ -72,6 +75,7 @@ def test_counters_follow_claims_give_backs_the_sweep_records_and_verdicts(
     answered = run.attempts.filter(status=AttemptStatus.COMPLETED).count()
     assert run.status == RunStatus.COMPLETED and answered > 0
     assert counters_of(run)["judged"] == answered
+    assert counters_of(run)["spent_usd"] > 0  # the mock arms are priced
     assert_exact(run)
 
 
@@ -83,6 +87,22 @@ def test_a_claim_past_the_limit_retires_and_repeat_calls_add_up(experiment, star
     _, claimed = claim_attempts(poison)
     assert claimed == [] and counters_of(run)["failed"] == 2  # retired in the claim's UPDATE
     assert_exact(run)
+
+
+def test_spend_and_budget_refusals_add_up(experiment, start):
+    run = start(experiment)
+    paid, refused = queued_ids(run, 2)
+    Attempt.objects.filter(pk=paid).update(status=AttemptStatus.COMPLETED, cost_usd=Decimal("0.01250000"))
+    Attempt.objects.filter(pk=refused).update(status=AttemptStatus.FAILED, error_category=ErrorCategory.BUDGET_EXCEEDED)
+    assert (counters_of(run)["spent_usd"], counters_of(run)["budget_refused"]) == (Decimal("0.0125"), 1)
+    assert_exact(run)
+    # The budget line and the gateway's spend read the counters: ones set apart from the
+    # attempts show it.
+    RunCounters.objects.filter(run=run).update(spent_usd=Decimal("0.5"), budget_refused=3)
+    run.budget_usd = Decimal("1.00")
+    status = budget_status(run)
+    assert (status.run_spent, status.experiment_spent, status.not_made) == (Decimal("0.5"), Decimal("0.5"), 3)
+    assert recorded_spend(run) == (Decimal("0.5"), Decimal("0.5"))
 
 
 def test_pause_resume_and_cancel(experiment, start):
@@ -171,10 +191,11 @@ def sqlite_tables() -> sqlite3.Connection:
     db.executescript(
         "CREATE TABLE experiments_run (id INTEGER PRIMARY KEY, evaluator_profile_id INTEGER);"
         "CREATE TABLE experiments_attempt (id INTEGER PRIMARY KEY, run_id INTEGER, status TEXT,"
-        " repeat_calls INTEGER DEFAULT 0);"
+        " repeat_calls INTEGER DEFAULT 0, cost_usd DECIMAL, error_category TEXT DEFAULT '');"
         "CREATE TABLE evaluation_verdict (id INTEGER PRIMARY KEY, run_id INTEGER, profile_id INTEGER, status TEXT);"
         "CREATE TABLE experiments_runcounters (run_id INTEGER PRIMARY KEY, queued INTEGER, running INTEGER,"
-        " completed INTEGER, failed INTEGER, cancelled INTEGER, repeat_calls INTEGER, judged INTEGER);"
+        " completed INTEGER, failed INTEGER, cancelled INTEGER, repeat_calls INTEGER, judged INTEGER,"
+        " spent_usd DECIMAL, budget_refused INTEGER);"
     )
     for statement in run_counters.trigger_sql("sqlite"):
         db.execute(statement)
@@ -186,7 +207,10 @@ def test_the_sqlite_triggers_count_every_change():
     db.execute("INSERT INTO experiments_run VALUES (1, 7)")
     db.executemany("INSERT INTO experiments_attempt (run_id, status) VALUES (1, ?)", [("queued",)] * 5)
     db.execute("UPDATE experiments_attempt SET status = 'running' WHERE id IN (1, 2, 3)")
-    db.execute("UPDATE experiments_attempt SET status = 'completed', repeat_calls = 2 WHERE id IN (1, 2)")
+    db.execute(
+        "UPDATE experiments_attempt SET status = 'completed', repeat_calls = 2, cost_usd = 0.5 WHERE id IN (1, 2)"
+    )
+    db.execute("UPDATE experiments_attempt SET status = 'failed', error_category = 'budget_exceeded' WHERE id = 4")
     db.execute("UPDATE experiments_attempt SET status = 'cancelled' WHERE status = 'queued'")
     db.execute("DELETE FROM experiments_attempt WHERE id = 3")
     db.executemany(
@@ -196,5 +220,5 @@ def test_the_sqlite_triggers_count_every_change():
     db.execute("UPDATE evaluation_verdict SET status = 'evaluator_error' WHERE status = 'pending'")
     db.execute("DELETE FROM evaluation_verdict WHERE id = 2")
     counters = db.execute("SELECT * FROM experiments_runcounters").fetchall()
-    #             run queued running completed failed cancelled repeat_calls judged
-    assert counters == [(1, 0, 0, 2, 0, 2, 4, 1)]
+    #             run queued running completed failed cancelled repeat_calls judged spent refused
+    assert counters == [(1, 0, 0, 2, 1, 1, 4, 1, 1.0, 1)]
