@@ -1,19 +1,22 @@
-"""Throughput of the API's leaderboard endpoint on a 100,000-attempt run (issue 16).
+"""Throughput of the API's leaderboard endpoint (issue 16), or of the run endpoint CI polls
+(`--endpoint run`, issue 31), on a 100,000-attempt run.
 
-It creates (or, with --keep, reuses) the database prbench_apiload on the Postgres server
+It creates (or, with --keep, reuses) the database prbench_apiload (or --database) on the Postgres server
 DATABASE_URL names, seeds one finished run of 8 arms on 2,000 tasks with N attempts (default
 100,000) as bench/boards.py seeds its run, refreshes its summaries, and makes a read-only API
 key. Then it starts a real server on loopback, gunicorn (`gunicorn prbench.wsgi -w 2`, sync
 workers, production settings), and has C concurrent clients (threads, one httpx client each)
-call `GET /api/runs/{id}/leaderboards` with the key for a fixed time. It prints requests/s and
-the p50/p95/p99 latency as the clients saw it.
+call `GET /api/runs/{id}/leaderboards` (or `GET /api/runs/{id}`, the run with its progress)
+with the key for a fixed time. It prints requests/s and the p50/p95/p99 latency as the clients
+saw it, and for the run endpoint the target beside it (>= 150 requests/s with 8 clients).
 
 Every request goes through what a customer's would: key lookup, the per-key throttle in Redis
 (its allowance raised so the bench measures the endpoint, not the refusal), the access layer,
 the boards from the run's summaries, and the audit middleware's row per request.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/api_load.py [--attempts 100000] [--clients 8] [--seconds 30] [--keep]
+        .venv/bin/python bench/api_load.py [--attempts 100000] [--clients 8] [--seconds 30] [--keep] \\
+        [--endpoint leaderboards|run] [--database prbench_apiload]
 
 REDIS_URL (default redis://127.0.0.1:6379/15) names the Redis database the server may write
 its throttle counters and cache to.
@@ -38,6 +41,8 @@ from bench._settings import production_environment  # noqa: E402
 
 DATABASE = "prbench_apiload"
 ARMS = 8
+ENDPOINTS = {"leaderboards": "/api/runs/{id}/leaderboards", "run": "/api/runs/{id}"}
+RUN_TARGET_RPS = 150  # GET /api/runs/{id} with 8 clients (issue 31)
 
 
 def main() -> int:
@@ -48,11 +53,15 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--keep", action="store_true", help="keep the database, and reuse it next time")
+    parser.add_argument("--endpoint", choices=ENDPOINTS, default="leaderboards", help="the endpoint the clients call")
+    parser.add_argument("--database", default=DATABASE, help="the database to create (letters, digits, underscores)")
     args = parser.parse_args()
+    if not args.database.replace("_", "").isalnum():
+        parser.error("--database: letters, digits and underscores only")
     server = os.environ.get("DATABASE_URL", "")
     if not server.startswith(("postgres://", "postgresql://")):
         parser.error("DATABASE_URL must name a Postgres server (the bench creates its own database there)")
-    url = urlunsplit(urlsplit(server)._replace(path=f"/{DATABASE}"))
+    url = urlunsplit(urlsplit(server)._replace(path=f"/{args.database}"))
     environment = {
         **production_environment(),
         **os.environ,
@@ -62,12 +71,12 @@ def main() -> int:
         "PRBENCH_API_REQUESTS_PER_MINUTE": "100000000",
     }
     os.environ.update(environment)
-    reused = create_database(server, fresh=not args.keep)
+    reused = create_database(server, args.database, fresh=not args.keep)
     gunicorn = None
     try:
         run_code, key = prepare(args.attempts, reused)
         gunicorn = start_server(args.port, args.workers, environment)
-        path = f"/api/runs/{run_code}/leaderboards"
+        path = ENDPOINTS[args.endpoint].format(id=run_code)
         latencies, statuses = load(f"http://127.0.0.1:{args.port}", path, key, args.clients, args.seconds)
         report(latencies, statuses, args)
     finally:
@@ -78,31 +87,31 @@ def main() -> int:
 
         connections.close_all()
         if not args.keep:
-            drop_database(server)
+            drop_database(server, args.database)
     return 0
 
 
 # --- the database and the run ------------------------------------------------------------------
 
 
-def create_database(server: str, *, fresh: bool) -> bool:
+def create_database(server: str, database: str, *, fresh: bool) -> bool:
     """True when an existing database is kept as it is."""
     import psycopg
 
     with psycopg.connect(server, autocommit=True) as connection:
-        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone()
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
         if exists and not fresh:
             return True
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {DATABASE}")
+        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {database}")
     return False
 
 
-def drop_database(server: str) -> None:
+def drop_database(server: str, database: str) -> None:
     import psycopg
 
     with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        connection.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
 def prepare(attempts: int, reused: bool) -> tuple[str, str]:
@@ -197,11 +206,15 @@ def load(base: str, path: str, key: str, clients: int, seconds: float) -> tuple[
 def report(latencies: list[float], statuses: dict[int, int], args: argparse.Namespace) -> None:
     cuts = statistics.quantiles(latencies, n=100)
     print(
-        f"GET /api/runs/{{id}}/leaderboards, {args.attempts:,} attempts, {args.clients} clients, "
+        f"GET {ENDPOINTS[args.endpoint]}, {args.attempts:,} attempts, {args.clients} clients, "
         f"{args.workers} gunicorn workers, {args.seconds:g} s"
     )
     print(f"  requests: {len(latencies):,} ({', '.join(f'{s}: {n:,}' for s, n in sorted(statuses.items()))})")
-    print(f"  throughput: {len(latencies) / args.seconds:.1f} requests/s")
+    rate = len(latencies) / args.seconds
+    target = ""
+    if args.endpoint == "run":
+        target = f" | target >= {RUN_TARGET_RPS} with 8 clients {'met' if rate >= RUN_TARGET_RPS else '! NOT met'}"
+    print(f"  throughput: {rate:.1f} requests/s{target}")
     p50, p95, p99 = cuts[49], cuts[94], cuts[98]
     print(f"  latency: p50 {p50:.1f} ms, p95 {p95:.1f} ms, p99 {p99:.1f} ms, max {max(latencies):.1f} ms")
 

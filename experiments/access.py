@@ -20,7 +20,8 @@ def access_experiment(request: HttpRequest, code: Any, *, write: bool = False) -
 
 
 def access_run(request: HttpRequest, code: Any, *, write: bool = False) -> Run:
-    run = get_or_404(Run.objects.select_related("org", "experiment__dataset"), code=code)
+    # Its counters in the same query: the run page, its poll and the API show its progress.
+    run = get_or_404(Run.objects.select_related("org", "experiment__dataset", "counters"), code=code)
     check_scoped(request, run, run.org, write)
     bind_contextvars(run=str(run.code))
     return run

@@ -11,6 +11,7 @@ from experiments.models import (
     PredictionSet,
     Run,
     RunArm,
+    RunCounters,
     WorkerLease,
 )
 
@@ -143,6 +144,24 @@ class WorkerLeaseAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RunCounters)
+class RunCountersAdmin(admin.ModelAdmin):
+    """Each run's counters: read-only, since the database's triggers own them (a wrong one is put
+    right by `manage.py recount_runs`, never by hand)."""
+
+    list_display = ["run", "queued", "running", "completed", "failed", "cancelled", "repeat_calls", "judged"]
+    search_fields = ["run__code"]
+    raw_id_fields = ["run"]
+    readonly_fields = ["run", "queued", "running", "completed", "failed", "cancelled", "repeat_calls", "judged"]
+
+    def has_add_permission(self, request):
+        return False
+
+    # Delete stays allowed: the admin asks for it on every related model when a run is deleted.
     def has_change_permission(self, request, obj=None):
         return False
 

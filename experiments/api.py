@@ -40,7 +40,7 @@ from experiments.actions import (
 from experiments.estimate import estimate_run
 from experiments.idempotency import IDEMPOTENCY_KEY_TTL, IdempotencyConflict, StartChoices, start_run_once
 from experiments.models import Allocation, ContextMode, Experiment, ModelArm, Run, SampleStrategy
-from experiments.progress import calls_made_again, judging_progress, run_progress
+from experiments.progress import judging_progress, run_progress
 from orgs.access import access_current_org, check_role, membership_for
 from orgs.api_auth import READ, RUN, actor
 from orgs.models import Organization
@@ -107,9 +107,10 @@ class RunOut(Schema):
 
 
 def run_out(run: Run, *, with_progress: bool) -> RunOut:
-    progress = None
+    progress, repeat_calls = None, None
     if with_progress:
         counted = run_progress(run)
+        repeat_calls = counted.repeat_calls
         judging = judging_progress(run, counted)
         progress = Progress(
             total=counted.total,
@@ -138,7 +139,7 @@ def run_out(run: Run, *, with_progress: bool) -> RunOut:
         url=reverse("experiments:run", args=[run.code]),
         arms=[ArmOut(label=arm.label, provider=arm.provider, model=arm.model_name) for arm in run.arms.all()],
         progress=progress,
-        repeat_calls=calls_made_again(run) if with_progress else None,
+        repeat_calls=repeat_calls,
     )
 
 

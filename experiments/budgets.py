@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Q, Sum
 
-from experiments.models import Attempt, Experiment, Run
+from experiments.models import Experiment, Run, RunCounters
 from providers.budget import Budget, experiment_budget_key, run_budget_key
-from providers.errors import ErrorCategory
 
 ZERO = Decimal(0)
 
@@ -25,12 +24,15 @@ def recorded_spend(run: Run) -> tuple[Decimal, Decimal]:
 
 
 def _totals(run: Run) -> dict:
-    totals = Attempt.objects.filter(run__experiment_id=run.experiment_id).aggregate(
-        run=Sum("cost_usd", filter=Q(run_id=run.pk)),
-        experiment=Sum("cost_usd"),
-        not_made=Count("id", filter=Q(run_id=run.pk, error_category=ErrorCategory.BUDGET_EXCEEDED)),
+    """From the counters of the experiment's runs (experiments/run_counters.py): a sum over
+    a row per run, whatever the runs' sizes, for the run page's poll and each claiming job."""
+    totals = RunCounters.objects.filter(run__experiment_id=run.experiment_id).aggregate(
+        run=Sum("spent_usd", filter=Q(run_id=run.pk)),
+        experiment=Sum("spent_usd"),
+        not_made=Sum("budget_refused", filter=Q(run_id=run.pk)),
     )
-    return {**totals, "run": totals["run"] or ZERO, "experiment": totals["experiment"] or ZERO}
+    spent = {"run": totals["run"] or ZERO, "experiment": totals["experiment"] or ZERO}
+    return {**spent, "not_made": totals["not_made"] or 0}
 
 
 def run_budgets(run: Run) -> tuple[Budget, ...]:
@@ -80,4 +82,4 @@ def budget_status(run: Run) -> BudgetStatus:
 
 def experiment_spend(experiment: Experiment) -> Decimal:
     """What every run of the experiment has spent, as recorded."""
-    return Attempt.objects.filter(run__experiment=experiment).aggregate(spent=Sum("cost_usd"))["spent"] or ZERO
+    return RunCounters.objects.filter(run__experiment=experiment).aggregate(spent=Sum("spent_usd"))["spent"] or ZERO

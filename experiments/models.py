@@ -445,6 +445,34 @@ class Attempt(models.Model):
         return f"{self.arm} on {self.task} #{self.repetition}"
 
 
+class RunCounters(models.Model):
+    """A run's attempts by status, its repeated calls, its final verdicts and its spend, kept exact by
+    database triggers (experiments/run_counters.py) in the same statement as every change to
+    an attempt or a verdict, whichever code path makes it: the run page, its live poll and
+    the run API read one row instead of counting a million. One row per run also gives every
+    transaction that moves a run's attempts one lock order, so two workers never deadlock on it.
+    A run without a row has no attempts yet."""
+
+    run = models.OneToOneField(Run, models.CASCADE, primary_key=True, related_name="counters")
+    queued = models.BigIntegerField(default=0)
+    running = models.BigIntegerField(default=0)
+    completed = models.BigIntegerField(default=0)
+    failed = models.BigIntegerField(default=0)
+    cancelled = models.BigIntegerField(default=0)
+    repeat_calls = models.BigIntegerField(default=0, help_text="The sum of its attempts' repeat_calls")
+    judged = models.BigIntegerField(default=0, help_text="Final verdicts (judged or evaluator error) of its profile")
+    spent_usd = models.DecimalField(
+        max_digits=20, decimal_places=8, default=0, help_text="The sum of its attempts' cost_usd (its budget's spend)"
+    )
+    budget_refused = models.BigIntegerField(default=0, help_text="Attempts not made: a budget refused them")
+
+    class Meta:
+        verbose_name_plural = "run counters"
+
+    def __str__(self) -> str:
+        return f"counters of run {self.run_id}"
+
+
 class ArtifactKind(models.TextChoices):
     PATCH = "patch"
     VALIDATION = "validation"

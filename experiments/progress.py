@@ -1,17 +1,20 @@
-"""How far a run has got: its attempts by status, and its evaluator's verdicts.
+"""How far a run has got: its attempts by status, the calls it paid for twice, and its
+evaluator's verdicts.
 
-A live page asks for these every second, so each is one count over an index ((run, status) on
-attempts, (run, profile, status) on verdicts) and never reads the attempts themselves.
+A live page and CI's API poll ask for these every second, so they read the run's counters row
+(RunCounters, kept exact by triggers: experiments/run_counters.py): one row by key, whatever
+the run's size. run_counters.counted() gives the same figures from the attempts themselves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from django.db.models import Count, Sum
+from evaluation.models import VerdictStatus
+from experiments.models import AttemptStatus, Run, RunCounters
 
-from evaluation.models import Verdict, VerdictStatus
-from experiments.models import AttemptStatus, Run
+FINAL_VERDICTS = (VerdictStatus.JUDGED, VerdictStatus.EVALUATOR_ERROR)
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,11 @@ class RunProgress:
     completed: int
     failed: int
     cancelled: int
+    # Provider calls the run paid for twice: sent again by a later claim because the worker
+    # that sent them first died (or froze past its lease) mid-call, before the answer reached
+    # the answer journal (experiments/answer_journal.py).
+    repeat_calls: int = 0
+    judged: int = 0  # verdicts of the run's profile with a final state (see JudgingProgress)
 
     @property
     def done(self) -> int:
@@ -33,18 +41,25 @@ class RunProgress:
 
 
 def run_progress(run: Run) -> RunProgress:
-    # GROUP BY status reads the (run, status) index alone; a COUNT ... FILTER per status
-    # made Postgres read every attempt row instead.
-    counts = dict(run.attempts.order_by().values_list("status").annotate(n=Count("*")))
-    by_status = {status: counts.get(status, 0) for status in AttemptStatus.values}
-    return RunProgress(total=sum(counts.values()), **by_status)
+    counters = _counters_of(run)
+    by_status = {status: getattr(counters, status) for status in AttemptStatus.values}
+    return RunProgress(
+        total=sum(by_status.values()), repeat_calls=counters.repeat_calls, judged=counters.judged, **by_status
+    )
 
 
-def calls_made_again(run: Run) -> int:
-    """Provider calls the run paid for twice: sent again by a later claim because the worker
-    that sent them first died (or froze past its lease) mid-call, before the answer reached
-    the answer journal (experiments/answer_journal.py)."""
-    return run.attempts.filter(repeat_calls__gt=0).aggregate(n=Sum("repeat_calls"))["n"] or 0
+def _counters_of(run: Run) -> RunCounters:
+    """The counters read with the run (access_run joins them), or else read now, never kept on
+    the instance: a command waiting for its run polls with the same one."""
+    relation = Run.counters.related
+    counters = (
+        cast(RunCounters | None, relation.get_cached_value(run)) if relation.is_cached(run) else _read_counters(run)
+    )
+    return counters or RunCounters(run_id=run.pk)  # no row: no attempts yet
+
+
+def _read_counters(run: Run) -> RunCounters | None:
+    return RunCounters.objects.filter(run_id=run.pk).first()
 
 
 @dataclass(frozen=True)
@@ -57,15 +72,11 @@ class JudgingProgress:
         return self.judged >= self.answered
 
 
-FINAL_VERDICTS = (VerdictStatus.JUDGED, VerdictStatus.EVALUATOR_ERROR)
-
-
 def judging_progress(run: Run, progress: RunProgress) -> JudgingProgress | None:
     """None when the run has no evaluator: nothing to wait for."""
     if run.evaluator_profile_id is None:
         return None
-    judged = Verdict.objects.filter(run=run, profile_id=run.evaluator_profile_id, status__in=FINAL_VERDICTS).count()
-    return JudgingProgress(judged=judged, answered=progress.completed)
+    return JudgingProgress(judged=progress.judged, answered=progress.completed)
 
 
 def is_live(run: Run, progress: RunProgress, judging: JudgingProgress | None) -> bool:

@@ -48,7 +48,7 @@ from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
 from experiments.misconfigured import STOP_AFTER, misconfigured_arms
 from experiments.models import ArtifactKind, AttemptStatus, Experiment, Run
-from experiments.progress import calls_made_again, is_live, judging_progress, run_progress
+from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
 from experiments.reporting import (
     cache_source,
@@ -257,7 +257,7 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "progress": progress,
         "judging": judging,
         "live": live,
-        "calls_made_again": calls_made_again(run),
+        "calls_made_again": progress.repeat_calls,
         "waiting": Waiting()
         if run.is_finished
         else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
