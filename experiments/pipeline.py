@@ -835,8 +835,10 @@ class BatchRunner:
             # A reused answer needs no slot; one left over is given back by the caller.
             slot = held.pop() if held and not _is_hit((request, cache)) else None
             work.append(Work(Submitted(token, attempt.arm_id, arm, slot, attempt.pk), attempt, request, cache))
-        for start in range(0, len(work), self.depth):
-            self._submit(pool, work[start : start + self.depth])
+        # Cut before submitting: handing out a new arm's first attempt changes the depth.
+        size = self.depth
+        for group in [work[start : start + size] for start in range(0, len(work), size)]:
+            self._submit(pool, group)
         return True
 
     def _wait_for_a_slot(self) -> None:

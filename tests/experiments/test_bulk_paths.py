@@ -82,3 +82,32 @@ def test_concurrent_jobs_claim_record_and_pay_for_each_attempt_once(org, dataset
     assert max(chunks) > settings.PRBENCH_THREADS_PER_JOB  # the bulk path: chunks beyond the threads
     journal = get_connection().keys("prbench:answer*")
     assert journal == []  # counts and answers forgotten once recorded
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_arm_first_handed_out_in_a_deep_chunk_loses_none_of_the_chunk(org, dataset, alice, settings):
+    """A job deep in a fast arm's attempts (FAST_DEPTH per thread) reaches another arm's first
+    ones: handing that arm out ends the depth in the middle of the chunk, and every attempt of
+    the chunk must still go to the pool (one once stayed claimed, never run, never recorded)."""
+    from django.db.models import F
+
+    from experiments.models import Attempt
+
+    settings.PRBENCH_THREADS_PER_JOB = 2
+    fast = {"mode": "oracle", "max_concurrency": 256}
+    spec = ExperimentSpec(
+        name="late arm",
+        dataset=dataset,
+        arms=[ArmSpec("first", "mock", "mock-one", fast), ArmSpec("later", "mock", "mock-two", fast)],
+        sample_size=4,
+        repetitions=10,
+        seed=3,
+    )
+    run = do_start_run(do_save_experiment(org, spec, alice), inference_only=True)
+    # The first arm's attempts first in execution order, then the other's.
+    Attempt.objects.filter(run=run, arm__label="later").update(sequence=F("sequence") + 100_000)
+    warm_attempt_pool()
+    execute_attempts(run.pk, list(run.attempts.values_list("pk", flat=True)))
+    pipeline.finish_run_if_done(run.pk)
+
+    assert set(run.attempts.values_list("status", flat=True)) == {AttemptStatus.COMPLETED}
