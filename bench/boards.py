@@ -50,7 +50,8 @@ from bench._seeding import (  # noqa: E402
 )
 from bench._settings import production_environment  # noqa: E402
 
-DATABASE = "prbench_boardbench"
+# BENCH_DATABASE: another name, for benches run side by side on one server.
+DATABASE = os.environ.get("BENCH_DATABASE", "prbench_boardbench")
 ARMS, TASKS = 8, 2000
 REPEATS = 5  # each timing is the median of this many
 
@@ -196,10 +197,10 @@ ATTEMPT_VALUES = {
 }
 VERDICTS = """
 INSERT INTO evaluation_verdict (attempt_id, run_id, profile_id, status, overall, change_risk, rationale, prompt,
-                                raw_responses, error, cost_usd, created_at)
+                                raw_responses, error, cost_usd, created_at, claimed_by, job_id)
 SELECT a.id, a.run_id, r.evaluator_profile_id, 'judged',
        least(100, floor(random() * 60 + CASE WHEN a.resolved THEN 40 ELSE 0 END)), 'low', 'bench', '',
-       '[]', '', 0.0002, now()
+       '[]', '', 0.0002, now(), '', ''
 FROM experiments_attempt a JOIN experiments_run r ON r.id = a.run_id
 WHERE a.run_id = %s AND a.status = 'completed' AND mod(a.id, 10) = 0
 """

@@ -17,6 +17,9 @@ from django.dispatch import Signal
 # recording job does the follow-up work itself, in its own thread (an attempt job: a run's
 # attempt jobs keep every worker busy, so a queued follow-up would wait behind them all).
 results_recorded = Signal()  # run_ids: Iterable[int], in_this_job: bool
+# These attempts were just recorded (completed or failed), in the sender's transaction, which
+# has not committed: what depends on them is brought up to date in it, so it commits with them.
+chunk_recorded = Signal()  # attempt_ids: list[int]
 # The run changed as a whole: it finished or was cancelled, its stopped arms were retried,
 # its attempts re-priced. What depends on it is rebuilt now, not when a throttle allows.
 run_changed = Signal()  # run_id: int
@@ -24,6 +27,10 @@ run_changed = Signal()  # run_id: int
 
 def announce_recorded(run_ids: Iterable[int], *, in_this_job: bool = False) -> None:
     results_recorded.send(sender=None, run_ids=run_ids, in_this_job=in_this_job)
+
+
+def announce_chunk_recorded(attempt_ids: list[int]) -> None:
+    chunk_recorded.send(sender=None, attempt_ids=attempt_ids)
 
 
 def announce_run_changed(run_id: int) -> None:

@@ -1,13 +1,22 @@
-"""Rebuild a run's summaries (leaderboards/models.py) from its attempts and verdicts, in SQL.
+"""A run's summaries (leaderboards/models.py), kept as its attempts are recorded and rebuilt in SQL.
 
-A handful of statements whatever the run's size: one aggregate over the attempts per arm,
-one per (arm, task) written with INSERT ... SELECT, one over the verdicts. Python only loops
-over the arms, profiles and scores they return.
+Recording folds each chunk of attempts into them in its own transaction (``fold_recorded``):
+one aggregate over the chunk's rows, one upsert of its (arm, task) counts and one of its arms'
+counts, sums and sketches, added to what is there. So a board read after a chunk commits
+counts it, and folding costs the chunk's size, not the run's.
+
+``refresh_run_summaries`` rebuilds them from scratch, for ``recompute_leaderboards``, a run
+changed as a whole (re-priced, retried, finished) and a reader that finds them stale: three
+scans of the run's attempts whatever its size (the arms' totals, the (arm, task) counts
+written with INSERT ... SELECT, the sketches' buckets), and one over its verdicts.
+Folds and rebuilds of a run take turns (take_refresh_turn): folds share the turn, a rebuild
+has it alone, so it never writes over a fold it did not read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.db import connection, transaction
@@ -16,16 +25,21 @@ from django.utils import timezone
 
 from evaluation.models import Verdict
 from experiments.models import Attempt, Run, RunArm
+from leaderboards import sketches
 from leaderboards.aggregation import (
     MODEL_SCORED,
+    additive_totals,
     attempts_fingerprint,
     evaluator_interval,
     evaluator_totals,
+    sketch_buckets,
     totals_by,
 )
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
+from leaderboards.sql import Collect
 
 TASK_SUMMARY_COLUMNS = ("run_id", "arm_id", "task_id", "scored", "successes")
+SKETCHES = tuple(sketch_buckets())
 
 
 def refresh_run_summaries(
@@ -45,16 +59,21 @@ def refresh_run_summaries(
             on_locked()
         if if_stale and not stale_arms(run_id):
             return True
+        _without_jit()
         attempts = Attempt.objects.filter(run_id=run_id)
         # The arms' totals first, with the fingerprint of the attempts they read: the later
         # statements read the attempts again, each as committed when it starts, so one of
-        # them may see a write the totals did not. Then the fingerprint stored is older than
-        # what the summaries hold, and a reader rebuilds them: stale reads as stale, never fresh.
-        totals = {row.pop("arm_id"): row for row in totals_by(attempts, "arm_id", also=attempts_fingerprint())}
+        # them may see a write the totals did not (one that did not fold: folds wait for this
+        # turn). Then the fingerprint stored is older than what the summaries hold, and a
+        # reader rebuilds them: stale reads as stale, never fresh.
+        totals = {
+            row.pop("arm_id"): row
+            for row in totals_by(attempts, "arm_id", totals=additive_totals(), also=attempts_fingerprint())
+        }
         for model in (TaskSummary, ArmEvaluatorSummary, ArmSummary):
             model.objects.filter(run_id=run_id).delete()
         _insert_task_summaries(attempts)
-        _create_arm_summaries(run, totals)
+        _create_arm_summaries(run, totals, _count_sketches(attempts))
         _create_evaluator_summaries(run_id)
     return True
 
@@ -79,11 +98,31 @@ def take_refresh_turn(run_id: int) -> bool:
         return cursor.fetchone() is not None
 
 
+def _share_fold_turns(run_ids: Iterable[int]) -> None:
+    """The rest of this transaction folds into these runs' summaries: folds of a run go
+    together (their upserts add up under the rows' locks), a rebuild waits for them to commit
+    and they for it. In the runs' order, so two folds never wait for each other's runs."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for run_id in sorted(run_ids):
+            cursor.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", [REFRESH_LOCK_SPACE, run_id])
+
+
+def _without_jit() -> None:
+    """A rebuild's statements are one scan each: compiling their forty aggregates took longer
+    than it saved (Postgres' JIT starts at 100,000 rows)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+
+
 def stale_arms(run_id: int) -> list[int]:
-    """The run's arms whose summary does not describe their attempts as they are now: none
-    yet, or attempts recorded, re-priced or judged since it was built. Exact on Postgres
-    (the rows' versions, whatever order the writes committed in), however the out-of-date
-    mark in Redis went; one pass over the run's attempts (an index scan), with no lock."""
+    """The run's arms whose summary does not describe their attempts as they are now:
+    attempts recorded, re-priced or judged since it was built, and not folded into it. Exact
+    on Postgres (the rows' versions, whatever order the writes committed in), however the
+    out-of-date mark in Redis went; one pass over the run's attempts (an index scan), with
+    no lock. An arm with nothing recorded needs no summary."""
     fingerprint = attempts_fingerprint()
     by_arm = Attempt.objects.filter(run_id=run_id).values("arm_id").annotate(**fingerprint).order_by()
     now = {arm_id: (seen, version) for arm_id, seen, version in by_arm.values_list("arm_id", *fingerprint)}
@@ -94,7 +133,7 @@ def stale_arms(run_id: int) -> list[int]:
         )
     }
     arms = set(RunArm.objects.filter(run_id=run_id).values_list("pk", flat=True))
-    return sorted(arm for arm in arms if stored.get(arm) != now.get(arm, (0, 0)))
+    return sorted(arm for arm in arms if stored.get(arm, (0, 0)) != now.get(arm, (0, 0)))
 
 
 def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
@@ -112,7 +151,39 @@ def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
         cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
 
 
-def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
+def _count_sketches(attempts: QuerySet[Attempt]) -> dict[int, dict[str, dict[str, int]]]:
+    """Per arm, each sketch's counts per bucket: one scan on Postgres (GROUPING SETS), one
+    per sketch on SQLite."""
+    rows = attempts.annotate(**sketch_buckets()).values("arm_id", *SKETCHES).order_by()
+    inner, params = rows.query.sql_with_params()
+    names = [connection.ops.quote_name(name) for name in SKETCHES]
+    if connection.vendor == "postgresql":
+        sets = ", ".join(f"(arm_id, {name})" for name in names)
+        grouped = f"FROM ({inner}) AS buckets GROUP BY GROUPING SETS ({sets})"
+        selects = [f"SELECT arm_id, {', '.join(names)}, count(*) {grouped}"]
+        every = [params]
+    else:
+        selects = [
+            "SELECT arm_id, "
+            + ", ".join(name if name == each else "NULL" for name in names)
+            + f", count(*) FROM ({inner}) AS buckets WHERE {each} IS NOT NULL GROUP BY arm_id, {each}"
+            for each in names
+        ]
+        every = [params] * len(selects)
+    counted: dict[int, dict[str, dict[str, int]]] = defaultdict(lambda: {name: {} for name in SKETCHES})
+    with connection.cursor() as cursor:
+        for select, select_params in zip(selects, every, strict=True):
+            cursor.execute(select, select_params)
+            for arm_id, *buckets, count in cursor.fetchall():
+                for name, index in zip(SKETCHES, buckets, strict=True):
+                    if index is not None:
+                        counted[arm_id][name][str(index)] = count
+    return counted
+
+
+def _create_arm_summaries(
+    run: Run, totals: dict[int, dict[str, Any]], sketch_counts: dict[int, dict[str, dict[str, int]]]
+) -> None:
     scored_tasks = dict(TaskSummary.objects.filter(run=run).values_list("arm_id").annotate(Count("task_id")).order_by())
     now = timezone.now()
     summaries = []
@@ -128,6 +199,7 @@ def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
                 scored_tasks=scored_tasks.get(arm_id, 0),
                 infrastructure_causes={cause: count for cause, count in causes.items() if count},
                 configuration_causes={cause: count for cause, count in configuration_causes.items() if count},
+                **sketch_counts.get(arm_id, {}),
                 **arm_totals,
             )
         )
@@ -156,3 +228,116 @@ def _create_evaluator_summaries(run_id: int) -> None:
             )
         )
     ArmEvaluatorSummary.objects.bulk_create(summaries)
+
+
+# --- folding a recorded chunk ------------------------------------------------------------------
+
+
+def fold_recorded(attempt_ids: Sequence[int]) -> None:
+    """Add these attempts, just recorded in this transaction, to their runs' summaries: in the
+    transaction, so the summaries count them from the moment they commit, and a rollback
+    takes both. Four statements whatever the run's size: the chunk's aggregate (pk IN the
+    chunk), the runs' fold turn, one upsert of its (arm, task) counts, one of its arms'.
+
+    The attempts must have been unrecorded (queued or running) before this transaction: their
+    old rows counted for nothing, and the fingerprint (attempts_seen, attempts_version) moves
+    by exactly what is added. Call it after the transaction's last write to these rows."""
+    if not attempt_ids:
+        return
+    groups = totals_by(
+        Attempt.objects.filter(pk__in=attempt_ids),
+        "run_id",
+        "arm_id",
+        "task_id",
+        totals=additive_totals(),
+        also=attempts_fingerprint()
+        | {"task_successes": Count("id", filter=MODEL_SCORED & Q(resolved=True))}
+        | {name: Collect(expression) for name, expression in sketch_buckets().items()},
+    )
+    if not groups:
+        return
+    _share_fold_turns({group["run_id"] for group in groups})
+    new_tasks = _fold_task_summaries(groups)
+    arms: dict[int, dict[str, Any]] = {}
+    for group in groups:
+        arm = arms.setdefault(group["arm_id"], {"run_id": group["run_id"], "scored_tasks": new_tasks[group["arm_id"]]})
+        _add_group(arm, group)
+    _fold_arm_summaries(list(arms.items()))
+
+
+def _add_group(arm: dict[str, Any], group: dict[str, Any]) -> None:
+    """One (arm, task) group of the chunk added into the arm's sums, as SQL adds them later."""
+    for name, value in group.items():
+        if name in ("run_id", "arm_id", "task_id", "task_successes") or value is None:
+            continue
+        if name in SKETCHES:
+            value = sketches.count_buckets(value)
+        before = arm.get(name)
+        if before is None:
+            arm[name] = value
+        elif isinstance(value, dict):
+            arm[name] = sketches.merge(before, value)
+        elif isinstance(value, list):
+            arm[name] = [a + b for a, b in zip(before, value, strict=True)]
+        else:
+            arm[name] = before + value
+
+
+def _fold_task_summaries(groups: list[dict[str, Any]]) -> dict[int, int]:
+    """Upsert the chunk's (arm, task) counts; per arm, how many of its tasks were scored for
+    the first time (its scored_tasks grow by that)."""
+    rows = [group for group in groups if group["scored"]]
+    new_tasks: dict[int, int] = defaultdict(int)
+    if not rows:
+        return new_tasks
+    table = connection.ops.quote_name(TaskSummary._meta.db_table)
+    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+    params = [v for g in rows for v in (g["run_id"], g["arm_id"], g["task_id"], g["scored"], g["task_successes"])]
+    added = {(g["arm_id"], g["task_id"]): g["scored"] for g in rows}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (run_id, arm_id, task_id, scored, successes) VALUES {values} "
+            f"ON CONFLICT (arm_id, task_id) DO UPDATE SET scored = {table}.scored + EXCLUDED.scored, "
+            f"successes = {table}.successes + EXCLUDED.successes RETURNING arm_id, task_id, scored",
+            params,
+        )
+        for arm_id, task_id, scored in cursor.fetchall():
+            new_tasks[arm_id] += scored == added[(arm_id, task_id)]  # nothing scored before this chunk
+    return new_tasks
+
+
+def _fold_arm_summaries(arms: list[tuple[int, dict[str, Any]]]) -> None:
+    """One upsert of the arms' sums: a new arm's row holds the chunk's, an existing one adds
+    them under its row's lock, so workers folding into one arm at once all count."""
+    fields = [field for field in ArmSummary._meta.concrete_fields if not field.primary_key]
+    now = timezone.now()
+    params = []
+    for arm_id, sums in arms:
+        given = sums | {"arm_id": arm_id, "refreshed_at": now}
+        for field in fields:
+            value = given[field.attname] if field.attname in given else field.get_default()
+            params.append(field.get_db_prep_save(value, connection))
+    table = connection.ops.quote_name(ArmSummary._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    updates = ", ".join(_added(table, field) for field in fields if field.attname not in ("run_id", "arm_id"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(arms))} "
+            f"ON CONFLICT (arm_id) DO UPDATE SET {updates}",
+            params,
+        )
+
+
+def _added(table: str, field: Any) -> str:
+    """The SET clause adding the chunk's value of ``field`` (EXCLUDED) to the row's."""
+    column = connection.ops.quote_name(field.column)
+    old, new = f"{table}.{column}", f"EXCLUDED.{column}"
+    if field.name == "refreshed_at":
+        return f"{column} = {new}"
+    if field.get_internal_type() == "JSONField":
+        function = "prbench_add_lists" if field.default is list else "prbench_add_counts"
+        return f"{column} = {function}({old}, {new})"
+    if field.null:  # a sum over no value is NULL, not zero (cost_usd: unknown, not free)
+        return f"{column} = CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE {old} + {new} END"
+    return f"{column} = {old} + {new}"
