@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
+from django.db.models import Case, Count, F, FloatField, IntegerField, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, JSONArray, JSONObject
 
 from leaderboards.sketches import bucket as sketch_bucket
@@ -124,6 +124,36 @@ def attempts_fingerprint() -> dict[str, Any]:
         "attempts_seen": Count("id", filter=RECORDED),
         "attempts_version": Sum(RowVersion(), filter=RECORDED, default=0),
     }
+
+
+# additive_totals()' counts per key: a rebuild counts them with a GROUP BY per key instead
+# (keyed_counts), which costs the scan far less than a FILTERed count per key and row.
+COUNTED_BY_KEY = ("infrastructure_causes", "configuration_causes", "latency_histogram")
+
+
+def latency_bucket() -> Case:
+    """The latency histogram's bucket (0..len(LATENCY_BUCKETS_MS)) of an answer that made a call."""
+    whens = [When(CALLED & bucket, then=Value(index)) for index, bucket in enumerate(_latency_buckets())]
+    return Case(*whens, output_field=IntegerField())
+
+
+def keyed_counts(
+    arm: dict[str, Any], outcome: str | None, category: str | None, latency: int | None, count: int
+) -> None:
+    """Add ``count`` attempts of one (outcome, error category) or one latency bucket to the
+    arm's COUNTED_BY_KEY totals, as additive_totals() counts them."""
+    if latency is not None:
+        histogram = arm.setdefault("latency_histogram", [0] * (len(LATENCY_BUCKETS_MS) + 1))
+        histogram[latency] += count
+        return
+    if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE and (category in INFRASTRUCTURE_FAILURES or category == ""):
+        causes = arm.setdefault("infrastructure_causes", {})
+        cause = str(category) or HARNESS
+    elif outcome == OutcomeClass.CONFIGURATION_FAILURE and category in CONFIGURATION_FAILURES:
+        causes, cause = arm.setdefault("configuration_causes", {}), str(category)
+    else:
+        return
+    causes[cause] = causes.get(cause, 0) + count
 
 
 def sketch_buckets() -> dict[str, Any]:

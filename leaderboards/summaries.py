@@ -20,18 +20,21 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from evaluation.models import Verdict
 from experiments.models import Attempt, Run, RunArm
 from leaderboards import sketches
 from leaderboards.aggregation import (
+    COUNTED_BY_KEY,
     MODEL_SCORED,
     additive_totals,
     attempts_fingerprint,
     evaluator_interval,
     evaluator_totals,
+    keyed_counts,
+    latency_bucket,
     sketch_buckets,
     totals_by,
 )
@@ -59,21 +62,22 @@ def refresh_run_summaries(
             on_locked()
         if if_stale and not stale_arms(run_id):
             return True
-        _without_jit()
+        _tuned_for_one_scan()
         attempts = Attempt.objects.filter(run_id=run_id)
         # The arms' totals first, with the fingerprint of the attempts they read: the later
         # statements read the attempts again, each as committed when it starts, so one of
         # them may see a write the totals did not (one that did not fold: folds wait for this
         # turn). Then the fingerprint stored is older than what the summaries hold, and a
         # reader rebuilds them: stale reads as stale, never fresh.
+        scanned = {name: total for name, total in additive_totals().items() if name not in COUNTED_BY_KEY}
         totals = {
-            row.pop("arm_id"): row
-            for row in totals_by(attempts, "arm_id", totals=additive_totals(), also=attempts_fingerprint())
+            row.pop("arm_id"): row for row in totals_by(attempts, "arm_id", totals=scanned, also=attempts_fingerprint())
         }
-        for model in (TaskSummary, ArmEvaluatorSummary, ArmSummary):
+        for model in (ArmEvaluatorSummary, ArmSummary):
             model.objects.filter(run_id=run_id).delete()
-        _insert_task_summaries(attempts)
-        _create_arm_summaries(run, totals, _count_sketches(attempts))
+        for arm_id, counted in _count_by_key(run_id, attempts).items():
+            totals.setdefault(arm_id, {}).update(counted)
+        _create_arm_summaries(run, totals)
         _create_evaluator_summaries(run_id)
     return True
 
@@ -109,12 +113,14 @@ def _share_fold_turns(run_ids: Iterable[int]) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", [REFRESH_LOCK_SPACE, run_id])
 
 
-def _without_jit() -> None:
+def _tuned_for_one_scan() -> None:
     """A rebuild's statements are one scan each: compiling their forty aggregates took longer
-    than it saved (Postgres' JIT starts at 100,000 rows)."""
+    than it saved (Postgres' JIT starts at 100,000 rows), and its grouping sets are hashed
+    in memory only with more than the default 4 MB (else (arm, task) was sorted on disk)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL jit = off")
+            cursor.execute("SET LOCAL work_mem = '64MB'")
 
 
 def stale_arms(run_id: int) -> list[int]:
@@ -136,7 +142,7 @@ def stale_arms(run_id: int) -> list[int]:
     return sorted(arm for arm in arms if stored.get(arm, (0, 0)) != now.get(arm, (0, 0)))
 
 
-def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
+def _insert_task_summaries(run_id: int, attempts: QuerySet[Attempt]) -> None:
     scored = (
         attempts.filter(MODEL_SCORED)
         .values("run_id", "arm_id", "task_id")
@@ -148,42 +154,98 @@ def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
     columns = ", ".join(connection.ops.quote_name(name) for name in TASK_SUMMARY_COLUMNS)
     table = connection.ops.quote_name(TaskSummary._meta.db_table)
     with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE run_id = %s", [run_id])
         cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
 
 
-def _count_sketches(attempts: QuerySet[Attempt]) -> dict[int, dict[str, dict[str, int]]]:
-    """Per arm, each sketch's counts per bucket: one scan on Postgres (GROUPING SETS), one
-    per sketch on SQLite."""
-    rows = attempts.annotate(**sketch_buckets()).values("arm_id", *SKETCHES).order_by()
-    inner, params = rows.query.sql_with_params()
-    names = [connection.ops.quote_name(name) for name in SKETCHES]
+# What a rebuild counts per key, beside the arm: its (arm, task) counts, causes, latency
+# histogram and sketches. Each is one GROUP BY over the same rows.
+KEYED = {
+    "task": ("task_id",),
+    "cause": ("outcome", "error_category"),
+    "latency": ("latency_bucket",),
+    **{name: (name,) for name in SKETCHES},
+}
+KEY_COLUMNS = tuple(column for columns in KEYED.values() for column in columns)
+
+
+def _count_by_key(run_id: int, attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
+    """Per arm, its COUNTED_BY_KEY totals and sketches; the run's task summaries written on the
+    way. On Postgres one scan (GROUPING SETS) that upserts the task summaries in the same
+    statement, changed rows only: deleting and inserting them all cost as much again in
+    index entries and foreign-key checks at commit. On SQLite one GROUP BY per key."""
+    rows = attempts.annotate(
+        latency_bucket=latency_bucket(),
+        task_scored=Case(When(MODEL_SCORED, then=Value(1)), output_field=IntegerField()),
+        task_success=Case(When(MODEL_SCORED & Q(resolved=True), then=Value(1)), output_field=IntegerField()),
+        **sketch_buckets(),
+    ).values("arm_id", *KEY_COLUMNS, "task_scored", "task_success")
+    inner, params = rows.order_by().query.sql_with_params()
+    counts = "count(task_scored) AS scored, count(task_success) AS successes, count(*) AS n"
     if connection.vendor == "postgresql":
-        sets = ", ".join(f"(arm_id, {name})" for name in names)
-        grouped = f"FROM ({inner}) AS buckets GROUP BY GROUPING SETS ({sets})"
-        selects = [f"SELECT arm_id, {', '.join(names)}, count(*) {grouped}"]
-        every = [params]
+        select, params = _grouping_sets_upserting_tasks(run_id, inner, params, counts)
     else:
-        selects = [
-            "SELECT arm_id, "
-            + ", ".join(name if name == each else "NULL" for name in names)
-            + f", count(*) FROM ({inner}) AS buckets WHERE {each} IS NOT NULL GROUP BY arm_id, {each}"
-            for each in names
-        ]
-        every = [params] * len(selects)
-    counted: dict[int, dict[str, dict[str, int]]] = defaultdict(lambda: {name: {} for name in SKETCHES})
+        _insert_task_summaries(run_id, attempts)
+        select = " UNION ALL ".join(_grouped_by(inner, counts, key) for key in KEYED if key != "task")
+        params = params * (len(KEYED) - 1)
     with connection.cursor() as cursor:
-        for select, select_params in zip(selects, every, strict=True):
-            cursor.execute(select, select_params)
-            for arm_id, *buckets, count in cursor.fetchall():
-                for name, index in zip(SKETCHES, buckets, strict=True):
-                    if index is not None:
-                        counted[arm_id][name][str(index)] = count
-    return counted
+        cursor.execute(select, params)
+        return _keyed_totals(cursor.fetchall())
 
 
-def _create_arm_summaries(
-    run: Run, totals: dict[int, dict[str, Any]], sketch_counts: dict[int, dict[str, dict[str, int]]]
-) -> None:
+def _grouped_by(inner: str, counts: str, key: str) -> str:
+    """SQLite's stand-in for one grouping set: the same columns, the others NULL."""
+    columns = ", ".join(column if column in KEYED[key] else "NULL" for column in KEY_COLUMNS)
+    flags = ", ".join("1" if each == key else "0" for each in KEYED)
+    grouped = ", ".join(KEYED[key])
+    return f"SELECT arm_id, {columns}, {flags}, {counts} FROM ({inner}) AS attempt GROUP BY arm_id, {grouped}"
+
+
+def _grouping_sets_upserting_tasks(run_id: int, inner: str, params: Any, counts: str) -> tuple[str, list[Any]]:
+    table = connection.ops.quote_name(TaskSummary._meta.db_table)
+    sets = ", ".join(f"(arm_id, {', '.join(columns)})" for columns in KEYED.values())
+    flags = ", ".join(f"GROUPING({columns[0]}) = 0 AS per_{key}" for key, columns in KEYED.items())
+    scored = "SELECT arm_id, task_id, scored, successes FROM grouped WHERE per_task AND scored > 0"
+    select = f"""
+        WITH grouped AS MATERIALIZED (
+            SELECT arm_id, {", ".join(KEY_COLUMNS)}, {flags}, {counts}
+            FROM ({inner}) AS attempt GROUP BY GROUPING SETS ({sets})
+        ), upserted AS (
+            INSERT INTO {table} AS old (run_id, arm_id, task_id, scored, successes)
+            SELECT %s, arm_id, task_id, scored, successes FROM ({scored}) AS scored
+            ON CONFLICT (arm_id, task_id) DO UPDATE SET scored = EXCLUDED.scored, successes = EXCLUDED.successes
+            WHERE (old.scored, old.successes) IS DISTINCT FROM (EXCLUDED.scored, EXCLUDED.successes)
+        ), gone AS (
+            DELETE FROM {table} WHERE run_id = %s
+            AND (arm_id, task_id) NOT IN (SELECT arm_id, task_id FROM ({scored}) AS kept)
+        )
+        SELECT * FROM grouped WHERE NOT per_task
+    """
+    return select, [*params, run_id, run_id]
+
+
+def _keyed_totals(rows: list[tuple]) -> dict[int, dict[str, Any]]:
+    """The rows of _count_by_key (arm, KEY_COLUMNS, a flag per KEYED, scored, successes, n) as
+    each arm's COUNTED_BY_KEY totals and sketches."""
+    arms: dict[int, dict[str, Any]] = defaultdict(lambda: {"infrastructure_causes": {}, "configuration_causes": {}})
+    for arm_id, *rest in rows:
+        values = dict(zip(KEY_COLUMNS, rest, strict=False))
+        flags = dict(zip(KEYED, rest[len(KEY_COLUMNS) :], strict=False))
+        count = rest[-1]
+        arm = arms[arm_id]
+        if flags["cause"]:
+            keyed_counts(arm, values["outcome"], values["error_category"], None, count)
+        elif flags["latency"]:
+            if values["latency_bucket"] is not None:
+                keyed_counts(arm, None, None, values["latency_bucket"], count)
+        else:
+            name = next(name for name in SKETCHES if flags[name])
+            if values[name] is not None:
+                arm.setdefault(name, {})[str(values[name])] = count
+    return arms
+
+
+def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
     scored_tasks = dict(TaskSummary.objects.filter(run=run).values_list("arm_id").annotate(Count("task_id")).order_by())
     now = timezone.now()
     summaries = []
@@ -199,7 +261,6 @@ def _create_arm_summaries(
                 scored_tasks=scored_tasks.get(arm_id, 0),
                 infrastructure_causes={cause: count for cause, count in causes.items() if count},
                 configuration_causes={cause: count for cause, count in configuration_causes.items() if count},
-                **sketch_counts.get(arm_id, {}),
                 **arm_totals,
             )
         )
