@@ -3,18 +3,17 @@
 from django.db import migrations, models
 
 # Counts added key by key (JSON objects: causes, sketches) or place by place (JSON lists: the
-# latency histogram), keys left at zero dropped: how recording folds a chunk into a summary in
-# one upsert, whatever other worker folds into it at once. SQLite's are Python functions
-# (leaderboards/sql.py).
+# latency histogram): how recording folds a chunk into a summary in one upsert, whatever other
+# worker folds into it at once. Only the chunk's keys are read (a sketch holds hundreds; the
+# chunk a few dozen), and a key is never left at zero: recording only adds. SQLite's are
+# Python functions (leaderboards/sql.py).
 ADD_COUNTS = """
 CREATE OR REPLACE FUNCTION prbench_add_counts(total jsonb, more jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT coalesce(jsonb_object_agg(key, count), '{}'::jsonb) FROM (
-    SELECT key, sum(value::numeric) AS count FROM (
-        SELECT key, value FROM jsonb_each_text(coalesce(total, '{}'::jsonb))
-        UNION ALL SELECT key, value FROM jsonb_each_text(coalesce(more, '{}'::jsonb))
-    ) AS pairs GROUP BY key HAVING sum(value::numeric) <> 0
-) AS sums
+SELECT coalesce(total, '{}'::jsonb) || coalesce((
+    SELECT jsonb_object_agg(key, coalesce((total ->> key)::numeric, 0) + value::numeric)
+    FROM jsonb_each_text(more) WHERE value::numeric <> 0
+), '{}'::jsonb)
 $$;
 CREATE OR REPLACE FUNCTION prbench_add_lists(total jsonb, more jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
