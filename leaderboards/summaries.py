@@ -335,6 +335,7 @@ def _chunk_query(kind: str) -> tuple[str, tuple[Any, ...]]:
     task) ("tasks"), compiled once per process: building fifty aggregates with the ORM cost
     more than running them (13 ms a chunk)."""
     attempts = Attempt.objects.filter(pk__in=[CHUNK_IDS])
+    rows: QuerySet[Attempt, Any]
     if kind == "tasks":
         rows = attempts.filter(MODEL_SCORED).values("run_id", "arm_id", "task_id")
         totals = {"scored": Count("id"), "successes": Count("id", filter=Q(resolved=True))}
@@ -359,7 +360,8 @@ def _chunk_rows(kind: str, attempt_ids: Sequence[int]) -> list[dict[str, Any]]:
             if name not in prepared:
                 text = sql.replace(column, column.replace("IN (%s)", "= ANY($1::bigint[])"))
                 others = params[:where] + params[where + 1 :]
-                cursor.execute(f"PREPARE {name}(bigint[]) AS {connection.ops.compose_sql(text, others)}")
+                inlined = connection.ops.compose_sql(text, others)  # type: ignore[attr-defined]  # Postgres'
+                cursor.execute(f"PREPARE {name}(bigint[]) AS {inlined}")
                 prepared.add(name)
             cursor.execute(f"EXECUTE {name}(%s)", [list(attempt_ids)])
         else:
@@ -416,7 +418,7 @@ def _rows_source(table: str, columns: Sequence[str], rows: list[list[Any]]) -> t
 def _fold_arm_summaries(arms: list[dict[str, Any]]) -> None:
     """One upsert of the arms' sums: a new arm's row holds the chunk's, an existing one adds
     them under its row's lock, so workers folding into one arm at once all count."""
-    fields = [field for field in ArmSummary._meta.concrete_fields if not field.primary_key]
+    fields = _arm_fields()
     now = timezone.now()
     rows = []
     for sums in arms:
@@ -426,8 +428,8 @@ def _fold_arm_summaries(arms: list[dict[str, Any]]) -> None:
             values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
         rows.append(values)
     table = connection.ops.quote_name(ArmSummary._meta.db_table)
-    source, params = _rows_source(table, [field.column for field in fields], rows)
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    source, params = _rows_source(table, [field.attname for field in fields], rows)
+    columns = ", ".join(connection.ops.quote_name(field.attname) for field in fields)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} ({columns}) {source} ON CONFLICT (arm_id) DO UPDATE SET {_arm_updates(table)}",
@@ -435,15 +437,20 @@ def _fold_arm_summaries(arms: list[dict[str, Any]]) -> None:
         )
 
 
+def _arm_fields() -> list[Any]:
+    """ArmSummary's columns but its id (each named as its attname: no column is renamed)."""
+    return [field for field in ArmSummary._meta.concrete_fields if not field.primary_key]
+
+
 @functools.cache
 def _arm_updates(table: str) -> str:
-    fields = [field for field in ArmSummary._meta.concrete_fields if not field.primary_key]
+    fields = _arm_fields()
     return ", ".join(_added(table, field) for field in fields if field.attname not in ("run_id", "arm_id"))
 
 
 def _added(table: str, field: Any) -> str:
     """The SET clause adding the chunk's value of ``field`` (EXCLUDED) to the row's."""
-    column = connection.ops.quote_name(field.column)
+    column = connection.ops.quote_name(field.attname)
     old, new = f"{table}.{column}", f"EXCLUDED.{column}"
     if field.name == "refreshed_at":
         return f"{column} = {new}"
