@@ -69,7 +69,7 @@ from experiments.notifications import queue_budget_exceeded, queue_run_finished
 from experiments.prompts import PromptNotFillable, build_request, seed_key
 from experiments.replay import load_recorded_answers
 from experiments.response_cache import CacheSlot, count_hits, find_cached, store_answers
-from experiments.signals import announce_recorded, announce_run_changed
+from experiments.signals import announce_chunk_recorded, announce_run_changed
 from experiments.trajectory import Trajectory, message_record
 from prbench import metrics, redaction
 from prbench.after_commit import after_commit
@@ -1183,12 +1183,8 @@ def record_outcomes(token: uuid.UUID, outcomes: list[Outcome]) -> int:
     _judge_once_committed({o.attempt_id: held[o.attempt_id].evaluator_profile_id for o in completed})
     # Failed ones too: their count of calls sent (answer_journal.mark_sent) is done with.
     recorded = [o.attempt_id for o in completed + failed]
+    announce_chunk_recorded(recorded)  # into the boards' summaries, in this transaction (issue 31)
     after_commit(answer_journal.forget, recorded)
-    # After the commit, and throttled: the boards' summaries are rebuilt from what committed,
-    # by this job (a queued refresh would wait for a free worker, and a run's attempt jobs
-    # keep them all busy: leaderboards/jobs.py).
-    runs = {ours[o.attempt_id][0] for o in mine if not o.give_back}
-    after_commit(announce_recorded, runs, in_this_job=True)
     return len(mine)
 
 

@@ -13,17 +13,22 @@ from collections.abc import Iterable
 
 from django.dispatch import Signal
 
-# Attempts or verdicts of these runs were recorded, and committed. ``in_this_job``: the
-# recording job does the follow-up work itself, in its own thread (an attempt job: a run's
-# attempt jobs keep every worker busy, so a queued follow-up would wait behind them all).
-results_recorded = Signal()  # run_ids: Iterable[int], in_this_job: bool
+# Verdicts of these runs were recorded, and committed (attempts are announced by chunk_recorded).
+results_recorded = Signal()  # run_ids: Iterable[int]
+# These attempts were just recorded (completed or failed), in the sender's transaction, which
+# has not committed: what depends on them is brought up to date in it, so it commits with them.
+chunk_recorded = Signal()  # attempt_ids: list[int]
 # The run changed as a whole: it finished or was cancelled, its stopped arms were retried,
 # its attempts re-priced. What depends on it is rebuilt now, not when a throttle allows.
 run_changed = Signal()  # run_id: int
 
 
-def announce_recorded(run_ids: Iterable[int], *, in_this_job: bool = False) -> None:
-    results_recorded.send(sender=None, run_ids=run_ids, in_this_job=in_this_job)
+def announce_recorded(run_ids: Iterable[int]) -> None:
+    results_recorded.send(sender=None, run_ids=run_ids)
+
+
+def announce_chunk_recorded(attempt_ids: list[int]) -> None:
+    chunk_recorded.send(sender=None, attempt_ids=attempt_ids)
 
 
 def announce_run_changed(run_id: int) -> None:

@@ -11,9 +11,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
+from django.db.models import Case, Count, F, FloatField, IntegerField, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, JSONArray, JSONObject
 
+from leaderboards.sketches import bucket as sketch_bucket
 from leaderboards.sql import Percentile, Quantiles, RowVersion
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
 from providers.adapters.config import solver_label
@@ -53,7 +54,19 @@ LATENCY_BUCKETS_MS = (100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 50_000, 1
 
 
 def arm_totals() -> dict[str, Any]:
-    """The aggregates of one arm's attempts, named as ArmSummary's fields."""
+    """The aggregates of one arm's attempts, named as ArmSummary's fields (its percentiles
+    exact, where a summary reads them off its sketches)."""
+    return additive_totals() | {
+        # A CASE rather than an aggregate FILTER: SQLite's percentiles are plain functions.
+        "latency_quantiles": Quantiles(_called("latency_ms")),
+        "first_token_p50_ms": Percentile(_called("first_token_ms"), 0.5),
+        "tokens_per_s_median": Percentile(_called("output_tokens_per_s"), 0.5),
+    }
+
+
+def additive_totals() -> dict[str, Any]:
+    """The aggregates of arm_totals() that add up: counts, sums and counts per key (causes,
+    the latency histogram), so a summary of two sets of attempts is the sum of theirs."""
     return {
         "scored": Count("id", filter=MODEL_SCORED),
         "model_successes": Count("id", filter=SUCCESS),
@@ -83,11 +96,7 @@ def arm_totals() -> dict[str, Any]:
         "lines_changed_sum": Sum("lines_changed", filter=SUCCESS & Q(patch_well_formed=True), default=0),
         "lines_counted": Count("lines_changed", filter=SUCCESS & Q(patch_well_formed=True)),
         "latency_measured": Count("latency_ms", filter=CALLED),
-        # A CASE rather than an aggregate FILTER: SQLite's percentiles are plain functions.
-        "latency_quantiles": Quantiles(_called("latency_ms")),
         "latency_histogram": JSONArray(*(Count("id", filter=CALLED & bucket) for bucket in _latency_buckets())),
-        "first_token_p50_ms": Percentile(_called("first_token_ms"), 0.5),
-        "tokens_per_s_median": Percentile(_called("output_tokens_per_s"), 0.5),
         "answered_called": Count("id", filter=ANSWERED_CALLED),
         "unpriced": Count("id", filter=ANSWERED_CALLED & Q(cost_usd__isnull=True)),
         "cost_usd": Sum("cost_usd", filter=CALLED),
@@ -101,10 +110,60 @@ def arm_totals() -> dict[str, Any]:
     }
 
 
+# The attempts a summary counts: recorded, as completed or failed. A queued, running or
+# cancelled attempt has no outcome and no timings, so no summary figure moves with it.
+RECORDED = Q(status__in=(COMPLETED, "failed"))
+
+
 def attempts_fingerprint() -> dict[str, Any]:
-    """How many attempts there are and the sum of their row versions: the same two numbers
-    only while none of them was written (ArmSummary.attempts_seen and attempts_version)."""
-    return {"attempts_seen": Count("id"), "attempts_version": Sum(RowVersion(), default=0)}
+    """How many recorded attempts there are and the sum of their row versions: the same two
+    numbers only while none of them was written (ArmSummary.attempts_seen and
+    attempts_version). Claims and requeues of unrecorded attempts leave them alone, so
+    recording can keep them exact: it adds the chunk it records (summaries.fold_recorded)."""
+    return {
+        "attempts_seen": Count("id", filter=RECORDED),
+        "attempts_version": Sum(RowVersion(), filter=RECORDED, default=0),
+    }
+
+
+# additive_totals()' counts per key: a rebuild counts them with a GROUP BY per key instead
+# (keyed_counts), which costs the scan far less than a FILTERed count per key and row.
+COUNTED_BY_KEY = ("infrastructure_causes", "configuration_causes", "latency_histogram")
+
+
+def latency_bucket() -> Case:
+    """The latency histogram's bucket (0..len(LATENCY_BUCKETS_MS)) of an answer that made a call."""
+    whens = [When(CALLED & bucket, then=Value(index)) for index, bucket in enumerate(_latency_buckets())]
+    return Case(*whens, output_field=IntegerField())
+
+
+def keyed_counts(
+    arm: dict[str, Any], outcome: str | None, category: str | None, latency: int | None, count: int
+) -> None:
+    """Add ``count`` attempts of one (outcome, error category) or one latency bucket to the
+    arm's COUNTED_BY_KEY totals, as additive_totals() counts them."""
+    if latency is not None:
+        histogram = arm.setdefault("latency_histogram", [0] * (len(LATENCY_BUCKETS_MS) + 1))
+        histogram[latency] += count
+        return
+    if outcome == OutcomeClass.INFRASTRUCTURE_FAILURE and (category in INFRASTRUCTURE_FAILURES or category == ""):
+        causes = arm.setdefault("infrastructure_causes", {})
+        cause = str(category) or HARNESS
+    elif outcome == OutcomeClass.CONFIGURATION_FAILURE and category in CONFIGURATION_FAILURES:
+        causes, cause = arm.setdefault("configuration_causes", {}), str(category)
+    else:
+        return
+    causes[cause] = causes.get(cause, 0) + count
+
+
+def sketch_buckets() -> dict[str, Any]:
+    """Per summary sketch (leaderboards/sketches.py), the bucket of each attempt's value: of
+    the answers that made a call, as the percentiles arm_totals() reads exactly."""
+    return {
+        "latency_sketch": sketch_bucket("latency_ms", CALLED),
+        "first_token_sketch": sketch_bucket("first_token_ms", CALLED),
+        "tokens_per_s_sketch": sketch_bucket("output_tokens_per_s", CALLED),
+    }
 
 
 # Annotations may not share a name with a field of the model (``cost_usd``, ``resolved``):
@@ -112,10 +171,12 @@ def attempts_fingerprint() -> dict[str, Any]:
 TOTAL = "total__"
 
 
-def totals_by(attempts: QuerySet, *group: str, also: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """arm_totals() (and ``also``'s aggregates) of each group of these attempts, in one query,
-    named as the fields."""
-    aggregates = arm_totals() | dict(also or {})
+def totals_by(
+    attempts: QuerySet, *group: str, also: Mapping[str, Any] | None = None, totals: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """arm_totals() (or ``totals``, and ``also``'s aggregates) of each group of these attempts,
+    in one query, named as the fields."""
+    aggregates = dict(arm_totals() if totals is None else totals) | dict(also or {})
     rows = attempts.values(*group).annotate(**{TOTAL + name: total for name, total in aggregates.items()})
     return [{key.removeprefix(TOTAL): value for key, value in row.items()} for row in rows.order_by(*group)]
 

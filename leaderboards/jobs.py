@@ -1,16 +1,16 @@
-"""Keeping a run's summaries fresh: at most one refresh per run every REFRESH_EVERY_MS while
-attempts are being recorded (longer after a refresh that took long: pause_after_refresh),
-and one whenever a run finishes.
+"""Rebuilding a run's summaries when folding cannot keep them: recording folds each chunk
+into them in its own transaction (summaries.fold_recorded), so an attempt job no longer
+rebuilds anything while a run records. What changes attempts already counted, or adds what
+no fold saw, asks for a rebuild here: verdicts (throttled, at most one refresh per run every
+REFRESH_EVERY_MS, longer after a refresh that took long: pause_after_refresh), a run's end,
+cancellation, retried arms and re-pricing (unthrottled, ``queue_summary_refresh``).
 
-Recording marks the run out of date (a Redis set) and refreshes only if it can take the
-run's throttle key (SET NX with an expiry): attempts recorded in the next two seconds wait
-for a later refresh. The attempt job that records refreshes the summaries itself, in its own
-thread, rather than queueing a job for it: a run's attempt jobs keep every worker busy until
-its last ones are taken, and a queued refresh waited behind them, so a page watching a run
-saw its boards at the end and little before. Other callers (a page, the sweep, the run's
-end) queue a refresh job. The last recording is never lost: the run's end queues a refresh
-unthrottled, a page showing the run's boards asks again while the run is marked, and the
-recovery sweep (``requeue_stale``) queues one for every run still marked.
+Asking marks the run out of date (a Redis set) and queues a refresh job if it can take the
+run's throttle key (SET NX with an expiry). The last request is never lost: a page showing
+the run's boards asks again while the run is marked, and the recovery sweep
+(``requeue_stale``) queues one for every run still marked. A reader that must count every
+attempt recorded (an export, the gate) compares the summaries' fingerprint with the
+attempts' (``ensure_fresh_summaries``) and rebuilds them if they differ.
 Summaries are derived data, so a refresh that cannot be queued (Redis down) or fails is
 logged and left to the sweep or to ``manage.py recompute_leaderboards``; it never fails the
 caller.
@@ -39,7 +39,7 @@ def _throttle_key(run_id: int) -> str:
     return f"prbench:summaries:throttle:{run_id}"
 
 
-# A refresh reads every attempt of its run: a million take seconds. While the run records, the
+# A refresh reads every attempt of its run: a million take seconds. While verdicts come in, the
 # next refresh waits this many times as long as the last one took (and REFRESH_EVERY_MS at
 # least), so refreshing costs a worker at most a fifth of its time however large the run.
 REFRESH_PAUSE_FACTOR = 4
@@ -61,10 +61,9 @@ def pause_after_refresh(seconds: float) -> int:
     return max(REFRESH_EVERY_MS, round(REFRESH_PAUSE_FACTOR * seconds * 1000))
 
 
-def request_summary_refresh(run_ids: Iterable[int], *, in_this_job: bool = False) -> list[int]:
-    """Mark the runs out of date and refresh those without a refresh in the last
-    REFRESH_EVERY_MS: here and now when ``in_this_job`` (an attempt job that has just
-    recorded into them), else through a queued job. Returns the runs refreshed or queued."""
+def request_summary_refresh(run_ids: Iterable[int]) -> list[int]:
+    """Mark the runs out of date and queue a refresh of those without one in the last
+    REFRESH_EVERY_MS. Returns the runs queued."""
     ids = sorted(set(run_ids))
     if not ids:
         return []
@@ -76,25 +75,12 @@ def request_summary_refresh(run_ids: Iterable[int], *, in_this_job: bool = False
             pipeline.set(_throttle_key(run_id), 1, nx=True, px=REFRESH_EVERY_MS)
         taken = pipeline.execute()[1:]
         due = [run_id for run_id, took in zip(ids, taken, strict=True) if took]
-        for run_id in due if not in_this_job else ():
+        for run_id in due:
             _enqueue(run_id)
     except RedisError:
         logger.warning("summaries of run(s) %s not refreshed: Redis is unavailable", ids, exc_info=True)
         return []
-    for run_id in due if in_this_job else ():
-        _refresh_here(run_id)
     return due
-
-
-def _refresh_here(run_id: int) -> None:
-    """The refresh job's work, in the caller's thread. A failure is logged and the run left
-    marked, for the next recording, the page or the sweep to refresh."""
-    try:
-        refresh_summaries(run_id)
-    except Exception:
-        logger.exception("summaries of run %s not refreshed; left for a later refresh", run_id)
-        with contextlib.suppress(RedisError):  # the run's end refreshes it regardless
-            get_connection().sadd(OUT_OF_DATE, run_id)
 
 
 def queue_summary_refresh(run_id: int) -> bool:

@@ -1,13 +1,20 @@
 """Per-run summaries: a run's attempts and verdicts aggregated once (leaderboards/summaries.py),
 so a board, a chart or a pairwise page reads a few rows per arm instead of every attempt.
 
-They are derived data: ``refresh_run_summaries`` rebuilds a run's rows from scratch, and
-``manage.py recompute_leaderboards`` rebuilds every run's.
+They are derived data: recording folds each chunk of attempts into them (summaries.fold_recorded),
+``refresh_run_summaries`` rebuilds a run's rows from scratch, and ``manage.py
+recompute_leaderboards`` rebuilds every run's.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from django.db import models
+
+from leaderboards import sketches
+
+PERCENTS = [step / 100 for step in range(101)]
 
 
 class ArmSummary(models.Model):
@@ -18,10 +25,10 @@ class ArmSummary(models.Model):
     run = models.ForeignKey("experiments.Run", models.CASCADE, related_name="arm_summaries")
     arm = models.OneToOneField("experiments.RunArm", models.CASCADE, related_name="summary")
     refreshed_at = models.DateTimeField()
-    # What the summary was built from: the arm's attempt rows, how many and the sum of their
-    # versions (leaderboards/sql.py RowVersion). A reader that must count every attempt
+    # What the summary was built from: the arm's recorded attempt rows, how many and the sum of
+    # their versions (leaderboards/sql.py RowVersion). A reader that must count every attempt
     # recorded compares them with the rows as they are now (summaries.stale_arms).
-    attempts_seen = models.PositiveIntegerField(default=0, help_text="The arm's attempts, of any status")
+    attempts_seen = models.PositiveIntegerField(default=0, help_text="The arm's recorded attempts")
     attempts_version = models.BigIntegerField(default=0, help_text="Sum of those attempts' row versions")
 
     scored = models.PositiveIntegerField(default=0, help_text="Model successes and model failures")
@@ -56,10 +63,11 @@ class ArmSummary(models.Model):
 
     # Timings of the answers that made a call (a reused answer took no time of its own).
     latency_measured = models.PositiveIntegerField(default=0)
-    latency_quantiles = models.JSONField(null=True, help_text="Latency percentiles 0..100 in ms")
     latency_histogram = models.JSONField(default=list, help_text="Answers per LATENCY_BUCKETS_MS bucket")
-    first_token_p50_ms = models.FloatField(null=True)
-    tokens_per_s_median = models.FloatField(null=True)
+    # Mergeable sketches (leaderboards/sketches.py, within 1%): recording adds a chunk's counts.
+    latency_sketch = models.JSONField(default=dict, help_text="Latency in ms: answers per log bucket")
+    first_token_sketch = models.JSONField(default=dict, help_text="First token in ms: answers per log bucket")
+    tokens_per_s_sketch = models.JSONField(default=dict, help_text="Output tokens/s: answers per log bucket")
 
     # Costs of the answers that made a call; unknown while any of them has no price.
     answered_called = models.PositiveIntegerField(default=0)
@@ -82,6 +90,20 @@ class ArmSummary(models.Model):
 
     def __str__(self) -> str:
         return f"summary of {self.arm_id}"
+
+    # The percentiles boards show, read off the sketches (None without a measured answer).
+    @cached_property
+    def latency_quantiles(self) -> list[float] | None:
+        """Latency percentiles 0..100 in ms."""
+        return sketches.quantiles(self.latency_sketch, PERCENTS, whole=True)
+
+    @cached_property
+    def first_token_p50_ms(self) -> float | None:
+        return sketches.quantile(self.first_token_sketch, 0.5, whole=True)
+
+    @cached_property
+    def tokens_per_s_median(self) -> float | None:
+        return sketches.quantile(self.tokens_per_s_sketch, 0.5)
 
 
 class ArmEvaluatorSummary(models.Model):

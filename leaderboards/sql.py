@@ -56,6 +56,20 @@ class Quantiles(Aggregate):
         return call.as_sql(compiler, connection)
 
 
+class Collect(Aggregate):
+    """The group's values as a JSON list (NULLs included): what a chunk of a few dozen
+    attempts hands Python to count, where a GROUP BY per value would be another query."""
+
+    function = "array_agg"
+    name = "Collect"
+    output_field = JSONField()
+    template = "to_jsonb(%(function)s(%(expressions)s))"
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        template = "%(function)s(%(expressions)s)"
+        return super().as_sql(compiler, connection, function="json_group_array", template=template)
+
+
 class _SqlitePercentile:
     def __init__(self) -> None:
         self.values: list[float] = []
@@ -89,10 +103,29 @@ class _SqliteQuantiles:
         return json.dumps(np.percentile(self.values, fractions * 100, method="linear").tolist())
 
 
+def add_counts(total: str | None, more: str | None) -> str:
+    """SQLite's prbench_add_counts (Postgres': migration 0002 of leaderboards): two JSON
+    objects of counts added key by key, keys left at zero dropped."""
+    merged = dict(json.loads(total or "{}"))
+    for key, count in json.loads(more or "{}").items():
+        merged[key] = merged.get(key, 0) + count
+    return json.dumps({key: count for key, count in merged.items() if count})
+
+
+def add_lists(total: str | None, more: str | None) -> str:
+    """SQLite's prbench_add_lists: two JSON lists of counts added place by place."""
+    first, second = json.loads(total or "[]"), json.loads(more or "[]")
+    width = max(len(first), len(second))
+    first, second = first + [0] * (width - len(first)), second + [0] * (width - len(second))
+    return json.dumps([a + b for a, b in zip(first, second, strict=True)])
+
+
 def register_sqlite_percentile(sender: Any, connection: Any, **kwargs: Any) -> None:
     if connection.vendor == "sqlite":
         connection.connection.create_aggregate("prbench_percentile", 2, _SqlitePercentile)
         connection.connection.create_aggregate("prbench_quantiles", 2, _SqliteQuantiles)
+        connection.connection.create_function("prbench_add_counts", 2, add_counts, deterministic=True)
+        connection.connection.create_function("prbench_add_lists", 2, add_lists, deterministic=True)
 
 
 connection_created.connect(register_sqlite_percentile)

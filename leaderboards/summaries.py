@@ -1,31 +1,52 @@
-"""Rebuild a run's summaries (leaderboards/models.py) from its attempts and verdicts, in SQL.
+"""A run's summaries (leaderboards/models.py), kept as its attempts are recorded and rebuilt in SQL.
 
-A handful of statements whatever the run's size: one aggregate over the attempts per arm,
-one per (arm, task) written with INSERT ... SELECT, one over the verdicts. Python only loops
-over the arms, profiles and scores they return.
+Recording folds each chunk of attempts into them in its own transaction (``fold_recorded``):
+one aggregate over the chunk's rows, one upsert of its (arm, task) counts and one of its arms'
+counts, sums and sketches, added to what is there. So a board read after a chunk commits
+counts it, and folding costs the chunk's size, not the run's.
+
+``refresh_run_summaries`` rebuilds them from scratch, for ``recompute_leaderboards``, a run
+changed as a whole (re-priced, retried, finished) and a reader that finds them stale: three
+scans of the run's attempts whatever its size (the arms' totals, the (arm, task) counts
+written with INSERT ... SELECT, the sketches' buckets), and one over its verdicts.
+Folds and rebuilds of a run take turns (take_refresh_turn): folds share the turn, a rebuild
+has it alone, so it never writes over a fold it did not read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from evaluation.models import Verdict
 from experiments.models import Attempt, Run, RunArm
+from leaderboards import sketches
 from leaderboards.aggregation import (
+    COUNTED_BY_KEY,
     MODEL_SCORED,
+    TOTAL,
+    additive_totals,
     attempts_fingerprint,
     evaluator_interval,
     evaluator_totals,
+    keyed_counts,
+    latency_bucket,
+    sketch_buckets,
     totals_by,
 )
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
+from leaderboards.sql import Collect
 
 TASK_SUMMARY_COLUMNS = ("run_id", "arm_id", "task_id", "scored", "successes")
+SKETCHES = tuple(sketch_buckets())
 
 
 def refresh_run_summaries(
@@ -45,15 +66,21 @@ def refresh_run_summaries(
             on_locked()
         if if_stale and not stale_arms(run_id):
             return True
+        _tuned_for_one_scan()
         attempts = Attempt.objects.filter(run_id=run_id)
         # The arms' totals first, with the fingerprint of the attempts they read: the later
         # statements read the attempts again, each as committed when it starts, so one of
-        # them may see a write the totals did not. Then the fingerprint stored is older than
-        # what the summaries hold, and a reader rebuilds them: stale reads as stale, never fresh.
-        totals = {row.pop("arm_id"): row for row in totals_by(attempts, "arm_id", also=attempts_fingerprint())}
-        for model in (TaskSummary, ArmEvaluatorSummary, ArmSummary):
+        # them may see a write the totals did not (one that did not fold: folds wait for this
+        # turn). Then the fingerprint stored is older than what the summaries hold, and a
+        # reader rebuilds them: stale reads as stale, never fresh.
+        scanned = {name: total for name, total in additive_totals().items() if name not in COUNTED_BY_KEY}
+        totals = {
+            row.pop("arm_id"): row for row in totals_by(attempts, "arm_id", totals=scanned, also=attempts_fingerprint())
+        }
+        for model in (ArmEvaluatorSummary, ArmSummary):
             model.objects.filter(run_id=run_id).delete()
-        _insert_task_summaries(attempts)
+        for arm_id, counted in _count_by_key(run_id, attempts).items():
+            totals.setdefault(arm_id, {}).update(counted)
         _create_arm_summaries(run, totals)
         _create_evaluator_summaries(run_id)
     return True
@@ -79,11 +106,33 @@ def take_refresh_turn(run_id: int) -> bool:
         return cursor.fetchone() is not None
 
 
+def _share_fold_turns(run_ids: Iterable[int]) -> None:
+    """The rest of this transaction folds into these runs' summaries: folds of a run go
+    together (their upserts add up under the rows' locks), a rebuild waits for them to commit
+    and they for it. In the runs' order, so two folds never wait for each other's runs."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for run_id in sorted(run_ids):
+            cursor.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", [REFRESH_LOCK_SPACE, run_id])
+
+
+def _tuned_for_one_scan() -> None:
+    """A rebuild's statements are one scan each: compiling their forty aggregates took longer
+    than it saved (Postgres' JIT starts at 100,000 rows), and its grouping sets are hashed
+    in memory only with more than the default 4 MB (else (arm, task) was sorted on disk)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+            cursor.execute("SET LOCAL work_mem = '64MB'")
+
+
 def stale_arms(run_id: int) -> list[int]:
-    """The run's arms whose summary does not describe their attempts as they are now: none
-    yet, or attempts recorded, re-priced or judged since it was built. Exact on Postgres
-    (the rows' versions, whatever order the writes committed in), however the out-of-date
-    mark in Redis went; one pass over the run's attempts (an index scan), with no lock."""
+    """The run's arms whose summary does not describe their attempts as they are now:
+    attempts recorded, re-priced or judged since it was built, and not folded into it. Exact
+    on Postgres (the rows' versions, whatever order the writes committed in), however the
+    out-of-date mark in Redis went; one pass over the run's attempts (an index scan), with
+    no lock. An arm with nothing recorded needs no summary."""
     fingerprint = attempts_fingerprint()
     by_arm = Attempt.objects.filter(run_id=run_id).values("arm_id").annotate(**fingerprint).order_by()
     now = {arm_id: (seen, version) for arm_id, seen, version in by_arm.values_list("arm_id", *fingerprint)}
@@ -94,10 +143,10 @@ def stale_arms(run_id: int) -> list[int]:
         )
     }
     arms = set(RunArm.objects.filter(run_id=run_id).values_list("pk", flat=True))
-    return sorted(arm for arm in arms if stored.get(arm) != now.get(arm, (0, 0)))
+    return sorted(arm for arm in arms if stored.get(arm, (0, 0)) != now.get(arm, (0, 0)))
 
 
-def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
+def _insert_task_summaries(run_id: int, attempts: QuerySet[Attempt]) -> None:
     scored = (
         attempts.filter(MODEL_SCORED)
         .values("run_id", "arm_id", "task_id")
@@ -109,7 +158,95 @@ def _insert_task_summaries(attempts: QuerySet[Attempt]) -> None:
     columns = ", ".join(connection.ops.quote_name(name) for name in TASK_SUMMARY_COLUMNS)
     table = connection.ops.quote_name(TaskSummary._meta.db_table)
     with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE run_id = %s", [run_id])
         cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
+
+
+# What a rebuild counts per key, beside the arm: its (arm, task) counts, causes, latency
+# histogram and sketches. Each is one GROUP BY over the same rows.
+KEYED = {
+    "task": ("task_id",),
+    "cause": ("outcome", "error_category"),
+    "latency": ("latency_bucket",),
+    **{name: (name,) for name in SKETCHES},
+}
+KEY_COLUMNS = tuple(column for columns in KEYED.values() for column in columns)
+
+
+def _count_by_key(run_id: int, attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
+    """Per arm, its COUNTED_BY_KEY totals and sketches; the run's task summaries written on the
+    way. On Postgres one scan (GROUPING SETS) that upserts the task summaries in the same
+    statement, changed rows only: deleting and inserting them all cost as much again in
+    index entries and foreign-key checks at commit. On SQLite one GROUP BY per key."""
+    rows = attempts.annotate(
+        latency_bucket=latency_bucket(),
+        task_scored=Case(When(MODEL_SCORED, then=Value(1)), output_field=IntegerField()),
+        task_success=Case(When(MODEL_SCORED & Q(resolved=True), then=Value(1)), output_field=IntegerField()),
+        **sketch_buckets(),
+    ).values("arm_id", *KEY_COLUMNS, "task_scored", "task_success")
+    inner, params = rows.order_by().query.sql_with_params()
+    counts = "count(task_scored) AS scored, count(task_success) AS successes, count(*) AS n"
+    if connection.vendor == "postgresql":
+        select, params = _grouping_sets_upserting_tasks(run_id, inner, params, counts)
+    else:
+        _insert_task_summaries(run_id, attempts)
+        select = " UNION ALL ".join(_grouped_by(inner, counts, key) for key in KEYED if key != "task")
+        params = params * (len(KEYED) - 1)
+    with connection.cursor() as cursor:
+        cursor.execute(select, params)
+        return _keyed_totals(cursor.fetchall())
+
+
+def _grouped_by(inner: str, counts: str, key: str) -> str:
+    """SQLite's stand-in for one grouping set: the same columns, the others NULL."""
+    columns = ", ".join(column if column in KEYED[key] else "NULL" for column in KEY_COLUMNS)
+    flags = ", ".join("1" if each == key else "0" for each in KEYED)
+    grouped = ", ".join(KEYED[key])
+    return f"SELECT arm_id, {columns}, {flags}, {counts} FROM ({inner}) AS attempt GROUP BY arm_id, {grouped}"
+
+
+def _grouping_sets_upserting_tasks(run_id: int, inner: str, params: Any, counts: str) -> tuple[str, list[Any]]:
+    table = connection.ops.quote_name(TaskSummary._meta.db_table)
+    sets = ", ".join(f"(arm_id, {', '.join(columns)})" for columns in KEYED.values())
+    flags = ", ".join(f"GROUPING({columns[0]}) = 0 AS per_{key}" for key, columns in KEYED.items())
+    scored = "SELECT arm_id, task_id, scored, successes FROM grouped WHERE per_task AND scored > 0"
+    select = f"""
+        WITH grouped AS MATERIALIZED (
+            SELECT arm_id, {", ".join(KEY_COLUMNS)}, {flags}, {counts}
+            FROM ({inner}) AS attempt GROUP BY GROUPING SETS ({sets})
+        ), upserted AS (
+            INSERT INTO {table} AS old (run_id, arm_id, task_id, scored, successes)
+            SELECT %s, arm_id, task_id, scored, successes FROM ({scored}) AS scored
+            ON CONFLICT (arm_id, task_id) DO UPDATE SET scored = EXCLUDED.scored, successes = EXCLUDED.successes
+            WHERE (old.scored, old.successes) IS DISTINCT FROM (EXCLUDED.scored, EXCLUDED.successes)
+        ), gone AS (
+            DELETE FROM {table} WHERE run_id = %s
+            AND (arm_id, task_id) NOT IN (SELECT arm_id, task_id FROM ({scored}) AS kept)
+        )
+        SELECT * FROM grouped WHERE NOT per_task
+    """
+    return select, [*params, run_id, run_id]
+
+
+def _keyed_totals(rows: list[tuple]) -> dict[int, dict[str, Any]]:
+    """The rows of _count_by_key (arm, KEY_COLUMNS, a flag per KEYED, scored, successes, n) as
+    each arm's COUNTED_BY_KEY totals and sketches."""
+    arms: dict[int, dict[str, Any]] = defaultdict(lambda: {"infrastructure_causes": {}, "configuration_causes": {}})
+    for arm_id, *rest in rows:
+        values = dict(zip(KEY_COLUMNS, rest, strict=False))
+        flags = dict(zip(KEYED, rest[len(KEY_COLUMNS) :], strict=False))
+        count = rest[-1]
+        arm = arms[arm_id]
+        if flags["cause"]:
+            keyed_counts(arm, values["outcome"], values["error_category"], None, count)
+        elif flags["latency"]:
+            if values["latency_bucket"] is not None:
+                keyed_counts(arm, None, None, values["latency_bucket"], count)
+        else:
+            name = next(name for name in SKETCHES if flags[name])
+            if values[name] is not None:
+                arm.setdefault(name, {})[str(values[name])] = count
+    return arms
 
 
 def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
@@ -156,3 +293,170 @@ def _create_evaluator_summaries(run_id: int) -> None:
             )
         )
     ArmEvaluatorSummary.objects.bulk_create(summaries)
+
+
+# --- folding a recorded chunk ------------------------------------------------------------------
+
+
+def fold_recorded(attempt_ids: Sequence[int]) -> None:
+    """Add these attempts, just recorded in this transaction, to their runs' summaries: in the
+    transaction, so the summaries count them from the moment they commit, and a rollback
+    takes both. Five statements whatever the run's size: the chunk's aggregates per arm and
+    per (arm, task) (pk IN the chunk), the runs' fold turn, one upsert of the (arm, task)
+    counts, one of the arms' sums.
+
+    The attempts must have been unrecorded (queued or running) before this transaction: their
+    old rows counted for nothing, and the fingerprint (attempts_seen, attempts_version) moves
+    by exactly what is added. Call it after the transaction's last write to these rows."""
+    if not attempt_ids:
+        return
+    arms = _chunk_rows("arms", attempt_ids)
+    if not arms:
+        return
+    _share_fold_turns({arm["run_id"] for arm in arms})
+    new_tasks = _fold_task_summaries(_chunk_rows("tasks", attempt_ids))
+    for arm in arms:
+        arm["scored_tasks"] = new_tasks[arm["arm_id"]]
+        for name in SKETCHES:
+            arm[name] = sketches.count_buckets(arm[name])
+        for name in ("infrastructure_causes", "configuration_causes"):
+            arm[name] = {cause: count for cause, count in arm[name].items() if count}
+    _fold_arm_summaries(arms)
+
+
+# An id no attempt has: where the chunk's ids go in the aggregates compiled once (_chunk_query).
+CHUNK_IDS = -7_310_431
+JSON_TOTALS = ("infrastructure_causes", "configuration_causes", "latency_histogram", *SKETCHES)
+
+
+@functools.cache
+def _chunk_query(kind: str) -> tuple[str, tuple[Any, ...]]:
+    """The chunk's aggregate per arm ("arms": every sum, the sketches' buckets) or per (arm,
+    task) ("tasks"), compiled once per process: building fifty aggregates with the ORM cost
+    more than running them (13 ms a chunk)."""
+    attempts = Attempt.objects.filter(pk__in=[CHUNK_IDS])
+    rows: QuerySet[Attempt, Any]
+    if kind == "tasks":
+        rows = attempts.filter(MODEL_SCORED).values("run_id", "arm_id", "task_id")
+        totals = {"scored": Count("id"), "successes": Count("id", filter=Q(resolved=True))}
+    else:
+        rows = attempts.values("run_id", "arm_id")
+        collected = {name: Collect(expression) for name, expression in sketch_buckets().items()}
+        totals = additive_totals() | attempts_fingerprint() | collected
+    return rows.annotate(**{TOTAL + name: total for name, total in totals.items()}).order_by().query.sql_with_params()
+
+
+def _chunk_rows(kind: str, attempt_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """_chunk_query's rows for these attempts. On Postgres a statement prepared once per
+    connection, its plan too (planning fifty aggregates cost as much as running them on 64
+    rows); on SQLite the cached SQL with the ids spliced in (sqlite3 caches the statement)."""
+    sql, params = _chunk_query(kind)
+    column = f"{connection.ops.quote_name(Attempt._meta.db_table)}.{connection.ops.quote_name('id')} IN (%s)"
+    where = params.index(CHUNK_IDS)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            name, raw = f"prbench_fold_{kind}", connection.connection
+            prepared = raw.__dict__.setdefault("prbench_prepared", set())
+            if name not in prepared:
+                text = sql.replace(column, column.replace("IN (%s)", "= ANY($1::bigint[])"))
+                others = params[:where] + params[where + 1 :]
+                inlined = connection.ops.compose_sql(text, others)  # type: ignore[attr-defined]  # Postgres'
+                cursor.execute(f"PREPARE {name}(bigint[]) AS {inlined}")
+                prepared.add(name)
+            cursor.execute(f"EXECUTE {name}(%s)", [list(attempt_ids)])
+        else:
+            spliced = sql.replace(column, column.replace("%s", ", ".join(["%s"] * len(attempt_ids))))
+            cursor.execute(spliced, [*params[:where], *attempt_ids, *params[where + 1 :]])
+        names = [description[0].removeprefix(TOTAL) for description in cursor.description]
+        return [_decoded(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+
+
+def _decoded(row: dict[str, Any]) -> dict[str, Any]:
+    for name in JSON_TOTALS:
+        if isinstance(row.get(name), str):
+            row[name] = json.loads(row[name])
+    return row
+
+
+def _fold_task_summaries(rows: list[dict[str, Any]]) -> dict[int, int]:
+    """Upsert the chunk's (arm, task) counts; per arm, how many of its tasks were scored for
+    the first time (its scored_tasks grow by that)."""
+    new_tasks: dict[int, int] = defaultdict(int)
+    if not rows:
+        return new_tasks
+    table = connection.ops.quote_name(TaskSummary._meta.db_table)
+    columns = ", ".join(TASK_SUMMARY_COLUMNS)
+    source, params = _rows_source(table, TASK_SUMMARY_COLUMNS, [[row[c] for c in TASK_SUMMARY_COLUMNS] for row in rows])
+    added = {(row["arm_id"], row["task_id"]): row["scored"] for row in rows}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) {source} "
+            f"ON CONFLICT (arm_id, task_id) DO UPDATE SET scored = {table}.scored + EXCLUDED.scored, "
+            f"successes = {table}.successes + EXCLUDED.successes RETURNING arm_id, task_id, scored",
+            params,
+        )
+        for arm_id, task_id, scored in cursor.fetchall():
+            new_tasks[arm_id] += scored == added[(arm_id, task_id)]  # nothing scored before this chunk
+    return new_tasks
+
+
+def _rows_source(table: str, columns: Sequence[str], rows: list[list[Any]]) -> tuple[str, list[Any]]:
+    """The rows to insert as SQL: on Postgres one JSON parameter read as the table's rows
+    (quoting hundreds of parameters one by one cost the client more than the upsert cost
+    the server), on SQLite a VALUES list."""
+    if connection.vendor == "postgresql":
+        names = ", ".join(connection.ops.quote_name(column) for column in columns)
+        records = [dict(zip(columns, row, strict=True)) for row in rows]
+        return (
+            f"SELECT {names} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)",
+            [json.dumps(records, cls=DjangoJSONEncoder)],
+        )
+    row = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    return f"VALUES {', '.join([row] * len(rows))}", [value for each in rows for value in each]
+
+
+def _fold_arm_summaries(arms: list[dict[str, Any]]) -> None:
+    """One upsert of the arms' sums: a new arm's row holds the chunk's, an existing one adds
+    them under its row's lock, so workers folding into one arm at once all count."""
+    fields = _arm_fields()
+    now = timezone.now()
+    rows = []
+    for sums in arms:
+        given = sums | {"refreshed_at": now}
+        values = [given[field.attname] if field.attname in given else field.get_default() for field in fields]
+        if connection.vendor != "postgresql":
+            values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
+        rows.append(values)
+    table = connection.ops.quote_name(ArmSummary._meta.db_table)
+    source, params = _rows_source(table, [field.attname for field in fields], rows)
+    columns = ", ".join(connection.ops.quote_name(field.attname) for field in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) {source} ON CONFLICT (arm_id) DO UPDATE SET {_arm_updates(table)}",
+            params,
+        )
+
+
+def _arm_fields() -> list[Any]:
+    """ArmSummary's columns but its id (each named as its attname: no column is renamed)."""
+    return [field for field in ArmSummary._meta.concrete_fields if not field.primary_key]
+
+
+@functools.cache
+def _arm_updates(table: str) -> str:
+    fields = _arm_fields()
+    return ", ".join(_added(table, field) for field in fields if field.attname not in ("run_id", "arm_id"))
+
+
+def _added(table: str, field: Any) -> str:
+    """The SET clause adding the chunk's value of ``field`` (EXCLUDED) to the row's."""
+    column = connection.ops.quote_name(field.attname)
+    old, new = f"{table}.{column}", f"EXCLUDED.{column}"
+    if field.name == "refreshed_at":
+        return f"{column} = {new}"
+    if field.get_internal_type() == "JSONField":
+        function = "prbench_add_lists" if field.default is list else "prbench_add_counts"
+        return f"{column} = {function}({old}, {new})"
+    if field.null:  # a sum over no value is NULL, not zero (cost_usd: unknown, not free)
+        return f"{column} = CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE {old} + {new} END"
+    return f"{column} = {old} + {new}"

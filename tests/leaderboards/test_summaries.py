@@ -23,6 +23,7 @@ from experiments.models import Attempt
 from leaderboards import jobs
 from leaderboards.aggregation import LATENCY_BUCKETS_MS
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
+from leaderboards.sketches import RELATIVE_ACCURACY
 from leaderboards.summaries import refresh_run_summaries, take_refresh_turn
 from prbench.queues import get_queue
 from tests.conftest import work_queue
@@ -56,10 +57,13 @@ def _expected(attempts: list[dict]) -> dict:
         "regressions": sum(a["pass_to_pass_regressions"] for a in answers),
         "lines_changed_sum": sum(a["lines_changed"] for a in answers),
         "latency_measured": len(latencies),
-        "latency_quantiles": pytest.approx(list(np.percentile(latencies, range(101)))),
+        # Read off the sketches: within their stated error of the exact percentiles.
+        "latency_quantiles": pytest.approx(list(np.percentile(latencies, range(101))), rel=RELATIVE_ACCURACY),
         "latency_histogram": [sum(low <= x < high for x in latencies) for low, high in itertools.pairwise(edges)],
-        "first_token_p50_ms": pytest.approx(np.median([a["first_token_ms"] for a in called])),
-        "tokens_per_s_median": pytest.approx(np.median([a["output_tokens_per_s"] for a in called])),
+        "first_token_p50_ms": pytest.approx(np.median([a["first_token_ms"] for a in called]), rel=RELATIVE_ACCURACY),
+        "tokens_per_s_median": pytest.approx(
+            np.median([a["output_tokens_per_s"] for a in called]), rel=RELATIVE_ACCURACY
+        ),
         "answered_called": len(called),
         "unpriced": sum(a["cost_usd"] is None for a in called),
         "resolved_called": sum(bool(a["resolved"]) for a in called),
@@ -69,7 +73,7 @@ def _expected(attempts: list[dict]) -> dict:
 def test_summaries_equal_a_direct_aggregation_over_the_attempts(built_run, django_assert_max_num_queries):
     run, arms = built_run(PLANS, repetitions=3, verdicts=True)
 
-    with django_assert_max_num_queries(15):  # whatever the number of attempts
+    with django_assert_max_num_queries(17):  # whatever the number of attempts
         assert refresh_run_summaries(run.pk)
 
     rows = list(Attempt.objects.filter(run=run).values())
@@ -214,9 +218,11 @@ def test_an_export_rebuilds_summaries_only_when_out_of_date_or_redis_cannot_say(
     assert ArmSummary.objects.get(run=run).refreshed_at > rebuilt
 
 
-def test_a_run_that_finishes_is_refreshed_and_recording_asks_only_after_commit(
+def test_a_run_that_finishes_is_refreshed_and_recording_asks_for_no_rebuild(
     experiment, start, django_capture_on_commit_callbacks
 ):
+    """Recorded attempts are folded into the summaries in their own transaction: nothing asks
+    for a rebuild after the commit (the run's end still does)."""
     run = start(experiment)
     with django_capture_on_commit_callbacks() as callbacks:
         work_queue()  # records the attempts, finishes the run, then runs the refresh that queued
@@ -225,8 +231,7 @@ def test_a_run_that_finishes_is_refreshed_and_recording_asks_only_after_commit(
     assert run.status == "completed"
     labels = {arm.label for arm in ZERO_LATENCY_ARMS}
     assert {s.arm.label: s.scored for s in ArmSummary.objects.filter(run=run)} == dict.fromkeys(labels, 4)
-    asked = [cb for cb in callbacks if getattr(cb, "func", None) is signals.announce_recorded]
-    assert asked and all(cb.args == ({run.pk},) for cb in asked)
+    assert not [cb for cb in callbacks if getattr(cb, "func", None) is signals.announce_recorded]
 
 
 def test_a_refresh_never_fails_its_caller_when_redis_is_down(built_run, monkeypatch):

@@ -1,0 +1,170 @@
+"""Summaries kept as chunks are recorded (summaries.fold_recorded): the same rows a rebuild
+writes, exact sums whatever folds at once, and boards as new as the last recorded attempt."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+from django.db import connection, transaction
+from django.forms.models import model_to_dict
+
+from experiments import signals
+from experiments.models import Attempt
+from leaderboards import sketches
+from leaderboards.models import ArmSummary, TaskSummary
+from leaderboards.summaries import fold_recorded, refresh_run_summaries, stale_arms
+from tests.conftest import work_queue
+from tests.factories import ArmPlan
+
+PLANS = [
+    ArmPlan("strong", quality=0.8, latency_ms=900, model_failure_rate=0.05, cached_rate=0.1),
+    ArmPlan("weak", quality=0.3, latency_ms=300, infrastructure_failure_rate=0.2, model_failure_rate=0.1),
+    ArmPlan("unpriced", quality=0.5, latency_ms=4000, price=None),
+]
+
+
+def _rows(run) -> dict:
+    """The run's arm and task summaries as comparable values; sums of floats approximately
+    (a fold adds them in another order than the rebuild's one pass)."""
+    arms = {}
+    for summary in ArmSummary.objects.filter(run=run):
+        fields = model_to_dict(summary, exclude=["id", "refreshed_at"])
+        arms[summary.arm_id] = {
+            name: pytest.approx(value) if isinstance(value, float) else value for name, value in fields.items()
+        }
+    tasks = set(TaskSummary.objects.filter(run=run).values_list("arm_id", "task_id", "scored", "successes"))
+    return {"arms": arms, "tasks": tasks}
+
+
+def _fold_in_chunks(run, size: int) -> None:
+    ids = list(Attempt.objects.filter(run=run, status__in=("completed", "failed")).values_list("pk", flat=True))
+    random.Random(3).shuffle(ids)
+    for start in range(0, len(ids), size):
+        with transaction.atomic():
+            fold_recorded(ids[start : start + size])
+
+
+def test_folding_chunks_gives_what_a_rebuild_gives(built_run):
+    run, arms = built_run(PLANS, repetitions=3)
+
+    _fold_in_chunks(run, size=7)
+    folded = _rows(run)
+    refresh_run_summaries(run.pk)
+
+    assert folded == _rows(run)
+    assert len(folded["arms"]) == len(arms) and folded["tasks"]
+    assert stale_arms(run.pk) == []  # the fold kept the fingerprint a reader compares
+
+
+def test_the_boards_percentiles_are_within_the_sketchs_error_of_the_exact_ones(built_run):
+    run, arms = built_run(PLANS, repetitions=3)
+    _fold_in_chunks(run, size=5)
+
+    for arm in arms.values():
+        called = Attempt.objects.filter(arm=arm, response_cached=False, latency_ms__isnull=False)
+        latencies = list(called.values_list("latency_ms", flat=True))
+        summary = ArmSummary.objects.get(arm=arm)
+        exact = np.percentile(latencies, range(101))
+        assert summary.latency_quantiles == pytest.approx(list(exact), rel=sketches.RELATIVE_ACCURACY)
+        first_tokens = list(called.exclude(first_token_ms=None).values_list("first_token_ms", flat=True))
+        if first_tokens:
+            assert summary.first_token_p50_ms == pytest.approx(np.median(first_tokens), rel=sketches.RELATIVE_ACCURACY)
+
+
+def test_a_sketch_reads_any_quantile_within_its_stated_error_and_merges_by_adding():
+    rng = np.random.default_rng(7)
+    values = np.concatenate([rng.lognormal(6, 1.5, 4000).round(), np.zeros(40), rng.uniform(0.5, 3, 100)])
+    buckets = [
+        math.ceil(math.log(v) / sketches.LN_GAMMA) if v >= sketches.SMALLEST else sketches.ZERO_BUCKET for v in values
+    ]
+    whole = sketches.count_buckets(buckets)
+    halves = sketches.merge(sketches.count_buckets(buckets[::2]), sketches.count_buckets(buckets[1::2]))
+
+    assert halves == whole
+    fractions = np.linspace(0, 1, 201)
+    estimated, exact = sketches.quantiles(whole, fractions), np.quantile(values, fractions)
+    assert estimated == pytest.approx(list(exact), rel=sketches.RELATIVE_ACCURACY, abs=1e-9)
+    assert sketches.quantiles({}, [0.5]) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_folding_chunks_of_one_run_at_once_still_sum_exactly(built_run):
+    """Each fold holds its arms' rows until it commits: the next one waits, then adds to what
+    the first wrote, new rows (the first chunk of an arm) included."""
+    run, _ = built_run(PLANS, repetitions=2)
+    ids = list(Attempt.objects.filter(run=run, status__in=("completed", "failed")).values_list("pk", flat=True))
+    chunks = [ids[worker::4] for worker in range(4)]
+    started = threading.Barrier(len(chunks))
+    errors: list[BaseException] = []
+
+    def worker(chunk: list[int]) -> None:
+        try:
+            started.wait(10)
+            with transaction.atomic():
+                fold_recorded(chunk)
+                time.sleep(0.2)  # the others fold meanwhile, or wait for these rows
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(chunk,)) for chunk in chunks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    folded = _rows(run)
+    refresh_run_summaries(run.pk)
+    assert folded == _rows(run)
+
+
+def test_a_board_read_after_recording_counts_every_recorded_attempt(experiment, start):
+    """No rebuild at all (the run's end asks for one, disconnected here): what the boards read
+    is what recording folded, as new as its last attempt, and not stale for an exact reader."""
+    signals.run_changed.disconnect(dispatch_uid="leaderboards.refresh_changed")
+    try:
+        run = start(experiment)
+        work_queue()
+    finally:
+        from leaderboards.hooks import refresh_changed
+
+        signals.run_changed.connect(refresh_changed, dispatch_uid="leaderboards.refresh_changed")
+
+    recorded = Attempt.objects.filter(run=run, status__in=("completed", "failed"))
+    assert recorded.count() == run.attempts.count() > 0
+    summaries = ArmSummary.objects.filter(run=run)
+    counted = sum(s.model_successes + s.model_failures + s.infrastructure_failures for s in summaries)
+    assert counted + sum(s.configuration_failures for s in summaries) == recorded.count()
+    assert stale_arms(run.pk) == []
+    folded = _rows(run)
+    refresh_run_summaries(run.pk)
+    assert folded == _rows(run)
+
+
+@pytest.mark.django_db(transaction=True)  # a row's version is the transaction that wrote it
+def test_a_write_that_does_not_fold_leaves_the_summary_stale_for_an_exact_reader(built_run):
+    run, arms = built_run(PLANS[:1])
+    _fold_in_chunks(run, size=4)
+    assert stale_arms(run.pk) == []
+
+    Attempt.objects.filter(arm=arms["strong"], status="completed").update(cost_usd=1)  # re-priced
+
+    assert stale_arms(run.pk) == [arms["strong"].pk]
+
+
+def test_a_whole_number_alone_in_its_bucket_is_read_back_exactly():
+    """Latencies are whole milliseconds; below ~50 ms a bucket holds one: a p95 of 40 ms reads
+    40, not the bucket's middle (40.05), which a gate's 0.04 s limit would fail."""
+    from leaderboards import sketches
+
+    sketch = {str(math.ceil(math.log(40) / sketches.LN_GAMMA)): 20}  # as SQL buckets 40
+    assert sketches.quantile(sketch, 0.95, whole=True) == 40.0
+    assert sketches.quantile(sketch, 0.95) != 40.0  # the middle, within 1%
+    big = {str(math.ceil(math.log(2650) / sketches.LN_GAMMA)): 3}  # a bucket of ~53 whole numbers
+    assert abs(sketches.quantile(big, 0.5, whole=True) - 2650) <= 0.01 * 2650
