@@ -113,29 +113,38 @@ ROW_EXTRAS = ("extracted_answer", "task_id")
 TRANSCRIPT_EXTRAS = ("output", "arm__provider", "request__system", "request__messages")
 
 
+# Told how many more rows an export has read, after each chunk of them: a background export
+# (experiments/run_exports.py) reports its progress with it. Most callers need nothing told.
+RowsRead = Callable[[int], None]
+
+
+def _untold(rows: int) -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class ExportFormat:
     content_type: str
     suffix: str  # the download's file name after the run's code
-    chunks: Callable[[Run], Iterator[str | bytes]]
+    chunks: Callable[..., Iterator[str | bytes]]  # (run, progress=RowsRead)
 
     def filename(self, run: Run) -> str:
         return f"prbench-run-{run.code}{self.suffix}"
 
 
-def export_chunks(run: Run, format: str) -> Iterator[str | bytes]:
+def export_chunks(run: Run, format: str, progress: RowsRead = _untold) -> Iterator[str | bytes]:
     """The export as chunks (text, or bytes for a zip). Its first chunk is made here, so what
     the export cannot do (ReportUnavailable) is raised before anything is written, not halfway
     through a download."""
-    chunks = EXPORT_FORMATS[format].chunks(run)
+    chunks = EXPORT_FORMATS[format].chunks(run, progress=progress)
     first = list(islice(chunks, 1))  # made now, so a refusal comes before the download starts
     return chain(first, chunks)
 
 
-def _attempt_batches(run: Run, transcripts: bool = False) -> Iterator[list[tuple]]:
+def _attempt_batches(run: Run, transcripts: bool = False, progress: RowsRead = _untold) -> Iterator[list[tuple]]:
     """Batches of rows in ``ATTEMPT_COLUMNS`` order (``TRANSCRIPT_COLUMNS`` with
     ``transcripts``, its messages a list of role and content, its grading the answer
-    artifact's text), in execution order."""
+    artifact's text), in execution order; ``progress`` told of each batch as it is read."""
     extras = ROW_EXTRAS + (TRANSCRIPT_EXTRAS if transcripts else ())
     attempts = run.attempts.order_by("sequence")
     if transcripts:
@@ -149,6 +158,7 @@ def _attempt_batches(run: Run, transcripts: bool = False) -> Iterator[list[tuple
     tasks = TaskTexts(run)
     width = len(ATTEMPT_FIELDS)
     for batch in _batches(rows, chunk):
+        progress(len(batch))
         tasks.load({row[width + 1] for row in batch})
         if transcripts:
             yield [_transcript_row(row, width, tasks) for row in batch]
@@ -221,12 +231,12 @@ def _batches(rows: Iterator[Any], size: int | None = None) -> Iterator[list[Any]
 # --- JSON ------------------------------------------------------------------------------------
 
 
-def json_chunks(run: Run) -> Iterator[str]:
+def json_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[str]:
     """The document `json.dumps(..., indent=2)` gives, with the attempts written as they are read."""
     head = json.dumps(board_views().summary(run), indent=2)
     yield head.removesuffix("\n}") + ',\n  "attempts": ['
     written = False
-    for batch in _attempt_batches(run, transcripts=True):
+    for batch in _attempt_batches(run, transcripts=True, progress=progress):
         yield (",\n    " if written else "\n    ") + ",\n    ".join(map(_json_attempt, batch))
         written = True
     yield "\n  ]\n}\n" if written else "]\n}\n"
@@ -278,12 +288,12 @@ def _indented(value: Any, depth: int) -> str:
 # --- CSV -------------------------------------------------------------------------------------
 
 
-def csv_chunks(run: Run) -> Iterator[str]:
+def csv_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(ATTEMPT_COLUMNS)
     yield _drain(buffer)
-    for batch in _attempt_batches(run):
+    for batch in _attempt_batches(run, progress=progress):
         writer.writerows(map(_spreadsheet_safe_row, batch))
         yield _drain(buffer)
 
@@ -379,14 +389,14 @@ ROW_GROUP_ROWS = 50_000
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
-def parquet_chunks(run: Run) -> Iterator[bytes]:
+def parquet_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[bytes]:
     """The attempts as a Parquet file, written a row group at a time as the rows are read, and
     handed out as written: only one row group's columns are ever held."""
     sink = _TellingSink()
     with pq.ParquetWriter(sink, ATTEMPT_ARROW_SCHEMA, compression="zstd") as writer:
         group: list[pa.RecordBatch] = []
         rows = size = 0
-        for batch in _attempt_batches(run, transcripts=True):
+        for batch in _attempt_batches(run, transcripts=True, progress=progress):
             group.append(record := _record_batch(batch))
             rows, size = rows + record.num_rows, size + record.nbytes
             if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
@@ -408,15 +418,23 @@ def _record_batch(rows: list[tuple]) -> pa.RecordBatch:
 # --- SWE-bench -------------------------------------------------------------------------------
 
 
-def each_model_lines(run: Run, models: list[HarnessModel]) -> Iterator[tuple[HarnessModel, Iterator[str]]]:
+def each_model_lines(
+    run: Run, models: list[HarnessModel], progress: RowsRead = _untold
+) -> Iterator[tuple[HarnessModel, Iterator[str]]]:
     """Each model's predictions file (JSONL), a chunk of lines at a time."""
     for model, predictions in each_model_predictions(run, models, chunk_size=CHUNK_ROWS):
-        yield model, ("".join(json.dumps(p) + "\n" for p in batch) for batch in _batches(predictions))
+        yield model, (_prediction_lines(batch, progress) for batch in _batches(predictions))
 
 
-def swebench_predictions_zip(run: Run) -> Iterator[bytes]:
+def _prediction_lines(batch: list[dict], progress: RowsRead) -> str:
+    progress(len(batch))
+    return "".join(json.dumps(p) + "\n" for p in batch)
+
+
+def swebench_predictions_zip(run: Run, progress: RowsRead = _untold) -> Iterator[bytes]:
     """Every model's predictions file in one zip, ``<arm>[@rep<N>].jsonl`` each."""
-    files = ((f"{model.file_stem}.jsonl", lines) for model, lines in each_model_lines(run, run_models(run)))
+    models = run_models(run)
+    files = ((f"{model.file_stem}.jsonl", lines) for model, lines in each_model_lines(run, models, progress))
     return zip_chunks(files, run.created_at)
 
 
@@ -475,7 +493,9 @@ class _TellingSink(_Sink):
         return self.position
 
 
-def swebench_report_chunks(run: Run, models: list[HarnessModel] | None = None) -> Iterator[str]:
+def swebench_report_chunks(
+    run: Run, models: list[HarnessModel] | None = None, progress: RowsRead = _untold
+) -> Iterator[str]:
     """Each model's harness report keyed by its name, the document ``json.dumps(indent=4)``
     gives (the harness writes its reports with indent 4), one model's report at a time."""
     check_report_available(run)  # before the first chunk: refused, not half-written
@@ -500,21 +520,24 @@ class Export:
 MODEL_FORMATS = ("swebench-preds", "swebench-report")
 
 
-def prepare_export(run: Run, format: str, label: str | None = None, repetition: int | None = None) -> Export:
+def prepare_export(
+    run: Run, format: str, label: str | None = None, repetition: int | None = None, progress: RowsRead = _untold
+) -> Export:
     """The whole run in ``format``, or the file of the one arm (and repetition) named.
-    ExportRefused, before anything is written, when it cannot be made as asked."""
+    ExportRefused, before anything is written, when it cannot be made as asked. ``progress``
+    is told how many rows each chunk read (a report is told nothing: it reads no rows)."""
     if format in MODEL_FORMATS:
         check_patch_run(run)
     if label is None and repetition is None:
         whole = EXPORT_FORMATS[format]
-        return Export(whole.content_type, whole.filename(run), export_chunks(run, format))
+        return Export(whole.content_type, whole.filename(run), export_chunks(run, format, progress))
     if format not in MODEL_FORMATS:
         raise ExportRefused(f"only {' and '.join(MODEL_FORMATS)} export one arm at a time, not {format}")
     [model] = select_models(run, label, repetition)
     stem = f"prbench-run-{run.code}-{format}-{model.file_stem}"
     if format == "swebench-preds":
         # next(), not unpacking: the lines are read from the query as they are written.
-        _, lines = next(each_model_lines(run, [model]))
+        _, lines = next(each_model_lines(run, [model], progress))
         return Export("application/x-ndjson", f"{stem}.jsonl", lines)
     # Exactly the harness's report of one model, as it writes one: indented by 4.
     [(_, report)] = each_model_report(run, [model])
@@ -524,7 +547,7 @@ def prepare_export(run: Run, format: str, label: str | None = None, repetition: 
 # --- HTML report -----------------------------------------------------------------------------
 
 
-def html_report_chunks(run: Run) -> Iterator[str]:
+def html_report_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[str]:
     # One chunk: the report holds aggregates from the run's summaries, small whatever its size.
     yield board_views().html_report(run)
 
