@@ -14,7 +14,12 @@ Then it runs each section asked for:
               a child process (its wall time, and its peak RSS from wait4), beside a raw COPY
               of the same rows from the same join; attempts.parquet likewise; then the
               SWE-bench report of every model and one model's predictions and report (--arm
-              --rep). Targets: < 30 s and < 256 MB each.
+              --rep). Targets: < 30 s and < 256 MB each. First the background export job
+              (experiments/run_exports.py) writing the JSON export to its file, timed in
+              its worker's process beside a raw COPY of the same columns (row_to_json):
+              target <= 2x the raw COPY (issue 31), with the process's peak RSS.
+
+    export-job  that background job alone.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports] [--no-transcripts]
@@ -61,6 +66,7 @@ class Bench:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attempts", type=int, default=1_000_000)
+    parser.add_argument("--database", default=DATABASE, help=f"the database to create and drop (default {DATABASE})")
     parser.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
     parser.add_argument(
         "--no-transcripts", action="store_true", help="attempts without their prompts and answers (before issue 24)"
@@ -69,9 +75,9 @@ def main() -> int:
     sections = args.only.split(",") if args.only else list(SECTIONS)
     if unknown := set(sections) - set(SECTIONS):
         parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
-    server, url = bench_server(parser, DATABASE)
+    server, url = bench_server(parser, args.database)
     env = {**production_environment(), **os.environ, "DATABASE_URL": url}
-    recreate_database(server, DATABASE)
+    recreate_database(server, args.database)
     try:
         os.environ.update(env)
         bench = seed(args.attempts, env, transcripts=not args.no_transcripts)
@@ -81,7 +87,7 @@ def main() -> int:
         from django.db import connections
 
         connections.close_all()
-        drop_database(server, DATABASE)
+        drop_database(server, args.database)
     return 0
 
 
@@ -251,6 +257,7 @@ RAW_COPIES = {  # format: (COPY, with the transcript's columns)
 
 
 def exports(bench: Bench) -> None:
+    export_job(bench)
     print(f"\nexports of one run of {bench.attempts:,} attempts, {ARMS} arms (written to /dev/null)")
     seconds, peak_mb = manage(bench, "help", "export_run")
     print(f"  start-up alone  {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB (manage.py help export_run)")
@@ -292,6 +299,66 @@ SWEBENCH_EXPORTS = {
 }
 
 
+# Every column of the JSON export's attempts, from the same tables, as JSON straight out of
+# Postgres: the row's fields, the task's texts, the raw answer, the messages sent, and the answer
+# and trajectory artifacts (the export's grading and trajectory).
+RAW_JSON_COLUMNS = """
+COPY (SELECT row_to_json(r) FROM (
+SELECT t.external_id AS task_id, a.label AS arm_label, x.repetition, x.status, NULLIF(x.outcome, '') AS outcome,
+       x.resolved, x.patch_present, x.patch_well_formed, x.patch_applied, x.fail_to_pass_fraction,
+       x.pass_to_pass_regressions, x.lines_changed, x.files_changed, x.lint_clean, x.build_ok, x.latency_ms,
+       x.first_token_ms, x.output_tokens_per_s, x.wall_ms, x.cost_usd::float8 AS cost_usd,
+       x.response_cached AS cached, NULLIF(x.error_category, '') AS error_category, x.turns, x.tool_calls,
+       x.repeat_calls, x.score, t.problem_statement AS question, x.extracted_answer,
+       t.gold_patch AS expected_answer, x.output, x.request -> 'messages' AS messages,
+       (SELECT g.content FROM experiments_artifact g WHERE g.attempt_id = x.id AND g.kind = 'answer' LIMIT 1)
+           AS grading,
+       (SELECT j.content FROM experiments_artifact j WHERE j.attempt_id = x.id AND j.kind = 'trajectory' LIMIT 1)
+           AS trajectory
+FROM experiments_attempt x
+JOIN experiments_taskinstance t ON t.id = x.task_id
+JOIN experiments_runarm a ON a.id = x.arm_id
+WHERE x.run_id = {run}
+ORDER BY x.sequence
+) AS r) TO STDOUT
+"""
+# The job in a worker's process, as RQ would run it (the row made here rather than queued, so
+# Redis is not timed): its own wall time, then the file's size; the file is deleted after.
+EXPORT_JOB = (
+    "import time; from experiments.models import Run, RunExport; "
+    "from experiments.run_exports import export_file, write_export_job; "
+    "run = Run.objects.get(pk={run}); export = RunExport.objects.create(org_id=run.org_id, run=run, format='json'); "
+    "started = time.perf_counter(); write_export_job(export.pk); seconds = time.perf_counter() - started; "
+    "export.refresh_from_db(); assert export.status == 'done', export.error; path = export_file(export); "
+    "print(seconds, path.stat().st_size, export.rows_written); path.unlink()"
+)
+EXPORT_JOB_RATIO = 2.0
+
+
+def export_job(bench: Bench) -> None:
+    """The background JSON export against a raw COPY of the same columns (issue 31)."""
+    print(f"\nthe background JSON export job, one run of {bench.attempts:,} attempts (written to its file)")
+    started = time.perf_counter()
+    command = [sys.executable, "manage.py", "shell", "-c", EXPORT_JOB.format(run=bench.run_id)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=bench.env, cwd=ROOT, text=True)
+    assert process.stdout is not None
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)  # reaped here, for its peak RSS
+    process.stdout.close()
+    if code := os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"the export job exited {code}")
+    job_s, size, rows = output.strip().splitlines()[-1].split()  # after anything the shell printed
+    peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
+    raw = raw_copy(RAW_JSON_COLUMNS.format(run=bench.run_id))
+    ratio = float(job_s) / raw
+    print(
+        f"  json job        {float(job_s):6.1f} s ({time.perf_counter() - started:.1f} s with start-up), "
+        f"{int(size) / 1e6:,.0f} MB, {int(rows):,} rows, peak RSS {peak_mb:5.0f} MB | raw COPY of the same columns "
+        f"{raw:5.1f} s ({ratio:4.2f}x) | target <= {EXPORT_JOB_RATIO:g}x raw COPY, < {EXPORT_MB} MB "
+        f"{'met' if ratio <= EXPORT_JOB_RATIO and peak_mb < EXPORT_MB else '! NOT met'}"
+    )
+
+
 def manage(bench: Bench, *args: str) -> tuple[float, float]:
     """A command end to end (start-up included) in its own process, its output to /dev/null:
     ru_maxrss from wait4 is that process's peak alone."""
@@ -315,7 +382,7 @@ def raw_copy(sql: str) -> float:
     return time.perf_counter() - started
 
 
-SECTIONS: dict[str, Callable[[Bench], None]] = {"exports": exports}
+SECTIONS: dict[str, Callable[[Bench], None]] = {"exports": exports, "export-job": export_job}
 
 
 if __name__ == "__main__":
