@@ -170,7 +170,11 @@ def _attempt_batches(run: Run, transcripts: bool = False, progress: RowsRead = _
 
 
 def _artifact_text(kind: str) -> Subquery:
-    return Subquery(Artifact.objects.filter(attempt=OuterRef("pk"), kind=kind).values("content")[:1])
+    # Unordered: (attempt, kind) is unique, so there is one row or none. Artifact's default
+    # ordering (by attempt, which orders by run) joined the attempt and its run and sorted, for
+    # every row exported, and made the query look costly enough for Postgres to JIT-compile it
+    # (1.2 s of a 20,000-attempt JSON export's 2.1 s in the database).
+    return Subquery(Artifact.objects.filter(attempt=OuterRef("pk"), kind=kind).order_by().values("content")[:1])
 
 
 def _transcript_row(row: tuple, width: int, tasks: TaskTexts) -> tuple:
