@@ -22,6 +22,7 @@ import io
 import json
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain, islice
@@ -240,10 +241,31 @@ def json_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[str]:
     head = json.dumps(board_views().summary(run), indent=2)
     yield head.removesuffix("\n}") + ',\n  "attempts": ['
     written = False
-    for batch in _attempt_batches(run, transcripts=True, progress=progress):
-        yield (",\n    " if written else "\n    ") + ",\n    ".join(map(_json_attempt, batch))
+    for attempts in _encoded_ahead(_attempt_batches(run, transcripts=True, progress=progress), _json_attempts):
+        yield (",\n    " if written else "\n    ") + attempts
         written = True
     yield "\n  ]\n}\n" if written else "]\n}\n"
+
+
+def _json_attempts(batch: list[tuple]) -> str:
+    return ",\n    ".join(map(_json_attempt, batch))
+
+
+def _encoded_ahead(batches: Iterator[list[tuple]], encode: Callable[[list[tuple]], str]) -> Iterator[str]:
+    """``encode(batch)`` of each batch in order, each encoded in a helper thread while the next
+    batch is read. A server-side cursor makes Postgres compute rows only when they are fetched,
+    so reading and encoding in turn left Postgres idle while Python encoded, and Python idle
+    while Postgres read: a COPY streams both at once. The driver waits without the GIL, so
+    the two overlap; two batches at most are held."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-encoder") as encoder:
+        pending: Future[str] | None = None
+        for batch in batches:
+            ahead = encoder.submit(encode, batch)
+            if pending is not None:
+                yield pending.result()
+            pending = ahead
+        if pending is not None:
+            yield pending.result()
 
 
 # The C encoder ignores indent (json.dumps with indent runs in Python, twice as slow), so the
