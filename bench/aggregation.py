@@ -16,6 +16,12 @@ Then it runs each section asked for:
               name and patch, a JSON object a line, of the attempts the files hold);
               attempts.parquet likewise; then the SWE-bench report of every model and one
               model's predictions and report (--arm --rep). Targets: < 30 s and < 256 MB each.
+              First the background export job (experiments/run_exports.py) writing the
+              JSON export to its file, timed in its worker's process beside a raw COPY of
+              the same columns (row_to_json): target <= 2x the raw COPY (issue 31), with
+              the process's peak RSS.
+
+    export-job  that background job alone.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports] [--no-transcripts] \\
@@ -273,6 +279,7 @@ RAW_COPIES = {  # format: the COPY of what it holds
 
 
 def exports(bench: Bench) -> None:
+    export_job(bench)
     print(f"\nexports of one run of {bench.attempts:,} attempts, {ARMS} arms (written to /dev/null)")
     seconds, peak_mb = manage(bench, "help", "export_run")
     print(f"  start-up alone  {seconds:6.1f} s, peak RSS {peak_mb:5.0f} MB (manage.py help export_run)")
@@ -313,6 +320,112 @@ SWEBENCH_EXPORTS = {
 }
 
 
+# Every column of the JSON export's attempts, from the same tables, as JSON straight out of
+# Postgres: the row's fields, the task's texts, the raw answer, the messages sent, and the answer
+# and trajectory artifacts (the export's grading and trajectory).
+RAW_JSON_COLUMNS = """
+COPY (SELECT row_to_json(r) FROM (
+SELECT t.external_id AS task_id, a.label AS arm_label, x.repetition, x.status, NULLIF(x.outcome, '') AS outcome,
+       x.resolved, x.patch_present, x.patch_well_formed, x.patch_applied, x.fail_to_pass_fraction,
+       x.pass_to_pass_regressions, x.lines_changed, x.files_changed, x.lint_clean, x.build_ok, x.latency_ms,
+       x.first_token_ms, x.output_tokens_per_s, x.wall_ms, x.cost_usd::float8 AS cost_usd,
+       x.response_cached AS cached, NULLIF(x.error_category, '') AS error_category, x.turns, x.tool_calls,
+       x.repeat_calls, x.score, t.problem_statement AS question, x.extracted_answer,
+       t.gold_patch AS expected_answer, x.output, x.request -> 'messages' AS messages,
+       (SELECT g.content FROM experiments_artifact g WHERE g.attempt_id = x.id AND g.kind = 'answer' LIMIT 1)
+           AS grading,
+       (SELECT j.content FROM experiments_artifact j WHERE j.attempt_id = x.id AND j.kind = 'trajectory' LIMIT 1)
+           AS trajectory
+FROM experiments_attempt x
+JOIN experiments_taskinstance t ON t.id = x.task_id
+JOIN experiments_runarm a ON a.id = x.arm_id
+WHERE x.run_id = {run}
+ORDER BY x.sequence
+) AS r) TO STDOUT
+"""
+# The job in a worker's process, as RQ would run it (the row made here rather than queued, so
+# Redis is not timed): it prints its wall time, its CPU (its own and its Postgres backend's,
+# from /proc), the file's size and the rows written; the file is deleted after.
+EXPORT_JOB = "from bench.aggregation import export_job_here; export_job_here({run})"
+EXPORT_JOB_RATIO = 2.0
+
+
+def export_job_here(run_id: int) -> None:
+    from django.db import connection
+
+    from experiments.models import Run, RunExport
+    from experiments.run_exports import export_file, write_export_job
+
+    run = Run.objects.get(pk=run_id)
+    export = RunExport.objects.create(org_id=run.org_id, run=run, format="json")
+    backend = backend_cpu_s(connection.connection.info.backend_pid)
+    started, cpu = time.perf_counter(), time.process_time()
+    write_export_job(export.pk)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    backend = backend_cpu_s(connection.connection.info.backend_pid) - backend
+    export.refresh_from_db()
+    assert export.status == "done", export.error
+    path = export_file(export)
+    assert path is not None
+    print(seconds, cpu, backend, path.stat().st_size, export.rows_written)
+    path.unlink()
+
+
+def backend_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) of a process on this machine, from /proc: a Postgres
+    backend's, when the bench's Postgres runs here (NaN when it does not)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def export_job(bench: Bench) -> None:
+    """The background JSON export against a raw COPY of the same columns (issue 31): wall
+    time, and CPU, which a busy machine moves much less (the job's process and its Postgres
+    backend, against the COPY's backend). The COPY runs before and after the job, and the job
+    is compared with their mean, so load that comes and goes is shared fairly."""
+    print(f"\nthe background JSON export job, one run of {bench.attempts:,} attempts (written to its file)")
+    copy_sql = RAW_JSON_COLUMNS.format(run=bench.run_id)
+    before = raw_copy_with_cpu(copy_sql)
+    started = time.perf_counter()
+    command = [sys.executable, "manage.py", "shell", "-c", EXPORT_JOB.format(run=bench.run_id)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=bench.env, cwd=ROOT, text=True)
+    assert process.stdout is not None
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)  # reaped here, for its peak RSS
+    process.stdout.close()
+    if code := os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"the export job exited {code}")
+    with_start_up = time.perf_counter() - started
+    after = raw_copy_with_cpu(copy_sql)
+    job_s, job_cpu, job_backend, size, rows = (float(v) for v in output.strip().splitlines()[-1].split())
+    peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
+    raw_s, raw_cpu = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+    ratio, cpu_ratio = job_s / raw_s, (job_cpu + job_backend) / raw_cpu
+    print(
+        f"  json job        {job_s:6.1f} s ({with_start_up:.1f} s with start-up), {size / 1e6:,.0f} MB, "
+        f"{rows:,.0f} rows, peak RSS {peak_mb:5.0f} MB\n"
+        f"                  CPU {job_cpu:.1f} s in the worker + {job_backend:.1f} s in its Postgres backend\n"
+        f"  raw COPY of the same columns: {before[0]:.1f} s before, {after[0]:.1f} s after; "
+        f"CPU {raw_cpu:.1f} s in its backend\n"
+        f"  wall {ratio:4.2f}x the raw COPY, CPU {cpu_ratio:4.2f}x | target <= {EXPORT_JOB_RATIO:g}x raw COPY, "
+        f"< {EXPORT_MB} MB {'met' if ratio <= EXPORT_JOB_RATIO and peak_mb < EXPORT_MB else '! NOT met'}"
+    )
+
+
+def raw_copy_with_cpu(sql: str) -> tuple[float, float]:
+    """The COPY's wall time and its backend's CPU."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    cpu = backend_cpu_s(pid)
+    seconds = raw_copy(sql)
+    return seconds, backend_cpu_s(pid) - cpu
+
+
 def manage(bench: Bench, *args: str) -> tuple[float, float]:
     """A command end to end (start-up included) in its own process, its output to /dev/null:
     ru_maxrss from wait4 is that process's peak alone."""
@@ -336,7 +449,7 @@ def raw_copy(sql: str) -> float:
     return time.perf_counter() - started
 
 
-SECTIONS: dict[str, Callable[[Bench], None]] = {"exports": exports}
+SECTIONS: dict[str, Callable[[Bench], None]] = {"exports": exports, "export-job": export_job}
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 It creates (or, with --keep, reuses) the database prbench_apiload (or --database) on the Postgres server
 DATABASE_URL names, seeds one finished run of 8 arms on 2,000 tasks with N attempts (default
 100,000) as bench/boards.py seeds its run, refreshes its summaries, and makes a read-only API
-key. Then it starts a real server on loopback, gunicorn (`gunicorn prbench.wsgi -w 2`, sync
-workers, production settings), and has C concurrent clients (threads, one httpx client each)
+key. Then it starts a real server on loopback, gunicorn (`gunicorn -c gunicorn.conf.py prbench.wsgi -w 2`, the
+README's server, production settings), and has C concurrent clients (threads, one httpx client each)
 call `GET /api/runs/{id}/leaderboards` (or `GET /api/runs/{id}`, the run with its progress)
 with the key for a fixed time. It prints requests/s and the p50/p95/p99 latency as the clients
 saw it, and for the run endpoint the target beside it (>= 150 requests/s with 8 clients).
@@ -146,6 +146,7 @@ def start_server(port: int, workers: int, environment: dict[str, str]) -> subpro
 
     command = [
         str(Path(sys.executable).parent / "gunicorn"),
+        "--config=gunicorn.conf.py",  # the README's server: gthread workers and its timeouts
         "prbench.wsgi",
         f"--workers={workers}",
         f"--bind=127.0.0.1:{port}",
@@ -156,7 +157,7 @@ def start_server(port: int, workers: int, environment: dict[str, str]) -> subpro
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                print(f"gunicorn up: {workers} sync workers on 127.0.0.1:{port}")
+                print(f"gunicorn up: {workers} workers (gunicorn.conf.py) on 127.0.0.1:{port}")
                 return process
         except httpx.TransportError:
             time.sleep(0.2)

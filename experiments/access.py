@@ -9,7 +9,7 @@ from typing import Any
 from django.http import HttpRequest
 from structlog.contextvars import bind_contextvars
 
-from experiments.models import Attempt, Experiment, Run
+from experiments.models import Attempt, Experiment, Run, RunExport
 from orgs.access import access_current_org, check_scoped, get_or_404
 
 
@@ -32,6 +32,14 @@ def access_attempt(request: HttpRequest, code: Any) -> Attempt:
     check_scoped(request, attempt, attempt.run.org, write=False)
     bind_contextvars(run=str(attempt.run.code), attempt=str(attempt.code))
     return attempt
+
+
+def access_run_export(request: HttpRequest, code: Any) -> RunExport:
+    """A background export of a run (experiments/run_exports.py): whoever may read the run."""
+    export = get_or_404(RunExport.objects.select_related("run__org", "run__experiment"), code=code)
+    check_scoped(request, export, export.run.org, write=False)
+    bind_contextvars(run=str(export.run.code))
+    return export
 
 
 def access_runs(request: HttpRequest, codes: Iterable[str]) -> dict[str, Run]:

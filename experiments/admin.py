@@ -12,6 +12,7 @@ from experiments.models import (
     Run,
     RunArm,
     RunCounters,
+    RunExport,
     WorkerLease,
 )
 
@@ -199,3 +200,13 @@ class PredictionAdmin(admin.ModelAdmin):
     list_display = ["instance_id", "prediction_set", "line"]
     search_fields = ["instance_id", "prediction_set__model_name"]
     readonly_fields = [field.name for field in Prediction._meta.fields]
+
+
+@admin.register(RunExport)
+class RunExportAdmin(admin.ModelAdmin):
+    """Background exports (experiments/run_exports.py): written by their job, read-only here."""
+
+    list_display = ["code", "run", "format", "status", "rows_written", "rows_total", "size", "created_at", "expires_at"]
+    list_filter = ["status", "format"]
+    search_fields = ["code", "run__code", "org__slug"]
+    readonly_fields = [field.name for field in RunExport._meta.fields]

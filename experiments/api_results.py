@@ -17,21 +17,39 @@ from typing import Any, Literal
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import FileResponse, HttpRequest, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.http import content_disposition_header
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
+from ninja.errors import HttpError
 
-from experiments.access import access_attempt, access_run
+from experiments.access import access_attempt, access_run, access_run_export
 from experiments.exports import EXPORT_FORMATS, csv_chunks, parquet_chunks, prepare_export
 from experiments.forms import AttemptListForm
-from experiments.models import Artifact, ArtifactKind, Attempt, Run
+from experiments.models import Artifact, ArtifactKind, Attempt, ExportStatus, Run, RunExport
 from experiments.reporting import cache_source, tests_with_roles, verdict_scores
+from experiments.run_exports import (
+    check_request_export,
+    check_streamable,
+    do_request_export,
+    export_file,
+    export_options,
+)
 from experiments.swebench_export import ExportRefused
 from experiments.trajectory_page import trajectory_fields
 from experiments.transcript import attempt_transcript
 from orgs.api_auth import READ
-from prbench.api_support import COMMON_ERRORS, MAX_LIMIT, Page, form_invalid, paginate
+from prbench.api_support import (
+    COMMON_ERRORS,
+    MAX_LIMIT,
+    ErrorBody,
+    JsonBody,
+    Page,
+    form_invalid,
+    json_body,
+    paginate,
+    read_body,
+)
 
 router = Router(tags=["results"])
 
@@ -380,10 +398,115 @@ def export_run(
     ``html`` (the report). A format the run cannot give is refused with 422 and the reason."""
     run = access_run(request, run_id)
     try:
+        check_streamable(run, format)
         export = prepare_export(run, format, arm, rep)
     except ExportRefused as exc:
         raise ValidationError({"arm" if arm is not None or rep is not None else "format": str(exc)}) from None
     return _download(export.chunks, export.content_type, export.filename)
+
+
+# --- background exports ------------------------------------------------------------------------
+
+
+class StartExportIn(JsonBody):
+    format: ExportName
+    arm: str | None = None  # one arm's SWE-bench file: its label
+    rep: int | None = None  # and which of its repetitions
+
+
+class RunExportOut(Schema):
+    id: UUID
+    status_url: str  # this answer, to poll
+    run: UUID
+    format: str
+    arm: str | None
+    rep: int | None
+    status: str  # queued, running, done, failed, expired (its file deleted a day after it was written)
+    rows_written: int
+    rows_total: int | None  # null where the total is not known in advance (SWE-bench files)
+    percent: int | None
+    size: int  # bytes, once done
+    error: str
+    created_at: datetime
+    finished_at: datetime | None
+    expires_at: datetime | None
+    download_url: str | None  # the file, while it is done
+
+
+def run_export_out(export: RunExport) -> RunExportOut:
+    done = export.status == ExportStatus.DONE
+    return RunExportOut(
+        id=export.code,
+        status_url=reverse("api:run_export_status", args=[export.code]),
+        run=export.run.code,
+        format=export.format,
+        arm=export.options.get("arm"),
+        rep=export.options.get("rep"),
+        status=export.status,
+        rows_written=export.rows_written,
+        rows_total=export.rows_total,
+        percent=export.percent,
+        size=export.size,
+        error=export.error,
+        created_at=export.created_at,
+        finished_at=export.finished_at,
+        expires_at=export.expires_at,
+        download_url=reverse("api:run_export_file", args=[export.code]) if done else None,
+    )
+
+
+@router.post(
+    "/runs/{run_id}/exports",
+    response={202: RunExportOut, **COMMON_ERRORS},
+    auth=READ,
+    summary="Start writing an export in the background (any size: poll its url, then fetch download_url)",
+    openapi_extra=json_body(StartExportIn),
+)
+def start_export(request: HttpRequest, run_id: str) -> Status[RunExportOut]:
+    """The same formats as ``GET /runs/{id}/exports/{format}``, written to a file by a worker.
+    The same export already queued or being written (or, for a finished run, already written)
+    is handed back rather than made twice. Reading scope: an export reads, it changes nothing."""
+    run = access_run(request, run_id)
+    body = read_body(request, StartExportIn)
+    options = export_options(body.arm, body.rep)
+    try:
+        check_request_export(run, body.format, options)
+    except ExportRefused as exc:
+        raise ValidationError({"arm" if options else "format": str(exc)}) from None
+    export = do_request_export(run, body.format, options, getattr(request, "user", None))
+    export.run = run
+    return Status(202, run_export_out(export))
+
+
+@router.get(
+    "/exports/{export_id}",
+    response={200: RunExportOut, **COMMON_ERRORS},
+    auth=READ,
+    summary="A background export: its state, its progress and, once written, where to download it",
+    url_name="run_export_status",
+)
+def export_status(request: HttpRequest, export_id: str) -> RunExportOut:
+    return run_export_out(access_run_export(request, export_id))
+
+
+@router.get(
+    "/exports/{export_id}/file",
+    response={409: ErrorBody, 410: ErrorBody, **COMMON_ERRORS},
+    auth=READ,
+    summary="A background export's file (409 until it is written, 410 once it has expired)",
+    openapi_extra=_file_response(EXPORT_CONTENT_TYPES),
+    url_name="run_export_file",
+)
+def export_file_download(request: HttpRequest, export_id: str) -> FileResponse:
+    export = access_run_export(request, export_id)
+    path = export_file(export)
+    if export.status == ExportStatus.EXPIRED:
+        raise HttpError(410, "This export expired (files are kept for a day): start it again.")
+    if path is None:
+        raise HttpError(409, f"This export is {export.status}: there is no file to download.")
+    return FileResponse(
+        path.open("rb"), as_attachment=True, filename=export.file_name, content_type=export.content_type
+    )
 
 
 # --- notebook access ----------------------------------------------------------------------------

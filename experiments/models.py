@@ -562,3 +562,63 @@ class WorkerLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hostname}:{self.pid})"
+
+
+class ExportStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "being written"
+    DONE = "done", "ready"
+    FAILED = "failed", "failed"
+    EXPIRED = "expired", "expired"  # its file was deleted a day after it was written
+
+
+EXPORT_BUSY = (ExportStatus.QUEUED, ExportStatus.RUNNING)
+
+
+class RunExport(models.Model):
+    """A run's export written to a file by a background job (experiments/run_exports.py), so
+    no export of any size depends on a web worker's timeout: the page and the API follow its
+    progress, then hand out the file until it expires.
+
+    The file lives under PRBENCH_EXPORT_DIR, which every worker and web process must share;
+    ``path`` is relative to it. A worker claims the row by setting ``claim_token``, and only
+    the holder of the token may record progress or the outcome."""
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    org = models.ForeignKey("orgs.Organization", models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, models.CASCADE, related_name="exports")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    format = models.CharField(max_length=32)
+    options = models.JSONField(default=dict, blank=True, help_text='One arm\'s file: {"arm": LABEL, "rep": N}')
+    status = models.CharField(max_length=16, choices=ExportStatus.choices, default=ExportStatus.QUEUED)
+    rows_written = models.PositiveBigIntegerField(default=0)
+    rows_total = models.PositiveBigIntegerField(null=True, blank=True, help_text="Unknown for SWE-bench files")
+    file_name = models.CharField(max_length=300, blank=True, help_text="The download's name")
+    content_type = models.CharField(max_length=100, blank=True)
+    path = models.CharField(max_length=300, blank=True, help_text="The file, under PRBENCH_EXPORT_DIR")
+    size = models.PositiveBigIntegerField(default=0)
+    error = models.TextField(blank=True)
+    job_id = models.CharField(max_length=100, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Moved by every progress write: a busy row that stops moving was abandoned by its worker.
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "expires_at"], name="run_export_status_expiry")]
+
+    def __str__(self) -> str:
+        return f"{self.format} of run {self.run_id} ({self.status})"
+
+    @property
+    def is_busy(self) -> bool:
+        return self.status in EXPORT_BUSY
+
+    @property
+    def percent(self) -> int | None:
+        if not self.rows_total:
+            return None
+        return min(100, round(100 * self.rows_written / self.rows_total))

@@ -18,6 +18,8 @@ urlpatterns = [
     # Before the actions' pattern, which would take "answers" for an action.
     path("runs/<uuid:code>/answers/", views.run_answers, name="run_answers"),
     path("runs/<uuid:code>/export.<str:format>", views.run_export, name="run_export"),
+    path("runs/<uuid:code>/exports/", views.run_exports, name="run_exports"),
+    path("exports/<uuid:code>/download/", views.run_export_download, name="run_export_download"),
     path("runs/<uuid:code>/<str:action>/", views.run_action, name="run_action"),
     path("attempts/<uuid:code>/", views.attempt_detail, name="attempt"),
     path(

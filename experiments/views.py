@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,7 +18,7 @@ from datasets.access import access_dataset
 from datasets.models import TaskInstance
 from evaluation.workloads import workload_for
 from evaluation.workloads.wording import wording_for
-from experiments.access import access_attempt, access_experiment, access_run
+from experiments.access import access_attempt, access_experiment, access_run, access_run_export
 from experiments.actions import (
     check_run_transition,
     check_start_run,
@@ -55,6 +55,14 @@ from experiments.reporting import (
     task_comparison,
     tests_with_roles,
     verdict_scores,
+)
+from experiments.run_exports import (
+    check_request_export,
+    check_streamable,
+    do_request_export,
+    export_file,
+    export_options,
+    recent_exports,
 )
 from experiments.stoppage import why_stopped
 from experiments.swebench_export import ExportRefused, run_models
@@ -273,7 +281,10 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         # The last state is rendered once more, then htmx stops asking.
         return response if live else HttpResponseStopPolling(response.content)
     # SWE-bench's formats hold patches: only a PR run offers them.
-    downloads = {"swebench_downloads": _swebench_downloads(run) if words.patches else []}
+    downloads = {
+        "swebench_downloads": _swebench_downloads(run) if words.patches else [],
+        **_exports_panel(run),
+    }
     return render(request, "experiments/run_detail.html", {**context, **_attempt_list(run, request.GET), **downloads})
 
 
@@ -284,14 +295,19 @@ SWEBENCH_DOWNLOADS = {
 
 
 def _swebench_downloads(run: Run) -> list[dict[str, Any]]:
-    """Each SWE-bench format's links: the whole run, then each arm's (and repetition's) file."""
+    """Each SWE-bench format's exports to start: the whole run, then each arm's (and
+    repetition's) file, as (name, options)."""
     models = run_models(run)
     downloads = []
     for format, (title, whole_title) in SWEBENCH_DOWNLOADS.items():
-        whole = reverse("experiments:run_export", args=[run.code, format])
-        per_model = [(m.name, f"{whole}?{urlencode({'arm': m.label, 'rep': str(m.repetition)})}") for m in models]
-        downloads.append({"title": title, "links": [(whole_title, whole), *per_model]})
+        per_model = [(m.name, {"arm": m.label, "rep": m.repetition}) for m in models]
+        downloads.append({"title": title, "format": format, "choices": [(whole_title, {}), *per_model]})
     return downloads
+
+
+def _exports_panel(run: Run) -> dict[str, Any]:
+    exports = recent_exports(run)
+    return {"exports": exports, "exports_busy": any(export.is_busy for export in exports)}
 
 
 @login_required
@@ -345,6 +361,7 @@ def run_export(request: HttpRequest, code: str, format: str) -> HttpResponseBase
     if format not in EXPORT_FORMATS:
         raise Http404("no such export")
     try:
+        check_streamable(run, format)
         export = prepare_export(run, format, request.GET.get("arm"), _repetition(request.GET.get("rep")))
     except ExportRefused as exc:
         messages.error(request, str(exc))
@@ -352,6 +369,46 @@ def run_export(request: HttpRequest, code: str, format: str) -> HttpResponseBase
     response = StreamingHttpResponse(export.chunks, content_type=export.content_type)
     response["Content-Disposition"] = content_disposition_header(True, export.filename)
     return response
+
+
+@login_required
+def run_exports(request: HtmxHttpRequest, code: str) -> HttpResponse:
+    """GET: the run's latest background exports (the run page's panel, which polls this while
+    one is being written). POST: start one (``format``, and ``arm`` and ``rep`` for one arm's
+    SWE-bench file), then back to the run page, where it shows. Any member may export."""
+    run = access_run(request, code)
+    if request.method == "POST":
+        return _start_export(request, run)
+    context = {"run": run, **_exports_panel(run)}
+    if not request.htmx:
+        return render(request, "experiments/run_exports.html", context)
+    response = render(request, "experiments/run_exports.html#panel", context)
+    return response if context["exports_busy"] else HttpResponseStopPolling(response.content)
+
+
+def _start_export(request: HttpRequest, run: Run) -> HttpResponse:
+    format = request.POST.get("format", "")
+    try:
+        options = export_options(request.POST.get("arm") or None, _repetition(request.POST.get("rep") or None))
+        check_request_export(run, format, options)
+    except ExportRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        do_request_export(run, format, options, request.user)
+    return redirect(reverse("experiments:run", args=[run.code]) + "#exports")
+
+
+@login_required
+def run_export_download(request: HttpRequest, code: str) -> HttpResponseBase:
+    """A background export's file, once written; an expired one says so, on the run page."""
+    export = access_run_export(request, code)
+    path = export_file(export)
+    if path is None:
+        messages.info(request, f"That {export.format} export is {export.get_status_display()}: see below.")
+        return redirect(reverse("experiments:run", args=[export.run.code]) + "#exports")
+    return FileResponse(
+        path.open("rb"), as_attachment=True, filename=export.file_name, content_type=export.content_type
+    )
 
 
 def _repetition(value: str | None) -> int | None:

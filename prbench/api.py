@@ -36,6 +36,7 @@ STATUS_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    410: "gone",
     422: "invalid",
     429: "throttled",
 }

@@ -253,6 +253,8 @@ PRBENCH_RECOVERY_STEPS = [
     "leaderboards.recovery.refresh_stale_boards",
     "orgs.recovery.send_overdue_webhooks",
     "orgs.recovery.prune_audit_log",
+    "experiments.run_exports.requeue_abandoned_exports",
+    "experiments.run_exports.expire_exports",
 ]
 # Poison protection: an attempt handed to a worker this many times without a result (its
 # worker crashed, or its job failed, each time) fails as platform_error on the next claim
@@ -297,6 +299,13 @@ PRBENCH_UPLOAD_MAX_BYTES = envint("PRBENCH_UPLOAD_MAX_BYTES", str(64 * 1024 * 10
 PRBENCH_UPLOAD_INLINE_MAX_BYTES = envint("PRBENCH_UPLOAD_INLINE_MAX_BYTES", str(1024 * 1024))
 # One bare clone per task repository (see evaluation/repositories.py).
 PRBENCH_REPO_CACHE_DIR = Path(env("PRBENCH_REPO_CACHE_DIR", str(VAR_DIR / "repos")))
+# Run exports written by background jobs (experiments/run_exports.py): every web process and
+# worker must see the same directory (a shared volume when they run on several machines).
+PRBENCH_EXPORT_DIR = Path(env("PRBENCH_EXPORT_DIR", str(VAR_DIR / "exports")))
+# A run with at most this many attempts may still be exported in the request (the GET download
+# URLs of the page and the API: well under a second of JSON); a larger one only as a background
+# export, so no download depends on a web worker's timeout.
+PRBENCH_EXPORT_STREAM_MAX_ATTEMPTS = envint("PRBENCH_EXPORT_STREAM_MAX_ATTEMPTS", "20000")
 # Task environments (evaluation/environments.py): one virtualenv per recipe and dependency
 # files, built with uv and shared by every task and run that needs it; least recently used
 # ones are removed beyond PRBENCH_ENV_CACHE_BYTES.

@@ -274,18 +274,22 @@ def test_an_unavailable_report_says_why(bob, experiment):
 
 
 def test_the_run_page_offers_every_download(bob, run):
+    """Each export but the report is started as a background export (tests/experiments/
+    test_run_exports.py); the report, a small chunk whatever the run's size, is a link."""
     page = client_for(bob).get(reverse("experiments:run", args=[run.code])).content.decode()
-    for format in FORMATS:
-        assert reverse("experiments:run_export", args=[run.code, format]) in page
+    assert f'action="{reverse("experiments:run_exports", args=[run.code])}"' in page
+    for format in ("json", "csv"):
+        assert f'name="format" value="{format}"' in page
+    for format in ("swebench-preds", "swebench-report"):
+        assert f'<input type="hidden" name="format" value="{format}">' in page
+    assert reverse("experiments:run_export", args=[run.code, "html"]) in page
     assert "export_run" not in page  # no command to run: the buttons are the way
 
 
 def test_the_run_page_offers_each_arms_swebench_files(bob, run):
     page = client_for(bob).get(reverse("experiments:run", args=[run.code])).content.decode()
-    for format in ("swebench-preds", "swebench-report"):
-        whole = reverse("experiments:run_export", args=[run.code, format])
-        for label in ("oracle", "noisy"):
-            assert f'href="{whole}?arm={label}&amp;rep=0"' in page
+    for label in ("oracle", "noisy"):
+        assert f'<input type="hidden" name="arm" value="{label}"><input type="hidden" name="rep" value="0">' in page
     assert "every arm (zip, a JSONL file each)" in page
 
 

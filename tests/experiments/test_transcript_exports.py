@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from datasets.models import Dataset
 from experiments import exports
-from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment
+from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
 from experiments.exports import ATTEMPT_COLUMNS, CSV_CELL_MAX, TRANSCRIPT_COLUMNS, csv_chunks, json_chunks
 from experiments.models import Attempt
 from tests.conftest import api_client, make_api_key, work_queue
@@ -161,3 +161,35 @@ def repeated(attempt: Attempt, repetition: int) -> Attempt:
     copied = (f.attname for f in Attempt._meta.concrete_fields if f.name not in ("id", "code"))
     fields = {name: getattr(attempt, name) for name in copied}
     return Attempt(**fields | {"repetition": repetition, "sequence": attempt.sequence + 1000 * repetition})
+
+
+# Requests as providers store them, and some no provider does: the JSON export writes each the
+# way json.dumps(indent=2) does, whether it reads the messages' JSON text (plain ASCII) or has
+# to decode them (non-ASCII, DEL, a role that is not text, no list).
+ODD_TEXT = 'quote " backslash \\ tab\t nl\n ctrl \x01\x1f </script> / ~'
+REQUESTS = [
+    {"system": "Be terse.", "messages": [{"role": "user", "content": ODD_TEXT, "name": "extra key"}]},
+    {"messages": [{"role": "user", "content": "café ☃ 😀 del \x7f"}, {"role": "assistant", "content": "ok"}]},
+    {"system": "", "messages": [{"role": 7, "content": "a role that is a number"}, "not an object"]},
+    {"system": ["not text"], "messages": "not a list"},
+    {"messages": []},
+    {},
+]
+
+
+def test_the_json_export_is_json_dumps_indent_2_whatever_the_messages(experiment, alice):
+    run = do_start_run(experiment, alice)
+    for attempt, request in zip(run.attempts.order_by("sequence"), REQUESTS, strict=False):
+        Attempt.objects.filter(pk=attempt.pk).update(request=request)
+    text = "".join(json_chunks(run))
+    document = json.loads(text)
+    assert text == json.dumps(document, indent=2) + "\n"
+    messages = [attempt["messages"] for attempt in document["attempts"][: len(REQUESTS)]]
+    assert messages == [
+        [{"role": "system", "content": "Be terse."}, {"role": "user", "content": ODD_TEXT}],
+        [{"role": "user", "content": "café ☃ 😀 del \x7f"}, {"role": "assistant", "content": "ok"}],
+        [{"role": "7", "content": "a role that is a number"}],
+        [],
+        [],
+        [],
+    ]

@@ -36,6 +36,8 @@ class Command(CheckedCommand):
             f"enqueued {count['jobs']} job(s); queued {count['unjudged']} unjudged attempt(s) for the evaluator; "
             f"refreshed the boards of {count['summaries']} run(s); "
             f"queued {count['webhooks']} overdue webhook delivery(ies); "
-            f"pruned {count['audit_pruned']} old API key use(s) from the audit log"
+            f"pruned {count['audit_pruned']} old API key use(s) from the audit log; "
+            f"queued {count['exports_requeued']} abandoned export(s) again; "
+            f"deleted {count['exports_expired']} expired export file(s)"
         )
         self.stdout.flush()
