@@ -112,6 +112,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     run = Run.objects.get(pk=run.pk)
     total = run.total_attempts
     # The run's own start and finish, as its rows have them: a poll's period adds nothing.
+    assert run.finished_at is not None and run.started_at is not None  # wait_for_finish saw it end
     wall = (run.finished_at - run.started_at).total_seconds()
 
     requests = [build_request(a) for a in run.attempts.select_related("run", "task", "arm")]

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -358,7 +358,7 @@ def journal_answers(outcomes: list[Outcome]) -> None:
     answer_journal.keep_many(answers)
 
 
-def first_calls(attempts: list[Attempt], arms: dict[int, gateway.PreparedArm | ProviderError]) -> list[int]:
+def first_calls(attempts: list[Attempt], arms: Mapping[int, gateway.PreparedArm | ProviderError]) -> list[int]:
     """Of a claimed chunk, the attempts about to make their first call: a first claim, of an
     arm that may be called, answering in one turn (an agent counts each of its turns itself)."""
     return [
