@@ -50,10 +50,21 @@ def export_dir() -> Path:
     return path
 
 
+# A finished export is handed to a new request for the same one only with this much of its day left.
+REUSE_LEFT = timedelta(hours=1)
+
+
 def export_file(export: RunExport) -> Path | None:
     """The finished file, or None when there is none (not written yet, failed, expired)."""
     if export.status != ExportStatus.DONE or not export.path:
         return None
+    if export.expires_at is not None and export.expires_at <= timezone.now():
+        return None  # its day is over: the sweep may be deleting it now
+    path = _stored_path(export)
+    return path if path.exists() else None
+
+
+def _stored_path(export: RunExport) -> Path:
     return export_dir() / export.path
 
 
@@ -105,7 +116,10 @@ def do_request_export(run: Run, format: str, options: dict[str, Any], by: Any) -
     same = RunExport.objects.filter(run=run, format=format, options=options)
     reusable = Q(status__in=EXPORT_BUSY)
     if run.is_finished and run.finished_at is not None:
-        reusable |= Q(status=ExportStatus.DONE, created_at__gt=run.finished_at)
+        # A written one with most of its day left: not one about to be deleted under the user.
+        reusable |= Q(
+            status=ExportStatus.DONE, created_at__gt=run.finished_at, expires_at__gt=timezone.now() + REUSE_LEFT
+        )
     existing = same.filter(reusable).order_by("-created_at").first()
     if existing is not None:
         return existing
@@ -256,11 +270,10 @@ def expire_exports(stale_after: timedelta) -> dict[str, int]:
     """``exports_expired``: finished exports past their day, their files deleted."""
     expired = 0
     for export in RunExport.objects.filter(status=ExportStatus.DONE, expires_at__lte=timezone.now()):
-        path = export_file(export)
         if RunExport.objects.filter(pk=export.pk, status=ExportStatus.DONE).update(
             status=ExportStatus.EXPIRED, updated_at=timezone.now()
         ):
             expired += 1
-            if path is not None:
-                path.unlink(missing_ok=True)
+            if export.path:
+                _stored_path(export).unlink(missing_ok=True)
     return {"exports_expired": expired}

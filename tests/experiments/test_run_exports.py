@@ -13,7 +13,7 @@ from django.utils import timezone
 from experiments import exports, run_exports
 from experiments.actions import do_start_run
 from experiments.exports import export_chunks
-from experiments.models import ExportStatus, RunExport
+from experiments.models import ExportStatus, Run, RunExport, RunStatus
 from experiments.run_exports import (
     do_request_export,
     expire_exports,
@@ -291,3 +291,22 @@ def test_the_api_checks_ownership(run, charlie, bob):
 def key_of_own_org(user):
     """A key of ``user``'s own organisation (not the run's)."""
     return api_client(make_api_key(user.memberships.get().org, ["read"]))
+
+
+def test_an_export_past_its_day_is_not_handed_out_before_the_sweep_deletes_it(bob, run, request_export):
+    """Between its expiry and the sweep, a written file may be deleted at any moment: the
+    download says it expired instead of failing mid-response, and asking for the same export
+    again makes a new one rather than reuse one with its day nearly over."""
+    request_export(bob, run, format="csv")
+    work_queue()
+    first = RunExport.objects.get()
+    assert export_file(first) is not None
+    RunExport.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    first.refresh_from_db()
+    assert first.status == ExportStatus.DONE and export_file(first) is None
+    response = client_for(bob).get(reverse("experiments:run_export_download", args=[first.code]))
+    assert response.status_code == 302
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED, finished_at=first.created_at - timedelta(1))
+    run.refresh_from_db()
+    request_export(bob, run, format="csv")
+    assert RunExport.objects.count() == 2
