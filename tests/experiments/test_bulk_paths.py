@@ -20,21 +20,23 @@ JOBS = 3
 REPETITIONS = 40
 
 
+def two_fast_arms(org, dataset, alice, labels: tuple[str, str], repetitions: int):
+    """A started inference-only run of two zero-latency oracle arms on four tasks, each arm with
+    slots enough that its limit never shapes the chunks."""
+    fast = {"mode": "oracle", "max_concurrency": 256}
+    arms = [ArmSpec(label, "mock", f"mock-{index}", fast) for index, label in enumerate(labels)]
+    spec = ExperimentSpec(
+        name=" ".join(labels), dataset=dataset, arms=arms, sample_size=4, repetitions=repetitions, seed=3
+    )
+    return do_start_run(do_save_experiment(org, spec, alice), inference_only=True)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_jobs_claim_record_and_pay_for_each_attempt_once(org, dataset, alice, settings, monkeypatch):
     from providers.adapters.mock.adapter import MockAdapter
 
     settings.PRBENCH_THREADS_PER_JOB = 4
-    fast = {"mode": "oracle", "max_concurrency": 256}
-    spec = ExperimentSpec(
-        name="bulk",
-        dataset=dataset,
-        arms=[ArmSpec("one", "mock", "mock-one", fast), ArmSpec("two", "mock", "mock-two", fast)],
-        sample_size=4,
-        repetitions=REPETITIONS,
-        seed=3,
-    )
-    run = do_start_run(do_save_experiment(org, spec, alice), inference_only=True)
+    run = two_fast_arms(org, dataset, alice, ("one", "two"), REPETITIONS)
     ids = list(run.attempts.order_by("sequence").values_list("pk", flat=True))
 
     calls: Counter[str] = Counter()
@@ -94,16 +96,7 @@ def test_an_arm_first_handed_out_in_a_deep_chunk_loses_none_of_the_chunk(org, da
     from experiments.models import Attempt
 
     settings.PRBENCH_THREADS_PER_JOB = 2
-    fast = {"mode": "oracle", "max_concurrency": 256}
-    spec = ExperimentSpec(
-        name="late arm",
-        dataset=dataset,
-        arms=[ArmSpec("first", "mock", "mock-one", fast), ArmSpec("later", "mock", "mock-two", fast)],
-        sample_size=4,
-        repetitions=10,
-        seed=3,
-    )
-    run = do_start_run(do_save_experiment(org, spec, alice), inference_only=True)
+    run = two_fast_arms(org, dataset, alice, ("first", "later"), 10)
     # The first arm's attempts first in execution order, then the other's.
     Attempt.objects.filter(run=run, arm__label="later").update(sequence=F("sequence") + 100_000)
     warm_attempt_pool()
