@@ -23,6 +23,7 @@ from django.db.models import Count, Exists, OuterRef, QuerySet, Value
 from django.utils import timezone
 
 from experiments.models import Attempt, AttemptStatus, ModelArm, Run, RunArm
+from experiments.signals import announce_chunk_recorded
 from prbench import metrics
 from providers.errors import ErrorCategory
 from providers.outcomes import CONFIGURATION_FAILURES, OutcomeClass
@@ -78,9 +79,13 @@ def _decide(arm_id: int, category: str, message: str) -> bool:
 
 
 def _end_queued_attempts(arm_id: int, note: str) -> None:
-    ended = Attempt.objects.filter(arm_id=arm_id, status=AttemptStatus.QUEUED)
+    # Locked: a claim waiting on them finds them no longer queued, so these are the ones ended.
+    queued = Attempt.objects.filter(arm_id=arm_id, status=AttemptStatus.QUEUED).select_for_update()
+    ended = list(queued.values_list("pk", flat=True))
     provider = RunArm.objects.values_list("provider", flat=True).get(pk=arm_id)
-    count = ended.update(**not_called(Value(note)))
+    count = Attempt.objects.filter(pk__in=ended).update(**not_called(Value(note)))
+    # Failed without a call, in the record's transaction: into the boards' summaries with it.
+    announce_chunk_recorded(ended)
     row = (AttemptStatus.FAILED, OutcomeClass.CONFIGURATION_FAILURE, ErrorCategory.ARM_MISCONFIGURED, provider)
     transaction.on_commit(functools.partial(metrics.count_attempts_finished, [row] * count), robust=True)
 

@@ -184,6 +184,7 @@ def _count_retired(token: uuid.UUID, attempt_ids: list[int]) -> None:
     counted = [(AttemptStatus.FAILED, outcome, category, provider) for _, outcome, category, provider in rows]
     transaction.on_commit(functools.partial(metrics.count_attempts_finished, counted), robust=True)
     after_commit(answer_journal.forget, [pk for pk, *_ in rows])
+    announce_chunk_recorded([pk for pk, *_ in rows])  # ended here, not by a record: folded here
 
 
 class RelatedCache:

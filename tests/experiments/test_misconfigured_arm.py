@@ -165,3 +165,26 @@ def test_an_attempt_back_in_the_queue_after_the_decision_is_not_called(
         f"not called: this arm's first {STOP_AFTER} calls all failed with unsupported_parameter: "
         f"HTTP 400: {REFUSAL}; change the arm's settings, then resume the run"
     )
+
+
+def test_the_attempts_a_stopped_arm_ends_are_on_its_board_without_a_rebuild(experiment, openai, start, one_thread):
+    """Ended in the record that stopped the arm, not recorded one by one: folded with it, so the
+    run's boards count them before any rebuild (the run's end asks for one: disconnected here)."""
+    from experiments import signals
+    from leaderboards.hooks import refresh_changed
+    from leaderboards.models import ArmSummary
+    from leaderboards.summaries import stale_arms
+
+    do_replace_arms(experiment, [careful({"temperature": 0.2}), ZERO_LATENCY_ARMS[0]])
+    experiment.repetitions, experiment.sample_size = REPETITIONS, TASKS
+    experiment.save()
+    signals.run_changed.disconnect(dispatch_uid="leaderboards.refresh_changed")
+    try:
+        run = start(experiment, inference_only=True)
+        work_queue()
+    finally:
+        signals.run_changed.connect(refresh_changed, dispatch_uid="leaderboards.refresh_changed")
+
+    summary = ArmSummary.objects.get(run=run, arm__label="careful")
+    assert summary.configuration_failures == TASKS * REPETITIONS
+    assert stale_arms(run.pk) == []

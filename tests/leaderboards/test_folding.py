@@ -168,3 +168,20 @@ def test_a_whole_number_alone_in_its_bucket_is_read_back_exactly():
     assert sketches.quantile(sketch, 0.95) != 40.0  # the middle, within 1%
     big = {str(math.ceil(math.log(2650) / sketches.LN_GAMMA)): 3}  # a bucket of ~53 whole numbers
     assert abs(sketches.quantile(big, 0.5, whole=True) - 2650) <= 0.01 * 2650
+
+
+@pytest.mark.django_db(transaction=True)
+def test_attempts_ended_by_the_claim_limit_are_folded_as_they_end(experiment, start, settings):
+    """A claim that retires an attempt (handed out too often without a result) ends it without a
+    record: the boards count it at once, as the platform's failure, and are not stale."""
+    from experiments.pipeline import claim_attempts
+
+    run = start(experiment, inference_only=True)
+    poisoned = run.attempts.order_by("sequence").first()
+    Attempt.objects.filter(pk=poisoned.pk).update(claims=settings.PRBENCH_MAX_ATTEMPT_CLAIMS)
+    _token, claimed = claim_attempts([poisoned.pk])
+
+    assert claimed == [] and Attempt.objects.get(pk=poisoned.pk).status == "failed"
+    summary = ArmSummary.objects.get(arm_id=poisoned.arm_id)
+    assert (summary.infrastructure_failures, summary.infrastructure_causes) == (1, {"platform_error": 1})
+    assert stale_arms(run.pk) == []
