@@ -88,6 +88,23 @@ def mark_sent_many(attempt_ids: list[int]) -> None:
         logger.warning("could not count the calls of %s attempt(s): %s", len(attempt_ids), type(exc).__name__)
 
 
+# Only a count that is there: one lost with a restarted Redis must not go below nothing.
+_UNMARK = """
+local sent = tonumber(redis.call('HGET', KEYS[1], '1') or '0')
+if sent > 0 then redis.call('HINCRBY', KEYS[1], '1', -1) end
+"""
+
+
+def unmark_sent(attempt_id: int) -> None:
+    """Take back a first turn's call counted by ``mark_sent`` or ``mark_sent_many`` that the
+    platform's failure kept from going out (the attempt was given back to the queue). Never
+    raises: a count left over only over-counts."""
+    try:
+        get_connection().eval(_UNMARK, 1, sent_key(attempt_id))
+    except RedisError as exc:
+        logger.warning("attempt %s: could not take back its call's count: %s", attempt_id, type(exc).__name__)
+
+
 def _stored(completion: Completion) -> dict[str, Any]:
     # Field by field, not asdict(), which deep-copies the raw response first; and without the
     # request body the provider was sent (the prompt, often most of the bytes): nothing

@@ -265,6 +265,9 @@ def execute(
     evaluate its answer (a patch is validated). ``built`` is the request when the job already
     built it (to look it up in the cache). No database access: runs on pool threads."""
     request = None
+    # A first claim's call was counted by its job before this thread got it (first_calls); an
+    # agent counts each of its turns itself, and a reused answer makes none.
+    repeat = _RepeatCount(counted_unsent=attempt.claims == 1 and not (cache and cache.hit))
     try:
         if attempt.task.repo and not attempt.run.inference_only:
             # Before the call: a repository that cannot be checked out must not cost an answer.
@@ -272,9 +275,9 @@ def execute(
             ensure_commit(task.repo, task.dataset.repo_sources.get(task.repo, ""), task.base_commit)
             environment_of(task)  # its environment (prepared when the job loaded the task)
         if is_agent(attempt.arm.config):
+            repeat.counted_unsent = False
             return _execute_agent(attempt, prepared, held_slot)
         request = built or build_request(attempt)
-        repeat = _RepeatCount()
         try:
             completion, responded_at = _answer(attempt, prepared, request, held_slot, cache, repeat)
         except ProviderError as error:
@@ -289,6 +292,10 @@ def execute(
         # Only before the provider answered: after it, releasing a slot is the one Redis
         # call left, and that never raises (a slot not given back expires with its lease).
         logger.warning("attempt %s: given back to the queue: %s: %s", attempt.pk, type(exc).__name__, exc)
+        if repeat.counted_unsent:
+            # Or its next claim would count a call this one never made as paid for again.
+            # Best effort: with Redis down too, the count stays one over, never under.
+            answer_journal.unmark_sent(attempt.pk)
         return Outcome(attempt.pk, request, give_back=True)
     except PromptNotFillable as exc:
         # Before any call: never paid, and not the model's failure.
@@ -314,6 +321,8 @@ def execute(
 @dataclass
 class _RepeatCount:
     calls: int = 0
+    # This claim's call is counted in the journal (answer_journal.mark_sent) and not sent yet.
+    counted_unsent: bool = False
 
 
 def _answer(
@@ -339,8 +348,18 @@ def _answer(
             repeat.calls = kept.repeat_calls  # a claim that called again, then died with its count
             return kept.completion, kept.responded_at
         repeat.calls = answer_journal.mark_sent(attempt.pk)
+        repeat.counted_unsent = True
     with in_flight.provider_call(attempt.pk):
-        completion = gateway.call(prepared, request, held_slot)
+        try:
+            completion = gateway.call(prepared, request, held_slot)
+        except INFRASTRUCTURE_ERRORS:
+            # Redis failed before a try was answered: before the first try went out, or after
+            # one the provider refused (a refused try is not billed), so none was paid for.
+            raise
+        except BaseException:
+            repeat.counted_unsent = False
+            raise
+    repeat.counted_unsent = False
     return completion, timezone.now()
 
 

@@ -96,10 +96,14 @@ def test_answers_arriving_as_redis_stops_are_all_recorded_and_judged_once_it_is_
     finally:
         server.close()
 
-    answered = run.attempts.exclude(claims=0).order_by("sequence")
-    assert [(a.status, a.claims) for a in answered] == [(AttemptStatus.COMPLETED, 1)] * 3
+    answered = run.attempts.filter(status=AttemptStatus.COMPLETED).order_by("sequence")
+    assert [a.claims for a in answered] == [1] * 3
     assert len(server.seen) == 3  # one call per answered attempt: none handed back to be paid again
-    assert run.attempts.get(claims=0).status == AttemptStatus.QUEUED  # never claimed: nothing paid
+    # Nothing paid for the fourth: the job could not claim it (no slot with Redis down), or,
+    # when it claimed it with the third (a fast arm's attempts are handed out together), it
+    # was given back before its call.
+    fourth = run.attempts.exclude(pk__in=answered.values("pk")).get()
+    assert (fourth.status, fourth.claim_token) == (AttemptStatus.QUEUED, None) and fourth.claims <= 1
 
     monkeypatch.undo()  # Redis is back (the test's own Redis, empty: every job queued before is gone)
     # The sweep leaves answers just recorded to the job their worker is queuing.

@@ -13,6 +13,7 @@ import time
 import pytest
 from redis import Redis, RedisError
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
 from experiments.actions import ArmSpec, do_replace_arms
@@ -20,6 +21,7 @@ from experiments.jobs import execute_attempts, warm_attempt_pool
 from experiments.models import AttemptStatus
 from prbench import queues
 from prbench.queues import get_queue
+from providers import gateway
 from providers.limits import RateLimit, rate_waiting_key, take_rate_budget
 from providers.models import ProviderCredential
 from tests.conftest import work_queue
@@ -156,3 +158,31 @@ def test_redis_down_after_the_answer_keeps_the_answer(one_attempt, provider, lim
     assert (attempt.status, attempt.error_category, attempt.claims) == (AttemptStatus.COMPLETED, "", 1)
     assert attempt.output_tokens == 100_000 and len(provider.seen) == 1
     assert run.status == "completed"
+
+
+def test_an_attempt_given_back_before_its_call_is_not_billed_for_that_call_on_its_next_claim(
+    one_attempt, provider, monkeypatch, django_capture_on_commit_callbacks
+):
+    # Its job counted the call when it claimed the attempt (answer_journal.mark_sent_many);
+    # Redis then drops the attempt's connection as it takes rate budget, so no call goes out.
+    run, attempt = one_attempt
+    provider.default = answer()
+    take_budget = gateway.wait_for_rate_budget
+    dropped = []
+
+    def dropped_once(*args, **kwargs):
+        if not dropped:
+            dropped.append(True)
+            raise RedisConnectionError("Connection reset by peer")
+        return take_budget(*args, **kwargs)
+
+    monkeypatch.setattr(gateway, "wait_for_rate_budget", dropped_once)
+    with django_capture_on_commit_callbacks(execute=True):
+        execute_attempts(run.pk, [attempt.pk])
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.claims, provider.seen) == (AttemptStatus.QUEUED, 1, [])
+
+    work_queue()
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.claims, len(provider.seen)) == (AttemptStatus.COMPLETED, 2, 1)
+    assert attempt.repeat_calls == 0  # one call was made: the given-back claim's count was taken back
