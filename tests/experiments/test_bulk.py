@@ -86,3 +86,22 @@ def test_one_chunk_sets_many_rows_each_its_own_values(experiment):
     )
     for pk, output, latency, warnings in run.attempts.values_list("pk", "output", "latency_ms", "warnings"):
         assert (output, latency, warnings) == (f"answer {pk}", pk, [pk])
+
+
+def test_values_of_another_type_than_their_plain_field_still_go_through_the_field(experiment):
+    # Plain values are bound as they are (bulk._PLAIN); any other goes through the field's
+    # own preparation, as the ORM would: a bool for an integer column, a float for an
+    # integer, a string of digits for a float, a lazy string for a text column.
+    from django.utils.functional import lazy
+
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    attempt = run.attempts.order_by("sequence").first()
+    lazy_text = lazy(lambda: "a lazy answer", str)()
+    update_by_pk(
+        Attempt,
+        {attempt.pk: {"retries": True, "latency_ms": 12.0, "output_tokens_per_s": "3.5", "output": lazy_text}},
+    )
+    stored = Attempt.objects.values("retries", "latency_ms", "output_tokens_per_s", "output").get(pk=attempt.pk)
+    assert stored == {"retries": 1, "latency_ms": 12, "output_tokens_per_s": 3.5, "output": "a lazy answer"}
