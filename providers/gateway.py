@@ -214,10 +214,9 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
     secrets = _secrets(prepared.credential)
     retry_log: list[dict] = []
     clock = CallClock(_total_seconds(arm.config, prepared.adapter_class))
-    retrying = _retry_policy(arm.config, retry_log, secrets, clock)
     slot = _CallSlot(held_slot)
     try:
-        completion = retrying(_generate_within_limits, adapter, request, clock, slot)
+        completion = _with_retries(arm.config, retry_log, secrets, clock, adapter, request, slot)
     except ProviderError as exc:
         exc.retries, exc.retry_log = len(retry_log), retry_log
         exc.wall_ms = _ms_since(started)
@@ -571,6 +570,35 @@ class _PastTheDeadline(stop_base):
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         return time.monotonic() + (retry_state.upcoming_sleep or 0) > self.clock.deadline
+
+
+def _with_retries(
+    config: dict,
+    retry_log: list[dict],
+    secrets: tuple[str, ...],
+    clock: CallClock,
+    adapter: Adapter,
+    request: CompletionRequest,
+    slot: _CallSlot,
+) -> Completion:
+    """The call's tries under the arm's retry policy. The first try is made before the policy
+    is built: most calls are answered at once, and building and driving tenacity's loop cost
+    more than a local model's whole answer (issue 31). A retryable failure then starts the
+    loop as its first try, handed in rather than made again, so the tries, their waits and
+    their log are the policy's own."""
+    try:
+        return _generate_within_limits(adapter, request, clock, slot)
+    except ProviderError as exc:
+        if not exc.retryable:
+            raise
+        first_failure: list[ProviderError] = [exc]
+
+    def tries() -> Completion:
+        if first_failure:
+            raise first_failure.pop()
+        return _generate_within_limits(adapter, request, clock, slot)
+
+    return _retry_policy(config, retry_log, secrets, clock)(tries)
 
 
 def _retry_policy(config: dict, retry_log: list[dict], secrets: tuple[str, ...], clock: CallClock) -> Retrying:
