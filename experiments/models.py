@@ -357,6 +357,7 @@ class Attempt(models.Model):
         blank=True,
         related_name="+",
         help_text="The attempt whose answer was reused",
+        db_index=False,  # a partial index of the few set (Meta.indexes): most attempts have none
     )
 
     patch_present = models.BooleanField(null=True)
@@ -404,10 +405,19 @@ class Attempt(models.Model):
             # alone made every look sort all the run's queued attempts; counts by status read
             # its prefix.
             models.Index(fields=["run", "status", "sequence"], name="attempt_run_status_sequence"),
-            models.Index(fields=["status", "started_at"]),
+            # The recovery sweep's running attempts (experiments/recovery.py). Partial: a row is
+            # in it only while running, so recording an attempt adds no entry to it, as it did
+            # to the (status, started_at) index before (issue 31: index upkeep is most of an
+            # attempt's database CPU).
+            models.Index(fields=["started_at"], name="attempt_running_since", condition=models.Q(status="running")),
             # The attempts list and every export read a run in execution order: without this
             # a page of 500 rows sorts all of a large run's attempts first.
             models.Index(fields=["run", "sequence"]),
+            # Deleting an attempt clears the links to it (SET_NULL): only rows that have one are
+            # indexed, so the many without one never write an entry.
+            models.Index(
+                fields=["cached_from"], name="attempt_cached_from", condition=models.Q(cached_from__isnull=False)
+            ),
             # The run page's attempts list reads a page from one range per status and outcome
             # class, in the order it is sorted by (experiments/attempt_list.py); an answered
             # attempt's range is also its verdict's, so a run's wrong answers are one range
