@@ -53,8 +53,7 @@ class CpuReading:
 
     def since(self, start: CpuReading) -> CpuUsed:
         """What was spent between ``start`` and this reading. A database backend that appeared
-        in between counts from zero; one that left is lost (connections are kept for a minute,
-        so a run's backends live through it)."""
+        in between counts from zero; one that left counts as last seen (``seen_backends``)."""
         database = sum(cpu - start.database_by_pid.get(pid, 0.0) for pid, cpu in self.database_by_pid.items())
         return CpuUsed(self.workers - start.workers, database, self.redis - start.redis)
 
@@ -78,22 +77,36 @@ class CpuUsed:
         )
 
 
-def read_platform_cpu(pool_pid: int) -> CpuReading:
+def read_platform_cpu(pool_pid: int, seen_backends: dict[int, float] | None = None) -> CpuReading:
     """The pool's processes (with the workers it already replaced), the database backends of
     this database other than this process's own (Postgres; SQLite runs inside the workers), and
-    the Redis server's own count (INFO cpu, which covers the embedded server too)."""
-    from django.db import connection
+    the Redis server's own count (INFO cpu, which covers the embedded server too).
 
+    ``seen_backends``: backends' CPU as ``watch_backends`` last saw it during the run. A backend
+    gone by now (a worker's connection is closed after CONN_MAX_AGE, so a run longer than a
+    minute outlives its first ones) counts as last seen, not as nothing."""
     from prbench.queues import get_connection
 
     workers = process_cpu_s(pool_pid, children=True) + sum(process_cpu_s(pid) for pid in descendants(pool_pid))
-    by_pid: dict[int, float] = {}
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            by_pid = {pid: process_cpu_s(pid) for (pid,) in cursor.fetchall()}
+    by_pid = {**(seen_backends or {}), **_live_backends()}
     info = get_connection().info("cpu")
     redis = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
     return CpuReading(workers, redis, by_pid)
+
+
+def watch_backends(seen: dict[int, float]) -> None:
+    """Note the CPU of this database's backends now (call it now and then during a run)."""
+    seen.update(_live_backends())
+
+
+def _live_backends() -> dict[int, float]:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        # 0: gone between the query and the read, so never a reading that erases a last one.
+        return {pid: cpu for (pid,) in cursor.fetchall() if (cpu := process_cpu_s(pid))}

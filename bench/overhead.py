@@ -15,9 +15,11 @@ start and finish as recorded.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,7 +66,7 @@ def question_dataset(org, questions: str):
 def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | None = None) -> int:
     from django.conf import settings
 
-    from bench._cpu import read_platform_cpu
+    from bench._cpu import read_platform_cpu, watch_backends
     from datasets.demo import load_demo_dataset
     from experiments.actions import ArmSpec as ArmSpecInput
     from experiments.actions import ExperimentSpec, do_save_experiment, do_start_run
@@ -103,10 +105,11 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     )
     try:
         before = read_platform_cpu(processes[0].pid)
+        backends: dict[int, float] = {}
         # A question's answer is graded by rule, at no cost worth skipping: timed as it runs.
         run = do_start_run(experiment, inference_only=not (validate or questions))
-        wait_for_finish(run, run_progress)
-        used = read_platform_cpu(processes[0].pid).since(before)
+        wait_for_finish(run, run_progress, functools.partial(watch_backends, backends))
+        used = read_platform_cpu(processes[0].pid, backends).since(before)
     finally:
         stop_workers(processes)
     run = Run.objects.get(pk=run.pk)
@@ -149,12 +152,13 @@ CPU_TARGET_MS = 1.0
 POLL_S = 0.25
 
 
-def wait_for_finish(run, run_progress) -> None:
+def wait_for_finish(run, run_progress, every_second: Callable[[], None]) -> None:
     from experiments.models import Run
 
     shown = 0.0
     while Run.objects.filter(pk=run.pk, finished_at__isnull=True).exists():
         if time.monotonic() - shown >= 1:
+            every_second()
             progress, shown = run_progress(run), time.monotonic()
             print(f"\r  {progress.done}/{progress.total} attempts", end="", file=sys.stderr, flush=True)
         time.sleep(POLL_S)
