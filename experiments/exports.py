@@ -332,24 +332,45 @@ def _encoded_ahead(batches: Iterator[list[tuple]], encode: Callable[[list[tuple]
 _encode_flat = json.JSONEncoder(separators=(",\n      ", ": "), check_circular=False).encode
 
 
-# The columns written flat (numbers, flags, text) and those holding a list or an object, last.
-FLAT_COLUMNS = TRANSCRIPT_COLUMNS[:-3]
+# The row's own fields, written flat by the C encoder; then the texts, each written as a JSON
+# literal: the task's question and expected answer recur on every attempt of the task, so
+# their literals are kept (``_task_literal``) rather than escaped again for each attempt.
+ROW_COLUMNS = list(ATTEMPT_FIELDS)
 
 
 def _json_attempt(row: tuple) -> str:
     """The row as json.dumps(indent=2) writes it inside the document's "attempts" list."""
-    *flat, messages, answer, trajectory = row
+    width = len(ROW_COLUMNS)
+    question, extracted, expected, output, messages, answer, trajectory = row[width:]
+    written = messages if isinstance(messages, EncodedMessages) else None
     return (
-        "{\n      "
-        + _encode_flat(dict(zip(FLAT_COLUMNS, flat, strict=True)))[1:-1]
-        + ',\n      "messages": '
-        + (_written_messages(messages) if isinstance(messages, EncodedMessages) else _indented(messages, ATTEMPT_DEPTH))
-        + ',\n      "grading": '
-        + _indented(grading_fields(answer), ATTEMPT_DEPTH)
-        + ',\n      "trajectory": '
-        + _indented(trajectory_fields(trajectory), ATTEMPT_DEPTH)
-        + "\n    }"
+        f"{{\n      {_encode_flat(dict(zip(ROW_COLUMNS, row[:width], strict=True)))[1:-1]}"
+        f',\n      "question": {_task_literal(question)}'
+        f',\n      "extracted_answer": {_encode_value(extracted)}'
+        f',\n      "expected_answer": {_task_literal(expected)}'
+        f',\n      "output": {_encode_value(output)}'
+        f',\n      "messages": '
+        f"{_written_messages(written) if written is not None else _indented(messages, ATTEMPT_DEPTH)}"
+        f',\n      "grading": {_indented(grading_fields(answer), ATTEMPT_DEPTH)}'
+        f',\n      "trajectory": {_indented(trajectory_fields(trajectory), ATTEMPT_DEPTH)}'
+        "\n    }"
     )
+
+
+# Task texts' literals kept: a run's tasks, up to this many texts (then forgotten and made again).
+TASK_LITERALS_MAX = 4096
+_task_literals: dict[str, str] = {}
+
+
+def _task_literal(text: str) -> str:
+    """``text`` as a JSON literal, kept for the next attempt of the same task: the same string
+    object comes back from ``TaskTexts`` for each of them, so the lookup hashes it once."""
+    literal = _task_literals.get(text)
+    if literal is None:
+        if len(_task_literals) >= TASK_LITERALS_MAX:
+            _task_literals.clear()
+        literal = _task_literals[text] = _encode_value(text)
+    return literal
 
 
 ATTEMPT_DEPTH = 3  # the document, its "attempts" list, an attempt: its keys are 3 levels in
@@ -371,6 +392,8 @@ def _indented(value: Any, depth: int) -> str:
     """``value`` as json.dumps(indent=2) writes it ``depth`` levels into a document: the C
     encoder for every scalar, and the nesting's newlines and indents written out here (the
     indenting encoder is pure Python, and twice as slow on a million attempts)."""
+    if value is None:  # most attempts' grading and trajectory: not worth the encoder's call
+        return "null"
     if isinstance(value, dict) and value:
         inner = "\n" + "  " * (depth + 1)
         items = ",".join(f"{inner}{_encode_value(str(k))}: {_indented(v, depth + 1)}" for k, v in value.items())
