@@ -353,8 +353,10 @@ def _answer(
         try:
             completion = gateway.call(prepared, request, held_slot)
         except INFRASTRUCTURE_ERRORS:
-            # Redis failed before a try was answered: before the first try went out, or after
-            # one the provider refused (a refused try is not billed), so none was paid for.
+            # Redis failed before a try was answered: almost always before the first try went
+            # out (its rate budget or slot). Rarely, on a retry after a try that failed: a
+            # refused try is not billed, but a timed-out one may be, and taking back its count
+            # then under-counts by that one try (said in issue 31's note).
             raise
         except BaseException:
             repeat.counted_unsent = False
