@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
@@ -36,7 +36,7 @@ from prbench import metrics
 from providers import gateway
 from providers.adapters.config import solver_of
 from providers.errors import ErrorCategory, ProviderError
-from providers.types import Completion, CompletionRequest, Message, ToolResult, Usage
+from providers.types import USAGE_FIELDS, Completion, CompletionRequest, Message, ToolResult, Usage
 
 DEFAULT_MAX_TURNS = 30
 DEFAULT_TOOL_OUTPUT_CHARS = 8000
@@ -141,9 +141,6 @@ class _Totals:
     @property
     def tokens(self) -> int:
         return self.usage.input_tokens + self.usage.output_tokens
-
-
-USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def solve(attempt: Attempt, prepared: gateway.PreparedArm, held_slot: str | None, seed_key: str) -> AgentAnswer:

@@ -22,7 +22,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from prbench.queues import get_connection
-from providers.types import Completion, ToolCall, Usage
+from providers.types import USAGE_FIELDS, Completion, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ RECOVERED = "this answer arrived before its worker stopped; it was recorded from
 
 
 COMPLETION_FIELDS = tuple(f.name for f in fields(Completion))
-USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def journal_key(attempt_id: int) -> str:

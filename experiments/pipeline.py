@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import functools
 import itertools
 import logging
@@ -24,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -1049,13 +1050,25 @@ def request_record(request: CompletionRequest | None) -> dict:
     record reads as it always has."""
     if request is None:
         return {}
-    record = asdict(request)
-    record.pop("recorded_answer")  # a replayed answer is the attempt's output, not its request
+    # Field by field rather than asdict(), which deep-copies every message only for them to be
+    # rebuilt here: it was 3% of a worker's time (issue 31). The same dict, key for key.
+    record = {name: getattr(request, name) for name in _REQUEST_FIELDS}
     record["messages"] = [message_record(message) for message in request.messages]
-    for name, empty in (("tools", []), ("agent_task", None), ("idempotency_key", "")):
-        if record.get(name) == empty:
-            record.pop(name)
+    record["stop"] = tuple(request.stop)
+    record["response_schema"] = copy.deepcopy(request.response_schema)
+    # An empty tools tuple stays (as asdict left it: () never equalled the [] once tested for).
+    record["tools"] = tuple(asdict(tool) for tool in request.tools)
+    if request.agent_task is None:
+        record.pop("agent_task")
+    else:
+        record["agent_task"] = asdict(request.agent_task)
+    if request.idempotency_key == "":
+        record.pop("idempotency_key")
     return record
+
+
+# Every field but the replayed answer, which is the attempt's output, not its request.
+_REQUEST_FIELDS = tuple(field.name for field in fields(CompletionRequest) if field.name != "recorded_answer")
 
 
 TOKEN_FIELDS = (

@@ -5,14 +5,14 @@ providers/response_cache.py's to say."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import F
 
 from experiments.models import CachedResponse
-from providers.types import Completion, Usage
+from providers.types import USAGE_FIELDS, Completion, Usage
 
 CACHE_COST_SOURCE = "cache"  # an attempt whose answer was reused: no call, nothing paid
 
@@ -47,9 +47,6 @@ def find_cached(wanted: set[tuple[int, str]]) -> dict[tuple[int, str], CachedAns
         for entry in entries
         if (entry.org_id, entry.key) in wanted
     }
-
-
-USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def cached_completion(entry: CachedResponse) -> Completion:

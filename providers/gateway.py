@@ -9,7 +9,7 @@ import math
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import lru_cache
 
@@ -46,7 +46,7 @@ from providers.policy import (
 )
 from providers.pricing import catalog_price, ceiling_cost, price_cost
 from providers.registry import adapter_class
-from providers.types import ArmSpec, Completion, CompletionRequest, ToolCall
+from providers.types import USAGE_FIELDS, ArmSpec, Completion, CompletionRequest, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def _call(prepared: PreparedArm, request: CompletionRequest, held_slot: str | No
     finally:
         slot.release_own(arm.key)
     done = _redact_completion(
-        replace(completion, retries=len(retry_log), retry_log=tuple(retry_log), wall_ms=_ms_since(started)), secrets
+        completion, secrets, retries=len(retry_log), retry_log=tuple(retry_log), wall_ms=_ms_since(started)
     )
     # A provider-reported cost (OpenRouter, the mock) wins; counts the provider never sent price nothing.
     if done.cost_usd is None and prepared.price is not None and done.usage_reported:
@@ -258,7 +258,8 @@ def sane_completion(completion: Completion) -> Completion:
     A catalog cost computed from a bad count is as wrong as the count, so it is unknown too."""
     warnings: list[str] = []
     usage = {}
-    for name, value in asdict(completion.usage).items():
+    for name in USAGE_FIELDS:  # not asdict(): a deep copy per attempt only to read six ints
+        value = getattr(completion.usage, name)
         usage[name] = value if _sane_count(value, MAX_TOKENS) else 0
         if usage[name] is not value:
             warnings.append(f"usage.{name} {_shown(value)} is not a token count: stored as 0")
@@ -327,17 +328,23 @@ def _redact_error(error: ProviderError, secrets: tuple[str, ...]) -> None:
     error.__cause__ = error.__context__ = None
 
 
-def _redact_completion(completion: Completion, secrets: tuple[str, ...]) -> Completion:
+def _redact_completion(
+    completion: Completion, secrets: tuple[str, ...], *, retries: int, retry_log: tuple[dict, ...], wall_ms: int
+) -> Completion:
     """The answer loses only the credential's key (it may quote lookalikes); everything the
-    provider chose (ids, model name, raw bodies) loses key-shaped tokens too."""
+    provider chose (ids, model name, raw bodies) loses key-shaped tokens too. With the call's
+    own figures set in the same copy: each replace() of a completion copies every field, and
+    this runs once per attempt (issue 31)."""
     return replace(
         completion,
+        retries=retries,
+        wall_ms=wall_ms,
         text=redaction.redact_answer(completion.text, secrets),
         tool_calls=tuple(_redact_tool_call(call, secrets) for call in completion.tool_calls),
         finish_reason=redaction.redact_text(completion.finish_reason, secrets),
         model_served=redaction.redact_text(completion.model_served, secrets),
         request_id=redaction.redact_text(completion.request_id, secrets),
-        retry_log=redaction.redact_data(completion.retry_log, secrets),
+        retry_log=redaction.redact_data(retry_log, secrets),
         raw_request=redaction.redact_data(completion.raw_request, secrets),
         raw_response=redaction.redact_data(completion.raw_response, secrets),
     )

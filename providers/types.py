@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
@@ -133,6 +133,9 @@ class Usage:
     reasoning_tokens: int = 0
     # Part of ``cache_write_tokens``: Anthropic's 1-hour cache entries, dearer than 5-minute ones.
     cache_write_1h_tokens: int = 0
+
+
+USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 @dataclass(frozen=True)
