@@ -105,3 +105,69 @@ def test_values_of_another_type_than_their_plain_field_still_go_through_the_fiel
     )
     stored = Attempt.objects.values("retries", "latency_ms", "output_tokens_per_s", "output").get(pk=attempt.pk)
     assert stored == {"retries": 1, "latency_ms": 12, "output_tokens_per_s": 3.5, "output": "a lazy answer"}
+
+
+def _request_record_as_asdict_made_it(request):
+    """The record as it was built before issue 31 (asdict, then the messages rebuilt)."""
+    from dataclasses import asdict
+
+    from experiments.trajectory import message_record
+
+    record = asdict(request)
+    record.pop("recorded_answer")
+    record["messages"] = [message_record(message) for message in request.messages]
+    for name, empty in (("tools", []), ("agent_task", None), ("idempotency_key", "")):
+        if record.get(name) == empty:
+            record.pop(name)
+    return record
+
+
+def test_a_requests_record_is_key_for_key_what_asdict_made():
+    """Guard of the field-by-field record (it cannot fail on the old code, which was asdict):
+    every field, nested tools and agent tasks, empty and set, in the same order."""
+    from experiments.pipeline import request_record
+    from providers.types import AgentTask, CompletionRequest, Message, Tool, ToolCall, ToolResult
+
+    turn = Message("assistant", "", tool_calls=(ToolCall("c1", "run", {"cmd": ["ls"]}),))
+    answer = Message("user", "", tool_results=(ToolResult("c1", "a.py", False),))
+    requests = [
+        CompletionRequest(messages=(Message("user", "hi"),)),
+        CompletionRequest(
+            messages=(Message("user", "fix it"), turn, answer),
+            system="be brief",
+            max_output_tokens=100,
+            temperature=0.2,
+            top_p=0.9,
+            stop=("\n\n",),
+            seed_key="k",
+            response_schema={"type": "object", "properties": {"a": {"type": "string"}}},
+            response_schema_name="pick",
+            recorded_answer="replayed",
+            tools=(Tool("run", "runs a command", {"type": "object", "properties": {"cmd": {"type": "array"}}}),),
+            agent_task=AgentTask("t1", "fix", repo="o/r", files={"a.py": "x"}, test_command=("pytest",)),
+            idempotency_key="idem",
+        ),
+    ]
+    for request in requests:
+        made, expected = request_record(request), _request_record_as_asdict_made_it(request)
+        assert made == expected and list(made) == list(expected)
+        assert made["response_schema"] is not request.response_schema or request.response_schema is None
+    assert request_record(None) == {}
+
+
+def test_a_recorded_prompt_is_compressed_with_lz4(experiment):
+    """The record compresses the request (a prompt past the TOAST threshold) with lz4, which
+    costs Postgres half what pglz did (migration 0053)."""
+    from django.db import connection
+
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    attempt = run.attempts.order_by("sequence").first()
+    prompt = " ".join(f"line {number} of a long prompt" for number in range(400))  # about 10 kB
+    update_by_pk(Attempt, {attempt.pk: {"request": {"messages": [{"role": "user", "content": prompt}]}}})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_column_compression(request) FROM experiments_attempt WHERE id = %s", [attempt.pk])
+        assert cursor.fetchone() == ("lz4",)
+    attempt.refresh_from_db()
+    assert attempt.request["messages"][0]["content"] == prompt
