@@ -10,7 +10,6 @@ filled: callers pass those values themselves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import cast
 
 import psycopg
@@ -65,23 +64,9 @@ def _update_from_arrays(model: type[Model], fields: list[Field], params: list[li
         f"UPDATE {quote(model._meta.db_table)} AS t SET {assignments} "
         f"FROM unnest({arrays}) AS v({names}) WHERE t.{quote(str(pk.column))} = v.v{len(columns)}"
     )
-    execute_prepared(connection, sql, [list(column) for column in zip(*params, strict=True)])
-
-
-def execute_prepared(connection, sql: str, params: Sequence | Mapping) -> list[tuple]:
-    """Postgres: run a hot-path statement as a prepared statement of this connection, bound on
-    the server; the rows it returns, if any.
-
-    Django's cursors send each statement as new text, which Postgres parses and plans every
-    time: with the attempts table's many (partial) indexes to weigh, planning the claim, the
-    record's lock and its UPDATE took 2-4 ms each, more than running them, for every chunk
-    (issue 31). Prepared, each is planned for its first few runs and then reuses its plan.
-    Errors come out as Django's (DataError, OperationalError …), as from its cursors; the
-    statement runs in the connection's transaction, as any other."""
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params, prepare=True)
-        return cursor.fetchall() if cursor.description else []
+        cursor.execute(sql, [list(column) for column in zip(*params, strict=True)])
 
 
 def _value_type(field: Field, connection) -> str:

@@ -21,7 +21,6 @@ from typing import NamedTuple
 from django.db import connection
 from django.utils import timezone
 
-from experiments.bulk import execute_prepared
 from experiments.misconfigured import CHANGE_SETTINGS, NOT_CALLED_PREFIX
 from experiments.models import Attempt, AttemptStatus, Run, RunArm, RunStatus
 from providers.errors import ErrorCategory
@@ -56,28 +55,17 @@ def claim_rows(attempt_ids: list[int], token: uuid.UUID, claimer: str, max_claim
         "now": connection.ops.adapt_datetimefield_value(timezone.now()),
         "retired_message": f"claimed {max_claims} times without a result; not sent to the provider again",
     }
-    rows = _fetch(_sql(connection.vendor), attempt_ids, params)
-    return [ClaimedRow(pk, status, _uuid(code), *rest) for pk, status, code, *rest in rows]
-
-
-def _fetch(sql: str, attempt_ids: list[int], params: dict) -> list[tuple]:
-    """Run a claim statement for these attempts: prepared on Postgres (bulk.execute_prepared:
-    planning it cost more than running it), through Django's cursor on SQLite."""
-    ids = _ids(attempt_ids)
-    sql, params = sql.replace("%(ids)s", ids[0]), {**params, **ids[1]}
-    if connection.vendor == "postgresql":
-        return execute_prepared(connection, sql, params)
+    sql, ids = _sql(connection.vendor), _ids(attempt_ids)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+        cursor.execute(sql.replace("%(ids)s", ids[0]), {**params, **ids[1]})
+        rows = cursor.fetchall()
+    return [ClaimedRow(pk, status, _uuid(code), *rest) for pk, status, code, *rest in rows]
 
 
 def _ids(attempt_ids: list[int]) -> tuple[str, dict]:
     """The id list: one array parameter on Postgres, one placeholder each on SQLite."""
     if connection.vendor == "postgresql":
-        # Cast: psycopg sends a list of small ids as int2[], larger ones as int4[] or int8[],
-        # and each would be prepared as a statement of its own.
-        return "= ANY(%(ids)s::bigint[])", {"ids": list(attempt_ids)}
+        return "= ANY(%(ids)s)", {"ids": list(attempt_ids)}
     names = {f"id{index}": pk for index, pk in enumerate(attempt_ids)}
     return "IN (" + ", ".join(f"%({name})s" for name in names) + ")", names
 
@@ -166,7 +154,10 @@ def lock_held(attempt_ids: list[int], token: uuid.UUID) -> list[HeldRow]:
     are locked."""
     if not attempt_ids:
         return []
-    return [HeldRow(*row) for row in _fetch(_held_sql(connection.vendor), attempt_ids, {"token": _uuid_param(token)})]
+    ids = _ids(attempt_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(_held_sql(connection.vendor).replace("%(ids)s", ids[0]), {"token": _uuid_param(token), **ids[1]})
+        return [HeldRow(*row) for row in cursor.fetchall()]
 
 
 @functools.cache  # by vendor, as _sql
