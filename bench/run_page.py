@@ -1,7 +1,9 @@
 """The run page of one large live run (issue 13): each request a member's browser makes, timed.
 
 It creates a fresh database, prbench_runpagebench (or --database), on the Postgres server
-DATABASE_URL names (and drops it at the end, however it ends), migrates it and builds one running run of 8 arms
+DATABASE_URL names (and drops it at the end, however it ends; with --keep it keeps it, and the
+next run with --keep reuses its run when it has N attempts, after a VACUUM ANALYZE, instead of
+seeding for minutes again), migrates it and builds one running run of 8 arms
 on the demo dataset's 12 tasks with N attempts (default 1,000,000), inserted with
 generate_series: the first 97% (in execution order) finished, mostly completed, some failed,
 then a few running and the rest queued; an evaluator profile has judged 90% of the answered
@@ -23,7 +25,7 @@ one: the run bar's counters, the boards and charts (from the run's summaries, re
 after seeding) and the budget line.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/run_page.py [--attempts 1000000] [--database prbench_runpagebench]
+        .venv/bin/python bench/run_page.py [--attempts 1000000] [--database prbench_runpagebench] [--keep]
 
 It always exits 0 and marks a missed target with `!`.
 """
@@ -39,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,15 +70,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attempts", type=int, default=1_000_000)
     parser.add_argument("--database", default=DATABASE, help="the database to create (and drop) for the bench")
+    parser.add_argument("--keep", action="store_true", help="keep the database, and reuse its run next time")
     args = parser.parse_args()
     database = args.database
     if not database.replace("_", "").isalnum():
         parser.error("--database: letters, digits and underscores only")
     server, url = bench_server(parser, database)
     os.environ.update({**production_environment(), "DATABASE_URL": url})
-    recreate_database(server, database)
     try:
-        bench = seed(args.attempts)
+        bench = kept(args.attempts) if args.keep and database_exists(server, database) else None
+        if bench is None:
+            recreate_database(server, database)
+            bench = seed(args.attempts)
         time_requests(bench)
     finally:
         from django.db import connections
@@ -84,8 +90,16 @@ def main() -> int:
 
         stop_embedded_redis()  # the run page asked Redis who waits for a slot
         connections.close_all()
-        drop_database(server, database)
+        if not args.keep:
+            drop_database(server, database)
     return 0
+
+
+def database_exists(server: str, database: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as connection:
+        return connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone() is not None
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -114,6 +128,28 @@ def seed(attempts: int) -> Bench:
     from orgs.api_keys import do_create_api_key
 
     _, key = do_create_api_key(run.org, "run-page-bench", ["read"], None)
+    return Bench(run.pk, str(run.code), attempts, key)
+
+
+def kept(attempts: int) -> Bench | None:
+    """The run a kept database holds, when it has ``attempts`` attempts (None: seed anew), its
+    tables vacuumed and analysed again: autovacuum may be off, and the requests of earlier
+    benches left rows behind (sessions, audit, API keys)."""
+    migrated_django()
+    from django.db import connection
+
+    from experiments.models import Run
+    from orgs.api_keys import do_create_api_key
+
+    run = Run.objects.filter(org__slug="runpagebench", total_attempts=attempts).first()
+    if run is None:
+        print(f"the kept database has no run of {attempts:,} attempts: seeding it anew")
+        connection.close()  # the database is dropped and created again
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    print(f"reused the kept run of {attempts:,} attempts (vacuumed and analysed)")
+    _, key = do_create_api_key(run.org, f"run-page-bench-{int(time.time())}", ["read"], None)
     return Bench(run.pk, str(run.code), attempts, key)
 
 
@@ -304,10 +340,10 @@ def time_requests(bench: Bench) -> None:
     ]
     print(f"\none running run of {bench.attempts:,} attempts, {ARMS} arms; medians of up to {REPEATS} after a warm-up")
     for n, (label, url, params, headers) in enumerate(requests):
-        seconds, repeats, size, slowest = time_request(client, url, params, headers)
+        (seconds, repeats, cpu), size, slowest = time_request(client, url, params, headers)
         target = RUN_TARGET_S if n < 3 else TARGET_S  # the first three read the run's counters
         verdict = "met" if seconds < target else "! NOT met"
-        figure = f"{seconds * 1000:8.1f} ms (n={repeats}) {size / 1024:6.1f} KB"
+        figure = f"{seconds * 1000:8.1f} ms (n={repeats}) {cpu.figure} {size / 1024:6.1f} KB"
         print(f"  {label:<34} {figure} | target < {target * 1000:g} ms {verdict}")
         for ms, sql in slowest:
             print(f"      EXPLAIN ANALYZE {ms:9.2f} ms  {sql}")
@@ -329,7 +365,7 @@ def deep_cursor(bench: Bench) -> int:
     return int(bench.attempts * 0.99)
 
 
-def time_request(client, url: str, params: dict, headers: dict) -> tuple[float, int, int, list[tuple[float, str]]]:
+def time_request(client, url: str, params: dict, headers: dict) -> tuple[Timing, int, list[tuple[float, str]]]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -338,7 +374,7 @@ def time_request(client, url: str, params: dict, headers: dict) -> tuple[float, 
     def get() -> None:
         responses.append(client.get(url, params, secure=True, **headers))
 
-    seconds, repeats = timed(get)
+    timing = timed(get)
     for response in responses:
         if response.status_code not in (200, 286):
             raise SystemExit(f"GET {url} {params} answered {response.status_code}")
@@ -346,7 +382,7 @@ def time_request(client, url: str, params: dict, headers: dict) -> tuple[float, 
             raise SystemExit(f"GET {url} {params} shows the evaluator's rationale")
     with CaptureQueriesContext(connection) as captured:
         get()
-    return seconds, repeats, len(responses[-1].content), explain_slowest(captured.captured_queries)
+    return timing, len(responses[-1].content), explain_slowest(captured.captured_queries)
 
 
 def time_parts(bench: Bench) -> None:
@@ -370,21 +406,50 @@ def time_parts(bench: Bench) -> None:
     ]
     print("\nthe parts of a live poll")
     for label, part in parts:
-        seconds, repeats = timed(part)
-        print(f"  {label:<34} {seconds * 1000:8.1f} ms (n={repeats})")
+        seconds, repeats, cpu = timed(part)
+        print(f"  {label:<34} {seconds * 1000:8.1f} ms (n={repeats}) {cpu.figure}")
 
 
-def timed(call: Callable[[], object]) -> tuple[float, int]:
-    """The median wall time of ``call`` after one warm-up (caches, plans): REPEATS calls, or
-    as many as BUDGET_S allows, at least one."""
+@dataclass(frozen=True)
+class Cpu:
+    """CPU per call, in seconds: this process's (Django) and its Postgres backend's (from
+    /proc, in clock ticks: a mean over the repeats), which other load on the machine moves
+    much less than wall time."""
+
+    app: float
+    database: float
+
+    @property
+    def figure(self) -> str:
+        app, database = self.app * 1000, self.database * 1000
+        return f"cpu {app + database:6.1f} ms (app {app:.1f} + db {database:.1f})"
+
+
+class Timing(NamedTuple):
+    seconds: float  # the median wall time
+    repeats: int
+    cpu: Cpu
+
+
+def timed(call: Callable[[], object]) -> Timing:
+    """The median wall time of ``call`` after one warm-up (caches, plans), and its mean CPU:
+    REPEATS calls, or as many as BUDGET_S allows, at least one."""
+    from django.db import connection
+
+    from bench._cpu import process_cpu_s
+
     call()
+    backend = connection.connection.info.backend_pid
     timings: list[float] = []
     deadline = time.perf_counter() + BUDGET_S
+    app, database = time.process_time(), process_cpu_s(backend)
     while len(timings) < REPEATS and (not timings or time.perf_counter() < deadline):
         started = time.perf_counter()
         call()
         timings.append(time.perf_counter() - started)
-    return statistics.median(timings), len(timings)
+    app, database = time.process_time() - app, process_cpu_s(backend) - database
+    cpu = Cpu(app / len(timings), database / len(timings))
+    return Timing(statistics.median(timings), len(timings), cpu)
 
 
 # The tables that grow with a run: the queries worth explaining read one of these.

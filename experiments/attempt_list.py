@@ -27,6 +27,7 @@ from operator import attrgetter
 from typing import Any
 from urllib.parse import urlencode
 
+from django.db import connections
 from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Left
@@ -148,19 +149,30 @@ def attempt_page(run: Run, query: AttemptQuery, scope: Scope) -> AttemptPage:
     """The page of the run's attempts the query asks for."""
     if query.answer:
         return _search_page(run, query, scope)
-    streams = _streams(query, scope, _rows(run))
+    # The streams are read as plain tuples of their order's keys, and only the rows the page
+    # shows are read whole: each stream gives up to a page's worth, most of which the merge drops.
+    streams = _streams(query, scope, _keys(run))
     order = _segments(query.sort)
     if query.before is not None:
         rows = _read(streams, _reversed(order), _cursor(run, query.sort, query.before), PAGE_SIZE + 1)
         if len(rows) > PAGE_SIZE:
             shown = rows[PAGE_SIZE - 1 :: -1]
-            return AttemptPage(shown, shown[0].sequence, shown[-1].sequence)
+            return _found(run, shown, shown[0].sequence, shown[-1].sequence)
         query = replace(query, before=None)  # back at the start: show the first page, full
     cursor = None if query.after is None else _cursor(run, query.sort, query.after)
     rows = _read(streams, order, cursor, PAGE_SIZE + 1)
     shown = rows[:PAGE_SIZE]
     previous = shown[0].sequence if shown and cursor is not None else None
-    return AttemptPage(shown, previous, shown[-1].sequence if len(rows) > PAGE_SIZE else None)
+    return _found(run, shown, previous, shown[-1].sequence if len(rows) > PAGE_SIZE else None)
+
+
+def _keys(run: Run, **annotations: Any) -> QuerySet[Any]:
+    """The run's attempts as named tuples of their id and every sort key (and ``annotations``)."""
+    return (
+        run.attempts.annotate(**annotations)
+        .values_list("pk", *dict.fromkeys(SORT_FIELDS.values()), *annotations, named=True)
+        .order_by()
+    )
 
 
 def _rows(run: Run) -> QuerySet[Attempt]:
@@ -198,9 +210,7 @@ def _search_page(run: Run, query: AttemptQuery, scope: Scope) -> AttemptPage:
     hit = When(extracted_answer__icontains=query.answer, then=Value(True))
     # A window is read as plain tuples of its order's keys, not as attempts: a thousand rows
     # made into model instances cost more than the query.
-    keys = run.attempts.annotate(hit=Case(hit, default=Value(False), output_field=BooleanField())).values_list(
-        "pk", *dict.fromkeys(SORT_FIELDS.values()), "hit", named=True
-    )
+    keys = _keys(run, hit=Case(hit, default=Value(False), output_field=BooleanField()))
     streams = _streams(replace(query, status=AttemptStatus.COMPLETED), scope, keys)
     order = _segments(query.sort)
     if query.before is not None:
@@ -237,9 +247,9 @@ def _hits(window: list[Any]) -> list[Any]:
     return [row for row in window if row.hit]
 
 
-def _found(run: Run, keys: list[Any], previous: int | None, following: int | None, searched: int) -> AttemptPage:
+def _found(run: Run, keys: list[Any], previous: int | None, following: int | None, searched: int = 0) -> AttemptPage:
     """The page's rows, read whole by their ids (a page's worth at most), in ``keys``' order."""
-    by_pk = {row.pk: row for row in _rows(run).filter(pk__in=[key.pk for key in keys])}
+    by_pk = {row.pk: row for row in _rows(run).filter(pk__in=[key.pk for key in keys])} if keys else {}
     return AttemptPage([by_pk[key.pk] for key in keys], previous, following, searched)
 
 
@@ -340,14 +350,26 @@ def _cursor(run: Run, sort: str, sequence: int) -> dict[str, Any]:
 
 def _read(streams: list[QuerySet[Any]], segments: list[_Segment], cursor: dict | None, limit: int) -> list[Any]:
     """Up to ``limit`` rows in the segments' order from just past the cursor (or the start):
-    as many from each stream, put in order together."""
-    rows = [row for stream in streams for row in _walk(stream, segments, cursor, limit)]
+    as many from each stream, put in order together. Where the database can order and limit
+    each arm of a UNION ALL (Postgres), every stretch of every stream is read in that one
+    query; elsewhere (SQLite) each stream is read by itself, a stretch at a time."""
+    stretches = [_stretches(stream, segments, cursor, limit) for stream in streams]
+    if not streams:
+        return []
+    if connections[streams[0].db].features.supports_slicing_ordering_in_compound:
+        first, *rest = [stretch for stream in stretches for stretch in stream]
+        rows = list(first.union(*rest, all=True)) if rest else list(first)
+    else:
+        rows = [row for stream in stretches for row in _walk(stream, limit)]
     return _in_order(rows, segments)[:limit]
 
 
-def _walk(attempts: QuerySet[Any], segments: list[_Segment], cursor: dict | None, limit: int) -> list[Any]:
-    """Up to ``limit`` rows of one stream in the segments' order, from just past the cursor."""
-    rows: list[Any] = []
+def _stretches(
+    attempts: QuerySet[Any], segments: list[_Segment], cursor: dict | None, limit: int
+) -> list[QuerySet[Any]]:
+    """One stream's stretches past the cursor, in the segments' order: each up to ``limit``
+    rows of one segment, in its index's order."""
+    stretches = []
     for segment in segments:
         if cursor is not None:
             if not segment.holds(cursor[segment.field]):
@@ -356,7 +378,15 @@ def _walk(attempts: QuerySet[Any], segments: list[_Segment], cursor: dict | None
             cursor = None  # the segments after it are read from their start
         else:
             stretch = attempts.filter(segment.where)
-        rows += stretch.order_by(*(segment.index_order or segment.order))[: limit - len(rows)]
+        stretches.append(stretch.order_by(*(segment.index_order or segment.order))[:limit])
+    return stretches
+
+
+def _walk(stretches: list[QuerySet[Any]], limit: int) -> list[Any]:
+    """Up to ``limit`` rows of one stream: its stretches read in turn until that many."""
+    rows: list[Any] = []
+    for stretch in stretches:
+        rows += stretch[: limit - len(rows)]
         if len(rows) == limit:
             break
     return rows

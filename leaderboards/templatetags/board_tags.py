@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
 
@@ -38,3 +38,16 @@ def money(value: Decimal | float | None, digits: int = 4) -> str:
 def figure(value: float | None, digits: int = 1) -> str:
     """A count per something (turns per attempt, tokens per task): a dash when there is none."""
     return DASH if value is None else f"{value:,.{digits}f}"
+
+
+TENTH = Decimal("0.1")
+
+
+@register.filter
+def coordinate(value: float | Decimal) -> str:
+    """A chart coordinate to a tenth: what ``floatformat:1`` prints (half up, from the
+    number's shortest repr; never "-0.0"), which costs ten times as much for going through
+    the locale's number formats, and a chart draws hundreds of them. The site has one
+    language (en-gb: a point, no grouping), and SVG wants a point whatever the language."""
+    rounded = Decimal(str(value)).quantize(TENTH, ROUND_HALF_UP)
+    return f"{rounded:f}" if rounded else "0.0"

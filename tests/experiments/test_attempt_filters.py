@@ -10,12 +10,13 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.db.models.signals import post_init
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 
 from experiments import attempt_list
 from experiments.attempt_list import PAGE_SIZE
-from experiments.models import AttemptStatus
+from experiments.models import Attempt, AttemptStatus
 from providers.errors import ErrorCategory
 from tests.conftest import client_for
 from tests.experiments.attempt_list import NAVIGATE, expected_order, link, list_url, live_url, pages_forward, shown
@@ -256,3 +257,36 @@ def test_a_swapped_list_settles_no_style_attribute(bob, graded_run):
     config = html.unescape(content.split('<meta name="htmx-config" content=')[1].split(">")[0]).strip("'")
     assert "style" not in json.loads(config)["attributesToSettle"]
     assert 'name="answer"' in content and 'type="text"' in content
+
+
+def test_a_page_reads_its_streams_in_one_query_and_builds_only_the_rows_it_shows(bob, graded_run):
+    """Each stream (status, outcome class, verdict) gives up to a page's worth of rows, most
+    of which the merge drops: they are read as keys, every stream in one UNION ALL where the
+    database allows it (Postgres; SQLite reads them one by one), and only the rows the page
+    shows are read whole, in one more query, and built."""
+    client = client_for(bob)
+    built: list[Attempt] = []
+
+    def count(sender, instance, **kwargs) -> None:
+        built.append(instance)
+
+    last = graded_run.attempts.order_by("-sequence").values_list("sequence", flat=True)[0]
+    assert last > PAGE_SIZE  # a full page before it
+    post_init.connect(count, sender=Attempt)
+    try:
+        for params in ({}, {"sort": "-latency"}, {"result": "wrong", "sort": "cost", "after": 3}, {"before": last}):
+            built.clear()
+            with CaptureQueriesContext(connection) as captured:
+                response = client.get(list_url(graded_run), params, **NAVIGATE)
+            assert response.status_code == 200
+            attempts = [q["sql"] for q in captured.captured_queries if 'FROM "experiments_attempt"' in q["sql"]]
+            cursor = [sql for sql in attempts if '"experiments_attempt"."sequence" = ' in sql]
+            whole = [sql for sql in attempts if '"experiments_attempt"."id" IN (' in sql]
+            streams = [sql for sql in attempts if sql not in cursor and sql not in whole]
+            if connection.features.supports_slicing_ordering_in_compound:
+                assert len(streams) == 1, params
+                assert streams[0].count("UNION ALL") > 1, params
+            assert len(whole) == 1, params
+            assert len(built) == len(shown(response)) > 0, params
+    finally:
+        post_init.disconnect(count, sender=Attempt)
