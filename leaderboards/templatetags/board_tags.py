@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from django import template
 
@@ -49,5 +49,11 @@ def coordinate(value: float | Decimal) -> str:
     number's shortest repr; never "-0.0"), which costs ten times as much for going through
     the locale's number formats, and a chart draws hundreds of them. The site has one
     language (en-gb: a point, no grouping), and SVG wants a point whatever the language."""
-    rounded = Decimal(str(value)).quantize(TENTH, ROUND_HALF_UP)
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:  # not a number at all (None, ""): nothing, as floatformat prints
+        return ""
+    if not number.is_finite():
+        return str(value)  # "nan", "inf", as floatformat prints them
+    rounded = number.quantize(TENTH, ROUND_HALF_UP)
     return f"{rounded:f}" if rounded else "0.0"

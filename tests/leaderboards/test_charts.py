@@ -80,6 +80,7 @@ def test_a_coordinate_prints_as_floatformat_1_does():
     values = [0, 0.0, -0.0, -0.04, -0.05, 0.05, 0.25, 0.35, 1.45, 2.675, -2.675, 12, -7, 1e-7, 123456.75, 638.0]
     values += [draws.uniform(-700, 700) for _ in range(2000)] + [draws.randint(-700, 700) / 20 for _ in range(500)]
     values += [Decimal("0.15"), Decimal("-0.05"), Decimal("3")]
+    values += [None, "", "x", float("nan"), float("inf"), -float("inf")]  # what a chart should never get
 
     for value in values:
         assert coordinate(value) == floatformat(value, 1), value
