@@ -417,7 +417,7 @@ def crossrun(bench: Bench) -> None:
     ordered = in_time_order(runs)
     matched = match_arms(ordered)
     shared, reference = timed_side_by_side(
-        lambda: pooled_task_scores(ordered, matched), lambda: _raw_crossrun([run.pk for run in runs])
+        lambda: pooled_task_scores(matched), lambda: _raw_crossrun([run.pk for run in runs])
     )
     ratio = shared / reference
     print(

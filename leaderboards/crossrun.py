@@ -15,8 +15,10 @@ import hashlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from django.db.models import Case, IntegerField, Sum, Value, When
+from django.db import connection
+from django.db.models import IntegerField, Sum, Value
 
 from datasets.models import TaskInstance
 from experiments.models import Run, RunArm
@@ -90,14 +92,6 @@ def match_arms(runs: Sequence[Run]) -> list[MatchedArm]:
     ]
 
 
-def _matched(arms: Sequence[MatchedArm]) -> Case:
-    """Each task summary's matched arm (its index in ``arms``), computed in the query."""
-    return Case(
-        *(When(arm_id__in=arm.arm_ids, then=Value(index)) for index, arm in enumerate(arms)),
-        output_field=IntegerField(),
-    )
-
-
 @dataclass
 class CrossRunEntry:
     arm: MatchedArm
@@ -142,7 +136,7 @@ def cross_run_board(runs: Sequence[Run]) -> CrossRunBoard:
     sizes."""
     ordered = in_time_order(runs)
     arms = match_arms(ordered)
-    pooled = pooled_task_scores(ordered, arms)
+    pooled = pooled_task_scores(arms)
     minimum = low_sample_min()
     entries = [_entry(arm, per_task, minimum) for arm, per_task in zip(arms, pooled, strict=True)]
     scored = [index for index, per_task in enumerate(pooled) if per_task]
@@ -205,23 +199,39 @@ def _task_scores(runs: Sequence[Run], arms: Sequence[MatchedArm], tasks: list[in
     return scores
 
 
-def pooled_task_scores(runs: Sequence[Run], arms: Sequence[MatchedArm]) -> list[TaskScores]:
-    """Each matched arm's TaskScores over all its runs, summed in the database: one row per
-    arm and task comes back (8 arms on 2,000 tasks: 16,000), not one per run as well (20
-    runs: 320,000), which cost the board most of its time reading them into Python."""
+def pooled_task_scores(arms: Sequence[MatchedArm]) -> list[TaskScores]:
+    """Each matched arm's TaskScores over all its runs (its arm_ids: match_arms' rows of the
+    runs), summed in the database: one row per arm and task comes back (8 arms on 2,000
+    tasks: 16,000), not one per run as well (20 runs: 320,000), which cost the board most of
+    its time reading them into Python.
+
+    One GROUP BY task per matched arm over its arms' rows, all in one UNION ALL statement:
+    one GROUP BY of every (matched arm, task) keeps 16,000 groups in a hash table that no
+    longer fits the CPU's cache, and with the CASE that matched each row it cost Postgres
+    about three times the raw GROUP BY arm over the same rows; 2,000 groups at a time cost
+    it about a third more than that raw query (and Postgres may run the arms' parts in
+    parallel). The rows are read from the cursor: through a queryset Django calls int() on
+    each sum, and that was another sixth of the time."""
     pooled: list[TaskScores] = [{} for _ in arms]
     if not arms:
         return pooled
-    rows = (
-        TaskSummary.objects.filter(run__in=runs)
-        .annotate(matched=_matched(arms))
-        .values("matched", "task_id")
-        .annotate(pooled_successes=Sum("successes"), pooled_scored=Sum("scored"))
-        .values_list("matched", "task_id", "pooled_successes", "pooled_scored")
-        .order_by()
-    )
-    for matched, task_id, successes, scored in rows:
-        pooled[matched][task_id] = (successes, scored)
+    selects: list[str] = []
+    params: list[Any] = []
+    for index, arm in enumerate(arms):
+        sums = (
+            TaskSummary.objects.filter(arm_id__in=arm.arm_ids)
+            .values("task_id")
+            .annotate(matched=Value(index, IntegerField()), successes_=Sum("successes"), scored_=Sum("scored"))
+            .values_list("matched", "task_id", "successes_", "scored_")
+            .order_by()
+        )
+        select, select_params = sums.query.sql_with_params()
+        selects.append(select)
+        params.extend(select_params)
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(selects), params)
+        for matched, task_id, successes, scored in cursor.fetchall():
+            pooled[matched][task_id] = (successes, scored)
     return pooled
 
 

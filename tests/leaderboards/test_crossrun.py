@@ -15,7 +15,7 @@ from django.utils import timezone
 from datasets.models import Dataset, TaskInstance
 from evaluation.models import EvaluatorProfile, Verdict
 from experiments.models import Attempt, AttemptStatus, Experiment, Run, RunArm, RunStatus
-from leaderboards.crossrun import arm_key, arm_trends, cross_run_board, run_versus
+from leaderboards.crossrun import arm_key, arm_trends, cross_run_board, match_arms, pooled_task_scores, run_versus
 from leaderboards.summaries import refresh_run_summaries
 from providers.errors import ErrorCategory
 from providers.outcomes import outcome_class
@@ -178,6 +178,25 @@ def test_runs_that_sampled_different_tasks_still_make_a_board(forty):
     assert shared[frozenset("ab")].mean_difference == 1.0  # a first: ranked above on its rate
     assert shared[frozenset("bc")].shared_tasks == 0
     assert [point.scored for point in arm_trends(runs)[0].points] == [20, 20, 20]
+
+
+def test_an_arms_scores_per_task_are_pooled_over_its_runs_and_its_twins_in_one_run(forty):
+    """A guard of unchanged behaviour (the pooled query was rewritten for speed, issue 31):
+    each task's successes and scored attempts summed over every RunArm that is the arm."""
+    old = make_run(forty, {"a": ("gpt-4o", {}, first(10), EVERY), "b": ("o3", {}, first(5), first(8))}, days_ago=1)
+    new = make_run(
+        forty, {"a": ("gpt-4o", {}, first(20), first(30)), "a again": ("gpt-4o", {"max_retries": 3}, first(4), EVERY)}
+    )
+
+    arms = match_arms([old, new])
+    pooled = dict(zip([arm.label for arm in arms], pooled_task_scores(arms), strict=True))
+
+    task = list(forty.dataset.tasks.order_by("position").values_list("pk", flat=True))
+    assert set(pooled) == {"a again", "b"}
+    a, b = pooled["a again"], pooled["b"]
+    assert (a[task[0]], a[task[7]], a[task[15]], a[task[35]]) == ((3, 3), (2, 3), (1, 3), (0, 2))
+    assert len(a) == TASKS and sum(n for _, n in a.values()) == 40 + 30 + 40
+    assert b == {task[position]: (int(position < 5), 1) for position in range(8)}
 
 
 def test_the_board_page_says_how_many_tasks_each_pair_shares(alice, forty):
