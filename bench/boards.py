@@ -28,6 +28,10 @@ and evaluator verdicts for one answer in ten. Then it runs each section asked fo
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/boards.py [--attempts 1000000] [--only summaries,boards] [--database NAME]
 
+Seeding a million attempts takes minutes: --keep leaves the database behind, and --reuse benches
+the run it holds instead of seeding one (migrated and vacuumed first, as autovacuum is off on the
+bench server; a section's refresh may have left the summaries rebuilt, which is what it reads).
+
 It always exits 0 and marks a missed target with `!`.
 """
 
@@ -72,6 +76,10 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=1_000_000)
     parser.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
     parser.add_argument("--database", default=DATABASE, help="the database to create (and drop) for the bench")
+    parser.add_argument("--keep", action="store_true", help="leave the seeded database behind for --reuse")
+    parser.add_argument(
+        "--reuse", action="store_true", help="bench the run a --keep left in --database (vacuumed first), unseeded"
+    )
     args = parser.parse_args()
     database = args.database
     if not database.replace("_", "").isalnum():
@@ -81,9 +89,10 @@ def main() -> int:
         parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
     server, url = bench_server(parser, database)
     os.environ.update({**production_environment(), **os.environ, "DATABASE_URL": url})
-    recreate_database(server, database)
+    if not args.reuse:
+        recreate_database(server, database)
     try:
-        bench = seed(args.attempts)
+        bench = reused() if args.reuse else seed(args.attempts)
         for name in sections:
             SECTIONS[name](bench)
     finally:
@@ -93,7 +102,8 @@ def main() -> int:
 
         stop_embedded_redis()  # summaries refreshes and page views used it: no server outlives the bench
         connections.close_all()
-        drop_database(server, database)
+        if not (args.keep or args.reuse):
+            drop_database(server, database)
     return 0
 
 
@@ -142,6 +152,21 @@ def seed(attempts: int) -> Bench:
         cursor.execute("VACUUM ANALYZE evaluation_verdict")
     print(f"seeded {attempts:,} attempts in {time.perf_counter() - started:.1f} s")
     return Bench(run.pk, str(run.code), attempts)
+
+
+def reused() -> Bench:
+    """The run a --keep left, its summaries as a section's refresh may have left them. Autovacuum
+    is off on the bench server: vacuumed again, or its visibility map and statistics lie."""
+    migrated_django()
+    from django.db import connection
+
+    from experiments.models import Run
+
+    run = Run.objects.get(org__slug="boardbench", experiment__name="Board bench")
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    print(f"reusing {run.total_attempts:,} attempts")
+    return Bench(run.pk, str(run.code), run.total_attempts)
 
 
 def create_run(attempts: int):
