@@ -25,7 +25,10 @@ Then it runs each section asked for:
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/aggregation.py [--attempts 1000000] [--only exports] [--no-transcripts] \\
-        [--database NAME]
+        [--database NAME] [--keep] [--reuse]
+
+--keep leaves the database in place at the end, and --reuse measures the run it left there
+instead of seeding one (after a VACUUM ANALYZE): a million attempts take minutes to seed.
 
 It always exits 0 and marks a missed target with `!`.
 """
@@ -75,6 +78,10 @@ def main() -> int:
         "--no-transcripts", action="store_true", help="attempts without their prompts and answers (before issue 24)"
     )
     parser.add_argument("--database", default=DATABASE, help="the database to create (and drop) for the bench")
+    parser.add_argument("--keep", action="store_true", help="leave the database in place at the end, for --reuse")
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure the run a --keep left in the database instead of seeding one"
+    )
     args = parser.parse_args()
     database = args.database
     if not database.replace("_", "").isalnum():
@@ -84,17 +91,19 @@ def main() -> int:
         parser.error(f"no section {', '.join(sorted(unknown))}; there are {', '.join(SECTIONS)}")
     server, url = bench_server(parser, database)
     env = {**production_environment(), **os.environ, "DATABASE_URL": url}
-    recreate_database(server, database)
+    if not args.reuse:
+        recreate_database(server, database)
     try:
         os.environ.update(env)
-        bench = seed(args.attempts, env, transcripts=not args.no_transcripts)
+        bench = reused(env) if args.reuse else seed(args.attempts, env, transcripts=not args.no_transcripts)
         for name in sections:
             SECTIONS[name](bench)
     finally:
         from django.db import connections
 
         connections.close_all()
-        drop_database(server, database)
+        if not args.keep:
+            drop_database(server, database)
     return 0
 
 
@@ -121,6 +130,22 @@ def seed(attempts: int, env: dict[str, str], transcripts: bool = True) -> Bench:
     started = time.perf_counter()
     refresh_run_summaries(run.pk)  # as the run's end does: the JSON export's head reads them
     print(f"refreshed the run's summaries in {time.perf_counter() - started:.1f} s")
+    return Bench(run.pk, str(run.code), attempts, int(run.config_snapshot["repetitions"]), env)
+
+
+def reused(env: dict[str, str]) -> Bench:
+    """The run a --keep left, its tables analysed again: autovacuum may be off, and a plan
+    made on stale statistics (or reading dead rows) would not measure the code."""
+    migrated_django()
+    from django.db import connection
+
+    from experiments.models import Run
+
+    run = Run.objects.get(org__slug="aggbench")
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    attempts = run.attempts.count()
+    print(f"reusing the run of {attempts:,} attempts left by --keep (vacuumed and analysed)")
     return Bench(run.pk, str(run.code), attempts, int(run.config_snapshot["repetitions"]), env)
 
 
