@@ -96,11 +96,19 @@ def main() -> int:
     try:
         os.environ.update(env)
         bench = reused(env) if args.reuse else seed(args.attempts, env, transcripts=not args.no_transcripts)
+        from prbench.queues import ensure_redis
+
+        # The embedded Redis is this process's, stopped below: started by the first child that
+        # needed it (an export job's progress, an export command), it outlived the bench.
+        ensure_redis()
         for name in sections:
             SECTIONS[name](bench)
     finally:
         from django.db import connections
 
+        from prbench.queues import stop_embedded_redis
+
+        stop_embedded_redis()  # no server outlives the bench
         connections.close_all()
         if not args.keep:
             drop_database(server, database)
