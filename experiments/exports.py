@@ -18,6 +18,7 @@ per attempt. The raw provider response and the evaluator's rationale are in none
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import zipfile
@@ -300,14 +301,15 @@ def json_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[str]:
     yield head.removesuffix("\n}") + ',\n  "attempts": ['
     written = False
     batches = _attempt_batches(run, transcripts=True, progress=progress, messages_as_json=True)
-    for attempts in _encoded_ahead(batches, _json_attempts):
+    literals = TaskLiterals()  # this export's: a worker keeps none of them once it is written
+    for attempts in _encoded_ahead(batches, functools.partial(_json_attempts, literals=literals)):
         yield (",\n    " if written else "\n    ") + attempts
         written = True
     yield "\n  ]\n}\n" if written else "]\n}\n"
 
 
-def _json_attempts(batch: list[tuple]) -> str:
-    return ",\n    ".join(map(_json_attempt, batch))
+def _json_attempts(batch: list[tuple], literals: TaskLiterals) -> str:
+    return ",\n    ".join(_json_attempt(row, literals) for row in batch)
 
 
 def _encoded_ahead(batches: Iterator[list[tuple]], encode: Callable[[list[tuple]], str]) -> Iterator[str]:
@@ -334,20 +336,20 @@ _encode_flat = json.JSONEncoder(separators=(",\n      ", ": "), check_circular=F
 
 # The row's own fields, written flat by the C encoder; then the texts, each written as a JSON
 # literal: the task's question and expected answer recur on every attempt of the task, so
-# their literals are kept (``_task_literal``) rather than escaped again for each attempt.
+# their literals are kept (``TaskLiterals``) rather than escaped again for each attempt.
 ROW_COLUMNS = list(ATTEMPT_FIELDS)
 
 
-def _json_attempt(row: tuple) -> str:
+def _json_attempt(row: tuple, literals: TaskLiterals) -> str:
     """The row as json.dumps(indent=2) writes it inside the document's "attempts" list."""
     width = len(ROW_COLUMNS)
     question, extracted, expected, output, messages, answer, trajectory = row[width:]
     written = messages if isinstance(messages, EncodedMessages) else None
     return (
         f"{{\n      {_encode_flat(dict(zip(ROW_COLUMNS, row[:width], strict=True)))[1:-1]}"
-        f',\n      "question": {_task_literal(question)}'
+        f',\n      "question": {literals.of(question)}'
         f',\n      "extracted_answer": {_encode_value(extracted)}'
-        f',\n      "expected_answer": {_task_literal(expected)}'
+        f',\n      "expected_answer": {literals.of(expected)}'
         f',\n      "output": {_encode_value(output)}'
         f',\n      "messages": '
         f"{_written_messages(written) if written is not None else _indented(messages, ATTEMPT_DEPTH)}"
@@ -357,20 +359,24 @@ def _json_attempt(row: tuple) -> str:
     )
 
 
-# Task texts' literals kept: a run's tasks, up to this many texts (then forgotten and made again).
-TASK_LITERALS_MAX = 4096
-_task_literals: dict[str, str] = {}
+class TaskLiterals:
+    """One export's task texts as JSON literals, each kept for the next attempt of the same
+    task: the same string object comes back from ``TaskTexts`` for each of them, so the lookup
+    hashes it once. Up to ``MAX`` texts (then forgotten and made again), and gone with the
+    export, where a module-level store kept a run's texts in the worker for good."""
 
+    MAX = 4096
 
-def _task_literal(text: str) -> str:
-    """``text`` as a JSON literal, kept for the next attempt of the same task: the same string
-    object comes back from ``TaskTexts`` for each of them, so the lookup hashes it once."""
-    literal = _task_literals.get(text)
-    if literal is None:
-        if len(_task_literals) >= TASK_LITERALS_MAX:
-            _task_literals.clear()
-        literal = _task_literals[text] = _encode_value(text)
-    return literal
+    def __init__(self) -> None:
+        self._literals: dict[str, str] = {}
+
+    def of(self, text: str) -> str:
+        literal = self._literals.get(text)
+        if literal is None:
+            if len(self._literals) >= self.MAX:
+                self._literals.clear()
+            literal = self._literals[text] = _encode_value(text)
+        return literal
 
 
 ATTEMPT_DEPTH = 3  # the document, its "attempts" list, an attempt: its keys are 3 levels in
