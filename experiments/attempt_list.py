@@ -354,10 +354,11 @@ def _read(streams: list[QuerySet[Any]], segments: list[_Segment], cursor: dict |
     each arm of a UNION ALL (Postgres), every stretch of every stream is read in that one
     query; elsewhere (SQLite) each stream is read by itself, a stretch at a time."""
     stretches = [_stretches(stream, segments, cursor, limit) for stream in streams]
-    if not streams:
+    every = [stretch for stream in stretches for stretch in stream]
+    if not every:
         return []
-    if connections[streams[0].db].features.supports_slicing_ordering_in_compound:
-        first, *rest = [stretch for stream in stretches for stretch in stream]
+    if connections[every[0].db].features.supports_slicing_ordering_in_compound:
+        first, *rest = every
         rows = list(first.union(*rest, all=True)) if rest else list(first)
     else:
         rows = [row for stream in stretches for row in _walk(stream, limit)]

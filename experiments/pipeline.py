@@ -1054,7 +1054,6 @@ def request_record(request: CompletionRequest | None) -> dict:
     # rebuilt here: it was 3% of a worker's time (issue 31). The same dict, key for key.
     record = {name: getattr(request, name) for name in _REQUEST_FIELDS}
     record["messages"] = [message_record(message) for message in request.messages]
-    record["stop"] = tuple(request.stop)
     record["response_schema"] = copy.deepcopy(request.response_schema)
     # An empty tools tuple stays (as asdict left it: () never equalled the [] once tested for).
     record["tools"] = tuple(asdict(tool) for tool in request.tools)
