@@ -48,6 +48,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._cpu import process_cpu_s  # noqa: E402
 from bench._seeding import (  # noqa: E402
     attempt_insert,
     bench_server,
@@ -319,13 +320,13 @@ def fold_chunks(bench: Bench) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         backend = cursor.fetchone()[0]
-    wall, cpu, backend_cpu = time.perf_counter(), time.process_time(), _cpu_seconds(backend)
+    wall, cpu, backend_cpu = time.perf_counter(), time.process_time(), process_cpu_s(backend)
     for chunk in chunks:
         with transaction.atomic():
             fold_recorded(chunk)
             transaction.set_rollback(True)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    backend_cpu = _cpu_seconds(backend) - backend_cpu
+    backend_cpu = process_cpu_s(backend) - backend_cpu
     per = 1000 / len(ids)
     platform = (cpu + backend_cpu) * per
     print(
@@ -333,15 +334,6 @@ def fold_chunks(bench: Bench) -> None:
         f"({cpu * per:.3f} Python + {backend_cpu * per:.3f} Postgres) per attempt | target < {FOLD_TARGET_MS:g} ms "
         f"CPU {'met' if platform < FOLD_TARGET_MS else '! NOT met'}"
     )
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process on this machine, from /proc (0 if it is elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def boards(bench: Bench) -> None:
