@@ -52,6 +52,7 @@ import time
 import tomllib
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -168,9 +169,12 @@ def available_pythons() -> dict[str, str]:
         pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
         candidates += sorted(glob.glob(str(pyenv / "3.*" / "bin" / "python3")))
         candidates.append(sys.executable)
+    # All at once: a pyenv shim is a chain of shell scripts, and a worker asked seventeen of them
+    # in turn for 5 s idle and over 30 s on a busy machine, longer than a worker may take to start.
+    with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:
+        said = list(pool.map(_version_of, dict.fromkeys(candidates)))
     found: dict[str, str] = {}
-    for candidate in candidates:
-        version, executable = _version_of(candidate)
+    for version, executable in said:  # in the candidates' order: the first one of a version wins
         if version:
             found.setdefault(version, executable)
     return dict(sorted(found.items(), key=lambda item: int(item[0].split(".")[1])))

@@ -91,6 +91,22 @@ def advertise_only(*capabilities: str) -> None:
     WorkerLease.objects.exclude(name=liveness.heartbeat().name).delete()
 
 
+def test_the_first_interpreter_named_for_a_version_wins_though_they_are_asked_at_once(settings, tmp_path):
+    """Interpreters are asked for their version all at once: the first candidate of a version
+    still wins when a later one answers sooner."""
+    slow, quick = tmp_path / "slow", tmp_path / "quick"
+    slow.write_text('#!/bin/sh\nsleep 0.5\necho 3.9\necho "$0"\n')
+    quick.write_text('#!/bin/sh\necho 3.9\necho "$0"\n')
+    for script in (slow, quick):
+        script.chmod(0o755)
+    settings.PRBENCH_PYTHONS = [str(slow), str(quick), str(quick)]
+    available_pythons.cache_clear()
+    try:
+        assert available_pythons() == {"3.9": str(slow)}
+    finally:
+        available_pythons.cache_clear()
+
+
 def test_needs_are_canonical_and_name_their_queue():
     assert needs_of("3.9", ["git", "ffmpeg", "git"]) == ("python3.9", "sys:ffmpeg", "sys:git")
     assert needs_queue_name(needs_of("3.9", ["ffmpeg"])) == "env:python3.9+sys:ffmpeg"

@@ -41,6 +41,7 @@ WORKERS = 2
 SWEEP_SECONDS = 30
 # How long a stopping worker may finish its calls in flight before it is killed.
 STOP_SECONDS = 10
+WORKERS_START_S = 120  # how long a pool may take to show its workers (start_workers)
 PR_SET_PDEATHSIG = 1
 
 
@@ -195,7 +196,10 @@ def start_workers(count: int) -> list[subprocess.Popen]:
         # stops the pool once (a worker signalled twice stops cold, mid-job).
         start_new_session=True,
     )
-    deadline = time.monotonic() + 30
+    # A pool that dies is caught at once (poll); the wait only bounds one that hangs. A worker
+    # takes 5 s to start on an idle machine (imports, its interpreters asked their versions),
+    # and it took over 30 s on a busy one, which this wait used to refuse.
+    deadline = time.monotonic() + WORKERS_START_S
     while len(pool_workers(pool)) < count:
         if time.monotonic() > deadline or pool.poll() is not None:
             stop_workers([pool], timeout_s=STOP_SECONDS)
