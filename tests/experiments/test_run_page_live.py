@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.actions import do_run_action, do_start_run
@@ -163,6 +164,23 @@ def test_the_first_page_shows_the_first_attempts_in_execution_order(bob, wide_ru
     assert "Previous" not in content
     # The address bar shows the run page with this list, for a reload or a shared link.
     assert response["HX-Push-Url"] == f"{live_url(wide_run)}#attempts"
+
+
+def test_each_row_links_to_its_attempt_and_its_task_on_the_run(bob, wide_run):
+    """A guard: the rows' addresses are put together from one reversed address each, not
+    reversed row by row; they must be the ones reverse() gives."""
+    response = client_for(bob).get(live_url(wide_run), {"sort": "-latency"})
+
+    rows = re.findall(
+        r'<tr><td class="num"><a href="([^"]+)">(\d+)</a></td><td class="task"><a href="([^"]+)">',
+        html.unescape(response.content.decode()),
+    )
+    attempts = {a.sequence: a for a in wide_run.attempts.select_related("task")}
+    assert len(rows) == PAGE_SIZE
+    for url, sequence, task_url in rows:
+        attempt = attempts[int(sequence)]
+        assert url == reverse("experiments:attempt", args=[attempt.code])
+        assert task_url == reverse("experiments:run_task", args=[wide_run.code, attempt.task.code])
 
 
 def test_page_two_has_the_next_rows_in_order(bob, wide_run):
