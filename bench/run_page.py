@@ -10,7 +10,8 @@ then a few running and the rest queued; an evaluator profile has judged 90% of t
 attempts and holds the rest pending. Then, through Django's test Client logged in as a member
 (production settings, DEBUG off), it times each request a browser makes of the run page:
 
-    the full run page, one live poll of it, GET /api/runs/{id} (what CI polls, with a read-only
+    the full run page, one live poll of it (its boards' HTML as kept between polls of unchanged
+    summaries), GET /api/runs/{id} (what CI polls, with a read-only
     API key), the first attempts page, one refresh of that
     page's rows, filtered and sorted pages, and a deep page each way (its cursor near the end);
     the list filtered to wrong answers, to an error category, to one task, to text in the
@@ -22,7 +23,7 @@ size; < 50 ms for the run page, its live poll and the run endpoint, which read t
 counters: issue 31), with EXPLAIN ANALYZE execution times of its slowest queries on attempts
 and verdicts (and it stops if a page shows the evaluator's rationale); then the parts of a live poll one by
 one: the run bar's counters, the boards and charts (from the run's summaries, refreshed once
-after seeding) and the budget line.
+after seeding: their HTML as kept, and drawn anew as after a fold) and the budget line.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/run_page.py [--attempts 1000000] [--database prbench_runpagebench] [--keep]
@@ -387,21 +388,24 @@ def time_request(client, url: str, params: dict, headers: dict) -> tuple[Timing,
 
 def time_parts(bench: Bench) -> None:
     """Where a live poll's time goes: the run bar's counters, the boards and charts (from the
-    run's summaries), and the budget line; and, for comparison, what counting the run bar from
-    the attempts and verdicts costs (recount_runs does it)."""
+    run's summaries: their HTML as kept while the summaries stay as they are, and as drawn
+    when they have moved, as on most polls of a run that records), and the budget line; and,
+    for comparison, what counting the run bar from the attempts and verdicts costs
+    (recount_runs does it)."""
     from django.http import QueryDict
 
     from experiments.budgets import budget_status
     from experiments.models import Run
     from experiments.progress import run_progress
     from experiments.run_counters import counted
-    from leaderboards.pages import run_page_boards
+    from leaderboards.pages import rendered_board_section, run_page_boards
 
     run = Run.objects.get(pk=bench.run_id)
     parts = [
         ("run bar: the run's counters", lambda: run_progress(run)),
         ("(the same counted from attempts)", lambda: counted([run.pk])),
-        ("boards and charts (summaries)", lambda: run_page_boards(run, "/runs/x/", QueryDict())),
+        ("boards and charts: HTML kept", lambda: run_page_boards(run, "/runs/x/", QueryDict())),
+        ("boards and charts: drawn anew", lambda: rendered_board_section(run, "/runs/x/", QueryDict())),
         ("budget line", lambda: budget_status(run)),
     ]
     print("\nthe parts of a live poll")

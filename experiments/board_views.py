@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 class BoardViews(Protocol):
     def page_section(self, run: Run, path: str, query: QueryDict) -> dict[str, Any]:
-        """The run page's boards and charts, sorted as its ``query`` asks: template context."""
+        """The run page's boards and charts, sorted as its ``query`` asks: template context (their
+        HTML as ``boards_section``)."""
         ...
 
     def summary(self, run: Run) -> dict:

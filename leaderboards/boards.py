@@ -9,6 +9,7 @@ arms whose intervals overlap share a rank. An arm with nothing to rank on has no
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -16,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db import models
 from django.http import QueryDict
 
 from evaluation.workloads import workload_for
@@ -129,14 +131,49 @@ class RunBoards:
         return [board for board in (self.quality, self.speed, self.cost, evaluator) if board]
 
 
-def run_boards(run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only: bool = False) -> RunBoards:
-    """The run's boards, each sorted as ``sorts`` asks (board name -> sort value, e.g.
-    "-rate"; an unknown value sorts by rank). Two queries, whatever the run's size.
-    ``git_apply_only``: the quality board counts a patch only git apply took as applied (and
-    resolved); by default, one the harness's fallback (patch --fuzz=5) took counts too."""
+@dataclass(frozen=True)
+class BoardRows:
+    """The rows a run's boards are built from: its arms with their summaries, and its arms'
+    evaluator summaries with their profiles."""
+
+    arms: list[RunArm]
+    evaluator: list[ArmEvaluatorSummary]
+
+    def fingerprint(self) -> str:
+        """A digest of every column of every row: it moves whenever any figure the boards show
+        could move (a fold, a rebuild, a renamed profile), whichever code wrote it."""
+        values = [(_columns(arm), _columns(getattr(arm, "summary", None))) for arm in self.arms]
+        values += [(_columns(summary), _columns(summary.profile)) for summary in self.evaluator]
+        return hashlib.blake2b(repr(values).encode(), digest_size=16).hexdigest()
+
+
+def _columns(row: models.Model | None) -> tuple[Any, ...]:
+    return () if row is None else tuple(getattr(row, field.attname) for field in row._meta.concrete_fields)
+
+
+def board_rows(run: Run) -> BoardRows:
+    """Two queries, whatever the run's size."""
     arms = list(RunArm.objects.filter(run=run).select_related("summary").order_by("position", "pk"))
-    summaries = [(arm, _summary_of(arm)) for arm in arms]
-    rows = [ArmRow.from_totals(arm, summary) for arm, summary in summaries]
+    evaluator = list(
+        ArmEvaluatorSummary.objects.filter(run=run)
+        .select_related("profile")
+        .order_by("profile__name", "-profile__version", "arm__position", "arm_id")
+    )
+    return BoardRows(arms, evaluator)
+
+
+def run_boards(
+    run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only: bool = False, rows: BoardRows | None = None
+) -> RunBoards:
+    """The run's boards, each sorted as ``sorts`` asks (board name -> sort value, e.g.
+    "-rate"; an unknown value sorts by rank), from ``rows`` (read here when not given: two
+    queries, whatever the run's size). ``git_apply_only``: the quality board counts a patch
+    only git apply took as applied (and resolved); by default, one the harness's fallback
+    (patch --fuzz=5) took counts too."""
+    if rows is None:
+        rows = board_rows(run)
+    summaries = [(arm, _summary_of(arm)) for arm in rows.arms]
+    arm_rows = [ArmRow.from_totals(arm, summary) for arm, summary in summaries]
     metric, _ = quality_metric(run)
     words = wording_for(run.experiment.dataset.kind)
     patches = words.patches
@@ -149,9 +186,9 @@ def run_boards(run: Run, sorts: dict[str, str], links: SortLinks, git_apply_only
         git_apply_only=git_apply_only,
         patches=patches,
         words=words,
-        speed=board.speed(summaries, rows),
-        cost=board.cost(summaries, rows, words.per_success),
-        evaluator=board.evaluator(run, rows),
+        speed=board.speed(summaries, arm_rows),
+        cost=board.cost(summaries, arm_rows, words.per_success),
+        evaluator=board.evaluator(rows.evaluator, arm_rows),
         reliability=reliability(summaries),
         refreshed_at=max((summary.refreshed_at for _, summary in summaries if summary.pk), default=None),
     )
@@ -320,13 +357,9 @@ class _Builder:
         ]
         return self._board("cost", "Cost", explanation, columns, self._sorted("cost", entries))
 
-    def evaluator(self, run: Run, rows: list[ArmRow]) -> Board:
+    def evaluator(self, summaries: list[ArmEvaluatorSummary], rows: list[ArmRow]) -> Board:
+        """``summaries``: in their profiles' order, then the arms'."""
         by_arm = {row.arm_id: row for row in rows}
-        summaries = (
-            ArmEvaluatorSummary.objects.filter(run=run)
-            .select_related("profile")
-            .order_by("profile__name", "-profile__version", "arm__position", "arm_id")
-        )
         by_profile: dict[str, list[Entry]] = {}
         for summary in summaries:
             profile = summary.profile

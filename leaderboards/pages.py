@@ -3,17 +3,23 @@ boards section (experiments' run view includes it), a board on its own, the pair
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Max
 from django.http import QueryDict
+from django.template.loader import render_to_string
+from django.utils import timezone, translation
+from django.utils.safestring import mark_safe
 
 from evaluation.workloads import workload_for
 from evaluation.workloads.wording import wording_for
 from experiments.models import Run
-from leaderboards.boards import run_boards, run_page_links, run_page_sorts
+from leaderboards.boards import BoardRows, board_rows, run_boards, run_page_links, run_page_sorts
 from leaderboards.breakdowns import breakdowns
 from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
 from leaderboards.crossrun import arm_trends, cross_run_board, run_versus
@@ -23,12 +29,57 @@ from leaderboards.pairwise import run_pairwise
 from leaderboards.passk import RunPassAtK, run_pass_at_k
 from leaderboards.trend_chart import trend_chart
 
+# The run page's boards section as rendered, kept in the shared cache under everything it is
+# drawn from, less long than what per_refresh keeps: its breakdowns and pass@k are read there.
+BOARDS_SECTION_KEPT_S = 600
+# And under the process that rendered it: another release's templates and code never serve
+# this one's pages from the shared cache.
+RENDERED_BY = secrets.token_hex(8)
+
 
 def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
-    """The boards and charts of the run page at ``path``, sorted as its ``query`` asks."""
+    """The boards and charts of the run page at ``path``, sorted as its ``query`` asks, as
+    HTML. Rendering them is most of a live poll's work, and a run's figures move only when
+    its summaries do: the HTML is kept under the summaries' rows (every column of them), so
+    a poll after a fold, a rebuild or a verdict renders it anew and one before reuses it."""
     refresh_if_out_of_date(run.pk)
+    rows = board_rows(run)
+    key = boards_section_key(run, path, query, rows)
+    html = cache.get(key)
+    if html is None:
+        html = rendered_board_section(run, path, query, rows)
+        cache.set(key, html, BOARDS_SECTION_KEPT_S)
+    return {"boards_section": mark_safe(html)}  # the template escaped it as it rendered it
+
+
+def boards_section_key(run: Run, path: str, query: QueryDict, rows: BoardRows) -> str:
+    """Everything the section is drawn from: the run (its kind, repetitions, whether it was
+    graded), the page's address (its links keep every parameter), the language and time zone
+    its figures and time print in, the low-sample threshold, and the summaries' rows."""
+    drawn_from = (
+        run.pk,
+        str(run.code),
+        run.inference_only,
+        run.experiment.dataset.kind,
+        run.config_snapshot.get("repetitions"),
+        path,
+        query.urlencode(),
+        translation.get_language(),
+        timezone.get_current_timezone_name(),
+        settings.PRBENCH_LOW_SAMPLE_MIN,
+    )
+    digest = hashlib.blake2b(repr(drawn_from).encode(), digest_size=16).hexdigest()
+    return f"prbench:run-boards:{run.pk}:{RENDERED_BY}:{digest}:{rows.fingerprint()}"
+
+
+def rendered_board_section(run: Run, path: str, query: QueryDict, rows: BoardRows | None = None) -> str:
+    return render_to_string("leaderboards/_run_boards.html", {"run": run, **board_section(run, path, query, rows)})
+
+
+def board_section(run: Run, path: str, query: QueryDict, rows: BoardRows | None = None) -> dict[str, Any]:
+    """What the run page's boards section (leaderboards/_run_boards.html) draws."""
     git_apply_only = query.get("apply") == GIT_APPLY_ONLY
-    boards = run_boards(run, run_page_sorts(query), run_page_links(path, query), git_apply_only)
+    boards = run_boards(run, run_page_sorts(query), run_page_links(path, query), git_apply_only, rows)
     return {
         "boards": boards,
         "cost_quality": cost_quality(boards),

@@ -4,11 +4,13 @@ over, and its attempts list (its own URL) pages, sorts, filters and refreshes it
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 from django.db import connection
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.actions import do_run_action, do_start_run
@@ -162,6 +164,23 @@ def test_the_first_page_shows_the_first_attempts_in_execution_order(bob, wide_ru
     assert "Previous" not in content
     # The address bar shows the run page with this list, for a reload or a shared link.
     assert response["HX-Push-Url"] == f"{live_url(wide_run)}#attempts"
+
+
+def test_each_row_links_to_its_attempt_and_its_task_on_the_run(bob, wide_run):
+    """A guard: the rows' addresses are put together from one reversed address each, not
+    reversed row by row; they must be the ones reverse() gives."""
+    response = client_for(bob).get(live_url(wide_run), {"sort": "-latency"})
+
+    rows = re.findall(
+        r'<tr><td class="num"><a href="([^"]+)">(\d+)</a></td><td class="task"><a href="([^"]+)">',
+        html.unescape(response.content.decode()),
+    )
+    attempts = {a.sequence: a for a in wide_run.attempts.select_related("task")}
+    assert len(rows) == PAGE_SIZE
+    for url, sequence, task_url in rows:
+        attempt = attempts[int(sequence)]
+        assert url == reverse("experiments:attempt", args=[attempt.code])
+        assert task_url == reverse("experiments:run_task", args=[wide_run.code, attempt.task.code])
 
 
 def test_page_two_has_the_next_rows_in_order(bob, wide_run):
@@ -357,3 +376,37 @@ def test_the_boards_fill_in_while_the_run_records_with_no_worker_free(
     boards = response.context["boards"]
     assert sum(entry.arm.n for entry in boards.quality.entries) == 4
     assert "figures as of" in response.content.decode()
+
+
+def test_a_poll_after_a_fold_shows_the_figures_it_added(bob, experiment, alice, django_capture_on_commit_callbacks):
+    """The boards' HTML is kept between polls of unchanged summaries: the poll after a chunk
+    folds must draw them anew, exactly as a first look at the page would."""
+    from experiments.jobs import execute_attempts
+    from leaderboards.pages import rendered_board_section
+
+    run = do_start_run(experiment, alice)
+    first, second = (
+        list(ids) for ids in (run.attempts.order_by("sequence").values_list("pk", flat=True)[i : i + 2] for i in (0, 2))
+    )
+    run.attempts.exclude(pk__in=first).update(status=AttemptStatus.RUNNING)  # in other workers' jobs
+    client = client_for(bob)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert execute_attempts(run.pk, first) == 2
+    before = boards_section(client.get(live_url(run), **LIVE))
+    assert boards_section(client.get(live_url(run), **LIVE)) == before  # kept
+
+    run.attempts.filter(pk__in=second).update(status=AttemptStatus.QUEUED)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert execute_attempts(run.pk, second) == 2
+    after = boards_section(client.get(live_url(run), **LIVE))
+
+    assert after != before
+    assert after == rendered_board_section(run, live_url(run), QueryDict()).strip()
+    reliability = after[after.index('id="reliability"') : after.index("</table>", after.index('id="reliability"'))]
+    assert sum(int(n) for n in re.findall(r'<tr><td>[^<]+</td><td class="num">(\d+)</td>', reliability)) == 4
+
+
+def boards_section(response) -> str:
+    content = response.content.decode()
+    start = content.index('<section class="boards"')
+    return content[start : content.index("</section>", start) + len("</section>")]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import random
 from decimal import Decimal
+from types import SimpleNamespace
 
+from django.template import Context, Template
 from django.template.defaultfilters import floatformat
 
 from leaderboards.boards import run_boards
 from leaderboards.charts import bucket_names, cost_quality, latency_distribution, win_rate_heatmap
 from leaderboards.pairwise import run_pairwise
 from leaderboards.summaries import refresh_run_summaries
-from leaderboards.templatetags.board_tags import coordinate
+from leaderboards.templatetags.board_tags import coordinate, latency_bars
 from tests.factories import ArmPlan
 
 
@@ -84,3 +86,38 @@ def test_a_coordinate_prints_as_floatformat_1_does():
 
     for value in values:
         assert coordinate(value) == floatformat(value, 1), value
+
+
+# What the latency chart's template drew per row before the latency_bars tag drew it.
+BARS_AS_A_LOOP = (
+    "{% load board_tags %}{% for bar in row.bars %}"
+    '<rect class="bar" x="{{ bar.x|coordinate }}" y="{{ bar.y|coordinate }}" '
+    'width="{{ latency.bar_width|add:-2|coordinate }}" height="{{ bar.height|coordinate }}">'
+    "<title>{{ bar.count }} of {{ row.total }} calls ({{ bar.share|percent }})</title></rect>{% endfor %}"
+)
+
+
+def test_the_latency_bars_print_as_the_template_loop_did():
+    """A guard: the tag drawing a row's bars prints what the loop over them printed, to the
+    character, whatever the counts (thousands too) and the chart's width."""
+    draws = random.Random(7)
+    buckets = list(range(100, 1200, 100))
+    for arms in (1, 3, 8):
+        for _ in range(20):
+            histograms = [[draws.choice([0, 1, 7, draws.randint(0, 250_000)]) for _ in range(len(buckets) + 1)]]
+            histograms += [[draws.randint(0, 999) for _ in range(len(buckets) + 1)] for _ in range(arms - 1)]
+            boards = SimpleNamespace(
+                speed=SimpleNamespace(
+                    entries=[
+                        SimpleNamespace(arm=SimpleNamespace(shown_label=f"arm {n}"), extra={"histogram": h})
+                        for n, h in enumerate(histograms)
+                    ]
+                ),
+                latency_buckets=buckets,
+            )
+            latency = latency_distribution(boards)  # the two fields it reads
+            if latency is None:
+                continue
+            for row in latency.rows:
+                loop = Template(BARS_AS_A_LOOP).render(Context({"row": row, "latency": latency}))
+                assert latency_bars(row, latency.bar_width) == loop

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from evaluation.models import Verdict
+from evaluation.models import EvaluatorProfile, Verdict
 from experiments.models import RunArm
 from leaderboards.pairwise import run_pairwise
 from leaderboards.stats import paired_verdict
@@ -85,6 +85,58 @@ def test_the_run_page_sorts_a_board_and_keeps_polling_with_that_sort(bob, built_
     assert f'hx-get="{url}?quality_sort=rate"' in content  # the poll keeps the sort
     assert [e.arm.label for e in response.context["boards"].quality.entries] == ["weak", "strong"]
     assert f'hx-get="{url}?quality_sort=-rate" hx-target="#live"' in content
+
+
+# The run page keeps its boards' HTML while the summaries stay as they are (leaderboards/pages.py).
+LIVE = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "live"}
+
+
+def boards_section(response) -> str:
+    content = response.content.decode()
+    return content[content.index('<section class="boards"') : content.index("</section>", content.index('id="boards"'))]
+
+
+def drawn(response) -> set[str]:
+    return {template.name for template in response.templates}
+
+
+def test_the_run_page_draws_its_boards_once_while_the_summaries_stay(bob, judged_run):
+    url = reverse("experiments:run", args=[judged_run.code])
+    client = client_for(bob)
+
+    first, second = client.get(url, **LIVE), client.get(url, **LIVE)
+
+    assert first.status_code == second.status_code == 286  # finished: the last poll
+    assert "leaderboards/_quality.html" in drawn(first)
+    assert "leaderboards/_quality.html" not in drawn(second)  # kept, not drawn again
+    assert second.content == first.content
+
+
+def test_a_renamed_evaluator_profile_shows_on_the_next_poll(bob, judged_run):
+    """Whatever changes a row the boards read moves the kept HTML's key, not only a fold."""
+    url = reverse("experiments:run", args=[judged_run.code])
+    client = client_for(bob)
+    assert "<td>judge" in boards_section(client.get(url, **LIVE))
+    EvaluatorProfile.objects.filter(name="judge").update(name="referee")
+
+    section = boards_section(client.get(url, **LIVE))
+
+    assert "<td>referee" in section and "<td>judge" not in section
+
+
+def test_each_sort_of_the_run_page_keeps_its_own_boards(bob, judged_run):
+    url = reverse("experiments:run", args=[judged_run.code])
+    client = client_for(bob)
+
+    pages = {sort: boards_section(client.get(url, {"quality_sort": sort}, **LIVE)) for sort in ("rate", "-rate")}
+
+    def first_arm(section: str) -> str:
+        quality = section[section.index('id="board-quality"') :]
+        found = re.search(r'<td class="num">[^<]*</td>\s*<td>(\w+)', quality)
+        assert found is not None
+        return found.group(1)
+
+    assert (first_arm(pages["rate"]), first_arm(pages["-rate"])) == ("weak", "strong")
 
 
 def test_it_checks_ownership(charlie, judged_run):
