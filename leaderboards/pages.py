@@ -31,7 +31,9 @@ from leaderboards.trend_chart import trend_chart
 
 # The run page's boards section as rendered, kept in the shared cache under everything it is
 # drawn from, less long than what per_refresh keeps: its breakdowns and pass@k are read there.
-BOARDS_SECTION_KEPT_S = 600
+# A minute: a recording run's figures move with every chunk, so each poll of it may key a new
+# copy of the section, and a longer life only kept more of those no poll reads again.
+BOARDS_SECTION_KEPT_S = 60
 # And under the process that rendered it: another release's templates and code never serve
 # this one's pages from the shared cache.
 RENDERED_BY = secrets.token_hex(8)
