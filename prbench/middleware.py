@@ -7,6 +7,7 @@ from urllib.parse import unquote_to_bytes
 
 from django.core.handlers.wsgi import get_bytes_from_wsgi
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.utils.cache import patch_vary_headers
 
 from prbench.api_support import error_body
 from prbench.inputs import argument_problem
@@ -52,3 +53,18 @@ class InputHygieneMiddleware:
         if problem:
             return HttpResponseBadRequest(f"Bad request: {problem}.\n", content_type="text/plain; charset=utf-8")
         return self.get_response(request)
+
+
+class HtmxVaryMiddleware:
+    """Every response varies by the HX-Request header. A page that htmx polls or refreshes is
+    served whole to the browser and as a fragment to htmx, at the same address: without the
+    header, the browser's cache kept the last fragment under that address, and going back to
+    the page showed the fragment alone (a finished run's boards without its attempts list)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        patch_vary_headers(response, ("HX-Request",))
+        return response

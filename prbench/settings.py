@@ -126,6 +126,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A page and the fragment htmx asks of it share an address: the browser's cache tells them apart.
+    "prbench.middleware.HtmxVaryMiddleware",
     # django-csp's, which adds the exact hashes of django-rq's inline code on its admin pages.
     "prbench.content_policy.ContentSecurityPolicyMiddleware",
     "orgs.middleware.ApiKeyAuditMiddleware",

@@ -105,6 +105,16 @@ def test_the_full_page_says_how_far_judging_has_got(bob, answered_run, judge):
     assert f'hx-get="{live_url(answered_run)}" hx-trigger="every 1s"' in content
 
 
+def test_the_page_and_its_polled_fragment_are_cached_apart(bob, run):
+    """The live poll asks the run page's own address for a fragment: the browser must not
+    keep the fragment as the page (going back to the page showed the fragment alone)."""
+    client = client_for(bob)
+    page, fragment = client.get(live_url(run)), client.get(live_url(run), HTTP_HX_REQUEST="true")
+    assert 'id="attempts' in page.content.decode() and 'id="attempts' not in fragment.content.decode()
+    for response in (page, fragment):
+        assert "HX-Request" in response.headers["Vary"]
+
+
 def test_a_run_without_an_evaluator_stops_polling_once_finished(bob, run):
     run.attempts.update(status=AttemptStatus.COMPLETED)
     run.status = RunStatus.COMPLETED
