@@ -34,7 +34,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.db import connections
 from django.db.models import FloatField, OuterRef, Subquery, Value
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, NullIf
 
 from datasets.models import TaskInstance
@@ -147,20 +146,12 @@ def export_chunks(run: Run, format: str, progress: RowsRead = _untold) -> Iterat
     return chain(first, chunks)
 
 
-def _attempt_batches(
-    run: Run, transcripts: bool = False, progress: RowsRead = _untold, messages_as_json: bool = False
-) -> Iterator[list[tuple]]:
+def _attempt_batches(run: Run, transcripts: bool = False, progress: RowsRead = _untold) -> Iterator[list[tuple]]:
     """Batches of rows in ``ATTEMPT_COLUMNS`` order (``TRANSCRIPT_COLUMNS`` with
     ``transcripts``, its messages a list of role and content, its grading the answer
-    artifact's text), in execution order; ``progress`` told of each batch as it is read.
-    ``messages_as_json``: the messages as ``EncodedMessages`` where the database can give
-    their JSON text (the JSON export's)."""
+    artifact's text), in execution order; ``progress`` told of each batch as it is read."""
     extras = ROW_EXTRAS + (TRANSCRIPT_EXTRAS if transcripts else ())
     attempts = run.attempts.order_by("sequence")
-    encoded = transcripts and messages_as_json and connections[attempts.db].vendor == "postgresql"
-    if encoded:
-        attempts = attempts.annotate(messages_json=RawSQL(MESSAGES_JSON_SQL, ()))
-        extras = (*extras[:-1], "messages_json")  # instead of request__messages, decoded
     if transcripts:
         attempts = attempts.annotate(
             answer_artifact=_artifact_text(ArtifactKind.ANSWER),
@@ -174,9 +165,7 @@ def _attempt_batches(
     for batch in _batches(rows, chunk):
         progress(len(batch))
         tasks.load({row[width + 1] for row in batch})
-        if encoded:
-            yield [_transcript_row(row, width, tasks, _encoded_messages) for row in batch]
-        elif transcripts:
+        if transcripts:
             yield [_transcript_row(row, width, tasks) for row in batch]
         else:
             yield [
@@ -193,56 +182,11 @@ def _artifact_text(kind: str) -> Subquery:
     return Subquery(Artifact.objects.filter(attempt=OuterRef("pk"), kind=kind).order_by().values("content")[:1])
 
 
-def _transcript_row(row: tuple, width: int, tasks: TaskTexts, sent_of: Callable[..., Any] | None = None) -> tuple:
+def _transcript_row(row: tuple, width: int, tasks: TaskTexts) -> tuple:
     extracted, task_id, output, provider, system, messages, answer, trajectory = row[width:]
-    if sent_of is None:
-        sent: Any = [message.as_dict() for message in sent_messages(system, messages, provider)]
-    else:
-        sent = sent_of(system, messages, provider)
+    sent = [message.as_dict() for message in sent_messages(system, messages, provider)]
     question, expected = tasks.question(task_id), tasks.expected(task_id)
     return (*row[:width], question, extracted, expected, output, sent, answer, trajectory or None)
-
-
-# Each message's role and content as the JSON literals Postgres writes for them, joined by
-# chr(1), which no JSON text holds unescaped (an empty text: no message): the messages the JSON
-# export writes, read without decoding the request and encoding it again, which was about a
-# third of the export's Python time. Only when the messages are a list of objects whose role
-# and content are text, as every provider's request keeps them; anything else comes back as
-# chr(2) and the messages' JSON, read as before.
-MESSAGES_JSON_SQL = """
-CASE WHEN jsonb_typeof("experiments_attempt"."request" -> 'messages') = 'array'
-  AND NOT EXISTS (
-    SELECT 1 FROM jsonb_array_elements("experiments_attempt"."request" -> 'messages') AS m(v)
-    WHERE jsonb_typeof(m.v) IS DISTINCT FROM 'object' OR jsonb_typeof(m.v -> 'role') IS DISTINCT FROM 'string'
-      OR jsonb_typeof(m.v -> 'content') IS DISTINCT FROM 'string')
-THEN COALESCE((
-    SELECT string_agg((m.v -> 'role')::text || chr(1) || (m.v -> 'content')::text, chr(1) ORDER BY m.i)
-    FROM jsonb_array_elements("experiments_attempt"."request" -> 'messages') WITH ORDINALITY AS m(v, i)), '')
-ELSE chr(2) || COALESCE(("experiments_attempt"."request" -> 'messages')::text, 'null')
-END
-"""
-
-
-class EncodedMessages(tuple):
-    """The messages sent, as (role, content) pairs of JSON literals, written as they are."""
-
-
-def _encoded_messages(system: Any, messages_json: str, provider: str) -> EncodedMessages | list[dict[str, str]]:
-    """The messages ``sent_messages`` gives, from ``MESSAGES_JSON_SQL``'s text. Postgres
-    escapes a string as json.dumps does (quote, backslash, the short escapes, other control
-    characters as lower-case \\u00XX) except that it leaves non-ASCII characters and DEL as
-    they are: then each literal is read and written again."""
-    if provider == REPLAY:  # nothing was sent (sent_messages' rule)
-        return EncodedMessages()
-    if messages_json.startswith("\x02"):
-        return [message.as_dict() for message in sent_messages(system, json.loads(messages_json[1:]), provider)]
-    literals = messages_json.split("\x01") if messages_json else []
-    if not messages_json.isascii() or "\x7f" in messages_json:
-        literals = [_encode_value(json.loads(literal)) for literal in literals]
-    pairs = list(zip(literals[::2], literals[1::2], strict=True))
-    if isinstance(system, str) and system:
-        pairs.insert(0, ('"system"', _encode_value(system)))
-    return EncodedMessages(pairs)
 
 
 class TaskTexts:
@@ -305,7 +249,7 @@ def json_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[str]:
     if _writes_json(run):
         items = _written_json_attempts(run, progress, literals)
     else:
-        batches = _attempt_batches(run, transcripts=True, progress=progress, messages_as_json=True)
+        batches = _attempt_batches(run, transcripts=True, progress=progress)
         items = _encoded_ahead(batches, functools.partial(_json_attempts, literals=literals))
     for attempts in items:
         yield (",\n    " if written else "\n    ") + attempts
@@ -349,15 +293,13 @@ def _json_attempt(row: tuple, literals: TaskLiterals) -> str:
     """The row as json.dumps(indent=2) writes it inside the document's "attempts" list."""
     width = len(ROW_COLUMNS)
     question, extracted, expected, output, messages, answer, trajectory = row[width:]
-    written = messages if isinstance(messages, EncodedMessages) else None
     return (
         f"{{\n      {_encode_flat(dict(zip(ROW_COLUMNS, row[:width], strict=True)))[1:-1]}"
         f',\n      "question": {literals.of(question)}'
         f',\n      "extracted_answer": {_encode_value(extracted)}'
         f',\n      "expected_answer": {literals.of(expected)}'
         f',\n      "output": {_encode_value(output)}'
-        f',\n      "messages": '
-        f"{_written_messages(written) if written is not None else _indented(messages, ATTEMPT_DEPTH)}"
+        f',\n      "messages": {_indented(messages, ATTEMPT_DEPTH)}'
         f',\n      "grading": {_indented(grading_fields(answer), ATTEMPT_DEPTH)}'
         f',\n      "trajectory": {_indented(trajectory_fields(trajectory), ATTEMPT_DEPTH)}'
         "\n    }"
@@ -385,15 +327,6 @@ class TaskLiterals:
 
 
 ATTEMPT_DEPTH = 3  # the document, its "attempts" list, an attempt: its keys are 3 levels in
-
-
-def _written_messages(messages: EncodedMessages) -> str:
-    """As ``_indented(messages, ATTEMPT_DEPTH)`` writes the same messages decoded."""
-    if not messages:
-        return "[]"
-    message = '\n        {{\n          "role": {},\n          "content": {}\n        }}'
-    items = ",".join(message.format(role, content) for role, content in messages)
-    return "[" + items + "\n      ]"
 
 
 _encode_value = json.JSONEncoder(check_circular=False).encode
@@ -474,7 +407,7 @@ _SQL_HEAD = (
     )
     + " || E',\\n      \"question\": '"
 )
-# One message as _written_messages writes it, its role and content as jsonb writes the strings.
+# One message as _indented writes it, its role and content as jsonb writes the strings.
 _SQL_MESSAGE = (
     "E'\\n        {{\\n          \"role\": ' || {role}"
     " || E',\\n          \"content\": ' || {content} || E'\\n        }}'"
