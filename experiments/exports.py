@@ -17,6 +17,7 @@ per attempt. The raw provider response and the evaluator's rationale are in none
 
 from __future__ import annotations
 
+import codecs
 import csv
 import functools
 import io
@@ -33,13 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.db import connections
 from django.db.models import FloatField, OuterRef, Subquery, Value
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, NullIf
 
 from datasets.models import TaskInstance
 from evaluation.workloads import workload_for
 from experiments.board_views import board_views
-from experiments.models import Artifact, ArtifactKind, Run
+from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm
 from experiments.replay import REPLAY
 from experiments.swebench_export import (
     ExportRefused,
@@ -146,20 +146,12 @@ def export_chunks(run: Run, format: str, progress: RowsRead = _untold) -> Iterat
     return chain(first, chunks)
 
 
-def _attempt_batches(
-    run: Run, transcripts: bool = False, progress: RowsRead = _untold, messages_as_json: bool = False
-) -> Iterator[list[tuple]]:
+def _attempt_batches(run: Run, transcripts: bool = False, progress: RowsRead = _untold) -> Iterator[list[tuple]]:
     """Batches of rows in ``ATTEMPT_COLUMNS`` order (``TRANSCRIPT_COLUMNS`` with
     ``transcripts``, its messages a list of role and content, its grading the answer
-    artifact's text), in execution order; ``progress`` told of each batch as it is read.
-    ``messages_as_json``: the messages as ``EncodedMessages`` where the database can give
-    their JSON text (the JSON export's)."""
+    artifact's text), in execution order; ``progress`` told of each batch as it is read."""
     extras = ROW_EXTRAS + (TRANSCRIPT_EXTRAS if transcripts else ())
     attempts = run.attempts.order_by("sequence")
-    encoded = transcripts and messages_as_json and connections[attempts.db].vendor == "postgresql"
-    if encoded:
-        attempts = attempts.annotate(messages_json=RawSQL(MESSAGES_JSON_SQL, ()))
-        extras = (*extras[:-1], "messages_json")  # instead of request__messages, decoded
     if transcripts:
         attempts = attempts.annotate(
             answer_artifact=_artifact_text(ArtifactKind.ANSWER),
@@ -173,9 +165,7 @@ def _attempt_batches(
     for batch in _batches(rows, chunk):
         progress(len(batch))
         tasks.load({row[width + 1] for row in batch})
-        if encoded:
-            yield [_transcript_row(row, width, tasks, _encoded_messages) for row in batch]
-        elif transcripts:
+        if transcripts:
             yield [_transcript_row(row, width, tasks) for row in batch]
         else:
             yield [
@@ -192,56 +182,11 @@ def _artifact_text(kind: str) -> Subquery:
     return Subquery(Artifact.objects.filter(attempt=OuterRef("pk"), kind=kind).order_by().values("content")[:1])
 
 
-def _transcript_row(row: tuple, width: int, tasks: TaskTexts, sent_of: Callable[..., Any] | None = None) -> tuple:
+def _transcript_row(row: tuple, width: int, tasks: TaskTexts) -> tuple:
     extracted, task_id, output, provider, system, messages, answer, trajectory = row[width:]
-    if sent_of is None:
-        sent: Any = [message.as_dict() for message in sent_messages(system, messages, provider)]
-    else:
-        sent = sent_of(system, messages, provider)
+    sent = [message.as_dict() for message in sent_messages(system, messages, provider)]
     question, expected = tasks.question(task_id), tasks.expected(task_id)
     return (*row[:width], question, extracted, expected, output, sent, answer, trajectory or None)
-
-
-# Each message's role and content as the JSON literals Postgres writes for them, joined by
-# chr(1), which no JSON text holds unescaped (an empty text: no message): the messages the JSON
-# export writes, read without decoding the request and encoding it again, which was about a
-# third of the export's Python time. Only when the messages are a list of objects whose role
-# and content are text, as every provider's request keeps them; anything else comes back as
-# chr(2) and the messages' JSON, read as before.
-MESSAGES_JSON_SQL = """
-CASE WHEN jsonb_typeof("experiments_attempt"."request" -> 'messages') = 'array'
-  AND NOT EXISTS (
-    SELECT 1 FROM jsonb_array_elements("experiments_attempt"."request" -> 'messages') AS m(v)
-    WHERE jsonb_typeof(m.v) IS DISTINCT FROM 'object' OR jsonb_typeof(m.v -> 'role') IS DISTINCT FROM 'string'
-      OR jsonb_typeof(m.v -> 'content') IS DISTINCT FROM 'string')
-THEN COALESCE((
-    SELECT string_agg((m.v -> 'role')::text || chr(1) || (m.v -> 'content')::text, chr(1) ORDER BY m.i)
-    FROM jsonb_array_elements("experiments_attempt"."request" -> 'messages') WITH ORDINALITY AS m(v, i)), '')
-ELSE chr(2) || COALESCE(("experiments_attempt"."request" -> 'messages')::text, 'null')
-END
-"""
-
-
-class EncodedMessages(tuple):
-    """The messages sent, as (role, content) pairs of JSON literals, written as they are."""
-
-
-def _encoded_messages(system: Any, messages_json: str, provider: str) -> EncodedMessages | list[dict[str, str]]:
-    """The messages ``sent_messages`` gives, from ``MESSAGES_JSON_SQL``'s text. Postgres
-    escapes a string as json.dumps does (quote, backslash, the short escapes, other control
-    characters as lower-case \\u00XX) except that it leaves non-ASCII characters and DEL as
-    they are: then each literal is read and written again."""
-    if provider == REPLAY:  # nothing was sent (sent_messages' rule)
-        return EncodedMessages()
-    if messages_json.startswith("\x02"):
-        return [message.as_dict() for message in sent_messages(system, json.loads(messages_json[1:]), provider)]
-    literals = messages_json.split("\x01") if messages_json else []
-    if not messages_json.isascii() or "\x7f" in messages_json:
-        literals = [_encode_value(json.loads(literal)) for literal in literals]
-    pairs = list(zip(literals[::2], literals[1::2], strict=True))
-    if isinstance(system, str) and system:
-        pairs.insert(0, ('"system"', _encode_value(system)))
-    return EncodedMessages(pairs)
 
 
 class TaskTexts:
@@ -300,9 +245,13 @@ def json_chunks(run: Run, progress: RowsRead = _untold) -> Iterator[str]:
     head = json.dumps(board_views().summary(run), indent=2)
     yield head.removesuffix("\n}") + ',\n  "attempts": ['
     written = False
-    batches = _attempt_batches(run, transcripts=True, progress=progress, messages_as_json=True)
     literals = TaskLiterals()  # this export's: a worker keeps none of them once it is written
-    for attempts in _encoded_ahead(batches, functools.partial(_json_attempts, literals=literals)):
+    if _writes_json(run):
+        items = _written_json_attempts(run, progress, literals)
+    else:
+        batches = _attempt_batches(run, transcripts=True, progress=progress)
+        items = _encoded_ahead(batches, functools.partial(_json_attempts, literals=literals))
+    for attempts in items:
         yield (",\n    " if written else "\n    ") + attempts
         written = True
     yield "\n  ]\n}\n" if written else "]\n}\n"
@@ -344,15 +293,13 @@ def _json_attempt(row: tuple, literals: TaskLiterals) -> str:
     """The row as json.dumps(indent=2) writes it inside the document's "attempts" list."""
     width = len(ROW_COLUMNS)
     question, extracted, expected, output, messages, answer, trajectory = row[width:]
-    written = messages if isinstance(messages, EncodedMessages) else None
     return (
         f"{{\n      {_encode_flat(dict(zip(ROW_COLUMNS, row[:width], strict=True)))[1:-1]}"
         f',\n      "question": {literals.of(question)}'
         f',\n      "extracted_answer": {_encode_value(extracted)}'
         f',\n      "expected_answer": {literals.of(expected)}'
         f',\n      "output": {_encode_value(output)}'
-        f',\n      "messages": '
-        f"{_written_messages(written) if written is not None else _indented(messages, ATTEMPT_DEPTH)}"
+        f',\n      "messages": {_indented(messages, ATTEMPT_DEPTH)}'
         f',\n      "grading": {_indented(grading_fields(answer), ATTEMPT_DEPTH)}'
         f',\n      "trajectory": {_indented(trajectory_fields(trajectory), ATTEMPT_DEPTH)}'
         "\n    }"
@@ -382,15 +329,6 @@ class TaskLiterals:
 ATTEMPT_DEPTH = 3  # the document, its "attempts" list, an attempt: its keys are 3 levels in
 
 
-def _written_messages(messages: EncodedMessages) -> str:
-    """As ``_indented(messages, ATTEMPT_DEPTH)`` writes the same messages decoded."""
-    if not messages:
-        return "[]"
-    message = '\n        {{\n          "role": {},\n          "content": {}\n        }}'
-    items = ",".join(message.format(role, content) for role, content in messages)
-    return "[" + items + "\n      ]"
-
-
 _encode_value = json.JSONEncoder(check_circular=False).encode
 
 
@@ -409,6 +347,193 @@ def _indented(value: Any, depth: int) -> str:
         return "[" + ",".join(inner + _indented(v, depth + 1) for v in value) + "\n" + "  " * depth + "]"
     return _encode_value(value)
 
+
+# --- JSON written by Postgres --------------------------------------------------------------
+
+# On Postgres the JSON export's attempts are written by the database, each attempt's text but
+# its task's question and expected answer (Python's: the workload says what the expected answer
+# is), and Python only puts the pieces together. Reading each field into a Python value and
+# encoding it again cost the worker about as much CPU as the whole query cost Postgres.
+#
+# Each piece is what json.dumps writes for the value Python would have read, except that
+# Postgres leaves non-ASCII characters and DEL unescaped (``_ascii_json``): integers and
+# flags as their text, texts as to_json's literals (json.dumps' escapes), and floats as
+# Python's repr (``_SQL_FLOAT``), which Postgres' shortest float text gives when
+# extra_float_digits is positive (its default), but for a ".0" on integral values and the
+# exponent from 1e15 to 1e16, which Python writes in full.
+_SQL_FLOAT = (
+    "CASE WHEN {f} IS NULL THEN 'null' "
+    "WHEN NOT abs({f}) < 1e15 THEN CASE WHEN abs({f}) < 1e16 "
+    "  THEN ({f})::text::numeric::text || CASE WHEN {f} = trunc({f}) THEN '.0' ELSE '' END "
+    "  ELSE ({f})::text END "  # NaN, Infinity and -Infinity are written as json.dumps writes them
+    "WHEN {f} = trunc({f}) THEN ({f})::text || '.0' "
+    "ELSE ({f})::text END"
+)
+_SQL_TEXT = "COALESCE(to_json({f})::text, 'null')"
+_SQL_SCALAR = "COALESCE(({f})::text, 'null')"  # integers, and flags ('true', 'false')
+_SQL_FIELDS = {  # ATTEMPT_FIELDS, each written as its JSON literal
+    "task_id": _SQL_TEXT.format(f="t.external_id"),
+    "arm_label": _SQL_TEXT.format(f="a.label"),
+    "repetition": _SQL_SCALAR.format(f="x.repetition"),
+    "status": _SQL_TEXT.format(f="x.status"),
+    "outcome": _SQL_TEXT.format(f="NULLIF(x.outcome, '')"),
+    "resolved": _SQL_SCALAR.format(f="x.resolved"),
+    "patch_present": _SQL_SCALAR.format(f="x.patch_present"),
+    "patch_well_formed": _SQL_SCALAR.format(f="x.patch_well_formed"),
+    "patch_applied": _SQL_SCALAR.format(f="x.patch_applied"),
+    "fail_to_pass_fraction": _SQL_FLOAT.format(f="x.fail_to_pass_fraction"),
+    "pass_to_pass_regressions": _SQL_SCALAR.format(f="x.pass_to_pass_regressions"),
+    "lines_changed": _SQL_SCALAR.format(f="x.lines_changed"),
+    "files_changed": _SQL_SCALAR.format(f="x.files_changed"),
+    "lint_clean": _SQL_SCALAR.format(f="x.lint_clean"),
+    "build_ok": _SQL_SCALAR.format(f="x.build_ok"),
+    "latency_ms": _SQL_SCALAR.format(f="x.latency_ms"),
+    "first_token_ms": _SQL_SCALAR.format(f="x.first_token_ms"),
+    "output_tokens_per_s": _SQL_FLOAT.format(f="x.output_tokens_per_s"),
+    "wall_ms": _SQL_SCALAR.format(f="x.wall_ms"),
+    "cost_usd": _SQL_FLOAT.format(f="x.cost_usd::float8"),
+    "cached": _SQL_SCALAR.format(f="x.response_cached"),
+    "error_category": _SQL_TEXT.format(f="NULLIF(x.error_category, '')"),
+    "turns": _SQL_SCALAR.format(f="x.turns"),
+    "tool_calls": _SQL_SCALAR.format(f="x.tool_calls"),
+    "repeat_calls": _SQL_SCALAR.format(f="x.repeat_calls"),
+    "score": _SQL_FLOAT.format(f="x.score"),
+}
+# The attempt's text up to its question: "{", then each field's key and literal, a line each.
+_SQL_HEAD = (
+    "'{' || "
+    + " || ".join(
+        f"E'{',' if i else ''}\\n      \"{name}\": ' || {sql}" for i, (name, sql) in enumerate(_SQL_FIELDS.items())
+    )
+    + " || E',\\n      \"question\": '"
+)
+# One message as _indented writes it, its role and content as jsonb writes the strings.
+_SQL_MESSAGE = (
+    "E'\\n        {{\\n          \"role\": ' || {role}"
+    " || E',\\n          \"content\": ' || {content} || E'\\n        }}'"
+)
+_SQL_SYSTEM = _SQL_MESSAGE.format(role="'\"system\"'", content="r.system::text")
+_SQL_MESSAGES_AGG = (
+    "string_agg("
+    + _SQL_MESSAGE.format(role="(e.v -> 'role')::text", content="(e.v -> 'content')::text")
+    + ", ',' ORDER BY e.i)"
+)
+# The messages sent, as _indented(sent_messages(...)) writes them, when every message that is an
+# object has a text role and content (as every provider's request keeps them; sent_messages
+# skips the rest); otherwise NULL, and the raw messages and system prompt are read for Python.
+_SQL_MESSAGES = f"""
+SELECT CASE WHEN a.provider = '{REPLAY}' THEN '[]'
+  WHEN NOT bool_and(COALESCE(jsonb_typeof(e.v -> 'role') = 'string'
+                             AND jsonb_typeof(e.v -> 'content') = 'string', false)) THEN NULL
+  WHEN jsonb_typeof(r.system) = 'string' AND r.system <> '""'
+    THEN '[' || {_SQL_SYSTEM} || COALESCE(',' || {_SQL_MESSAGES_AGG}, '') || E'\\n      ]'
+  WHEN count(*) = 0 THEN '[]'
+  ELSE '[' || {_SQL_MESSAGES_AGG} || E'\\n      ]'
+  END AS block
+FROM jsonb_array_elements(CASE WHEN jsonb_typeof(r.messages) = 'array' THEN r.messages ELSE '[]' END)
+     WITH ORDINALITY AS e(v, i)
+WHERE jsonb_typeof(e.v) = 'object'
+"""
+# The request's messages and system prompt are read once a row (OFFSET 0 keeps the subquery
+# from being folded into each use, each of which would decompress the request again).
+_SQL_ATTEMPTS = f"""
+SELECT {_SQL_HEAD} AS head,
+       x.task_id,
+       E',\\n      "extracted_answer": ' || to_json(x.extracted_answer)::text
+         || E',\\n      "expected_answer": ' AS mid,
+       E',\\n      "output": ' || to_json(x.output)::text || E',\\n      "messages": ' AS output,
+       m.block,
+       CASE WHEN m.block IS NULL THEN r.messages::text END AS messages,
+       CASE WHEN m.block IS NULL THEN r.system::text END AS system,
+       (SELECT g.content FROM {{artifact}} g WHERE g.attempt_id = x.id AND g.kind = '{ArtifactKind.ANSWER}' LIMIT 1),
+       (SELECT j.content FROM {{artifact}} j WHERE j.attempt_id = x.id AND j.kind = '{ArtifactKind.TRAJECTORY}' LIMIT 1)
+FROM {{attempt}} x
+JOIN {{task}} t ON t.id = x.task_id
+JOIN {{arm}} a ON a.id = x.arm_id
+CROSS JOIN LATERAL (SELECT x.request -> 'messages' AS messages, x.request -> 'system' AS system OFFSET 0) r
+CROSS JOIN LATERAL ({_SQL_MESSAGES}) m
+WHERE x.run_id = {{run}}
+ORDER BY x.sequence
+"""
+
+
+def _writes_json(run: Run) -> bool:
+    """Whether the database writes the JSON export's attempts: Postgres, with the shortest
+    float text that round-trips (extra_float_digits > 0), which Python's repr also writes."""
+    connection = connections[run.attempts.db]
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('extra_float_digits')::int")
+        (digits,) = cursor.fetchone()
+    return digits > 0
+
+
+def _written_json_attempts(run: Run, progress: RowsRead, literals: TaskLiterals) -> Iterator[str]:
+    """The attempts as ``_json_attempts`` writes them, a chunk of them at a time, from
+    ``_SQL_ATTEMPTS`` read through a server-side cursor. Each chunk's tasks are read here,
+    between fetches, and its attempts put together in ``_encoded_ahead``'s helper thread."""
+    connection = connections[run.attempts.db]
+    sql = _SQL_ATTEMPTS.replace("{run}", str(int(run.pk)))  # not format(): the SQL writes braces
+    for name, model in (("attempt", Attempt), ("task", TaskInstance), ("arm", RunArm), ("artifact", Artifact)):
+        sql = sql.replace(f"{{{name}}}", connection.ops.quote_name(model._meta.db_table))
+    tasks = TaskTexts(run)
+
+    def batches(cursor: Any) -> Iterator[list[tuple]]:
+        while batch := cursor.fetchmany(TRANSCRIPT_CHUNK_ROWS):
+            progress(len(batch))
+            tasks.load({row[1] for row in batch})
+            yield [(row, tasks.question(row[1]), tasks.expected(row[1])) for row in batch]
+
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql)
+        yield from _encoded_ahead(batches(cursor), functools.partial(_written_json_items, literals=literals))
+
+
+def _written_json_items(batch: list[tuple], literals: TaskLiterals) -> str:
+    return ",\n    ".join(
+        [_written_json_attempt(row, question, expected, literals) for row, question, expected in batch]
+    )
+
+
+def _written_json_attempt(row: tuple, question: str, expected: str, literals: TaskLiterals) -> str:
+    head, _, mid, output, messages, raw_messages, raw_system, answer, trajectory = row
+    if messages is None:
+        system = json.loads(raw_system) if raw_system is not None else None
+        sent = sent_messages(system, json.loads(raw_messages) if raw_messages is not None else None, "")
+        messages = _indented([message.as_dict() for message in sent], ATTEMPT_DEPTH)
+    item = "".join(
+        (
+            head,
+            literals.of(question),
+            mid,
+            literals.of(expected),
+            output,
+            messages,
+            ',\n      "grading": ',
+            _indented(grading_fields(answer), ATTEMPT_DEPTH),
+            ',\n      "trajectory": ',
+            _indented(trajectory_fields(trajectory or None), ATTEMPT_DEPTH),
+            "\n    }",
+        )
+    )
+    return item if item.isascii() and "\x7f" not in item else _ascii_json(item)
+
+
+def _ascii_json(text: str) -> str:
+    """JSON text with its non-ASCII characters and DEL escaped as json.dumps escapes them
+    (ensure_ascii): they can only stand inside its strings, where Postgres leaves them as they are."""
+    return text.encode("ascii", errors=_JSON_ESCAPES).decode("ascii").replace("\x7f", "\\u007f")
+
+
+def _json_escapes(error: UnicodeError) -> tuple[str, int]:
+    assert isinstance(error, UnicodeEncodeError)
+    escaped = _encode_value(error.object[error.start : error.end])  # json.dumps' \\uXXXX, surrogate pairs
+    return escaped[1:-1], error.end
+
+
+_JSON_ESCAPES = "prbench-json-escapes"
+codecs.register_error(_JSON_ESCAPES, _json_escapes)
 
 # --- CSV -------------------------------------------------------------------------------------
 
