@@ -10,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,7 +139,7 @@ def _varied(run) -> None:
     and past its last one, a cached call that still took time, a fuzzed patch, a cancelled
     attempt and one still queued (neither recorded)."""
     answers = list(Attempt.objects.filter(run=run, status="completed").order_by("pk"))
-    edits = [
+    edits: list[dict[str, Any]] = [
         {"outcome": "infrastructure_failure", "error_category": "", "status": "failed"},
         {"outcome": "infrastructure_failure", "error_category": "connection", "status": "failed"},
         {"outcome": "configuration_failure", "error_category": "model_not_found", "status": "failed"},
