@@ -9,7 +9,8 @@ counts it, and folding costs the chunk's size, not the run's.
 changed as a whole (re-priced, retried, finished) and a reader that finds them stale: plain
 GROUP BYs over the run's attempts whatever its size, each of which Postgres runs in parallel
 (the arms' totals with their causes, the (arm, task) counts, the sketches' buckets), and one
-over its verdicts.
+over its verdicts. Outside a caller's transaction, the arms' totals are read on a second
+connection, in a snapshot the rebuild's exports, while its own counts the rest.
 Folds and rebuilds of a run take turns (take_refresh_turn): folds share the turn, a rebuild
 has it alone, so it never writes over a fold it did not read.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -59,6 +61,9 @@ def refresh_run_summaries(
     unmarks the run there, so whatever records after it marks the run again). ``if_stale``:
     only if, once the turn is taken, its summaries no longer match its attempts (a reader that
     waited for another refresh finds it did the work)."""
+    # Another connection sees only what is committed: not the writes of a transaction this
+    # refresh would run inside. SQLite has one writer and no snapshot to share.
+    aside = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic():
         if not take_refresh_turn(run_id):
             return False
@@ -69,20 +74,72 @@ def refresh_run_summaries(
             return True
         _tuned_for_one_scan()
         attempts = Attempt.objects.filter(run_id=run_id)
-        # The arms' totals first, with the fingerprint of the attempts they read: the later
+        # The arms' totals first, with the fingerprint of the attempts they read (in the
+        # snapshot exported before the other statements, when read aside): the later
         # statements read the attempts again, each as committed when it starts, so one of
         # them may see a write the totals did not (one that did not fold: folds wait for this
         # turn). Then the fingerprint stored is older than what the summaries hold, and a
-        # reader rebuilds them: stale reads as stale, never fresh.
-        totals = _arm_totals(attempts)
-        for model in (ArmEvaluatorSummary, ArmSummary):
-            model.objects.filter(run_id=run_id).delete()
-        scored_tasks = _write_task_summaries(run_id, attempts)
-        for arm_id, sketched in _sketched(attempts).items():
-            totals.setdefault(arm_id, {}).update(sketched)
+        # reader rebuilds them: stale reads as stale, never fresh. Read aside, the totals
+        # (the longest of the scans) run while this connection counts the rest.
+        with _Aside(lambda: _arm_totals(attempts), aside) as totaled:
+            for model in (ArmEvaluatorSummary, ArmSummary):
+                model.objects.filter(run_id=run_id).delete()
+            scored_tasks = _write_task_summaries(run_id, attempts)
+            sketched = _sketched(attempts)
+            evaluated = _evaluator_summaries(run_id)
+            totals = totaled()
+        for arm_id, keyed in sketched.items():
+            totals.setdefault(arm_id, {}).update(keyed)
         _create_arm_summaries(run, totals, scored_tasks)
-        _create_evaluator_summaries(run_id)
+        ArmEvaluatorSummary.objects.bulk_create(evaluated)
     return True
+
+
+class _Aside:
+    """``work`` run beside this transaction's next statements, on a connection of its own, in
+    a snapshot this transaction exports now: it reads the attempts as they were before any
+    of the statements after it. Or run here and now, when not ``beside``."""
+
+    def __init__(self, work: Callable[[], Any], beside: bool) -> None:
+        self.work: Callable[[], Any] = work
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        if not beside:
+            self.result = work()
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_export_snapshot()")
+            snapshot = cursor.fetchone()[0]
+        self.thread = threading.Thread(target=self._run, args=(snapshot,), daemon=True)
+        self.thread.start()
+
+    def _run(self, snapshot: str) -> None:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    cursor.execute("SET TRANSACTION SNAPSHOT %s", [snapshot])
+                _tuned_for_one_scan()
+                self.result = self.work()
+        except BaseException as error:  # raised again in the refresh's thread
+            self.error = error
+        finally:
+            connection.close()
+
+    def __enter__(self) -> Callable[[], Any]:
+        return self._result
+
+    def _result(self) -> Any:
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.thread is not None:
+            self.thread.join()
 
 
 # The namespace of the refreshes' advisory locks (the first key of pg_advisory_xact_lock's pair).
@@ -279,7 +336,7 @@ def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]], scored_ta
     ArmSummary.objects.bulk_create(summaries)
 
 
-def _create_evaluator_summaries(run_id: int) -> None:
+def _evaluator_summaries(run_id: int) -> list[ArmEvaluatorSummary]:
     summaries = []
     for group in evaluator_totals(Verdict.objects.filter(attempt__run_id=run_id)):
         arm_id = group["attempt__arm_id"]
@@ -300,7 +357,7 @@ def _create_evaluator_summaries(run_id: int) -> None:
                 unpriced=group["unpriced"],
             )
         )
-    ArmEvaluatorSummary.objects.bulk_create(summaries)
+    return summaries
 
 
 # --- folding a recorded chunk ------------------------------------------------------------------

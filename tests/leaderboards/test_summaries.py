@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.models import Case, Value, When
 from django.forms.models import model_to_dict
+from django.test.utils import CaptureQueriesContext
 
 from experiments import signals
 from experiments.actions import do_pause_run, do_start_run
@@ -197,12 +198,26 @@ def test_a_rebuild_equals_the_totals_counted_attempt_by_attempt(built_run):
     """A guard for the rebuild's grouping (its causes, histogram and sketches counted per key,
     its sums added up per cause, its (arm, task) rows written as they changed): what it stores
     is what a FILTER per key counts over the same attempts, before and after they change."""
+    _check_rebuilds(built_run, aside=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_reads_the_totals_on_a_connection_of_its_own_and_still_equals_them(built_run):
+    """Outside a transaction the arms' totals are read beside the rest, on another connection
+    in the snapshot the refresh exported: not on the refresh's own, and to the same figures."""
+    _check_rebuilds(built_run, aside=True)
+
+
+def _check_rebuilds(built_run, aside: bool) -> None:
     plans = [*PLANS, ArmPlan("agent", quality=0.6, latency_ms=2000, agent=True, infrastructure_failure_rate=0.1)]
     run, arms = built_run(plans, repetitions=3, verdicts=True)
     _varied(run)
 
     for change in range(3):
-        assert refresh_run_summaries(run.pk)
+        with CaptureQueriesContext(connection) as queries:
+            assert refresh_run_summaries(run.pk)
+        totals_here = any('AS "total__attempts_version"' in query["sql"] for query in queries.captured_queries)
+        assert totals_here is not aside
 
         expected, tasks = _counted_one_by_one(run)
         stored, stored_tasks = _stored(run, expected)
