@@ -6,9 +6,11 @@ counts, sums and sketches, added to what is there. So a board read after a chunk
 counts it, and folding costs the chunk's size, not the run's.
 
 ``refresh_run_summaries`` rebuilds them from scratch, for ``recompute_leaderboards``, a run
-changed as a whole (re-priced, retried, finished) and a reader that finds them stale: three
-scans of the run's attempts whatever its size (the arms' totals, the (arm, task) counts
-written with INSERT ... SELECT, the sketches' buckets), and one over its verdicts.
+changed as a whole (re-priced, retried, finished) and a reader that finds them stale: plain
+GROUP BYs over the run's attempts whatever its size, each of which Postgres runs in parallel
+(the arms' totals with their causes, the (arm, task) counts, the sketches' buckets), and one
+over its verdicts. Outside a caller's transaction, the arms' totals are read on a second
+connection, in a snapshot the rebuild's exports, while its own counts the rest.
 Folds and rebuilds of a run take turns (take_refresh_turn): folds share the turn, a rebuild
 has it alone, so it never writes over a fold it did not read.
 """
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import defaultdict
+import threading
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from evaluation.models import Verdict
@@ -58,6 +61,9 @@ def refresh_run_summaries(
     unmarks the run there, so whatever records after it marks the run again). ``if_stale``:
     only if, once the turn is taken, its summaries no longer match its attempts (a reader that
     waited for another refresh finds it did the work)."""
+    # Another connection sees only what is committed: not the writes of a transaction this
+    # refresh would run inside. SQLite has one writer and no snapshot to share.
+    aside = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic():
         if not take_refresh_turn(run_id):
             return False
@@ -68,22 +74,72 @@ def refresh_run_summaries(
             return True
         _tuned_for_one_scan()
         attempts = Attempt.objects.filter(run_id=run_id)
-        # The arms' totals first, with the fingerprint of the attempts they read: the later
+        # The arms' totals first, with the fingerprint of the attempts they read (in the
+        # snapshot exported before the other statements, when read aside): the later
         # statements read the attempts again, each as committed when it starts, so one of
         # them may see a write the totals did not (one that did not fold: folds wait for this
         # turn). Then the fingerprint stored is older than what the summaries hold, and a
-        # reader rebuilds them: stale reads as stale, never fresh.
-        scanned = {name: total for name, total in additive_totals().items() if name not in COUNTED_BY_KEY}
-        totals = {
-            row.pop("arm_id"): row for row in totals_by(attempts, "arm_id", totals=scanned, also=attempts_fingerprint())
-        }
-        for model in (ArmEvaluatorSummary, ArmSummary):
-            model.objects.filter(run_id=run_id).delete()
-        for arm_id, counted in _count_by_key(run_id, attempts).items():
-            totals.setdefault(arm_id, {}).update(counted)
-        _create_arm_summaries(run, totals)
-        _create_evaluator_summaries(run_id)
+        # reader rebuilds them: stale reads as stale, never fresh. Read aside, the totals
+        # (the longest of the scans) run while this connection counts the rest.
+        with _Aside(lambda: _arm_totals(attempts), aside) as totaled:
+            for model in (ArmEvaluatorSummary, ArmSummary):
+                model.objects.filter(run_id=run_id).delete()
+            scored_tasks = _write_task_summaries(run_id, attempts)
+            sketched = _sketched(attempts)
+            evaluated = _evaluator_summaries(run_id)
+            totals = totaled()
+        for arm_id, keyed in sketched.items():
+            totals.setdefault(arm_id, {}).update(keyed)
+        _create_arm_summaries(run, totals, scored_tasks)
+        ArmEvaluatorSummary.objects.bulk_create(evaluated)
     return True
+
+
+class _Aside:
+    """``work`` run beside this transaction's next statements, on a connection of its own, in
+    a snapshot this transaction exports now: it reads the attempts as they were before any
+    of the statements after it. Or run here and now, when not ``beside``."""
+
+    def __init__(self, work: Callable[[], Any], beside: bool) -> None:
+        self.work: Callable[[], Any] = work
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        if not beside:
+            self.result = work()
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_export_snapshot()")
+            snapshot = cursor.fetchone()[0]
+        self.thread = threading.Thread(target=self._run, args=(snapshot,), daemon=True)
+        self.thread.start()
+
+    def _run(self, snapshot: str) -> None:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    cursor.execute("SET TRANSACTION SNAPSHOT %s", [snapshot])
+                _tuned_for_one_scan()
+                self.result = self.work()
+        except BaseException as error:  # raised again in the refresh's thread
+            self.error = error
+        finally:
+            connection.close()
+
+    def __enter__(self) -> Callable[[], Any]:
+        return self._result
+
+    def _result(self) -> Any:
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.thread is not None:
+            self.thread.join()
 
 
 # The namespace of the refreshes' advisory locks (the first key of pg_advisory_xact_lock's pair).
@@ -149,111 +205,117 @@ def stale_arms(run_id: int) -> list[int]:
     return sorted(arm for arm in arms if stored.get(arm, (0, 0)) != now.get(arm, (0, 0)))
 
 
-def _insert_task_summaries(run_id: int, attempts: QuerySet[Attempt]) -> None:
-    scored = (
-        attempts.filter(MODEL_SCORED)
-        .values("run_id", "arm_id", "task_id")
-        .annotate(scored=Count("id"), successes=Count("id", filter=Q(resolved=True)))
-        .values_list(*TASK_SUMMARY_COLUMNS)
-        .order_by()
-    )
-    select, params = scored.query.sql_with_params()
-    columns = ", ".join(connection.ops.quote_name(name) for name in TASK_SUMMARY_COLUMNS)
-    table = connection.ops.quote_name(TaskSummary._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table} WHERE run_id = %s", [run_id])
-        cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
-
-
-# What a rebuild counts per key, beside the arm: its (arm, task) counts, causes, latency
-# histogram and sketches. Each is one GROUP BY over the same rows.
-KEYED = {
-    "task": ("task_id",),
-    "cause": ("outcome", "error_category"),
-    "latency": ("latency_bucket",),
-    **{name: (name,) for name in SKETCHES},
+# What a rebuild counts per arm beside its totals: the latency histogram's buckets with the
+# latency sketch's (each histogram bucket is a union of sketch buckets, give or take the ones
+# an edge splits, so one GROUP BY counts both), and the other two sketches.
+SKETCHED = {
+    "latency": ("latency_bucket", "latency_sketch"),
+    "first_token_sketch": ("first_token_sketch",),
+    "tokens_per_s_sketch": ("tokens_per_s_sketch",),
 }
-KEY_COLUMNS = tuple(column for columns in KEYED.values() for column in columns)
+SKETCHED_COLUMNS = tuple(column for columns in SKETCHED.values() for column in columns)
+# The attempts each (arm, outcome, error category) group of _arm_totals holds.
+GROUP_ROWS = "group_rows"
 
 
-def _count_by_key(run_id: int, attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
-    """Per arm, its COUNTED_BY_KEY totals and sketches; the run's task summaries written on the
-    way. On Postgres one scan (GROUPING SETS) that upserts the task summaries in the same
-    statement, changed rows only: deleting and inserting them all cost as much again in
-    index entries and foreign-key checks at commit. On SQLite one GROUP BY per key."""
-    rows = attempts.annotate(
-        latency_bucket=latency_bucket(),
-        task_scored=Case(When(MODEL_SCORED, then=Value(1)), output_field=IntegerField()),
-        task_success=Case(When(MODEL_SCORED & Q(resolved=True), then=Value(1)), output_field=IntegerField()),
-        **sketch_buckets(),
-    ).values("arm_id", *KEY_COLUMNS, "task_scored", "task_success")
-    inner, params = rows.order_by().query.sql_with_params()
-    counts = "count(task_scored) AS scored, count(task_success) AS successes, count(*) AS n"
-    if connection.vendor == "postgresql":
-        select, params = _grouping_sets_upserting_tasks(run_id, inner, params, counts)
-    else:
-        _insert_task_summaries(run_id, attempts)
-        select = " UNION ALL ".join(_grouped_by(inner, counts, key) for key in KEYED if key != "task")
-        params = params * (len(KEYED) - 1)
-    with connection.cursor() as cursor:
-        cursor.execute(select, params)
-        return _keyed_totals(cursor.fetchall())
-
-
-def _grouped_by(inner: str, counts: str, key: str) -> str:
-    """SQLite's stand-in for one grouping set: the same columns, the others NULL."""
-    columns = ", ".join(column if column in KEYED[key] else "NULL" for column in KEY_COLUMNS)
-    flags = ", ".join("1" if each == key else "0" for each in KEYED)
-    grouped = ", ".join(KEYED[key])
-    return f"SELECT arm_id, {columns}, {flags}, {counts} FROM ({inner}) AS attempt GROUP BY arm_id, {grouped}"
-
-
-def _grouping_sets_upserting_tasks(run_id: int, inner: str, params: Any, counts: str) -> tuple[str, list[Any]]:
-    table = connection.ops.quote_name(TaskSummary._meta.db_table)
-    sets = ", ".join(f"(arm_id, {', '.join(columns)})" for columns in KEYED.values())
-    flags = ", ".join(f"GROUPING({columns[0]}) = 0 AS per_{key}" for key, columns in KEYED.items())
-    scored = "SELECT arm_id, task_id, scored, successes FROM grouped WHERE per_task AND scored > 0"
-    select = f"""
-        WITH grouped AS MATERIALIZED (
-            SELECT arm_id, {", ".join(KEY_COLUMNS)}, {flags}, {counts}
-            FROM ({inner}) AS attempt GROUP BY GROUPING SETS ({sets})
-        ), upserted AS (
-            INSERT INTO {table} AS old (run_id, arm_id, task_id, scored, successes)
-            SELECT %s, arm_id, task_id, scored, successes FROM ({scored}) AS scored
-            ON CONFLICT (arm_id, task_id) DO UPDATE SET scored = EXCLUDED.scored, successes = EXCLUDED.successes
-            WHERE (old.scored, old.successes) IS DISTINCT FROM (EXCLUDED.scored, EXCLUDED.successes)
-        ), gone AS (
-            DELETE FROM {table} WHERE run_id = %s
-            AND (arm_id, task_id) NOT IN (SELECT arm_id, task_id FROM ({scored}) AS kept)
-        )
-        SELECT * FROM grouped WHERE NOT per_task
-    """
-    return select, [*params, run_id, run_id]
-
-
-def _keyed_totals(rows: list[tuple]) -> dict[int, dict[str, Any]]:
-    """The rows of _count_by_key (arm, KEY_COLUMNS, a flag per KEYED, scored, successes, n) as
-    each arm's COUNTED_BY_KEY totals and sketches."""
+def _arm_totals(attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
+    """Per arm, additive_totals() (causes counted per key, not the histogram) and the
+    fingerprint of the attempts read. One plain GROUP BY (arm, outcome, error category), which
+    Postgres runs in parallel, as GROUPING SETS never are: the causes are its groups' counts,
+    and the arm's sums add its groups' up, NULL only where every group's is (as SQL's SUM).
+    Grouping by the cause as well costs the scan next to nothing: a group's FILTERed sums are
+    hashed once per row either way."""
+    scanned = {name: total for name, total in additive_totals().items() if name not in COUNTED_BY_KEY}
+    also = attempts_fingerprint() | {GROUP_ROWS: Count("id")}
     arms: dict[int, dict[str, Any]] = defaultdict(lambda: {"infrastructure_causes": {}, "configuration_causes": {}})
-    for arm_id, *rest in rows:
-        values = dict(zip(KEY_COLUMNS, rest, strict=False))
-        flags = dict(zip(KEYED, rest[len(KEY_COLUMNS) :], strict=False))
-        count = rest[-1]
-        arm = arms[arm_id]
-        if flags["cause"]:
-            keyed_counts(arm, values["outcome"], values["error_category"], None, count)
-        elif flags["latency"]:
-            if values["latency_bucket"] is not None:
-                keyed_counts(arm, None, None, values["latency_bucket"], count)
-        else:
-            name = next(name for name in SKETCHES if flags[name])
-            if values[name] is not None:
-                arm.setdefault(name, {})[str(values[name])] = count
+    for row in totals_by(attempts, "arm_id", "outcome", "error_category", totals=scanned, also=also):
+        arm = arms[row.pop("arm_id")]
+        outcome, category, count = row.pop("outcome"), row.pop("error_category"), row.pop(GROUP_ROWS)
+        for name, value in row.items():
+            arm[name] = _plus(arm.get(name), value)
+        keyed_counts(arm, outcome, category, None, count)
     return arms
 
 
-def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
-    scored_tasks = dict(TaskSummary.objects.filter(run=run).values_list("arm_id").annotate(Count("task_id")).order_by())
+def _plus(total: Any, value: Any) -> Any:
+    return value if total is None else total if value is None else total + value
+
+
+def _write_task_summaries(run_id: int, attempts: QuerySet[Attempt]) -> Counter[int]:
+    """The run's (arm, task) counts, counted with one plain GROUP BY of its scored attempts
+    (parallel on Postgres) and compared here with the stored ones: only the changed rows are
+    written, the gone ones deleted. Writing them all again cost as much as counting them, in
+    index entries and foreign-key checks at commit; and a statement that writes never runs in
+    parallel, so the counting is not done in the write (INSERT ... SELECT). Returns each
+    arm's scored tasks (its rows now)."""
+    counted = (
+        attempts.filter(MODEL_SCORED)
+        .values("arm_id", "task_id")
+        .annotate(scored=Count("id"), successes=Count("id", filter=Q(resolved=True)))
+        .order_by()
+        .values_list("arm_id", "task_id", "scored", "successes")
+    )
+    now = {(arm_id, task_id): (scored, successes) for arm_id, task_id, scored, successes in counted}
+    stored = TaskSummary.objects.filter(run_id=run_id).values_list("pk", "arm_id", "task_id", "scored", "successes")
+    gone, unchanged = [], set()
+    for pk, arm_id, task_id, scored, successes in stored:
+        counts = now.get((arm_id, task_id))
+        if counts is None:
+            gone.append(pk)
+        elif counts == (scored, successes):
+            unchanged.add((arm_id, task_id))
+    if gone:
+        TaskSummary.objects.filter(pk__in=gone).delete()
+    changed = [
+        TaskSummary(run_id=run_id, arm_id=arm_id, task_id=task_id, scored=scored, successes=successes)
+        for (arm_id, task_id), (scored, successes) in now.items()
+        if (arm_id, task_id) not in unchanged
+    ]
+    if changed:
+        TaskSummary.objects.bulk_create(
+            changed,
+            update_conflicts=True,
+            unique_fields=["arm", "task"],
+            update_fields=["scored", "successes"],
+        )
+    return Counter(arm_id for arm_id, _ in now)
+
+
+def _sketched(attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
+    """Per arm, its latency histogram and sketches: one plain GROUP BY per SKETCHED key, each
+    run in parallel on Postgres, as one statement (UNION ALL)."""
+    rows = attempts.annotate(latency_bucket=latency_bucket(), **sketch_buckets()).values("arm_id", *SKETCHED_COLUMNS)
+    inner, params = rows.order_by().query.sql_with_params()
+    select = " UNION ALL ".join(_grouped_by(inner, index) for index in range(len(SKETCHED)))
+    arms: dict[int, dict[str, Any]] = defaultdict(dict)
+    with connection.cursor() as cursor:
+        cursor.execute(select, params * len(SKETCHED))
+        for arm_id, key, *values, count in cursor.fetchall():
+            arm, columns = arms[arm_id], SKETCHED[list(SKETCHED)[key]]
+            keyed = dict(zip(SKETCHED_COLUMNS, values, strict=True))
+            for column in columns:
+                value = keyed[column]
+                if value is None:
+                    continue
+                if column == "latency_bucket":
+                    keyed_counts(arm, None, None, value, count)
+                else:
+                    sketch = arm.setdefault(column, {})
+                    sketch[str(value)] = sketch.get(str(value), 0) + count
+    return arms
+
+
+def _grouped_by(inner: str, index: int) -> str:
+    """The attempts' count per arm and SKETCHED key ``index``: its columns, the others NULL
+    (typed: a bare NULL in the first branches of a UNION is text)."""
+    grouped = SKETCHED[list(SKETCHED)[index]]
+    columns = ", ".join(column if column in grouped else "CAST(NULL AS integer)" for column in SKETCHED_COLUMNS)
+    return (
+        f"SELECT arm_id, {index}, {columns}, count(*) FROM ({inner}) AS attempt GROUP BY arm_id, {', '.join(grouped)}"
+    )
+
+
+def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]], scored_tasks: Counter[int]) -> None:
     now = timezone.now()
     summaries = []
     for arm_id in run.arms.values_list("pk", flat=True):
@@ -274,7 +336,7 @@ def _create_arm_summaries(run: Run, totals: dict[int, dict[str, Any]]) -> None:
     ArmSummary.objects.bulk_create(summaries)
 
 
-def _create_evaluator_summaries(run_id: int) -> None:
+def _evaluator_summaries(run_id: int) -> list[ArmEvaluatorSummary]:
     summaries = []
     for group in evaluator_totals(Verdict.objects.filter(attempt__run_id=run_id)):
         arm_id = group["attempt__arm_id"]
@@ -295,7 +357,7 @@ def _create_evaluator_summaries(run_id: int) -> None:
                 unpriced=group["unpriced"],
             )
         )
-    ArmEvaluatorSummary.objects.bulk_create(summaries)
+    return summaries
 
 
 # --- folding a recorded chunk ------------------------------------------------------------------

@@ -10,18 +10,28 @@ import threading
 import time
 from collections import Counter
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.models import Case, Value, When
 from django.forms.models import model_to_dict
+from django.test.utils import CaptureQueriesContext
 
 from experiments import signals
 from experiments.actions import do_pause_run, do_start_run
 from experiments.models import Attempt
 from leaderboards import jobs
-from leaderboards.aggregation import LATENCY_BUCKETS_MS
+from leaderboards.aggregation import (
+    LATENCY_BUCKETS_MS,
+    MODEL_SCORED,
+    additive_totals,
+    attempts_fingerprint,
+    sketch_buckets,
+    totals_by,
+)
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
 from leaderboards.sketches import RELATIVE_ACCURACY
 from leaderboards.summaries import refresh_run_summaries, take_refresh_turn
@@ -73,7 +83,7 @@ def _expected(attempts: list[dict]) -> dict:
 def test_summaries_equal_a_direct_aggregation_over_the_attempts(built_run, django_assert_max_num_queries):
     run, arms = built_run(PLANS, repetitions=3, verdicts=True)
 
-    with django_assert_max_num_queries(17):  # whatever the number of attempts
+    with django_assert_max_num_queries(18):  # whatever the number of attempts
         assert refresh_run_summaries(run.pk)
 
     rows = list(Attempt.objects.filter(run=run).values())
@@ -122,6 +132,115 @@ def _snapshot(run) -> list[dict]:
         for model in (ArmSummary, ArmEvaluatorSummary, TaskSummary)
         for row in model.objects.filter(run=run).order_by("arm_id", "pk")
     ]
+
+
+def _varied(run) -> None:
+    """Every kind of row a rebuild keys on: causes with and without a category, a
+    configuration failure, an answer awaiting its verdict, latencies on the histogram's edges
+    and past its last one, a cached call that still took time, a fuzzed patch, a cancelled
+    attempt and one still queued (neither recorded)."""
+    answers = list(Attempt.objects.filter(run=run, status="completed").order_by("pk"))
+    edits: list[dict[str, Any]] = [
+        {"outcome": "infrastructure_failure", "error_category": "", "status": "failed"},
+        {"outcome": "infrastructure_failure", "error_category": "connection", "status": "failed"},
+        {"outcome": "configuration_failure", "error_category": "model_not_found", "status": "failed"},
+        {"outcome": "configuration_failure", "error_category": "bad_request", "status": "failed"},
+        {"resolved": None},
+        {"latency_ms": 0, "first_token_ms": 0, "output_tokens_per_s": 0.0},
+        {"latency_ms": 99},
+        {"latency_ms": 100},
+        {"latency_ms": 2500},
+        {"latency_ms": 250_000},
+        {"response_cached": True, "latency_ms": 40},
+        {"apply_method": "patch_fuzz"},
+        {"status": "cancelled", "outcome": ""},
+        {"status": "queued", "outcome": "", "latency_ms": None},
+    ]
+    for index, fields in enumerate(edits):
+        Attempt.objects.filter(pk__in=[a.pk for a in answers[index::40]]).update(**fields)
+
+
+def _counted_one_by_one(run) -> tuple[dict, set]:
+    """Each arm's summary fields as additive_totals() counts them with a FILTER per key and
+    the sketches from each attempt's own bucket, and the (arm, task) counts: none of the
+    rebuild's grouping."""
+    attempts = Attempt.objects.filter(run=run)
+    arms = {
+        row.pop("arm_id"): row
+        for row in totals_by(attempts, "arm_id", totals=additive_totals(), also=attempts_fingerprint())
+    }
+    for arm in arms.values():
+        for name in ("infrastructure_causes", "configuration_causes"):
+            arm[name] = {cause: count for cause, count in arm[name].items() if count}
+        if not any(arm["latency_histogram"]):
+            arm["latency_histogram"] = []  # the field's default: no answer measured
+        arm.update({name: {} for name in sketch_buckets()})
+    for arm_id, *buckets in attempts.annotate(**sketch_buckets()).values_list("arm_id", *sketch_buckets()):
+        for name, index in zip(sketch_buckets(), buckets, strict=True):
+            if index is not None:
+                sketch = arms[arm_id].setdefault(name, {})
+                sketch[str(index)] = sketch.get(str(index), 0) + 1
+    scored = [a for a in attempts.filter(MODEL_SCORED).values("arm_id", "task_id", "resolved")]
+    per_task = Counter((a["arm_id"], a["task_id"]) for a in scored)
+    wins = Counter((a["arm_id"], a["task_id"]) for a in scored if a["resolved"])
+    return arms, {(*key, count, wins[key]) for key, count in per_task.items()}
+
+
+def _stored(run, expected: dict) -> tuple[dict, set]:
+    arms = {}
+    for summary in ArmSummary.objects.filter(run=run):
+        arms[summary.arm_id] = {name: getattr(summary, name) for name in expected.get(summary.arm_id, {})}
+    tasks = set(TaskSummary.objects.filter(run=run).values_list("arm_id", "task_id", "scored", "successes"))
+    return arms, tasks
+
+
+def test_a_rebuild_equals_the_totals_counted_attempt_by_attempt(built_run):
+    """A guard for the rebuild's grouping (its causes, histogram and sketches counted per key,
+    its sums added up per cause, its (arm, task) rows written as they changed): what it stores
+    is what a FILTER per key counts over the same attempts, before and after they change."""
+    _check_rebuilds(built_run, aside=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_reads_the_totals_on_a_connection_of_its_own_and_still_equals_them(built_run):
+    """Outside a transaction the arms' totals are read beside the rest, on another connection
+    in the snapshot the refresh exported: not on the refresh's own, and to the same figures."""
+    _check_rebuilds(built_run, aside=True)
+
+
+def _check_rebuilds(built_run, aside: bool) -> None:
+    plans = [*PLANS, ArmPlan("agent", quality=0.6, latency_ms=2000, agent=True, infrastructure_failure_rate=0.1)]
+    run, arms = built_run(plans, repetitions=3, verdicts=True)
+    _varied(run)
+
+    for change in range(3):
+        with CaptureQueriesContext(connection) as queries:
+            assert refresh_run_summaries(run.pk)
+        totals_here = any('AS "total__attempts_version"' in query["sql"] for query in queries.captured_queries)
+        assert totals_here is not aside
+
+        expected, tasks = _counted_one_by_one(run)
+        stored, stored_tasks = _stored(run, expected)
+        assert set(stored) == set(arms[label].pk for label in arms)
+        for arm_id, fields in expected.items():
+            approximate = {
+                name: pytest.approx(value) if isinstance(value, float) else value for name, value in fields.items()
+            }
+            assert stored[arm_id] == approximate, arm_id
+        assert stored_tasks == tasks
+        assert len({key[:2] for key in tasks}) == len(tasks) > 0
+        scored_tasks = Counter(arm_id for arm_id, *_ in tasks)
+        assert {s.arm_id: s.scored_tasks for s in ArmSummary.objects.filter(run=run)} == {
+            arm.pk: scored_tasks[arm.pk] for arm in arms.values()
+        }
+        if change == 0:  # one (arm, task) loses every attempt, another flips its verdicts
+            arm_id, task_id, *_ = min(tasks)
+            Attempt.objects.filter(arm_id=arm_id, task_id=task_id).delete()
+            arm_id, task_id, *_ = max(tasks)
+            flipped = Attempt.objects.filter(arm_id=arm_id, task_id=task_id, outcome="model_success")
+            flipped.update(resolved=Case(When(resolved=True, then=Value(False)), default=Value(True)))
+        elif change == 1:  # a whole arm loses its attempts: its summary stays, empty
+            Attempt.objects.filter(arm=arms["weak"]).delete()
 
 
 def test_a_refresh_is_idempotent(built_run):
