@@ -15,7 +15,7 @@ from django.forms.models import model_to_dict
 
 from experiments import signals
 from experiments.models import Attempt
-from leaderboards import sketches
+from leaderboards import sketches, summaries
 from leaderboards.models import ArmSummary, TaskSummary
 from leaderboards.summaries import fold_recorded, refresh_run_summaries, stale_arms
 from tests.conftest import work_queue
@@ -185,3 +185,24 @@ def test_attempts_ended_by_the_claim_limit_are_folded_as_they_end(experiment, st
     summary = ArmSummary.objects.get(arm_id=poisoned.arm_id)
     assert (summary.infrastructure_failures, summary.infrastructure_causes) == (1, {"platform_error": 1})
     assert stale_arms(run.pk) == []
+
+
+def test_postgres_folds_in_one_statement_the_rows_the_python_fold_writes(built_run, django_assert_max_num_queries):
+    """A guard: Postgres' fold is one prepared statement after its turn (_fold_in_one_statement),
+    and it writes what the chunk's aggregates read into Python and upserted wrote."""
+    run, _ = built_run(PLANS, repetitions=3)
+    ids = list(Attempt.objects.filter(run=run, status__in=("completed", "failed")).values_list("pk", flat=True))
+    random.Random(5).shuffle(ids)
+    chunks = [ids[start : start + 6] for start in range(0, len(ids), 6)]
+
+    with transaction.atomic():
+        for chunk in chunks:
+            summaries._fold_in_python(chunk)
+        by_python = _rows(run)
+        transaction.set_rollback(True)
+    for chunk in chunks:
+        with transaction.atomic(), django_assert_max_num_queries(4):  # PREPAREs on a connection's first
+            fold_recorded(chunk)
+
+    assert _rows(run) == by_python
+    assert by_python["arms"] and by_python["tasks"]
