@@ -43,7 +43,7 @@ from leaderboards.aggregation import (
     totals_by,
 )
 from leaderboards.models import ArmEvaluatorSummary, ArmSummary, TaskSummary
-from leaderboards.sql import Collect
+from leaderboards.sql import BucketCounts, Collect
 
 TASK_SUMMARY_COLUMNS = ("run_id", "arm_id", "task_id", "scored", "successes")
 SKETCHES = tuple(sketch_buckets())
@@ -345,7 +345,7 @@ def _fold_sql() -> str:
     """The chunk's (arm, task) counts and arms' sums upserted as _fold_in_python upserts them,
     in one statement: $1 the chunk's ids, $2 the time it is folded at. An arm's scored_tasks
     grow by its tasks whose count after the upsert is the chunk's (scored for the first time);
-    its sketches are the chunk's buckets counted, its causes without the zeros."""
+    its causes are the chunk's without the zeros."""
     tasks_table = connection.ops.quote_name(TaskSummary._meta.db_table)
     arms_table = connection.ops.quote_name(ArmSummary._meta.db_table)
     quote = connection.ops.quote_name
@@ -357,7 +357,7 @@ def _fold_sql() -> str:
         "scored_tasks": "coalesce(new_tasks.count, 0)",
         **chunk_totals,
         **{name: f"prbench_add_counts('{{}}'::jsonb, {chunk_totals[name]})" for name in CAUSES},
-        **{name: _counted_buckets(f"arms.{quote(TOTAL + name)}") for name in SKETCHES},
+        **{name: f"arms.{quote(TOTAL + name)}" for name in SKETCHES},
     }
     fields = _arm_fields()
     values = ", ".join(given[field.attname] if field.attname in given else _default(field) for field in fields)
@@ -365,7 +365,7 @@ def _fold_sql() -> str:
     task_columns = ", ".join(TASK_SUMMARY_COLUMNS)
     scored, successes = quote(TOTAL + "scored"), quote(TOTAL + "successes")
     return f"""
-        WITH arms AS MATERIALIZED ({_chunk_sql("arms")}),
+        WITH arms AS MATERIALIZED ({_chunk_sql("arms_counted")}),
         tasks AS MATERIALIZED ({_chunk_sql("tasks")}),
         upserted AS (
             INSERT INTO {tasks_table} ({task_columns})
@@ -394,16 +394,6 @@ def _default(field: Any) -> str:
     return connection.ops.compose_sql("%s", [value])  # type: ignore[attr-defined]  # Postgres'
 
 
-def _counted_buckets(collected: str) -> str:
-    """SQL: a sketch ({bucket: count}, as sketches.count_buckets counts) from the JSON list of
-    the chunk's buckets (Collect), NULLs skipped."""
-    return (
-        "(SELECT coalesce(jsonb_object_agg(bucket, count), '{}'::jsonb) FROM "
-        f"(SELECT value #>> '{{}}' AS bucket, count(*) AS count FROM jsonb_array_elements({collected}) "
-        "WHERE jsonb_typeof(value) = 'number' GROUP BY 1) AS buckets)"
-    )
-
-
 def _fold_in_python(attempt_ids: Sequence[int]) -> None:
     """The chunk's aggregates read into Python, counted there and upserted: SQLite's fold
     (and Postgres' before _fold_in_one_statement, which must write the same rows)."""
@@ -428,9 +418,9 @@ JSON_TOTALS = ("infrastructure_causes", "configuration_causes", "latency_histogr
 
 @functools.cache
 def _chunk_query(kind: str) -> tuple[str, tuple[Any, ...]]:
-    """The chunk's aggregate per arm ("arms": every sum, the sketches' buckets) or per (arm,
-    task) ("tasks"), compiled once per process: building fifty aggregates with the ORM cost
-    more than running them (13 ms a chunk)."""
+    """The chunk's aggregate per arm ("arms": every sum, the sketches' buckets listed;
+    "arms_counted": counted, Postgres') or per (arm, task) ("tasks"), compiled once per
+    process: building fifty aggregates with the ORM cost more than running them (13 ms a chunk)."""
     attempts = Attempt.objects.filter(pk__in=[CHUNK_IDS])
     rows: QuerySet[Attempt, Any]
     if kind == "tasks":
@@ -438,7 +428,8 @@ def _chunk_query(kind: str) -> tuple[str, tuple[Any, ...]]:
         totals = {"scored": Count("id"), "successes": Count("id", filter=Q(resolved=True))}
     else:
         rows = attempts.values("run_id", "arm_id")
-        collected = {name: Collect(expression) for name, expression in sketch_buckets().items()}
+        each = BucketCounts if kind == "arms_counted" else Collect
+        collected = {name: each(expression) for name, expression in sketch_buckets().items()}
         totals = additive_totals() | attempts_fingerprint() | collected
     return rows.annotate(**{TOTAL + name: total for name, total in totals.items()}).order_by().query.sql_with_params()
 
@@ -534,9 +525,7 @@ def _fold_arm_summaries(arms: list[dict[str, Any]]) -> None:
     for sums in arms:
         given = sums | {"refreshed_at": now}
         values = [given[field.attname] if field.attname in given else field.get_default() for field in fields]
-        if connection.vendor != "postgresql":
-            values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
-        rows.append(values)
+        rows.append([_prepared(field, value) for field, value in zip(fields, values, strict=True)])
     table = connection.ops.quote_name(ArmSummary._meta.db_table)
     source, params = _rows_source(table, [field.attname for field in fields], rows)
     columns = ", ".join(connection.ops.quote_name(field.attname) for field in fields)
@@ -545,6 +534,13 @@ def _fold_arm_summaries(arms: list[dict[str, Any]]) -> None:
             f"INSERT INTO {table} ({columns}) {source} ON CONFLICT (arm_id) DO UPDATE SET {_arm_updates(table)}",
             params,
         )
+
+
+def _prepared(field: Any, value: Any) -> Any:
+    """On Postgres the JSON encoder quotes the values (a sketch is its array's text), on SQLite the fields."""
+    if connection.vendor == "postgresql" and not isinstance(field, sketches.SketchField):
+        return value
+    return field.get_db_prep_save(value, connection)
 
 
 def _arm_fields() -> list[Any]:
@@ -564,7 +560,9 @@ def _added(table: str, field: Any) -> str:
     old, new = f"{table}.{column}", f"EXCLUDED.{column}"
     if field.name == "refreshed_at":
         return f"{column} = {new}"
-    if field.get_internal_type() == "JSONField":
+    if isinstance(field, sketches.SketchField) and connection.vendor == "postgresql":
+        return f"{column} = prbench_add_buckets({old}, {new})"
+    if field.get_internal_type() in ("JSONField", "SketchField"):
         function = "prbench_add_lists" if field.default is list else "prbench_add_counts"
         return f"{column} = {function}({old}, {new})"
     if field.null:  # a sum over no value is NULL, not zero (cost_usd: unknown, not free)

@@ -206,3 +206,38 @@ def test_postgres_folds_in_one_statement_the_rows_the_python_fold_writes(built_r
 
     assert _rows(run) == by_python
     assert by_python["arms"] and by_python["tasks"]
+
+
+def test_a_sketch_is_stored_as_an_array_subscripted_by_bucket():
+    sketch = {"-700": 3, "12": 1, "15": 2}
+
+    text = sketches.as_array_text(sketch)
+
+    assert text == "[-700:15]={3," + "NULL," * 711 + "1,NULL,NULL,2}"
+    assert sketches.from_array_text(text) == sketch
+    assert sketches.from_array_text("{4,NULL,5}") == {"1": 4, "3": 5}  # a lower bound of 1 goes unwritten
+    assert sketches.as_array_text({}) == "{}" and sketches.from_array_text("{}") == {}
+
+
+def test_zero_and_far_apart_latencies_fold_into_the_array_as_a_rebuild_counts_them(built_run):
+    run, _ = built_run(PLANS[:1], repetitions=3)
+    called = list(
+        Attempt.objects.filter(run=run, response_cached=False, latency_ms__isnull=False).values_list("pk", flat=True)
+    )
+    Attempt.objects.filter(pk__in=called[::3]).update(latency_ms=0)
+    Attempt.objects.filter(pk__in=called[1::3]).update(latency_ms=600_000)
+
+    _fold_in_chunks(run, size=4)
+
+    summary = ArmSummary.objects.get(run=run)
+    assert summary.latency_sketch[str(sketches.ZERO_BUCKET)] == len(called[::3])
+    assert summary.latency_quantiles is not None and summary.latency_quantiles[0] == 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_typeof(latency_sketch)::text FROM leaderboards_armsummary WHERE id = %s", [summary.pk]
+            )
+            assert cursor.fetchone() == ("integer[]",)
+    folded = _rows(run)
+    refresh_run_summaries(run.pk)
+    assert folded == _rows(run)
