@@ -31,6 +31,7 @@ from experiments.models import Attempt, Run, RunArm
 from leaderboards import sketches
 from leaderboards.aggregation import (
     COUNTED_BY_KEY,
+    LATENCY_BUCKETS_MS,
     MODEL_SCORED,
     TOTAL,
     additive_totals,
@@ -356,7 +357,12 @@ def _fold_sql() -> str:
         "refreshed_at": "$2::timestamptz",
         "scored_tasks": "coalesce(new_tasks.count, 0)",
         **chunk_totals,
-        **{name: f"prbench_add_counts('{{}}'::jsonb, {chunk_totals[name]})" for name in CAUSES},
+        # Without a failure of its kind the chunk's causes are all zero: no call to strip them.
+        **{
+            name: f"CASE WHEN {chunk_totals[failures]} = 0 THEN '{{}}'::jsonb "
+            f"ELSE prbench_add_counts('{{}}'::jsonb, {chunk_totals[name]}) END"
+            for name, failures in zip(CAUSES, ("infrastructure_failures", "configuration_failures"), strict=True)
+        },
         **{name: f"arms.{quote(TOTAL + name)}" for name in SKETCHES},
     }
     fields = _arm_fields()
@@ -554,14 +560,31 @@ def _arm_updates(table: str) -> str:
     return ", ".join(_added(table, field) for field in fields if field.attname not in ("run_id", "arm_id"))
 
 
+def _histograms_added(old: str, new: str) -> str:
+    """SQL: two latency histograms added place by place, in one expression where both have
+    every bucket (prbench_add_lists, a query per call, where one is empty: a rebuilt arm
+    that measured nothing)."""
+    width = len(LATENCY_BUCKETS_MS) + 1
+    places = ", ".join(f"({old} ->> {place})::bigint + ({new} ->> {place})::bigint" for place in range(width))
+    return (
+        f"CASE WHEN jsonb_array_length({old}) = {width} AND jsonb_array_length({new}) = {width} "
+        f"THEN jsonb_build_array({places}) ELSE prbench_add_lists({old}, {new}) END"
+    )
+
+
 def _added(table: str, field: Any) -> str:
     """The SET clause adding the chunk's value of ``field`` (EXCLUDED) to the row's."""
     column = connection.ops.quote_name(field.attname)
     old, new = f"{table}.{column}", f"EXCLUDED.{column}"
     if field.name == "refreshed_at":
         return f"{column} = {new}"
-    if isinstance(field, sketches.SketchField) and connection.vendor == "postgresql":
-        return f"{column} = prbench_add_buckets({old}, {new})"
+    if connection.vendor == "postgresql":
+        if isinstance(field, sketches.SketchField):
+            return f"{column} = prbench_add_buckets({old}, {new})"
+        if field.attname in CAUSES:  # most chunks add none: no call (prbench_add_counts runs a query)
+            return f"{column} = CASE WHEN {new} = '{{}}'::jsonb THEN {old} ELSE prbench_add_counts({old}, {new}) END"
+        if field.attname == "latency_histogram":
+            return f"{column} = {_histograms_added(old, new)}"
     if field.get_internal_type() in ("JSONField", "SketchField"):
         function = "prbench_add_lists" if field.default is list else "prbench_add_counts"
         return f"{column} = {function}({old}, {new})"

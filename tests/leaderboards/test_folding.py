@@ -241,3 +241,21 @@ def test_zero_and_far_apart_latencies_fold_into_the_array_as_a_rebuild_counts_th
     folded = _rows(run)
     refresh_run_summaries(run.pk)
     assert folded == _rows(run)
+
+
+def test_folding_into_a_summary_rebuilt_before_anything_was_recorded_adds_to_its_empty_histogram(built_run):
+    """A guard: an arm rebuilt with nothing recorded has the defaults, an empty histogram and
+    empty sketches; the chunks folded into it give what a rebuild gives."""
+    run, arms = built_run(PLANS[:2], repetitions=2)
+    TaskSummary.objects.filter(run=run).delete()
+    ArmSummary.objects.filter(run=run).delete()
+    ArmSummary.objects.bulk_create(ArmSummary(run=run, arm=arm, refreshed_at=run.created_at) for arm in arms.values())
+    assert [(s.latency_histogram, s.latency_sketch) for s in ArmSummary.objects.filter(run=run)] == [([], {})] * len(
+        arms
+    )
+
+    _fold_in_chunks(run, size=5)
+
+    folded = _rows(run)
+    refresh_run_summaries(run.pk)
+    assert folded == _rows(run)
