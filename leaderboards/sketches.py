@@ -128,6 +128,9 @@ class SketchField(models.Field):
     def to_python(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str) else value
 
+    def value_to_string(self, obj: Any) -> str:  # serialized (dumpdata) as JSON, as a JSONField is
+        return json.dumps(self.value_from_object(obj))
+
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> str | None:
         if value is None:
             return None

@@ -60,12 +60,15 @@ TO_ARRAYS = ", ".join(
     f"ALTER COLUMN {name} TYPE integer[] USING prbench_sketch_array({name}), ALTER COLUMN {name} SET STORAGE EXTENDED"
     for name in SKETCHES
 )
+TO_JSON_FUNCTION = """
+CREATE OR REPLACE FUNCTION prbench_sketch_json(sketch integer[]) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+SELECT coalesce(jsonb_object_agg(CASE WHEN bucket = -700 THEN -1000000 ELSE bucket END, sketch[bucket]), '{}')
+FROM generate_subscripts(sketch, 1) AS bucket WHERE sketch[bucket] IS NOT NULL
+$$;
+"""
 TO_JSON = ", ".join(
-    f"ALTER COLUMN {name} TYPE jsonb USING (SELECT coalesce(jsonb_object_agg("
-    f"CASE WHEN bucket = -700 THEN -1000000 ELSE bucket END, count), '{{}}') "
-    f"FROM unnest({name}) WITH ORDINALITY AS each(count, place), "
-    f"LATERAL (SELECT array_lower({name}, 1) + place::integer - 1 AS bucket) AS at WHERE count IS NOT NULL), "
-    f"ALTER COLUMN {name} SET STORAGE EXTERNAL"
+    f"ALTER COLUMN {name} TYPE jsonb USING prbench_sketch_json({name}), ALTER COLUMN {name} SET STORAGE EXTERNAL"
     for name in SKETCHES
 )
 
@@ -81,9 +84,11 @@ def to_arrays(apps, schema_editor):
 
 def to_json(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(TO_JSON_FUNCTION)
         schema_editor.execute(f"ALTER TABLE leaderboards_armsummary {TO_JSON}, RESET (toast_tuple_target)")
         schema_editor.execute(
-            "DROP FUNCTION prbench_add_buckets(integer[], integer[]); DROP FUNCTION prbench_count_buckets(integer[])"
+            "DROP FUNCTION prbench_sketch_json(integer[]); DROP FUNCTION prbench_add_buckets(integer[], integer[]); "
+            "DROP FUNCTION prbench_count_buckets(integer[])"
         )
     else:
         _renamed_zero(schema_editor, NEW_ZERO, OLD_ZERO)
