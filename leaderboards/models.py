@@ -65,9 +65,9 @@ class ArmSummary(models.Model):
     latency_measured = models.PositiveIntegerField(default=0)
     latency_histogram = models.JSONField(default=list, help_text="Answers per LATENCY_BUCKETS_MS bucket")
     # Mergeable sketches (leaderboards/sketches.py, within 1%): recording adds a chunk's counts.
-    latency_sketch = models.JSONField(default=dict, help_text="Latency in ms: answers per log bucket")
-    first_token_sketch = models.JSONField(default=dict, help_text="First token in ms: answers per log bucket")
-    tokens_per_s_sketch = models.JSONField(default=dict, help_text="Output tokens/s: answers per log bucket")
+    latency_sketch = sketches.SketchField(default=dict, help_text="Latency in ms: answers per log bucket")
+    first_token_sketch = sketches.SketchField(default=dict, help_text="First token in ms: answers per log bucket")
+    tokens_per_s_sketch = sketches.SketchField(default=dict, help_text="Output tokens/s: answers per log bucket")
 
     # Costs of the answers that made a call; unknown while any of them has no price.
     answered_called = models.PositiveIntegerField(default=0)

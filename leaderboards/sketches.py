@@ -8,6 +8,12 @@ so recording folds a chunk's sketch into the arm's, and a rebuild counts the sam
 one GROUP BY. The bucket is computed in SQL for both, so a value lands in the same bucket
 whichever path counted it.
 
+Stored (SketchField) on Postgres as an integer[] whose subscripts are the buckets and whose
+elements are their counts (NULL: none): a fold adds a chunk's few buckets in place
+(prbench_add_buckets, leaderboards/migrations/0009), where rewriting a JSON object of hundreds
+of keys cost most of a fold's CPU. A few hundred buckets take a few hundred 4-byte counts
+and a bit each, so an arm's row keeps its sketches inline. On SQLite a JSON object, as before.
+
 Error bound: a quantile read from a sketch is within RELATIVE_ACCURACY (1%) of the exact one
 (``percentile_cont``'s linear interpolation between the two order statistics around the rank:
 each is read within 1%, and so is any mix of two positive values). Values below SMALLEST
@@ -17,11 +23,13 @@ most 665 buckets.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+from django.db import models
 from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
 from django.db.models.functions import Cast, Ceil, Ln
 
@@ -29,7 +37,9 @@ RELATIVE_ACCURACY = 0.01
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
 LN_GAMMA = math.log(GAMMA)
 SMALLEST = 1e-6
-ZERO_BUCKET = -1_000_000  # below any bucket of a value >= SMALLEST (ln(1e-6) / ln g ~ -691)
+# Below any bucket of a value >= SMALLEST (ceil(ln(1e-6) / ln g) = -690), and close to them: on
+# Postgres a sketch's array spans every subscript from its lowest bucket to its highest.
+ZERO_BUCKET = -700
 
 
 def bucket(field: str, counted: Q) -> Case:
@@ -91,3 +101,65 @@ def quantiles(sketch: Mapping[str, Any] | None, fractions: Iterable[float], whol
 def quantile(sketch: Mapping[str, Any] | None, fraction: float, whole: bool = False) -> float | None:
     values = quantiles(sketch, [fraction], whole)
     return None if values is None else values[0]
+
+
+class SketchField(models.Field):
+    """A sketch, ``{bucket: count}`` in Python (keys as JSON keys are, strings). On Postgres an
+    integer[] subscripted by bucket (read as text, which keeps its bounds: "[-3:-1]={1,NULL,2}");
+    on SQLite a JSON object."""
+
+    description = "Counts per sketch bucket"
+
+    def db_type(self, connection: Any) -> str:
+        return "integer[]" if connection.vendor == "postgresql" else "text"
+
+    def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
+        if compiler.connection.vendor == "postgresql":
+            return f"({sql})::text", params
+        return sql, params
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> dict[str, int] | None:
+        if value is None:
+            return None
+        if connection.vendor == "postgresql":
+            return from_array_text(value)
+        return json.loads(value)
+
+    def to_python(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    def value_to_string(self, obj: Any) -> str:  # serialized (dumpdata) as JSON, as a JSONField is
+        return json.dumps(self.value_from_object(obj))
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> str | None:
+        if value is None:
+            return None
+        if connection.vendor == "postgresql":
+            return as_array_text(value)
+        return json.dumps(value)
+
+
+def as_array_text(sketch: Mapping[str, int]) -> str:
+    """The sketch as Postgres' text of an integer[] subscripted by bucket ("{}" when empty)."""
+    counts = {int(key): count for key, count in sketch.items() if count}
+    if not counts:
+        return "{}"
+    low, high = min(counts), max(counts)
+    elements = ",".join(str(counts[index]) if index in counts else "NULL" for index in range(low, high + 1))
+    return f"[{low}:{high}]={{{elements}}}"
+
+
+def from_array_text(text: str) -> dict[str, int]:
+    """as_array_text's sketch back (a lower bound of 1 is written without its bounds)."""
+    low = 1
+    if text.startswith("["):
+        bounds, text = text.split("=", 1)
+        low = int(bounds[1:].split(":", 1)[0])
+    elements = text[1:-1]
+    if not elements:
+        return {}
+    return {
+        str(low + offset): int(element)
+        for offset, element in enumerate(elements.split(","))
+        if element != "NULL" and int(element)
+    }

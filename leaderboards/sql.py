@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 from django.db.backends.signals import connection_created
-from django.db.models import Aggregate, BigIntegerField, Expression, FloatField, Func, JSONField, Value
+from django.db.models import Aggregate, BigIntegerField, Expression, Field, FloatField, Func, JSONField, Value
 
 
 class Percentile(Aggregate):
@@ -68,6 +68,19 @@ class Collect(Aggregate):
     def as_sqlite(self, compiler, connection, **extra_context):
         template = "%(function)s(%(expressions)s)"
         return super().as_sql(compiler, connection, function="json_group_array", template=template)
+
+
+class BucketCounts(Aggregate):
+    """Postgres: the group's sketch buckets counted (NULLs skipped) as a sketch's integer[]
+    (leaderboards/sketches.py), prbench_count_buckets of leaderboards/migrations/0009."""
+
+    function = "array_agg"
+    name = "BucketCounts"
+    template = "prbench_count_buckets(%(function)s(%(expressions)s))"
+
+    def __init__(self, expression: Any, **extra: Any):
+        # Read by SQL alone (summaries._fold_sql): as a SketchField it would be selected as text.
+        super().__init__(expression, output_field=Field(), **extra)
 
 
 class _SqlitePercentile:

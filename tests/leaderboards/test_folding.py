@@ -15,7 +15,7 @@ from django.forms.models import model_to_dict
 
 from experiments import signals
 from experiments.models import Attempt
-from leaderboards import sketches
+from leaderboards import sketches, summaries
 from leaderboards.models import ArmSummary, TaskSummary
 from leaderboards.summaries import fold_recorded, refresh_run_summaries, stale_arms
 from tests.conftest import work_queue
@@ -185,3 +185,77 @@ def test_attempts_ended_by_the_claim_limit_are_folded_as_they_end(experiment, st
     summary = ArmSummary.objects.get(arm_id=poisoned.arm_id)
     assert (summary.infrastructure_failures, summary.infrastructure_causes) == (1, {"platform_error": 1})
     assert stale_arms(run.pk) == []
+
+
+def test_postgres_folds_in_one_statement_the_rows_the_python_fold_writes(built_run, django_assert_max_num_queries):
+    """A guard: Postgres' fold is one prepared statement after its turn (_fold_in_one_statement),
+    and it writes what the chunk's aggregates read into Python and upserted wrote."""
+    run, _ = built_run(PLANS, repetitions=3)
+    ids = list(Attempt.objects.filter(run=run, status__in=("completed", "failed")).values_list("pk", flat=True))
+    random.Random(5).shuffle(ids)
+    chunks = [ids[start : start + 6] for start in range(0, len(ids), 6)]
+
+    with transaction.atomic():
+        for chunk in chunks:
+            summaries._fold_in_python(chunk)
+        by_python = _rows(run)
+        transaction.set_rollback(True)
+    for chunk in chunks:
+        with transaction.atomic(), django_assert_max_num_queries(4):  # PREPAREs on a connection's first
+            fold_recorded(chunk)
+
+    assert _rows(run) == by_python
+    assert by_python["arms"] and by_python["tasks"]
+
+
+def test_a_sketch_is_stored_as_an_array_subscripted_by_bucket():
+    sketch = {"-700": 3, "12": 1, "15": 2}
+
+    text = sketches.as_array_text(sketch)
+
+    assert text == "[-700:15]={3," + "NULL," * 711 + "1,NULL,NULL,2}"
+    assert sketches.from_array_text(text) == sketch
+    assert sketches.from_array_text("{4,NULL,5}") == {"1": 4, "3": 5}  # a lower bound of 1 goes unwritten
+    assert sketches.as_array_text({}) == "{}" and sketches.from_array_text("{}") == {}
+
+
+def test_zero_and_far_apart_latencies_fold_into_the_array_as_a_rebuild_counts_them(built_run):
+    run, _ = built_run(PLANS[:1], repetitions=3)
+    called = list(
+        Attempt.objects.filter(run=run, response_cached=False, latency_ms__isnull=False).values_list("pk", flat=True)
+    )
+    Attempt.objects.filter(pk__in=called[::3]).update(latency_ms=0)
+    Attempt.objects.filter(pk__in=called[1::3]).update(latency_ms=600_000)
+
+    _fold_in_chunks(run, size=4)
+
+    summary = ArmSummary.objects.get(run=run)
+    assert summary.latency_sketch[str(sketches.ZERO_BUCKET)] == len(called[::3])
+    assert summary.latency_quantiles is not None and summary.latency_quantiles[0] == 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_typeof(latency_sketch)::text FROM leaderboards_armsummary WHERE id = %s", [summary.pk]
+            )
+            assert cursor.fetchone() == ("integer[]",)
+    folded = _rows(run)
+    refresh_run_summaries(run.pk)
+    assert folded == _rows(run)
+
+
+def test_folding_into_a_summary_rebuilt_before_anything_was_recorded_adds_to_its_empty_histogram(built_run):
+    """A guard: an arm rebuilt with nothing recorded has the defaults, an empty histogram and
+    empty sketches; the chunks folded into it give what a rebuild gives."""
+    run, arms = built_run(PLANS[:2], repetitions=2)
+    TaskSummary.objects.filter(run=run).delete()
+    ArmSummary.objects.filter(run=run).delete()
+    ArmSummary.objects.bulk_create(ArmSummary(run=run, arm=arm, refreshed_at=run.created_at) for arm in arms.values())
+    assert [(s.latency_histogram, s.latency_sketch) for s in ArmSummary.objects.filter(run=run)] == [([], {})] * len(
+        arms
+    )
+
+    _fold_in_chunks(run, size=5)
+
+    folded = _rows(run)
+    refresh_run_summaries(run.pk)
+    assert folded == _rows(run)
