@@ -105,7 +105,17 @@ def _sql(vendor: str) -> str:
         unless_retired("error_message", own("error_message"), "%(retired_message)s", note),
         unless_retired("scored_at", own("scored_at"), "%(now)s", "%(now)s"),
     ]
-    running_runs = f"SELECT 1 FROM {runs} run WHERE run.id = {own('run_id')} AND run.status = '{RunStatus.RUNNING}'"
+    # The attempts are reached by their ids alone, whatever the table's statistics say. Postgres
+    # reached them through a queued range whenever the run's attempts were not yet in the
+    # statistics (a new run in a large table, autovacuum late): from the run, through its
+    # queued range (the run's check pulled up into a join), or through every queued attempt of
+    # the table (the status test as an index condition), filtering that by id. A claim of 8
+    # read 5,000 rows; a run's claims cost its size squared (issue 31). So the run's check stays
+    # a subquery run per row found (OFFSET 0: SQLite has no OFFSET without a LIMIT, nor this
+    # choice), and the status is tested as "IS TRUE", which no index serves (never NULL).
+    running_runs = f"SELECT 1 FROM {runs} run WHERE run.id = {own('run_id')} AND run.status = '{RunStatus.RUNNING}'" + (
+        " OFFSET 0" if vendor == "postgresql" else ""
+    )
     returning = ", ".join(own(name) for name in RETURNED)
     # The arm is joined once per row (its stop mark and note read in every CASE), where a
     # subquery per CASE cost Postgres nine lookups per attempt. The run's status stays an
@@ -114,7 +124,8 @@ def _sql(vendor: str) -> str:
     # workers never both claim one attempt.
     return (
         f"UPDATE {attempts} SET {', '.join(assignments)} FROM {arms} arm "
-        f"WHERE arm.id = {own('arm_id')} AND {own('id')} %(ids)s AND {own('status')} = '{AttemptStatus.QUEUED}' "
+        f"WHERE arm.id = {own('arm_id')} AND {own('id')} %(ids)s "
+        f"AND ({own('status')} = '{AttemptStatus.QUEUED}') IS TRUE "
         f"AND EXISTS ({running_runs}) RETURNING {returning}"
     )
 

@@ -5,6 +5,7 @@ from the same run. Every attempt is claimed once, called once and recorded once.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 
 import pytest
@@ -104,3 +105,49 @@ def test_an_arm_first_handed_out_in_a_deep_chunk_loses_none_of_the_chunk(org, da
     pipeline.finish_run_if_done(run.pk)
 
     assert set(run.attempts.values_list("status", flat=True)) == {AttemptStatus.COMPLETED}
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_claim_reaches_its_attempts_by_id_however_stale_the_statistics(org, dataset, alice):
+    """A claim of 8 attempts reads those 8 rows, not the run's queued range. A new run's
+    attempts are not in the table's statistics (never analysed here, as after a bulk insert
+    into a large table before autovacuum comes), and Postgres used to reach them through the
+    run's queued range, filtering out every other queued attempt on each claim: the run's
+    claims cost its size squared."""
+    run = two_fast_arms(org, dataset, alice, ("one", "two"), 250)  # 2,000 queued attempts
+    last = list(run.attempts.order_by("-sequence").values_list("pk", flat=True)[:8])
+    _assert_reads_only_by_id(_statement(lambda: claiming.claim_rows(last, uuid.uuid4(), "tester", 3)))
+
+
+def _statement(work) -> str:
+    """The SQL text of the one statement ``work`` runs, its writes rolled back."""
+    from django.db import transaction
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        work()
+        transaction.set_rollback(True)
+    (sql,) = [query["sql"] for query in captured.captured_queries if "experiments_attempt" in query["sql"]]
+    return sql
+
+
+def _assert_reads_only_by_id(sql: str) -> None:
+    from django.db import transaction
+
+    with connection.cursor() as cursor, transaction.atomic():
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+        plan = cursor.fetchone()[0]
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'experiments_attempt'")
+        attempt_indexes = {name for (name,) in cursor.fetchall()}
+        transaction.set_rollback(True)
+    nodes = _plan_nodes(plan[0]["Plan"])
+    used = {node["Index Name"] for node in nodes if "Index Name" in node}
+    assert used & attempt_indexes == {"experiments_attempt_pkey"}
+    scans = [
+        node for node in nodes if node.get("Relation Name") == "experiments_attempt" and "Scan" in node["Node Type"]
+    ]
+    assert [(scan["Actual Rows"], scan.get("Rows Removed by Filter", 0)) for scan in scans] == [(8, 0)]
+
+
+def _plan_nodes(node: dict) -> list[dict]:
+    return [node, *(found for child in node.get("Plans", []) for found in _plan_nodes(child))]
