@@ -178,6 +178,8 @@ def _held_sql(vendor: str) -> str:
     return (
         f"SELECT a.id, a.run_id, a.arm_id, arm.provider, run.evaluator_profile_id FROM {attempts} a "
         f"JOIN {arms} arm ON arm.id = a.arm_id JOIN {runs} run ON run.id = a.run_id "
-        f"WHERE a.id %(ids)s AND a.claim_token = %(token)s AND a.status = '{AttemptStatus.RUNNING}'"
+        # By id alone, as the claim (_sql): the running attempts' index, which holds every
+        # attempt that ran since the last vacuum, is no way in.
+        f"WHERE a.id %(ids)s AND a.claim_token = %(token)s AND (a.status = '{AttemptStatus.RUNNING}') IS TRUE"
         + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
     )
