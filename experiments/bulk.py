@@ -10,7 +10,13 @@ filled: callers pass those values themselves.
 
 from __future__ import annotations
 
-from typing import cast
+import datetime
+import decimal
+import json
+import math
+import uuid
+from collections.abc import Callable
+from typing import Any, cast
 
 import psycopg
 from django.db import connections, models, router
@@ -30,13 +36,13 @@ def update_by_pk(model: type[Model], rows: dict[int, dict]) -> None:
 def _update_same_fields(model: type[Model], names: list[str], rows: dict[int, dict]) -> None:
     connection = connections[router.db_for_write(model)]
     fields = _fields(model, names)
+    if connection.vendor == "postgresql":
+        _update_from_document(model, fields, names, rows, connection)
+        return
     plain = [_as_is(field) for field in fields]
     params = [
         [*_prepared(fields, plain, [values[name] for name in names], connection), pk] for pk, values in rows.items()
     ]
-    if connection.vendor == "postgresql":
-        _update_from_arrays(model, fields, params, connection)
-        return
     quote = connection.ops.quote_name
     table, pk_column = quote(model._meta.db_table), quote(str(cast(Field, model._meta.pk).column))
     assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
@@ -44,29 +50,89 @@ def _update_same_fields(model: type[Model], names: list[str], rows: dict[int, di
         cursor.executemany(f"UPDATE {table} SET {assignments} WHERE {pk_column} = %s", params)
 
 
-def _update_from_arrays(model: type[Model], fields: list[Field], params: list[list], connection) -> None:
-    """Postgres: ``UPDATE t SET c = v.c, ... FROM unnest(...) AS v WHERE t.pk = v.pk``, one
-    statement for the chunk with one array per column, bound on the server in binary.
+def _update_from_document(
+    model: type[Model], fields: list[Field], names: list[str], rows: dict[int, dict], connection
+) -> None:
+    """Postgres: ``UPDATE t SET c = v.c, ... FROM jsonb_to_recordset(%s) AS v(...) WHERE t.pk = v.pk``,
+    one statement for the chunk with the chunk's values as one JSON document.
 
     An executemany is one statement per row, each parsed and planned, which cost Postgres more
-    than the writes; a VALUES list of one placeholder per value made psycopg parse a new,
-    long text for every chunk; and Django's cursors quote every value into the text in Python.
-    Here the text is the same for every chunk of these columns. Errors come out as Django's
-    (DataError, OperationalError …), as from its cursors."""
+    than the writes; a VALUES list of one placeholder per value made psycopg parse a new, long
+    text for every chunk; Django's cursors quote every value into the text in Python; and
+    binding one array per column had psycopg dump every value of the chunk one by one in
+    Python, each JSON value encoded on its own first: a fifth of a worker's CPU (issue 31).
+    One ``json.dumps`` encodes the whole chunk in C, the JSON columns' values nested as they
+    are, and Postgres reads each value into its column's type as it reads that type's text
+    (jsonb_to_recordset). The text is the same for every chunk of these columns. Errors come out
+    as Django's (DataError, OperationalError …), as from its cursors."""
     quote = connection.ops.quote_name
     pk = cast(Field, model._meta.pk)
-    columns = [str(field.column) for field in fields]
+    keys = [f"v{index}" for index in range(len(fields) + 1)]
     types = [_value_type(field, connection) for field in (*fields, pk)]
-    arrays = ", ".join(f"%b::{db_type}[]" for db_type in types)
-    names = ", ".join(f"v{index}" for index in range(len(types)))
-    assignments = ", ".join(f"{quote(column)} = v.v{index}" for index, column in enumerate(columns))
+    assignments = ", ".join(f"{quote(str(field.column))} = v.{key}" for field, key in zip(fields, keys, strict=False))
+    columns = ", ".join(f"{key} {db_type}" for key, db_type in zip(keys, types, strict=True))
     sql = (
         f"UPDATE {quote(model._meta.db_table)} AS t SET {assignments} "
-        f"FROM unnest({arrays}) AS v({names}) WHERE t.{quote(str(pk.column))} = v.v{len(columns)}"
+        f"FROM jsonb_to_recordset(%s::jsonb) AS v({columns}) WHERE t.{quote(str(pk.column))} = v.{keys[-1]}"
     )
+    encoders = [_document_value(field, connection) for field in fields]
+    document = [
+        {
+            **{key: encode(values[name]) for key, name, encode in zip(keys, names, encoders, strict=False)},
+            keys[-1]: pk_value,
+        }
+        for pk_value, values in rows.items()
+    ]
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=_json_text)
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, [list(column) for column in zip(*params, strict=True)])
+        cursor.execute(sql, [text])
+
+
+def _document_value(field: Field, connection) -> Callable[[Any], Any]:
+    """How one of ``field``'s values goes into the chunk's JSON document so that its column
+    gets what the ORM would store: a JSON column's value nested as it is (what its own
+    ``json.dumps`` would have sent; none of ours has a custom encoder), a plain value as it
+    is (a float that is not finite as the text Postgres reads it from: JSON has no such
+    number), anything else as its field prepares it (a decimal, a time: as text, _json_text)."""
+    if isinstance(field, models.JSONField):
+        if field.encoder is not None:  # none of ours has one: its values would need it here
+            raise TypeError(f"{field.name}: a bulk update nests JSON values as json.dumps writes them")
+        return _as_given
+    as_is = _as_is(field)
+    if float in as_is:
+        return lambda value: (
+            value
+            if type(value) in as_is and (value is None or math.isfinite(value))
+            else _float(field, value, connection)
+        )
+    if as_is:
+        return lambda value: value if type(value) in as_is else field.get_db_prep_save(value, connection)
+    return lambda value: field.get_db_prep_save(value, connection)
+
+
+def _as_given(value: Any) -> Any:
+    return value
+
+
+def _float(field: Field, value: Any, connection) -> Any:
+    """A float column's value as its field prepares it; infinities and NaN as float8's text."""
+    prepared = field.get_db_prep_save(value, connection)
+    return (
+        prepared
+        if prepared is None or math.isfinite(prepared)
+        else str(prepared).replace("inf", "Infinity").replace("nan", "NaN")
+    )
+
+
+def _json_text(value: Any) -> str:
+    """A prepared value JSON has no type for, as the text its column reads: a time in ISO 8601
+    with its offset, a decimal or a UUID as it prints."""
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, uuid.UUID)):
+        return str(value)
+    raise TypeError(f"cannot write a {type(value).__name__} into a bulk update")
 
 
 def _value_type(field: Field, connection) -> str:

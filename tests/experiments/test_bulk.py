@@ -2,6 +2,8 @@
 
 from decimal import Decimal
 
+import pytest
+from django.db import connection
 from django.utils import timezone
 
 from experiments.bulk import insert_rows, update_by_pk
@@ -158,7 +160,6 @@ def test_a_requests_record_is_key_for_key_what_asdict_made():
 def test_a_recorded_prompt_is_compressed_with_lz4(experiment):
     """The record compresses the request (a prompt past the TOAST threshold) with lz4, which
     costs Postgres half what pglz did (migration 0053)."""
-    from django.db import connection
 
     from experiments.actions import do_start_run
 
@@ -171,3 +172,42 @@ def test_a_recorded_prompt_is_compressed_with_lz4(experiment):
         assert cursor.fetchone() == ("lz4",)
     attempt.refresh_from_db()
     assert attempt.request["messages"][0]["content"] == prompt
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_chunk_written_as_one_document_stores_what_the_orm_stores(experiment):
+    """Guard (issue 31): Postgres gets a chunk's values as one JSON document, read into each
+    column by its type. Every column holds, to the text, what the ORM's own update writes:
+    non-ASCII and escapes, JSON with big and tiny numbers and nulls, a decimal with more
+    places than its column, floats that are not finite or not short, an aware time in
+    another zone, a bool for an integer."""
+    import datetime
+    from zoneinfo import ZoneInfo
+
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    bulk, orm = run.attempts.order_by("sequence")[:2]
+    values = {
+        "output": 'ünïcode " \\ \n\t 😀 \u202e',
+        "request": {"messages": [{"role": "user", "content": 'q " ü 😀'}], "n": 1.5, "big": 10**20, "tiny": 1e-300},
+        "raw_response": "a JSON string",
+        "retry_log": [None, True, -0.0, {"wait": 0.1 + 0.2}],
+        "warnings": [],
+        "cost_usd": Decimal("0.123456789"),
+        "output_tokens_per_s": float("inf"),
+        "fail_to_pass_fraction": 0.1 + 0.2,
+        "score": float("nan"),
+        "latency_ms": True,
+        "responded_at": datetime.datetime(2026, 11, 29, 8, 1, 2, 345678, tzinfo=ZoneInfo("Europe/Berlin")),
+        "resolved": None,
+        "cached_from_id": None,
+        "error_message": "",
+    }
+    update_by_pk(Attempt, {bulk.pk: values})
+    Attempt.objects.filter(pk=orm.pk).update(**values)
+    columns = ", ".join(f"{Attempt._meta.get_field(name).column}::text" for name in values)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM experiments_attempt WHERE id IN (%s, %s) ORDER BY id", [bulk.pk, orm.pk])
+        written, expected = cursor.fetchall()
+    assert dict(zip(values, written, strict=True)) == dict(zip(values, expected, strict=True))
