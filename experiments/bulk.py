@@ -99,6 +99,13 @@ def _document_value(field: Field, connection) -> Callable[[Any], Any]:
         if field.encoder is not None:  # none of ours has one: its values would need it here
             raise TypeError(f"{field.name}: a bulk update nests JSON values as json.dumps writes them")
         return _as_given
+    if type(field) is models.DateTimeField:
+        # An aware time is what the field's preparation hands Postgres unchanged.
+        return lambda value: (
+            value
+            if type(value) is datetime.datetime and value.tzinfo is not None
+            else field.get_db_prep_save(value, connection)
+        )
     as_is = _as_is(field)
     if float in as_is:
         return lambda value: (
