@@ -83,7 +83,7 @@ def _expected(attempts: list[dict]) -> dict:
 def test_summaries_equal_a_direct_aggregation_over_the_attempts(built_run, django_assert_max_num_queries):
     run, arms = built_run(PLANS, repetitions=3, verdicts=True)
 
-    with django_assert_max_num_queries(18):  # whatever the number of attempts
+    with django_assert_max_num_queries(19):  # whatever the number of attempts
         assert refresh_run_summaries(run.pk)
 
     rows = list(Attempt.objects.filter(run=run).values())
