@@ -6,11 +6,12 @@ counts, sums and sketches, added to what is there. So a board read after a chunk
 counts it, and folding costs the chunk's size, not the run's.
 
 ``refresh_run_summaries`` rebuilds them from scratch, for ``recompute_leaderboards``, a run
-changed as a whole (re-priced, retried, finished) and a reader that finds them stale: plain
-GROUP BYs over the run's attempts whatever its size, each of which Postgres runs in parallel
-(the arms' totals with their causes, the (arm, task) counts, the sketches' buckets), and one
-over its verdicts. Outside a caller's transaction, the arms' totals are read on a second
-connection, in a snapshot the rebuild's exports, while its own counts the rest.
+changed as a whole (re-priced, retried, finished) and a reader that finds them stale: a
+GROUP BY over the run's attempts per kind of summary whatever its size, each one scan (the
+arms' totals per group of attempts alike for every filter they count with, the (arm, task)
+counts, the sketches' buckets), and one over its verdicts. Outside a caller's transaction,
+the arms' totals are read on a second connection, in a snapshot the rebuild's exports,
+while its own counts the rest.
 Folds and rebuilds of a run take turns (take_refresh_turn): folds share the turn, a rebuild
 has it alone, so it never writes over a fold it did not read.
 """
@@ -221,10 +222,10 @@ GROUP_ROWS = "group_rows"
 
 def _arm_totals(attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
     """Per arm, additive_totals() (causes counted per key, not the histogram) and the
-    fingerprint of the attempts read. One plain GROUP BY, which Postgres runs in parallel, as
-    GROUPING SETS never are: by arm, outcome and error category (the causes are these groups'
-    counts) and every column the totals' filters read (GroupedTotals: each aggregate computed
-    once per row, with no FILTER, and the filters tested per group here)."""
+    fingerprint of the attempts read. One plain GROUP BY: by arm, outcome and error category
+    (the causes are these groups' counts) and every column the totals' filters read
+    (GroupedTotals: each aggregate computed once per row, with no FILTER, and the filters
+    tested per group here). The rebuild reads it beside its other statements (_Aside)."""
     grouped = GroupedTotals(
         {name: total for name, total in additive_totals().items() if name not in COUNTED_BY_KEY}
         | attempts_fingerprint()
@@ -245,7 +246,7 @@ def _arm_totals(attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
 def _hashed() -> Iterator[None]:
     """The statement run inside is hashed, not sorted: the planner multiplies the distinct
     values of _arm_totals' dozen grouped columns into a group per attempt, where there are a
-    few hundred, and sorted a million attempts to group them (3.0 s of CPU, 1.7 s hashed).
+    few hundred, and sorted a million attempts to group them (4.8 s of CPU, 1.3 s hashed).
     For that statement only, then back to the server's setting (nothing here sets another):
     the rest of the transaction plans as it would."""
     if connection.vendor != "postgresql":
@@ -302,9 +303,10 @@ def _write_task_summaries(run_id: int, attempts: QuerySet[Attempt]) -> Counter[i
 
 def _sketched(attempts: QuerySet[Attempt]) -> dict[int, dict[str, Any]]:
     """Per arm, its latency histogram and sketches: the attempts counted per arm and SKETCHED
-    key. On Postgres one scan (GROUPING SETS): a scan per key, each in parallel (UNION ALL),
-    cost 1.4x its CPU at 1M attempts (2.0 s, 1.4 s), reading and bucketing every row three
-    times, and the rebuild is bound by CPU, not by cores. SQLite has no GROUPING SETS."""
+    key. On Postgres in one scan (GROUPING SETS, which never runs in parallel): a parallel
+    scan per key (UNION ALL) read and bucketed every attempt three times, 2.0 s of CPU at 1M
+    attempts against 1.4 s, and the rebuild is bound by CPU, not by cores. SQLite has no
+    GROUPING SETS."""
     rows = attempts.annotate(latency_bucket=latency_bucket(), **sketch_buckets()).values("arm_id", *SKETCHED_COLUMNS)
     inner, params = rows.order_by().query.sql_with_params()
     if connection.vendor == "postgresql":
