@@ -248,17 +248,16 @@ def _hashed() -> Iterator[None]:
     values of _arm_totals' dozen grouped columns into a group per attempt, where there are a
     few hundred, and sorted a million attempts to group them (4.8 s of CPU, 1.3 s hashed).
     For that statement only, then back to the server's setting (nothing here sets another):
-    the rest of the transaction plans as it would."""
+    the rest of the transaction plans as it would. Not after an error: the transaction is
+    aborted (a query would raise over it), and its rollback (or its savepoint's) undoes SET LOCAL."""
     if connection.vendor != "postgresql":
         yield
         return
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL enable_sort TO DEFAULT")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_sort TO DEFAULT")
 
 
 def _write_task_summaries(run_id: int, attempts: QuerySet[Attempt]) -> Counter[int]:

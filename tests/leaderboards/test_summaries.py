@@ -243,6 +243,16 @@ def _check_rebuilds(built_run, aside: bool) -> None:
             Attempt.objects.filter(arm=arms["weak"]).delete()
 
 
+def test_a_rebuild_in_a_callers_transaction_leaves_its_planner_as_it_was(built_run):
+    """The arms' totals are grouped with sorting turned off for their one statement: the
+    caller's transaction plans its own statements afterwards as before."""
+    run, _ = built_run(PLANS[:1])
+    with connection.cursor() as cursor:
+        refresh_run_summaries(run.pk)  # in the test's transaction: the totals are read here
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone()[0] == "on"
+
+
 def test_a_refresh_is_idempotent(built_run):
     run, _ = built_run(PLANS, verdicts=True)
     refresh_run_summaries(run.pk)
