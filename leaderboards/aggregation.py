@@ -4,18 +4,30 @@ boards show, built from those totals (fresh, or as stored in a run's ArmSummary)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from django.db.models import Case, Count, F, FloatField, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    IntegerField,
+    Q,
+    QuerySet,
+    Sum,
+    When,
+)
 from django.db.models.functions import Cast, Coalesce, JSONArray, JSONObject
 
 from leaderboards.sketches import bucket as sketch_bucket
-from leaderboards.sql import Percentile, Quantiles, RowVersion
+from leaderboards.sql import Percentile, Quantiles, RowVersion, WidthBucket
 from leaderboards.stats import LOW_SAMPLE, MIN_JUDGED, bootstrap_mean_interval_from_counts, wilson_interval
 from providers.adapters.config import solver_label
 from providers.outcomes import CONFIGURATION_FAILURES, INFRASTRUCTURE_FAILURES, SCORED, OutcomeClass
@@ -132,9 +144,12 @@ COUNTED_BY_KEY = ("infrastructure_causes", "configuration_causes", "latency_hist
 
 
 def latency_bucket() -> Case:
-    """The latency histogram's bucket (0..len(LATENCY_BUCKETS_MS)) of an answer that made a call."""
-    whens = [When(CALLED & bucket, then=Value(index)) for index, bucket in enumerate(_latency_buckets())]
-    return Case(*whens, output_field=IntegerField())
+    """The latency histogram's bucket (0..len(LATENCY_BUCKETS_MS)) of an answer that made a
+    call, as _latency_buckets() bound them: found by one search over the edges (WidthBucket),
+    where a WHEN per bucket tested the call and both its edges again, eleven times on a long
+    latency (0.3 s of the sketches' 1.3 s of CPU at 1M attempts)."""
+    measured = CALLED & Q(latency_ms__gte=0)
+    return Case(When(measured, then=WidthBucket("latency_ms", LATENCY_BUCKETS_MS)), output_field=IntegerField())
 
 
 def keyed_counts(
@@ -179,6 +194,112 @@ def totals_by(
     aggregates = dict(arm_totals() if totals is None else totals) | dict(also or {})
     rows = attempts.values(*group).annotate(**{TOTAL + name: total for name, total in aggregates.items()})
     return [{key.removeprefix(TOTAL): value for key, value in row.items()} for row in rows.order_by(*group)]
+
+
+class GroupedTotals:
+    """Totals (aggregates with a FILTER, as additive_totals() defines them) counted from
+    groups of attempts instead of attempt by attempt: the attempts are grouped by every column
+    the filters read (by whether it is NULL, where that is all they ask of it), each group
+    aggregated once with no FILTER, and a total adds up the groups its filter holds for, tested
+    here on the group's columns. Thirty-odd FILTERed aggregates cost the scan far more than
+    hashing a dozen more columns (3.0 s of CPU at 1M attempts, 1.3 s), and the groups are a
+    few hundred. The definitions stay the fold's: only how they are evaluated moves.
+
+    A filter may test the attempt's own columns only, with exact, ``in`` and ``isnull``
+    lookups (ValueError otherwise): Django's SQL for those is two-valued, NULL matching no
+    value even under a negation, as Python's == is."""
+
+    def __init__(self, totals: Mapping[str, Any]) -> None:
+        self.rules: list[tuple[str, str, Q, Any]] = []  # (total, its part, filter, default)
+        self.parts: dict[str, Any] = {}
+        parts_by_source: dict[tuple[type, Any], str] = {}
+        for name, total in totals.items():
+            source = (type(total), total.get_source_expressions()[0])
+            part = parts_by_source.setdefault(source, TOTAL + name)
+            self.parts.setdefault(part, type(total)(source[1]))
+            # A count over nothing is 0, a sum NULL (or its default).
+            default = total.empty_result_set_value if total.default is None else total.default
+            self.rules.append((name, part, total.filter or Q(), default))
+        tested = [lookup for _, _, condition, _ in self.rules for lookup in _lookups(condition)]
+        valued = {column for column, kind in tested if kind != "isnull"}
+        self.columns = sorted(valued)
+        self.null_flags = sorted({column for column, _ in tested} - valued)
+
+    def grouped(self, attempts: QuerySet, *group: str, also: Mapping[str, Any] | None = None) -> QuerySet:
+        """The attempts' groups: ``group``'s columns and the filters', each group's parts (and
+        ``also``'s aggregates)."""
+        flags = {
+            _null_flag(column): ExpressionWrapper(Q(**{f"{column}__isnull": True}), output_field=BooleanField())
+            for column in self.null_flags
+        }
+        columns = [*group, *(column for column in self.columns if column not in group)]
+        return attempts.values(*columns, **flags).annotate(**self.parts, **dict(also or {})).order_by()
+
+    def totals(self, groups: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+        """The totals of these groups (rows of grouped()), named as the totals handed in: a
+        count is its groups' counts added, a sum their sums (NULL, then the default, when every
+        group's is NULL, as SQL's SUM)."""
+        added: dict[str, Any] = {name: None for name, *_ in self.rules}
+        for group in groups:
+            for name, part, condition, _ in self.rules:
+                if _holds(condition, group):
+                    added[name] = _plus(added[name], group[part])
+        return {name: _or_default(added[name], default) for name, _, _, default in self.rules}
+
+
+def _lookups(condition: Q) -> list[tuple[str, str]]:
+    """(column, lookup) of each test in the filter."""
+    found = []
+    for child in condition.children:
+        if isinstance(child, Q):
+            found += _lookups(child)
+        else:
+            lookup, _ = _test(child)
+            column, _, kind = lookup.partition("__")
+            if kind not in ("", "exact", "in", "isnull"):
+                raise ValueError(f"a total's filter tests {lookup}: only exact, in and isnull are counted per group")
+            found.append((column, kind or "exact"))
+    return found
+
+
+def _test(child: Any) -> tuple[str, Any]:
+    """A filter's (lookup, value) test; not an expression, which only SQL can evaluate."""
+    if not isinstance(child, tuple):
+        raise ValueError(f"a total's filter tests {child!r}: only lookups are counted per group")
+    return child
+
+
+def _holds(condition: Q, group: Mapping[str, Any]) -> bool:
+    if condition.connector not in (Q.AND, Q.OR):
+        raise ValueError(f"a total's filter joins its tests with {condition.connector}: only AND and OR")
+    results = (
+        _holds(child, group) if isinstance(child, Q) else _matches(*_test(child), group) for child in condition.children
+    )
+    held = all(results) if condition.connector == Q.AND else any(results)
+    return held != condition.negated
+
+
+def _matches(lookup: str, value: Any, group: Mapping[str, Any]) -> bool:
+    column, _, kind = lookup.partition("__")
+    if kind == "isnull" or value is None:
+        is_null = group[column] is None if column in group else bool(group[_null_flag(column)])
+        return is_null == (True if value is None else value)
+    actual = group[column]
+    if actual is None:
+        return False
+    return actual in value if kind == "in" else actual == value
+
+
+def _null_flag(column: str) -> str:
+    return f"{column}_is_null"
+
+
+def _plus(total: Any, value: Any) -> Any:
+    return value if total is None else total if value is None else total + value
+
+
+def _or_default(total: Any, default: Any) -> Any:
+    return default if total is None else total
 
 
 HARNESS = "harness"  # the cause of an infrastructure failure that came with an answer (error_category "")

@@ -7,7 +7,17 @@ from typing import Any
 
 import numpy as np
 from django.db.backends.signals import connection_created
-from django.db.models import Aggregate, BigIntegerField, Expression, Field, FloatField, Func, JSONField, Value
+from django.db.models import (
+    Aggregate,
+    BigIntegerField,
+    Expression,
+    Field,
+    FloatField,
+    Func,
+    IntegerField,
+    JSONField,
+    Value,
+)
 
 
 class Percentile(Aggregate):
@@ -81,6 +91,27 @@ class BucketCounts(Aggregate):
     def __init__(self, expression: Any, **extra: Any):
         # Read by SQL alone (summaries._fold_sql): as a SketchField it would be selected as text.
         super().__init__(expression, output_field=Field(), **extra)
+
+
+class WidthBucket(Func):
+    """Which of the buckets split at ``edges`` (whole numbers, ascending) the value falls in: 0
+    below the first edge, i from edges[i - 1] up to edges[i], len(edges) from the last edge up.
+    Postgres' width_bucket(value, thresholds), a binary search; elsewhere a CASE per edge."""
+
+    output_field = IntegerField()
+
+    def __init__(self, expression: Any, edges: tuple[int, ...], **extra: Any):
+        super().__init__(expression, **extra)
+        self.edges = tuple(int(edge) for edge in edges)
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        value, params = compiler.compile(self.get_source_expressions()[0])
+        return f"width_bucket({value}, ARRAY[{', '.join(map(str, self.edges))}])", params
+
+    def as_sql(self, compiler, connection, **extra_context):
+        value, params = compiler.compile(self.get_source_expressions()[0])
+        whens = " ".join(f"WHEN {value} < {edge} THEN {index}" for index, edge in enumerate(self.edges))
+        return f"CASE {whens} ELSE {len(self.edges)} END", list(params) * len(self.edges)
 
 
 class _SqlitePercentile:

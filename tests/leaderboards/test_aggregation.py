@@ -2,10 +2,12 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from experiments.models import Attempt, AttemptStatus, Experiment, Run, RunArm, RunStatus
-from leaderboards.aggregation import arm_leaderboard, arm_patch_quality
+from leaderboards.aggregation import GroupedTotals, arm_leaderboard, arm_patch_quality, totals_by
 from leaderboards.sql import _SqlitePercentile
 from leaderboards.stats import wilson_interval
 from providers.errors import ErrorCategory
@@ -162,3 +164,42 @@ def test_evaluator_scores_need_ten_judged_attempts(run, dataset):
     assert 0.7 * normal_width < high - low < 1.1 * normal_width
     assert rows["many"].profile == "judge:v1 (mock)"
     assert rows["few"].insufficient and rows["few"].mean_overall is None and rows["few"].judged == 9
+
+
+def test_totals_counted_per_group_equal_the_filters_counted_in_sql(run, dataset):
+    """GroupedTotals tests each filter on a group's columns in Python: what it counts is what
+    Postgres counts with a FILTER per row, NULLs included (Django's SQL counts a NULL under a
+    negation as not equal, as Python does, where SQL's own logic would count it unknown)."""
+    task = dataset.tasks.first()
+    arm = RunArm.objects.create(run=run, label="a", provider="mock", model_name="a", position=0)
+    other = RunArm.objects.create(run=run, label="b", provider="mock", model_name="b", position=1)
+    for rep, resolved in enumerate([True, False, None, None]):
+        add(run, arm, task, rep, resolved=resolved, latency=100 * (rep + 1), cost=Decimal("0.5") if rep else None)
+    add(run, arm, task, 4, status=AttemptStatus.FAILED, category=ErrorCategory.TIMEOUT, latency=7)
+    add(run, other, task, 0, resolved=None)
+    Attempt.objects.filter(run=run, repetition__in=[0, 3]).update(build_ok=True)
+    totals = {
+        "not_resolved": Count("id", filter=~Q(resolved=True)),
+        "resolved_or_unbuilt": Count("id", filter=Q(resolved=True) | Q(build_ok__isnull=True)),
+        "unpriced": Count("id", filter=Q(cost_usd__isnull=True)),
+        "priced_not_failed": Count("latency_ms", filter=~Q(cost_usd__isnull=True) & ~Q(status__in=["failed"])),
+        "latency_not_lost": Sum("latency_ms", filter=~Q(resolved=False)),
+        "cost_of_nothing": Sum("cost_usd", filter=Q(status="cancelled")),
+        "none_counted": Count("id", filter=Q(status="cancelled")),
+        "tokens": Sum(Coalesce("input_tokens", 0), filter=Q(resolved__isnull=False), default=0),
+    }
+    attempts = Attempt.objects.filter(run=run)
+    in_sql = {row.pop("arm_id"): row for row in totals_by(attempts, "arm_id", totals=totals)}
+
+    grouped = GroupedTotals(totals)
+    groups: dict[int, list] = {}
+    for group in grouped.grouped(attempts, "arm_id"):
+        groups.setdefault(group["arm_id"], []).append(group)
+
+    assert {arm_id: grouped.totals(rows) for arm_id, rows in groups.items()} == in_sql
+    assert in_sql[arm.pk]["not_resolved"] == 4 and in_sql[arm.pk]["cost_of_nothing"] is None
+
+
+def test_a_total_counted_per_group_tests_lookups_only():
+    with pytest.raises(ValueError, match="latency_ms__gte"):
+        GroupedTotals({"slow": Count("id", filter=Q(latency_ms__gte=1000))})

@@ -83,7 +83,7 @@ def _expected(attempts: list[dict]) -> dict:
 def test_summaries_equal_a_direct_aggregation_over_the_attempts(built_run, django_assert_max_num_queries):
     run, arms = built_run(PLANS, repetitions=3, verdicts=True)
 
-    with django_assert_max_num_queries(18):  # whatever the number of attempts
+    with django_assert_max_num_queries(19):  # whatever the number of attempts
         assert refresh_run_summaries(run.pk)
 
     rows = list(Attempt.objects.filter(run=run).values())
@@ -241,6 +241,16 @@ def _check_rebuilds(built_run, aside: bool) -> None:
             flipped.update(resolved=Case(When(resolved=True, then=Value(False)), default=Value(True)))
         elif change == 1:  # a whole arm loses its attempts: its summary stays, empty
             Attempt.objects.filter(arm=arms["weak"]).delete()
+
+
+def test_a_rebuild_in_a_callers_transaction_leaves_its_planner_as_it_was(built_run):
+    """The arms' totals are grouped with sorting turned off for their one statement: the
+    caller's transaction plans its own statements afterwards as before."""
+    run, _ = built_run(PLANS[:1])
+    with connection.cursor() as cursor:
+        refresh_run_summaries(run.pk)  # in the test's transaction: the totals are read here
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone()[0] == "on"
 
 
 def test_a_refresh_is_idempotent(built_run):
