@@ -263,10 +263,19 @@ def _lookups(condition: Q) -> list[tuple[str, str]]:
 
 
 def _test(child: Any) -> tuple[str, Any]:
-    """A filter's (lookup, value) test; not an expression, which only SQL can evaluate."""
-    if not isinstance(child, tuple):
-        raise ValueError(f"a total's filter tests {child!r}: only lookups are counted per group")
+    """A filter's (lookup, value) test; not an expression, which only SQL can evaluate, on
+    either side (a column compared with F() would equal no value here)."""
+    if not isinstance(child, tuple) or _is_expression(child[1]) or any(map(_is_expression, _values(child[1]))):
+        raise ValueError(f"a total's filter tests {child!r}: only lookups of values are counted per group")
     return child
+
+
+def _is_expression(value: Any) -> bool:
+    return hasattr(value, "resolve_expression")
+
+
+def _values(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else ()
 
 
 def _holds(condition: Q, group: Mapping[str, Any]) -> bool:

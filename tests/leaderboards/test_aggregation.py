@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -203,3 +203,8 @@ def test_totals_counted_per_group_equal_the_filters_counted_in_sql(run, dataset)
 def test_a_total_counted_per_group_tests_lookups_only():
     with pytest.raises(ValueError, match="latency_ms__gte"):
         GroupedTotals({"slow": Count("id", filter=Q(latency_ms__gte=1000))})
+    # A column compared with another would equal no value of a group: refused, not miscounted.
+    with pytest.raises(ValueError, match="only lookups of values"):
+        GroupedTotals({"same": Count("id", filter=Q(latency_ms=F("first_token_ms")))})
+    with pytest.raises(ValueError, match="only lookups of values"):
+        GroupedTotals({"either": Count("id", filter=Q(latency_ms__in=[1, F("first_token_ms")]))})
