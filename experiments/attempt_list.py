@@ -21,8 +21,10 @@ and no page costs more than a window, however large the run and however rare the
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from operator import attrgetter
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
@@ -32,8 +34,9 @@ from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Left
 
-from evaluation.workloads.wording import ANSWER_CHARS, Wording, task_label
+from evaluation.workloads.wording import ANSWER_CHARS, Said, Wording, task_label
 from experiments.models import Attempt, AttemptStatus, Run
+from providers.adapters.config import solver_label, solver_of
 from providers.outcomes import OUTCOME_STATUSES
 
 PAGE_SIZE = 50
@@ -44,9 +47,10 @@ VERDICTS = (True, False, None)  # every value ``resolved`` can take: each its ow
 DEFAULT_SORT = "sequence"
 # The sort keys a URL may name, and the column each one orders by.
 SORT_FIELDS = {"sequence": "sequence", "latency": "latency_ms", "cost": "cost_usd", "status": "status"}
-# What a row of the list shows; the request, the answer and the logs stay in the database.
-ROW_FIELDS = (
-    "run",  # the related manager sets each row's run: without its id Django fetches one
+# What a row of the list shows, in ListedAttempt's order; the request, the answer and the
+# logs stay in the database.
+ROW_VALUES = (
+    "pk",
     "code",
     "sequence",
     "repetition",
@@ -60,12 +64,12 @@ ROW_FIELDS = (
     "cost_usd",
     "retries",
     "outcome",
-    "task__code",
-    "task__external_id",
-    "task__title",
-    "arm__label",
-    "arm__config",  # its solver: an agent arm's label says so
+    "answer_start",
+    "question_start",
+    "expected_short",
 )
+TASK_VALUES = ("task__code", "task__external_id", "task__title")
+ARM_VALUES = ("arm_id", "arm__label", "arm__config")  # its solver: an agent arm's label says so
 LABEL_QUESTION_CHARS = 120  # of a question read for its task's label
 
 
@@ -120,9 +124,61 @@ class SortHeading:
     direction: str  # how the column sorts the list now: ascending, descending, or "" (it does not)
 
 
+NOT_SAID = Said("")
+
+
+@dataclass(frozen=True)
+class ListedTask:
+    code: uuid.UUID
+    external_id: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ListedArm:
+    pk: int
+    label: str
+    config: dict[str, Any]
+
+    @property
+    def shown_label(self) -> str:
+        return solver_label(self.label, solver_of(self.config))
+
+
+@dataclass
+class ListedAttempt:
+    """A row of the list: the columns it shows, read as plain values (fifty attempts, their
+    tasks and arms made into models cost twice the query), and what the views add to it."""
+
+    pk: int
+    code: uuid.UUID
+    sequence: int
+    repetition: int
+    status: str
+    response_cached: bool
+    resolved: bool | None
+    error_category: str
+    patch_applied: bool | None
+    patch_present: bool | None
+    latency_ms: int | None
+    cost_usd: Decimal | None
+    retries: int
+    outcome: str
+    answer_start: str  # the start of its extracted answer
+    question_start: str  # of its task's question
+    expected_short: str  # its task's short right answer, for a kind that shows one
+    task: ListedTask
+    arm: ListedArm
+    # Set by describe_rows and the views' _link_rows.
+    result: Said = NOT_SAID
+    task_label: str = ""
+    url: str = ""
+    task_url: str = ""
+
+
 @dataclass(frozen=True)
 class AttemptPage:
-    rows: list[Attempt]
+    rows: list[ListedAttempt]
     previous_before: int | None  # the previous page ends before this sequence; None: no previous page
     next_after: int | None  # the next page starts after this sequence; None: no next page
     searched: int = 0  # an answer search: the attempts this page read to find its rows
@@ -175,29 +231,34 @@ def _keys(run: Run, **annotations: Any) -> QuerySet[Any]:
     )
 
 
-def _rows(run: Run) -> QuerySet[Attempt]:
+def _rows(run: Run) -> QuerySet[Any]:
     """The rows as the list shows them: their columns, the start of each answer, and their
     tasks' words (each cut in the query: a patch or a long question is never read whole)."""
-    return (
-        run.attempts.select_related("task", "arm")
-        .only(*ROW_FIELDS)
-        .annotate(
-            answer_start=Left("extracted_answer", ANSWER_CHARS + 1),
-            question_start=Left("task__problem_statement", LABEL_QUESTION_CHARS),
-            # A question kind keeps its short right answer under "answer" (a letter, a
-            # response); the kinds that show none ignore it (Wording.expected_key).
-            expected_short=Left(KeyTextTransform("answer", "task__payload"), ANSWER_CHARS + 1),
-        )
-    )
+    return run.attempts.annotate(
+        answer_start=Left("extracted_answer", ANSWER_CHARS + 1),
+        question_start=Left("task__problem_statement", LABEL_QUESTION_CHARS),
+        # A question kind keeps its short right answer under "answer" (a letter, a
+        # response); the kinds that show none ignore it (Wording.expected_key).
+        expected_short=Left(KeyTextTransform("answer", "task__payload"), ANSWER_CHARS + 1),
+    ).values_list(*ROW_VALUES, *TASK_VALUES, *ARM_VALUES)
 
 
-def describe_rows(rows: list[Attempt], words: Wording, inference_only: bool) -> list[Attempt]:
+def _listed(values: tuple[Any, ...]) -> ListedAttempt:
+    columns = dict(zip(ROW_VALUES, values, strict=False))
+    # Left() of a null (no answer yet, no short answer) is null: the rows say "" as models did.
+    for text in ("answer_start", "question_start", "expected_short"):
+        columns[text] = columns[text] or ""
+    task, arm = values[len(ROW_VALUES) : -len(ARM_VALUES)], values[-len(ARM_VALUES) :]
+    return ListedAttempt(**columns, task=ListedTask(*task), arm=ListedArm(*arm))
+
+
+def describe_rows(rows: list[ListedAttempt], words: Wording, inference_only: bool) -> list[ListedAttempt]:
     """Each row with its result and its task's label in the kind's words, for the template."""
     for row in rows:
         if not words.expected_key:
-            row.expected_short = ""  # type: ignore[attr-defined]
-        row.result = words.result(row, inference_only)  # type: ignore[attr-defined]
-        row.task_label = task_label(words, row.task.external_id, row.task.title, row.question_start)  # type: ignore[attr-defined]
+            row.expected_short = ""
+        row.result = words.result(row, inference_only)
+        row.task_label = task_label(words, row.task.external_id, row.task.title, row.question_start)
     return rows
 
 
@@ -249,7 +310,7 @@ def _hits(window: list[Any]) -> list[Any]:
 
 def _found(run: Run, keys: list[Any], previous: int | None, following: int | None, searched: int = 0) -> AttemptPage:
     """The page's rows, read whole by their ids (a page's worth at most), in ``keys``' order."""
-    by_pk = {row.pk: row for row in _rows(run).filter(pk__in=[key.pk for key in keys])} if keys else {}
+    by_pk = {row.pk: row for row in map(_listed, _rows(run).filter(pk__in=[key.pk for key in keys]))} if keys else {}
     return AttemptPage([by_pk[key.pk] for key in keys], previous, following, searched)
 
 
