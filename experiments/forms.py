@@ -26,6 +26,7 @@ from experiments.actions import (
 )
 from experiments.arm_forms import BaseArmFormSet
 from experiments.attempt_list import QUESTION_TASKS, AttemptQuery, Scope
+from experiments.list_widgets import ListSelect, ListTextInput
 from experiments.models import Allocation, AttemptStatus, ContextMode, Experiment, Run
 from orgs.models import Organization
 from prbench.inputs import (
@@ -232,17 +233,22 @@ class AttemptListForm(forms.Form):
     tasks and the known statuses, outcome classes, verdicts, error categories and sort keys
     pass. Labels in the run's kind's words (a PR run lists "resolved", a quiz "right answers")."""
 
-    arm = forms.ChoiceField(required=False)
-    status = forms.ChoiceField(required=False, choices=[("", "any status"), *AttemptStatus.choices])
-    outcome = forms.ChoiceField(required=False, choices=[("", "any outcome"), *OUTCOME_LABELS.items()])
-    result = forms.ChoiceField(required=False, label="Answers")
-    error = forms.ChoiceField(
-        required=False, label="Error", choices=[("", "any error"), *((c, c) for c in ErrorCategory.values)]
+    arm = forms.ChoiceField(required=False, widget=ListSelect)
+    status = forms.ChoiceField(required=False, widget=ListSelect, choices=[("", "any status"), *AttemptStatus.choices])
+    outcome = forms.ChoiceField(
+        required=False, widget=ListSelect, choices=[("", "any outcome"), *OUTCOME_LABELS.items()]
     )
-    task = forms.CharField(required=False, max_length=200, label="Task id")
-    question = forms.CharField(required=False, max_length=SEARCH_MAX, label="Question has")
-    answer = forms.CharField(required=False, max_length=SEARCH_MAX, label="Answer has")
-    sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
+    result = forms.ChoiceField(required=False, label="Answers", widget=ListSelect)
+    error = forms.ChoiceField(
+        required=False,
+        label="Error",
+        widget=ListSelect,
+        choices=[("", "any error"), *((c, c) for c in ErrorCategory.values)],
+    )
+    task = forms.CharField(required=False, max_length=200, label="Task id", widget=ListTextInput)
+    question = forms.CharField(required=False, max_length=SEARCH_MAX, label="Question has", widget=ListTextInput)
+    answer = forms.CharField(required=False, max_length=SEARCH_MAX, label="Answer has", widget=ListTextInput)
+    sort = forms.ChoiceField(required=False, choices=SORT_CHOICES, widget=ListSelect)
     after = forms.IntegerField(required=False, min_value=0, max_value=SEQUENCE_MAX)
     before = forms.IntegerField(required=False, min_value=0, max_value=SEQUENCE_MAX)
 

@@ -40,7 +40,7 @@ from experiments.arm_forms import (
     rows_change,
     rows_redrawn,
 )
-from experiments.attempt_list import AttemptQuery, attempt_page, describe_rows, page_links
+from experiments.attempt_list import AttemptQuery, ListedAttempt, attempt_page, describe_rows, page_links
 from experiments.attempt_queue import queued_without_a_worker
 from experiments.board_views import board_views
 from experiments.budgets import budget_status, experiment_spend
@@ -48,7 +48,7 @@ from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
 from experiments.misconfigured import STOP_AFTER, misconfigured_arms
-from experiments.models import ArtifactKind, Attempt, AttemptStatus, Experiment, Run
+from experiments.models import ArtifactKind, AttemptStatus, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
 from experiments.reporting import (
@@ -356,13 +356,13 @@ def _attempt_list(run: Run, params: QueryDict) -> dict[str, Any]:
 SOME_CODE = uuid.UUID(int=0)
 
 
-def _link_rows(run: Run, rows: list[Attempt]) -> None:
+def _link_rows(run: Run, rows: list[ListedAttempt]) -> None:
     """Each row's address and its task's on this run, for the template."""
     attempt = reverse("experiments:attempt", args=[SOME_CODE]).rsplit(str(SOME_CODE), 1)
     task = reverse("experiments:run_task", args=[run.code, SOME_CODE]).rsplit(str(SOME_CODE), 1)
     for row in rows:
-        row.url = str(row.code).join(attempt)  # type: ignore[attr-defined]
-        row.task_url = str(row.task.code).join(task)  # type: ignore[attr-defined]
+        row.url = str(row.code).join(attempt)
+        row.task_url = str(row.task.code).join(task)
 
 
 def _query_string(params: QueryDict) -> str:

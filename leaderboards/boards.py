@@ -17,9 +17,10 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.http import QueryDict
 
+from evaluation.models import EvaluatorProfile
 from evaluation.workloads import workload_for
 from evaluation.workloads.wording import Wording, wording_for
 from experiments.models import Run, RunArm
@@ -149,6 +150,45 @@ class BoardRows:
 
 def _columns(row: models.Model | None) -> tuple[Any, ...]:
     return () if row is None else tuple(getattr(row, field.attname) for field in row._meta.concrete_fields)
+
+
+def board_rows_digest(run: Run) -> str | None:
+    """What ``BoardRows.fingerprint`` is for, computed by Postgres from the rows' text, without
+    reading them: every column of the run's arms, their summaries, their evaluator summaries
+    and those summaries' profiles. Reading seventy columns a summary into models to hash them
+    was most of a run page poll whose boards are kept. None on a database that cannot
+    (SQLite): read the rows and take their fingerprint."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(BOARD_ROWS_DIGEST, {"run": run.pk})
+        return cursor.fetchone()[0]
+
+
+# A row's text (its composite value cast to text) holds every column of its table, so a
+# column added later is in the digest without a change here. Ordered as board_rows reads
+# them, ties broken by id: the same rows always give the same text.
+BOARD_ROWS_DIGEST = f"""
+SELECT md5(
+    coalesce((
+        SELECT string_agg(arm::text || '/' || coalesce(summary::text, ''), ';' ORDER BY arm.position, arm.id)
+        FROM {RunArm._meta.db_table} AS arm
+        LEFT JOIN {ArmSummary._meta.db_table} AS summary ON summary.arm_id = arm.id
+        WHERE arm.run_id = %(run)s
+    ), '')
+    || '#' ||
+    coalesce((
+        SELECT string_agg(
+            evaluator::text || '/' || profile::text, ';'
+            ORDER BY profile.name, profile.version DESC, arm.position, evaluator.arm_id, evaluator.id
+        )
+        FROM {ArmEvaluatorSummary._meta.db_table} AS evaluator
+        JOIN {EvaluatorProfile._meta.db_table} AS profile ON profile.id = evaluator.profile_id
+        JOIN {RunArm._meta.db_table} AS arm ON arm.id = evaluator.arm_id
+        WHERE evaluator.run_id = %(run)s
+    ), '')
+)
+"""
 
 
 def board_rows(run: Run) -> BoardRows:

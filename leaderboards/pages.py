@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 from evaluation.workloads import workload_for
 from evaluation.workloads.wording import wording_for
 from experiments.models import Run
-from leaderboards.boards import BoardRows, board_rows, run_boards, run_page_links, run_page_sorts
+from leaderboards.boards import BoardRows, board_rows, board_rows_digest, run_boards, run_page_links, run_page_sorts
 from leaderboards.breakdowns import breakdowns
 from leaderboards.charts import cost_quality, latency_distribution, win_rate_heatmap
 from leaderboards.crossrun import arm_trends, cross_run_board, run_versus
@@ -43,21 +43,36 @@ def run_page_boards(run: Run, path: str, query: QueryDict) -> dict[str, Any]:
     """The boards and charts of the run page at ``path``, sorted as its ``query`` asks, as
     HTML. Rendering them is most of a live poll's work, and a run's figures move only when
     its summaries do: the HTML is kept under the summaries' rows (every column of them), so
-    a poll after a fold, a rebuild or a verdict renders it anew and one before reuses it."""
+    a poll after a fold, a rebuild or a verdict renders it anew and one before reuses it.
+    On Postgres the rows are named by a digest Postgres computes, and read only to draw them."""
     refresh_if_out_of_date(run.pk)
-    rows = board_rows(run)
-    key = boards_section_key(run, path, query, rows)
+    rows, digest = _rows_and_digest(run)
+    key = boards_section_key(run, path, query, digest)
     html = cache.get(key)
     if html is None:
-        html = rendered_board_section(run, path, query, rows)
-        cache.set(key, html, BOARDS_SECTION_KEPT_S)
+        html = rendered_board_section(run, path, query, rows or board_rows(run))
+        # Kept only when the rows drawn are the ones the digest named: a fold between the
+        # two reads would otherwise keep newer figures under the older rows' key.
+        if rows is not None or board_rows_digest(run) == digest:
+            cache.set(key, html, BOARDS_SECTION_KEPT_S)
     return {"boards_section": mark_safe(html)}  # the template escaped it as it rendered it
 
 
-def boards_section_key(run: Run, path: str, query: QueryDict, rows: BoardRows) -> str:
+def _rows_and_digest(run: Run) -> tuple[BoardRows | None, str]:
+    """The digest of the run's board rows, from Postgres (the rows not read: None), or from
+    the rows themselves where the database cannot compute it."""
+    digest = board_rows_digest(run)
+    if digest is not None:
+        return None, digest
+    rows = board_rows(run)
+    return rows, rows.fingerprint()
+
+
+def boards_section_key(run: Run, path: str, query: QueryDict, rows_digest: str) -> str:
     """Everything the section is drawn from: the run (its kind, repetitions, whether it was
     graded), the page's address (its links keep every parameter), the language and time zone
-    its figures and time print in, the low-sample threshold, and the summaries' rows."""
+    its figures and time print in, the low-sample threshold, and the digest of the summaries'
+    rows (``board_rows_digest``, or the rows' ``fingerprint``)."""
     drawn_from = (
         run.pk,
         str(run.code),
@@ -71,7 +86,7 @@ def boards_section_key(run: Run, path: str, query: QueryDict, rows: BoardRows) -
         settings.PRBENCH_LOW_SAMPLE_MIN,
     )
     digest = hashlib.blake2b(repr(drawn_from).encode(), digest_size=16).hexdigest()
-    return f"prbench:run-boards:{run.pk}:{RENDERED_BY}:{digest}:{rows.fingerprint()}"
+    return f"prbench:run-boards:{run.pk}:{RENDERED_BY}:{digest}:{rows_digest}"
 
 
 def rendered_board_section(run: Run, path: str, query: QueryDict, rows: BoardRows | None = None) -> str:

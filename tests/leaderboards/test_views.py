@@ -4,12 +4,18 @@ the run page includes."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
+from django.db import models
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Concat
 from django.urls import reverse
 
 from evaluation.models import EvaluatorProfile, Verdict
 from experiments.models import RunArm
+from leaderboards.boards import board_rows_digest
+from leaderboards.models import ArmEvaluatorSummary, ArmSummary
 from leaderboards.pairwise import run_pairwise
 from leaderboards.stats import paired_verdict
 from leaderboards.summaries import refresh_run_summaries
@@ -122,6 +128,66 @@ def test_a_renamed_evaluator_profile_shows_on_the_next_poll(bob, judged_run):
     section = boards_section(client.get(url, **LIVE))
 
     assert "<td>referee" in section and "<td>judge" not in section
+
+
+def test_a_summary_or_arm_changed_by_any_code_shows_on_the_next_poll(bob, judged_run):
+    """The kept HTML is keyed by a digest of the rows Postgres computes (board_rows_digest):
+    a figure or a label written behind the fold's back moves it too."""
+    url = reverse("experiments:run", args=[judged_run.code])
+    client = client_for(bob)
+    sections = [boards_section(client.get(url, **LIVE))]
+
+    ArmSummary.objects.filter(run=judged_run, arm__label="strong").update(resolved=F("resolved") - 1)
+    sections.append(boards_section(client.get(url, **LIVE)))
+    ArmEvaluatorSummary.objects.filter(run=judged_run).update(ci_low=0.0125, ci_high=0.9875)
+    sections.append(boards_section(client.get(url, **LIVE)))
+    RunArm.objects.filter(run=judged_run, label="strong").update(label="mighty")
+    sections.append(boards_section(client.get(url, **LIVE)))
+
+    assert len(set(sections)) == 4
+    assert "<td>mighty" in sections[-1]
+
+
+def different(field: models.Field) -> Any:
+    """An update that gives ``field`` another value whatever its value (None where the
+    column's type has no such obvious change: ids, keys, dates, flags)."""
+    if field.primary_key or field.is_relation:
+        return None
+    if isinstance(field, (models.IntegerField, models.FloatField, models.DecimalField)):
+        return Coalesce(F(field.attname), Value(0), output_field=field) + 1
+    if isinstance(field, (models.CharField, models.TextField)):
+        return Concat(F(field.attname), Value("x"), output_field=field)
+    if isinstance(field, models.JSONField):
+        return Value({"changed": True}, output_field=field)
+    return None
+
+
+def test_every_column_of_every_row_the_boards_read_moves_their_digest(judged_run):
+    """A guard of the kept HTML's key: no column of the arms, their summaries, their
+    evaluator summaries or those summaries' profiles is left out of it."""
+    tables = {
+        RunArm: RunArm.objects.filter(run=judged_run),
+        ArmSummary: ArmSummary.objects.filter(run=judged_run),
+        ArmEvaluatorSummary: ArmEvaluatorSummary.objects.filter(run=judged_run),
+        EvaluatorProfile: EvaluatorProfile.objects.filter(
+            pk__in=list(ArmEvaluatorSummary.objects.filter(run=judged_run).values_list("profile_id", flat=True))
+        ),
+    }
+    changed = 0
+    for model, rows in tables.items():
+        for field in model._meta.concrete_fields:
+            update = different(field)
+            if update is None:
+                continue
+            digest = board_rows_digest(judged_run)
+            assert board_rows_digest(judged_run) == digest  # the same rows: the same digest
+            rows.filter(pk=rows.order_by("pk").values("pk")[:1]).update(**{field.attname: update})
+            assert board_rows_digest(judged_run) != digest, f"{model.__name__}.{field.name}"
+            changed += 1
+    assert changed > 60  # nearly every column: the summaries' figures, texts and sketches
+    digest = board_rows_digest(judged_run)
+    ArmEvaluatorSummary.objects.filter(run=judged_run).order_by("pk")[:1].get().delete()
+    assert board_rows_digest(judged_run) != digest
 
 
 def test_each_sort_of_the_run_page_keeps_its_own_boards(bob, judged_run):
