@@ -39,10 +39,8 @@ def _update_same_fields(model: type[Model], names: list[str], rows: dict[int, di
     if connection.vendor == "postgresql":
         _update_from_document(model, fields, names, rows, connection)
         return
-    plain = [_as_is(field) for field in fields]
-    params = [
-        [*_prepared(fields, plain, [values[name] for name in names], connection), pk] for pk, values in rows.items()
-    ]
+    preparers = [_preparer(field, connection) for field in fields]
+    params = [[*_prepared(preparers, [values[name] for name in names]), pk] for pk, values in rows.items()]
     quote = connection.ops.quote_name
     table, pk_column = quote(model._meta.db_table), quote(str(cast(Field, model._meta.pk).column))
     assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
@@ -106,30 +104,21 @@ def _document_value(field: Field, connection) -> Callable[[Any], Any]:
             if type(value) is datetime.datetime and value.tzinfo is not None
             else field.get_db_prep_save(value, connection)
         )
-    as_is = _as_is(field)
-    if float in as_is:
-        return lambda value: (
-            value
-            if type(value) in as_is and (value is None or math.isfinite(value))
-            else _float(field, value, connection)
-        )
-    if as_is:
-        return lambda value: value if type(value) in as_is else field.get_db_prep_save(value, connection)
-    return lambda value: field.get_db_prep_save(value, connection)
+    prepare = _preparer(field, connection)
+    if float in _as_is(field):
+        return lambda value: _finite_or_text(prepare(value))
+    return prepare
 
 
 def _as_given(value: Any) -> Any:
     return value
 
 
-def _float(field: Field, value: Any, connection) -> Any:
-    """A float column's value as its field prepares it; infinities and NaN as float8's text."""
-    prepared = field.get_db_prep_save(value, connection)
-    return (
-        prepared
-        if prepared is None or math.isfinite(prepared)
-        else str(prepared).replace("inf", "Infinity").replace("nan", "NaN")
-    )
+def _finite_or_text(value: float | None) -> float | str | None:
+    """A float column's prepared value; infinities and NaN as float8's text."""
+    if value is None or math.isfinite(value):
+        return value
+    return str(value).replace("inf", "Infinity").replace("nan", "NaN")
 
 
 def _json_text(value: Any) -> str:
@@ -161,14 +150,9 @@ def insert_rows(model: type[Model], rows: list[dict]) -> None:
         return
     connection = connections[router.db_for_write(model)]
     fields = [field for field in model._meta.concrete_fields if not field.primary_key]
-    plain = [_as_is(field) for field in fields]
+    preparers = [_preparer(field, connection) for field in fields]
     values = [
-        _prepared(
-            fields,
-            plain,
-            [row[field.attname] if field.attname in row else field.get_default() for field in fields],
-            connection,
-        )
+        _prepared(preparers, [row[field.attname] if field.attname in row else field.get_default() for field in fields])
         for row in rows
     ]
     quote = connection.ops.quote_name
@@ -187,12 +171,16 @@ def _fields(model: type[Model], names: list[str]) -> list[Field]:
     return [cast(Field, model._meta.get_field(name)) for name in names]
 
 
-def _prepared(fields: list[Field], plain: list[tuple[type, ...]], values: list, connection) -> list:
-    """Each value as its field stores it; ``plain``: each field's ``_as_is`` types."""
-    return [
-        value if type(value) in as_is else field.get_db_prep_save(value, connection)
-        for value, field, as_is in zip(values, fields, plain, strict=True)
-    ]
+def _prepared(preparers: list[Callable[[Any], Any]], values: list) -> list:
+    """Each value as its field stores it (``preparers``: each field's ``_preparer``)."""
+    return [prepare(value) for prepare, value in zip(preparers, values, strict=True)]
+
+
+def _preparer(field: Field, connection) -> Callable[[Any], Any]:
+    """How ``field`` prepares a value to store: a plain value (_PLAIN) as it is, any other
+    through the field's own ``get_db_prep_save``."""
+    as_is = _as_is(field)
+    return lambda value: value if type(value) in as_is else field.get_db_prep_save(value, connection)
 
 
 # The value types each plain field stores exactly as given: its own preparation is int(),

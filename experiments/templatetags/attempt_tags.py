@@ -8,12 +8,14 @@ the largest part of the run page (issue 31): about fifteen lookups, filters and 
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 from django import template
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
+
+from prbench.formats import fixed_places
 
 register = template.Library()
 
@@ -27,7 +29,6 @@ ROW = (
     '        <td class="num">{latency}</td><td class="num">{cost}</td><td class="num">{retries}</td></tr>\n    '
 )
 CACHED = ' <span class="flag" title="Reused a cached answer: no provider call">cached</span>'
-COST_DIGITS = Decimal("0.00001")
 
 
 @register.simple_tag
@@ -70,8 +71,5 @@ def _result(said: Any) -> str:
 
 
 def cost_cell(value: Decimal) -> str:
-    """A cost to five places, as ``floatformat:5`` prints it (half up; never "-0.00000"),
-    which costs fifteen times as much for going through the locale's number formats. The site
-    has one language (en-gb: a point, no grouping), as the boards' chart coordinates assume."""
-    rounded = Decimal(value).quantize(COST_DIGITS, ROUND_HALF_UP)
-    return f"{rounded if rounded else abs(rounded):f}"
+    """A cost to five places, as ``floatformat:5`` prints it."""
+    return fixed_places(value, 5)

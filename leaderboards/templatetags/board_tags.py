@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import Decimal
 
 from django import template
 from django.template.defaultfilters import add
@@ -10,6 +10,7 @@ from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from leaderboards.charts import DistributionRow
+from prbench.formats import fixed_places
 
 register = template.Library()
 DASH = "\N{EM DASH}"
@@ -45,23 +46,10 @@ def figure(value: float | None, digits: int = 1) -> str:
     return DASH if value is None else f"{value:,.{digits}f}"
 
 
-TENTH = Decimal("0.1")
-
-
 @register.filter
 def coordinate(value: float | Decimal) -> str:
-    """A chart coordinate to a tenth: what ``floatformat:1`` prints (half up, from the
-    number's shortest repr; never "-0.0"), which costs ten times as much for going through
-    the locale's number formats, and a chart draws hundreds of them. The site has one
-    language (en-gb: a point, no grouping), and SVG wants a point whatever the language."""
-    try:
-        number = Decimal(str(value))
-    except InvalidOperation:  # not a number at all (None, ""): nothing, as floatformat prints
-        return ""
-    if not number.is_finite():
-        return str(value)  # "nan", "inf", as floatformat prints them
-    rounded = number.quantize(TENTH, ROUND_HALF_UP)
-    return f"{rounded:f}" if rounded else "0.0"
+    """A chart coordinate to a tenth, as ``floatformat:1`` prints it: a chart draws hundreds."""
+    return fixed_places(value, 1)
 
 
 BAR = '<rect class="bar" x="{}" y="{}" width="{}" height="{}"><title>{} of {} calls ({})</title></rect>'
