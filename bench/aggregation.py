@@ -296,11 +296,10 @@ RAW_PREDICTIONS = """
 SELECT json_build_object(
            'instance_id', t.external_id,
            'model_name_or_path', CASE WHEN {repetitions} > 1 THEN a.label || '@rep' || x.repetition ELSE a.label END,
-           'model_patch', coalesce(p.content, ''))
+           'model_patch', x.extracted_answer)
 FROM experiments_attempt x
 JOIN experiments_taskinstance t ON t.id = x.task_id
 JOIN experiments_runarm a ON a.id = x.arm_id
-LEFT JOIN experiments_artifact p ON p.attempt_id = x.id AND p.kind = 'patch'
 WHERE x.run_id = {run} AND x.status IN ('completed', 'failed') AND x.error_category <> 'no_answer'
 ORDER BY a.position, a.id, x.repetition, x.sequence
 """

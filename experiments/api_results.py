@@ -23,6 +23,7 @@ from django.utils.http import content_disposition_header
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 
+from evaluation.workloads import workload_for
 from experiments.access import access_attempt, access_run, access_run_export
 from experiments.exports import EXPORT_FORMATS, csv_chunks, parquet_chunks, prepare_export
 from experiments.forms import AttemptListForm
@@ -272,7 +273,6 @@ def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
     attempt = access_attempt(request, attempt_id)
     artifacts = {artifact.kind: artifact for artifact in attempt.artifacts.all()}
     cached_from = cache_source(attempt)
-    patch = artifacts.get("patch")
     answer = artifacts.get("answer")
     trajectory = artifacts.get(ArtifactKind.TRAJECTORY)
     transcript = attempt_transcript(attempt, artifacts)
@@ -310,7 +310,7 @@ def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
         validated_at=attempt.validated_at,
         scored_at=attempt.scored_at,
         verdicts=[VerdictOut(**scores) for scores in verdict_scores(attempt)],
-        patch=patch.content if patch and patch.content else None,
+        patch=_patch_of(attempt),
         answer=transcript.grading,
         answer_status=answer.status if answer else "",
         validation=_validation(attempt, artifacts),
@@ -332,6 +332,13 @@ def _retry(entry: dict[str, Any]) -> RetryOut:
         category=entry.get("category"),
         wait_s=float(wait) if isinstance(wait, int | float) else None,
     )
+
+
+def _patch_of(attempt: Attempt) -> str | None:
+    """A pull request's patch, as its kind read it from the answer; None for a question kind,
+    or when no patch was found."""
+    answers_are_patches = workload_for(attempt.task.dataset.kind).answers_are_patches
+    return (attempt.extracted_answer or None) if answers_are_patches else None
 
 
 def _validation(attempt: Attempt, artifacts: dict[str, Artifact]) -> ValidationOut | None:

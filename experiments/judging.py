@@ -123,7 +123,7 @@ def _blind(attempt: Attempt, workload: str) -> BlindInput | BlindAnswer:
         )
     return blind_input(
         attempt.task.problem_statement,
-        _patch_of(attempt),
+        attempt.extracted_answer,  # the patch, as the PR kind read it from the answer
         validation_facts(attempt),
         _identity(attempt),
         trajectory=_trajectory_of(attempt),
@@ -157,11 +157,6 @@ def _trajectory_of(attempt: Attempt) -> dict[str, Any] | None:
     """An agent's stored steps, parsed; None for a single-turn answer."""
     artifact = next((a for a in attempt.artifacts.all() if a.kind == ArtifactKind.TRAJECTORY), None)
     return trajectory_fields(artifact.content if artifact else None)
-
-
-def _patch_of(attempt: Attempt) -> str:
-    patch = next((a for a in attempt.artifacts.all() if a.kind == "patch"), None)
-    return patch.content if patch else ""
 
 
 def _identity(attempt: Attempt) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 from datasets.models import TaskInstance
 from evaluation.workloads import workload_for
 from evaluation.workloads.wording import LETTERS, Wording, wording_for
-from experiments.models import Artifact, ArtifactKind, Attempt, Run, RunArm
+from experiments.models import Artifact, Attempt, Run, RunArm
 
 REPETITIONS_SHOWN = 10  # of each arm on a task's page
 
@@ -42,12 +42,9 @@ def task_comparison(run: Run, task_code: Any) -> TaskComparison | None:
         return None
     task = attempts[0].task
     words = wording_for(run.experiment.dataset.kind)
-    patches = dict(
-        Artifact.objects.filter(attempt__in=attempts, kind=ArtifactKind.PATCH).values_list("attempt_id", "content")
-    )
     by_arm: dict[int, list[Attempt]] = {}
     for attempt in attempts:
-        attempt.patch_text = patches.get(attempt.pk, "")  # type: ignore[attr-defined]
+        attempt.patch_text = attempt.extracted_answer if words.patches else ""  # type: ignore[attr-defined]
         attempt.answer_start = attempt.extracted_answer  # type: ignore[attr-defined]
         attempt.expected_short = words.short_expected(task.payload)  # type: ignore[attr-defined]
         attempt.answer_text = words.spelled_answer(task.payload, attempt.extracted_answer)  # type: ignore[attr-defined]

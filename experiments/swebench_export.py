@@ -42,8 +42,7 @@ from itertools import groupby
 from operator import attrgetter, itemgetter
 from urllib.parse import quote
 
-from django.db.models import Exists, FilteredRelation, OuterRef, Q, QuerySet, TextField, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, OuterRef, QuerySet
 
 from evaluation.validation import ValidationStatus
 from evaluation.workloads import workload_for
@@ -168,15 +167,10 @@ def each_model_predictions(
 ) -> Iterator[tuple[HarnessModel, Iterator[dict]]]:
     """Each model's predictions file, a line each: ``instance_id``, ``model_name_or_path``,
     ``model_patch`` (empty when there was no patch). One per finished attempt, so one per
-    instance; each patch joined in SQL, so a large run never sits in memory."""
-    patch = FilteredRelation("artifacts", condition=Q(artifacts__kind=ArtifactKind.PATCH))
+    instance; read in chunks, so a large run never sits in memory."""
     # A replayed file's missing instance stays missing: written, it would become an empty patch.
-    attempts = (
-        run.attempts.filter(status__in=SUBMITTED)
-        .exclude(error_category=ErrorCategory.NO_ANSWER)
-        .annotate(patch=patch, patch_text=Coalesce("patch__content", Value(""), output_field=TextField()))
-    )
-    for model, rows in each_model(attempts, models, ("task__external_id", "patch_text"), chunk_size):
+    attempts = run.attempts.filter(status__in=SUBMITTED).exclude(error_category=ErrorCategory.NO_ANSWER)
+    for model, rows in each_model(attempts, models, ("task__external_id", "extracted_answer"), chunk_size):
         yield (
             model,
             (

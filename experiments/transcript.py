@@ -120,7 +120,7 @@ def attempt_transcript(attempt: Attempt, artifacts: dict[str, Artifact]) -> Tran
     request = attempt.request if isinstance(attempt.request, dict) else {}
     messages = sent_messages(request.get("system"), request.get("messages"), attempt.arm.provider)
     grading = answer_fields(artifacts.get("answer"))
-    extracted = attempt.extracted_answer or recorded_read(grading, artifacts.get("patch"))
+    extracted = attempt.extracted_answer or recorded_read(grading)
     words = wording_for(task.dataset.kind)
     # The same words as the run page's list gives the attempt, from the same columns.
     result = SimpleNamespace(
@@ -189,14 +189,15 @@ def grading_fields(content: str | None) -> dict[str, Any] | None:
     return fields if isinstance(fields, dict) else {"answer": content}
 
 
-def recorded_read(grading: dict[str, Any] | None, patch: Artifact | None) -> str:
-    """What the kind read, for an attempt recorded before ``extracted_answer`` was kept:
-    its answer artifact's letter, response or completion, or its patch."""
+def recorded_read(grading: dict[str, Any] | None) -> str:
+    """What a question kind read, for an attempt recorded before ``extracted_answer`` was
+    kept: its answer artifact's letter, response or completion. (A patch recorded then was
+    copied into ``extracted_answer`` by migration 0054.)"""
     if grading:
         for name in READ_FIELDS:
             if isinstance(grading.get(name), str) and grading[name]:
                 return grading[name]
-    return patch.content if patch else ""
+    return ""
 
 
 def expected_answer(workload: Workload, task: Any) -> str:

@@ -460,7 +460,7 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "attempt": attempt,
         "workload": workload,
         "transcript": attempt_transcript(attempt, artifacts),
-        "patch": artifacts.get("patch"),
+        "patch": attempt.extracted_answer if workload.answers_are_patches else "",
         "validation": artifacts.get("validation"),
         "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
         "tests": tests_with_roles(attempt, artifacts.get("tests")),

@@ -92,7 +92,7 @@ class PrPatch(Workload):
             correct=score.resolved,
             score=None if resolved is None else float(resolved),
             columns=_columns(score, validation),
-            artifacts=_artifacts(patch, validation),
+            artifacts=_artifacts(validation),
             validated=validation is not None,
             harness_failed=bool(validation and validation.environment_missing)
             or _harness_timed_out(task, validation, context),
@@ -107,7 +107,7 @@ def _not_validated(patch: str, why: str) -> Evaluation:
         correct=None,
         score=None,
         columns={},
-        artifacts=(ArtifactRow("patch", patch), ArtifactRow("validation", why, ValidationStatus.SKIPPED)),
+        artifacts=(ArtifactRow("validation", why, ValidationStatus.SKIPPED),),
         validated=False,
         harness_failed=True,
     )
@@ -138,15 +138,15 @@ def _columns(score: Any, validation: ValidationResult | None) -> dict[str, Any]:
     }
 
 
-def _artifacts(patch: str, validation: ValidationResult | None) -> tuple[ArtifactRow, ...]:
-    """The patch, and its validation (or that validation was skipped)."""
-    rows = [ArtifactRow("patch", patch)]
-    if validation:
-        rows.append(ArtifactRow("validation", validation.log, validation.status, validation.duration_ms))
-        if validation.tests:
-            rows.append(ArtifactRow("tests", json.dumps([test.as_dict() for test in validation.tests])))
-        for kind, check in (("lint", validation.lint), ("build", validation.build)):
-            rows.append(ArtifactRow(kind, check.log, check.status))
-    elif patch:
-        rows.append(ArtifactRow("validation", "", ValidationStatus.SKIPPED))
+def _artifacts(validation: ValidationResult | None) -> tuple[ArtifactRow, ...]:
+    """The validation's log, tests and checks; none for an inference-only attempt (its run
+    says so). The patch itself is the attempt's ``extracted_answer``, kept once: it was also
+    written as an artifact, which cost a row, and its text again, for every attempt (issue 31)."""
+    if not validation:
+        return ()
+    rows = [ArtifactRow("validation", validation.log, validation.status, validation.duration_ms)]
+    if validation.tests:
+        rows.append(ArtifactRow("tests", json.dumps([test.as_dict() for test in validation.tests])))
+    for kind, check in (("lint", validation.lint), ("build", validation.build)):
+        rows.append(ArtifactRow(kind, check.log, check.status))
     return tuple(rows)

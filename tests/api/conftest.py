@@ -43,12 +43,12 @@ def real_ids(org, dataset, experiment, settings, tmp_path) -> dict[str, Any]:
 
 
 def validated(attempt: Attempt) -> None:
+    Attempt.objects.filter(pk=attempt.pk).update(extracted_answer="--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n")
     task = attempt.task
     tests = [{"id": test, "outcome": "passed", "seconds": 0.01, "message": ""} for test in task.fail_to_pass]
     tests.append({"id": "tests/test_other.py::test_it", "outcome": "failed", "seconds": None, "message": "assert 1"})
     Artifact.objects.bulk_create(
         [
-            Artifact(attempt=attempt, kind="patch", content="--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"),
             Artifact(attempt=attempt, kind="validation", status="resolved", content="ok", duration_ms=1200),
             Artifact(attempt=attempt, kind="tests", content=json.dumps(tests)),
             Artifact(attempt=attempt, kind="lint", status="passed", content=""),

@@ -214,7 +214,7 @@ def test_an_attempt_shows_what_its_page_shows(org, experiment, start):
     assert body["id"] == str(attempt.code)
     assert (body["status"], body["outcome"], body["resolved"]) == (attempt.status, attempt.outcome, attempt.resolved)
     assert body["tokens"]["input"] == attempt.input_tokens > 0
-    assert body["patch"] == attempt.artifacts.get(kind="patch").content
+    assert body["patch"] == attempt.extracted_answer and body["patch"].startswith("diff --git")
     assert body["validation"]["status"] == attempt.artifacts.get(kind="validation").status
     assert body["validation"]["tests"], "the task's tests, each with its role"
     assert {test["role"] for test in body["validation"]["tests"]} <= {"must fix", "must keep passing", ""}

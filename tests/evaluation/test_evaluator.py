@@ -12,7 +12,7 @@ from evaluation.evaluator import platform_org
 from evaluation.judging import NEUTRALISED, REDACTED
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.judging import judge_attempts
-from experiments.models import Artifact, AttemptStatus
+from experiments.models import Attempt, AttemptStatus
 from leaderboards import jobs
 from prbench.queues import get_connection
 from providers.models import ProviderCredential
@@ -109,7 +109,7 @@ def hostile_attempt(experiment, start, openai_profile):
     run.save()
     work_queue()
     attempt = run.attempts.filter(status=AttemptStatus.COMPLETED).first()
-    Artifact.objects.filter(attempt=attempt, kind="patch").update(content=HOSTILE_PATCH)
+    Attempt.objects.filter(pk=attempt.pk).update(extracted_answer=HOSTILE_PATCH)
     return attempt
 
 

@@ -70,7 +70,7 @@ def test_an_agent_arm_resolves_a_mined_repository_beside_its_single_turn_arm(org
         assert attempt.input_tokens == sum(step.input_tokens for step in steps.steps)
         assert attempt.output and attempt.patch_applied and attempt.input_tokens > 0
         # The answer is the working copy's diff, validated on a fresh copy like any patch.
-        patch = Artifact.objects.get(attempt=attempt, kind=ArtifactKind.PATCH).content
+        patch = attempt.extracted_answer
         assert patch.startswith("diff --git a/") or patch.startswith("--- a/")
     single = run.attempts.filter(arm__label="single").first()
     assert single.turns is None and single.tool_calls is None

@@ -31,7 +31,10 @@ def test_a_run_executes_every_attempt_and_completes(experiment, start):
     oracle = attempts.filter(arm__label="oracle")
     assert oracle.filter(resolved=True, patch_applied=True).count() == 4
     assert Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.VALIDATION, status="passed").count() >= 4
-    assert Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.PATCH).count() == 8
+    assert Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.VALIDATION).count() == 8
+    # The patch is kept once, as the attempt's answer: no artifact repeats it.
+    assert all(a.extracted_answer.startswith("diff --git") for a in oracle)
+    assert not Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.PATCH).exists()
     assert all(a.claims == 1 and a.input_tokens and a.cost_usd is not None for a in attempts)
     assert "reference_output" not in attempts[0].request
 
@@ -42,7 +45,8 @@ def test_running_the_jobs_twice_counts_nothing_twice(experiment, start):
     enqueue_attempts(run.pk, ids)  # a duplicate delivery of every job
     work_queue()
     assert run.attempts.filter(status=AttemptStatus.COMPLETED, claims=1).count() == 8
-    assert Artifact.objects.filter(attempt__run=run, kind=ArtifactKind.PATCH).count() == 8
+    # Inference-only: nothing validated, so no artifact at all (the run says it was not validated).
+    assert not Artifact.objects.filter(attempt__run=run).exists()
 
 
 def test_a_failing_arm_fails_its_attempts_not_the_run(experiment, start):
@@ -120,7 +124,7 @@ def test_an_abandoned_attempt_is_reclaimed_and_counted_once(experiment, start):
     run.refresh_from_db()
     assert victim.status == AttemptStatus.COMPLETED and victim.claims == 2
     assert run.status == RunStatus.COMPLETED
-    assert Artifact.objects.filter(attempt=victim, kind=ArtifactKind.PATCH).count() == 1
+    assert victim.extracted_answer.startswith("diff --git")
     # The dead worker's late result is refused: its token no longer holds.
     error = ProviderError(ErrorCategory.TIMEOUT, "late")
     assert not record_failure(victim.pk, old_token, build_request(victim), error)
@@ -159,7 +163,8 @@ def test_a_batch_is_recorded_only_where_its_claim_still_holds(experiment, start)
     assert record_outcomes(token, outcomes) == 2
     statuses = dict(Attempt.objects.filter(pk__in=ids).values_list("pk", "status"))
     assert statuses == {ids[0]: AttemptStatus.COMPLETED, ids[1]: AttemptStatus.QUEUED, ids[2]: AttemptStatus.COMPLETED}
-    assert set(Artifact.objects.filter(attempt_id__in=ids).values_list("attempt_id", flat=True)) == {ids[0], ids[2]}
+    answered = Attempt.objects.filter(pk__in=ids).exclude(extracted_answer="")
+    assert set(answered.values_list("pk", flat=True)) == {ids[0], ids[2]}
     recorded = Attempt.objects.get(pk=ids[0])
     # Written through each field's own preparation: JSON, decimals and times round-trip.
     assert recorded.request["messages"][0]["role"] == "user" and recorded.raw_response["mode"] == "oracle"

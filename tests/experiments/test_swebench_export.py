@@ -134,9 +134,8 @@ def pinned_run(experiment):
     for (label, repetition), fields in endings.items():
         for task, ending in zip(sorted(tasks), fields, strict=True):
             attempt = run.attempts.get(arm__label=label, repetition=repetition, task__external_id=task)
-            Attempt.objects.filter(pk=attempt.pk).update(**ending)
-            if ending.get("patch_present"):
-                Artifact.objects.create(attempt=attempt, kind=ArtifactKind.PATCH, content=f"patch of {label} {task}\n")
+            patch = f"patch of {label} {task}\n" if ending.get("patch_present") else ""
+            Attempt.objects.filter(pk=attempt.pk).update(**ending, extracted_answer=patch)
     return run, sorted(tasks)
 
 

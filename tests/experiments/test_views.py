@@ -754,8 +754,8 @@ def test_attempt_detail_works(bob, validated_attempt):
     assert response.status_code == 200
     assert validated_attempt.status == AttemptStatus.COMPLETED
     assert validated_attempt.resolved is True
+    # The patch is the attempt's answer, kept once: no artifact repeats it.
     assert dict(validated_attempt.artifacts.values_list("kind", "status")) == {
-        "patch": "",
         "validation": "passed",
         "build": "passed",
         "lint": "passed",
@@ -784,10 +784,10 @@ def test_attempt_detail_of_an_inference_only_attempt(bob, finished_run):
 
     assert response.status_code == 200
     content = response.content.decode()
+    assert "Not validated: the run is inference-only." in content
+    assert not attempt.artifacts.exists()  # no empty "skipped" row: the run says it
     if attempt.patch_present:
-        assert '<span class="status skipped">Skipped</span>' in content
-    else:
-        assert "Not validated." in content
+        assert '<span class="hunk">@@ ' in content  # the patch, from the attempt's answer
     assert "reference_output" not in content
 
 

@@ -105,7 +105,7 @@ def test_killed_worker(experiment, org, alice):
     assert run.attempts.filter(status=AttemptStatus.COMPLETED).count() == 4
     assert dict(run.attempts.values_list("pk", "claims")) == dict.fromkeys(stuck, 2)
     assert len(provider.seen) == 4 + 4  # one call per claim: the dead worker's, then the new one's
-    assert Artifact.objects.filter(attempt__run=run, kind="patch").count() == 4
+    assert not Artifact.objects.filter(attempt__run=run).exists()  # inference-only: nothing validated
     # The dead worker's calls were in flight: the new claim's calls pay for them again, counted.
     assert list(run.attempts.values_list("repeat_calls", flat=True)) == [1] * 4
     rows = list(csv.DictReader(io.StringIO(command_export(run, "csv"))))
