@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from experiments.bulk import insert_rows, update_by_pk
+from experiments.bulk import _document_json, insert_rows, update_by_pk
 from experiments.models import Artifact, Attempt, AttemptStatus
 
 
@@ -175,12 +175,20 @@ def test_a_recorded_prompt_is_compressed_with_lz4(experiment):
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
-def test_a_chunk_written_as_one_document_stores_what_the_orm_stores(experiment):
+@pytest.mark.parametrize(
+    "encoder, big",
+    [
+        ("orjson", 2**63 - 1),
+        # Past 64 bits orjson refuses the document, and json.dumps writes it, as it did before.
+        ("json.dumps", 10**20),
+    ],
+)
+def test_a_chunk_written_as_one_document_stores_what_the_orm_stores(experiment, encoder, big):
     """Guard (issue 31): Postgres gets a chunk's values as one JSON document, read into each
     column by its type. Every column holds, to the text, what the ORM's own update writes:
     non-ASCII and escapes, JSON with big and tiny numbers and nulls, a decimal with more
     places than its column, floats that are not finite or not short, an aware time in
-    another zone, a bool for an integer."""
+    another zone, a bool for an integer; whichever encoder wrote the document."""
     import datetime
     from zoneinfo import ZoneInfo
 
@@ -190,7 +198,7 @@ def test_a_chunk_written_as_one_document_stores_what_the_orm_stores(experiment):
     bulk, orm = run.attempts.order_by("sequence")[:2]
     values = {
         "output": 'ünïcode " \\ \n\t 😀 \u202e',
-        "request": {"messages": [{"role": "user", "content": 'q " ü 😀'}], "n": 1.5, "big": 10**20, "tiny": 1e-300},
+        "request": {"messages": [{"role": "user", "content": 'q " ü 😀'}], "n": 1.5, "big": big, "tiny": 1e-300},
         "raw_response": "a JSON string",
         "retry_log": [None, True, -0.0, {"wait": 0.1 + 0.2}],
         "warnings": [],
@@ -204,6 +212,7 @@ def test_a_chunk_written_as_one_document_stores_what_the_orm_stores(experiment):
         "cached_from_id": None,
         "error_message": "",
     }
+    assert isinstance(_document_json([values["request"]]), bytes if encoder == "orjson" else str)
     update_by_pk(Attempt, {bulk.pk: values})
     Attempt.objects.filter(pk=orm.pk).update(**values)
     columns = ", ".join(f"{Attempt._meta.get_field(name).column}::text" for name in values)
@@ -211,3 +220,16 @@ def test_a_chunk_written_as_one_document_stores_what_the_orm_stores(experiment):
         cursor.execute(f"SELECT {columns} FROM experiments_attempt WHERE id IN (%s, %s) ORDER BY id", [bulk.pk, orm.pk])
         written, expected = cursor.fetchall()
     assert dict(zip(values, written, strict=True)) == dict(zip(values, expected, strict=True))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-document path is Postgres'")
+def test_a_figure_json_cannot_hold_is_recorded_as_null_not_refused(experiment):
+    """A NaN inside a JSON value (a provider's body may hold one: Python's json reads it) is
+    written as null: json.dumps wrote a token Postgres refuses, failing the attempt's record."""
+    from experiments.actions import do_start_run
+
+    run = do_start_run(experiment, inference_only=True)
+    attempt = run.attempts.order_by("sequence").first()
+    update_by_pk(Attempt, {attempt.pk: {"raw_response": {"score": float("nan"), "top": float("inf")}}})
+    attempt.refresh_from_db()
+    assert attempt.raw_response == {"score": None, "top": None}
