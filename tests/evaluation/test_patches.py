@@ -107,3 +107,70 @@ def test_a_binary_patch_is_scored_well_formed_as_validation_takes_it():
     from evaluation.scoring import score_pr_attempt
 
     assert score_pr_attempt(PATCH + BINARY, None).well_formed
+
+
+def _real_patches() -> list[str]:
+    """Every patch and test patch of the SWE-bench Lite sample, and of the demo's tasks."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    rows = [json.loads(line) for line in (root / "tests/data/swebench/SWE-bench_Lite_dev.jsonl").open()]
+    patches = [row[name] for row in rows for name in ("patch", "test_patch")]
+    patches += [path.read_text() for path in sorted((root / "datasets/demo_tasks").glob("*/*.patch"))]
+    return patches
+
+
+def _damaged(patch: str) -> list[str]:
+    """The patch cut short at several lines, and with a line no hunk may hold, as a model's
+    truncated or garbled answer would be."""
+    lines = patch.splitlines(keepends=True)
+    cuts = ["".join(lines[:cut]) for cut in range(3, len(lines), max(1, len(lines) // 7))]
+    places = range(4, len(lines), max(1, len(lines) // 5))
+    garbled = ["".join([*lines[:at], "?garbled\n", *lines[at:]]) for at in places]
+    return cuts + garbled
+
+
+def _full_parse_stats(patch: str):
+    """What check_patch read with unidiff's full parse (a Line object per line), before it
+    took the metadata pass."""
+    from unidiff import PatchSet
+    from unidiff.errors import UnidiffParseError
+
+    try:
+        files = PatchSet(patch)
+    except UnidiffParseError:
+        return "malformed"
+    names = [(f.source_file, f.target_file, f.is_binary_file) for f in files]
+    return len(files), files.added, files.removed, names
+
+
+def _metadata_stats(patch: str):
+    from unidiff import PatchSet
+    from unidiff.errors import UnidiffParseError
+
+    try:
+        files = PatchSet(patch, metadata_only=True)
+    except UnidiffParseError:
+        return "malformed"
+    names = [(f.source_file, f.target_file, f.is_binary_file) for f in files]
+    return len(files), files.added, files.removed, names
+
+
+def test_the_metadata_pass_reads_every_patch_as_the_full_parse_does():
+    """check_patch parses with unidiff's metadata pass (issue 31): on real patches, whole,
+    cut short or garbled, it must accept, refuse and count exactly as the full parse."""
+    patches = _real_patches()
+    assert len(patches) >= 50
+    cases = [variant for patch in patches for variant in (patch, *_damaged(patch))]
+    verdicts = [_full_parse_stats(case) for case in cases]
+    assert "malformed" in verdicts and any(verdict != "malformed" for verdict in verdicts)
+    assert [_metadata_stats(case) for case in cases] == verdicts
+    for case, verdict in zip(cases, verdicts, strict=True):
+        if verdict == "malformed":
+            continue
+        try:
+            stats = check_patch(case, binary=True)
+        except PatchRejected:
+            continue  # refused for its paths or content, which the parse does not decide
+        assert (stats.files, stats.added, stats.removed) == verdict[:3]
