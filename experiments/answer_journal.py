@@ -21,6 +21,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from prbench.json_bytes import json_bytes
 from prbench.queues import get_connection
 from providers.types import USAGE_FIELDS, Completion, ToolCall, Usage
 
@@ -140,7 +141,7 @@ def keep_many(answers: list[tuple[int, Completion, datetime]]) -> None:
         return
     keys = [journal_key(attempt_id) for attempt_id, _, _ in answers]
     entries = [
-        json.dumps({"completion": _stored(completion), "responded_at": responded_at.isoformat()}, default=str)
+        json_bytes({"completion": _stored(completion), "responded_at": responded_at.isoformat()}, default=str)
         for _, completion, responded_at in answers
     ]
     try:
@@ -155,7 +156,7 @@ def keep_turn(attempt_id: int, turn: int, completion: Completion) -> bool:
     key = turns_key(attempt_id)
     try:
         with get_connection().pipeline(transaction=False) as pipe:
-            pipe.hset(key, str(turn), json.dumps(_stored(completion), default=str))
+            pipe.hset(key, str(turn), json_bytes(_stored(completion), default=str))
             pipe.expire(key, KEEP_S)
             pipe.execute()
     except RedisError as exc:

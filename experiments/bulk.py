@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import json
 import math
 import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
-import orjson
 import psycopg
 from django.db import connections, models, router
 from django.db.models import Field, Model
 from psycopg.types.json import Jsonb
+
+from prbench.json_bytes import json_bytes
 
 
 def update_by_pk(model: type[Model], rows: dict[int, dict]) -> None:
@@ -111,23 +111,9 @@ def _document_value(field: Field, connection) -> Callable[[Any], Any]:
     return prepare
 
 
-# What orjson would write differently from json.dumps, it is told to hand to _json_text:
-# a time as its isoformat(), and a dataclass (which json.dumps refuses) refused.
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
 def _document_json(document: Any) -> bytes | str:
-    """A chunk's document as JSON: by orjson, in Rust and straight to UTF-8 bytes, at about an
-    eighth of json.dumps' CPU (issue 31). What orjson refuses (an integer beyond 64 bits, a key
-    that is not a string, nesting past 254 levels, a string that is not valid Unicode) goes
-    through json.dumps, as every chunk did before, so a value it wrote is still written and
-    one it refused (bytes) is still refused with its TypeError. One difference: a NaN or an
-    infinity inside a JSON value is written as null, where json.dumps wrote a token Postgres
-    refuses, failing the attempt's record for a figure JSON cannot hold."""
-    try:
-        return orjson.dumps(document, default=_json_text, option=_ORJSON_OPTIONS)
-    except orjson.JSONEncodeError:
-        return json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=_json_text)
+    """A chunk's document as JSON (prbench.json_bytes): orjson, or json.dumps where it refuses."""
+    return json_bytes(document, default=_json_text)
 
 
 def _as_given(value: Any) -> Any:
