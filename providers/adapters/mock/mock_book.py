@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import cast
 
 import ahocorasick
 
@@ -104,13 +105,21 @@ def _plain(text: str) -> str:
 
 _books: OrderedDict[Hashable, Book] = OrderedDict()
 _lock = threading.Lock()
+# What look_up found for the prompts it was asked lately, for as long as the books and their
+# order stay as they were (any change empties it). A run asks each of its prompts once per
+# repetition, and searching a prompt of kilobytes cost the mock most of its CPU per call.
+_found: OrderedDict[str, Entry | None] = OrderedDict()
+MAX_FOUND = 1024  # prompts of a few kilobytes: a few megabytes at most
+_NOT_FOUND_YET = object()
 
 
 def has_book(name: Hashable) -> bool:
     """Whether a book of this name is registered; it then counts as just used."""
     with _lock:
         if name in _books:
-            _books.move_to_end(name)
+            if next(reversed(_books)) != name:
+                _books.move_to_end(name)
+                _found.clear()  # the books' order decides between two that hold a prompt
             return True
         return False
 
@@ -122,20 +131,36 @@ def register_book(name: Hashable, book: Book) -> None:
         _books.move_to_end(name)
         while len(_books) > MAX_BOOKS:
             _books.popitem(last=False)
+        _found.clear()
 
 
 def forget_books() -> None:
     with _lock:
         _books.clear()
+        _found.clear()
 
 
 def look_up(prompt: str) -> Entry | None:
     """The task the prompt asks, or None when it carries none the mock knows: the entry
     whose first key ends last in the prompt (the longest, when two end at one place: a
     question that ends another question). Two books that both hold it (two datasets of one
-    question) answer from the more recently used one, the run's own."""
+    question) answer from the more recently used one, the run's own. Read from the prompt
+    alone, so a prompt asked again gets what it got, while the books are unchanged."""
     with _lock:
+        found = _found.get(prompt, _NOT_FOUND_YET)
+        if found is not _NOT_FOUND_YET:
+            return cast(Entry | None, found)
         books = list(_books.values())  # least recently used first
+    entry = _search(books, prompt)
+    with _lock:
+        if list(_books.values()) == books:  # not found in books since changed
+            _found[prompt] = entry
+            if len(_found) > MAX_FOUND:
+                _found.popitem(last=False)
+    return entry
+
+
+def _search(books: list[Book], prompt: str) -> Entry | None:
     prompt = _plain(prompt)
     best: tuple[tuple[int, int, int], Entry] | None = None
     for recency, book in enumerate(books):
