@@ -90,17 +90,21 @@ class MockAdapter(Adapter):
     def generate(self, request: CompletionRequest) -> Completion:
         self.tries += 1
         config = self.arm.config
-        rng = random.Random(_seed(f"{request.seed_key}:try{self.tries}"))
-        delay_ms = config.get("latency_ms", 0) + rng.uniform(0, config.get("jitter_ms", 0))
+        jitter_ms, failure_rate = config.get("jitter_ms", 0), config.get("failure_rate", 0)
+        # The try's own draws; made only when a setting reads them (a draw of no jitter is 0,
+        # and no failure rate never fails): seeding a generator was most of a fast arm's call.
+        rng = random.Random(_seed(f"{request.seed_key}:try{self.tries}")) if jitter_ms or failure_rate else None
+        delay_ms = config.get("latency_ms", 0) + (rng.uniform(0, jitter_ms) if rng else 0)
         if delay_ms:
             time.sleep(delay_ms / 1000)
         mode = config.get("mode", "oracle")
-        if mode == "error" or rng.random() < config.get("failure_rate", 0):
+        if mode == "error" or (rng is not None and rng.random() < failure_rate):
             category = ErrorCategory(config.get("failure_category", ErrorCategory.SERVER_ERROR))
             raise ProviderError(category, f"mock provider simulated {category}")
         # Answer quality is a property of the attempt, not of the try: retrying a noisy
         # answer must not turn it into the oracle's.
-        answer_rng = random.Random(_seed(request.seed_key))
+        answer_seed = _seed(request.seed_key)
+        answer_rng = random.Random(answer_seed)
         tool_calls: tuple[ToolCall, ...] = ()
         if request.tools:  # a turn of the agent loop
             text, tool_calls = agent.next_turn(request, config, answer_rng)
@@ -124,7 +128,7 @@ class MockAdapter(Adapter):
             output_tokens_per_s=tokens_per_second(usage.output_tokens, round(delay_ms), first_token_ms),
             cost_usd=_cost(config, usage),
             model_served=self.arm.model_name,
-            request_id=f"mock-{_seed(request.seed_key) % 10**12:012d}",
+            request_id=f"mock-{answer_seed % 10**12:012d}",
             raw_request={"model": self.arm.model_name, "seed_key": request.seed_key},
             raw_response={"text": text, "mode": mode, "tries": self.tries, **_calls_record(tool_calls)},
             tool_calls=tool_calls,
@@ -141,6 +145,8 @@ def _first_token_ms(delay_ms: float, try_key: str) -> int:
     """A fifth to a third of the simulated latency, as a real model spends reading the prompt
     before its first token. From its own PRNG: drawing from the try's would change every
     later choice, and with it what a seed reproduces."""
+    if not delay_ms:
+        return 0  # whatever the draw
     return round(delay_ms * random.Random(_seed(f"{try_key}:first-token")).uniform(0.2, 0.35))
 
 
