@@ -32,7 +32,7 @@ from typing import Any, TypeVar, cast
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, QuerySet, TextField, Value
+from django.db.models import F, QuerySet
 from django.utils import timezone
 from redis.exceptions import RedisError
 from structlog.contextvars import bind_contextvars, reset_contextvars
@@ -653,12 +653,15 @@ class BatchRunner:
         job came from a queue this worker should no longer serve, or from before their
         task's recipe changed): unclaimed, so this is no claim and no retry of theirs."""
         ordered = attempts.order_by("sequence")
-        if self._run_has_recipes():
-            rows = with_recipe_needs(ordered, task="task__")
-            found = rows.values_list("pk", "arm_id", "recipe_python", "recipe_system_packages")
-        else:  # no task of the run can need anything: no recipe looked up for each row
-            nothing = Value(None, output_field=TextField())
-            found = ordered.values_list("pk", "arm_id", nothing, nothing)
+        if not self._run_has_recipes():
+            # No task of the run can need anything: every one is servable, read as it comes,
+            # with no recipe looked up and no needs weighed for each row (a job stealing from
+            # a large run reads hundreds each time, issue 31).
+            self.unservable_seen = False
+            pairs = ordered.values_list("pk", "arm_id")
+            return dict(pairs[:limit] if limit is not None else pairs)
+        rows = with_recipe_needs(ordered, task="task__")
+        found = rows.values_list("pk", "arm_id", "recipe_python", "recipe_system_packages")
         servable: dict[int, int] = {}
         elsewhere: list[int] = []
         for pk, arm_id, python, packages in found[:limit] if limit is not None else found:
