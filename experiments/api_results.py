@@ -23,7 +23,6 @@ from django.utils.http import content_disposition_header
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from evaluation.workloads import workload_for
 from experiments.access import access_attempt, access_run, access_run_export
 from experiments.exports import EXPORT_FORMATS, csv_chunks, parquet_chunks, prepare_export
 from experiments.forms import AttemptListForm
@@ -38,7 +37,7 @@ from experiments.run_exports import (
 )
 from experiments.swebench_export import ExportRefused
 from experiments.trajectory_page import trajectory_fields
-from experiments.transcript import attempt_transcript
+from experiments.transcript import attempt_transcript, patch_of
 from orgs.api_auth import READ
 from prbench.api_support import (
     COMMON_ERRORS,
@@ -310,7 +309,7 @@ def get_attempt(request: HttpRequest, attempt_id: str) -> AttemptDetail:
         validated_at=attempt.validated_at,
         scored_at=attempt.scored_at,
         verdicts=[VerdictOut(**scores) for scores in verdict_scores(attempt)],
-        patch=_patch_of(attempt),
+        patch=patch_of(attempt) or None,
         answer=transcript.grading,
         answer_status=answer.status if answer else "",
         validation=_validation(attempt, artifacts),
@@ -332,13 +331,6 @@ def _retry(entry: dict[str, Any]) -> RetryOut:
         category=entry.get("category"),
         wait_s=float(wait) if isinstance(wait, int | float) else None,
     )
-
-
-def _patch_of(attempt: Attempt) -> str | None:
-    """A pull request's patch, as its kind read it from the answer; None for a question kind,
-    or when no patch was found."""
-    answers_are_patches = workload_for(attempt.task.dataset.kind).answers_are_patches
-    return (attempt.extracted_answer or None) if answers_are_patches else None
 
 
 def _validation(attempt: Attempt, artifacts: dict[str, Artifact]) -> ValidationOut | None:

@@ -189,6 +189,13 @@ def grading_fields(content: str | None) -> dict[str, Any] | None:
     return fields if isinstance(fields, dict) else {"answer": content}
 
 
+def patch_of(attempt: Attempt) -> str:
+    """A pull request's patch, as its kind read it from the answer: kept once, as the
+    attempt's ``extracted_answer`` (migration 0054). "" for a question kind, whose answer is
+    no patch, and when no patch was found."""
+    return attempt.extracted_answer if workload_for(attempt.task.dataset.kind).answers_are_patches else ""
+
+
 def recorded_read(grading: dict[str, Any] | None) -> str:
     """What a question kind read, for an attempt recorded before ``extracted_answer`` was
     kept: its answer artifact's letter, response or completion. (A patch recorded then was

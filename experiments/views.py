@@ -68,7 +68,7 @@ from experiments.run_exports import (
 from experiments.stoppage import why_stopped
 from experiments.swebench_export import ExportRefused, run_models
 from experiments.trajectory_page import attempt_trajectory, tool_output
-from experiments.transcript import attempt_transcript
+from experiments.transcript import attempt_transcript, patch_of
 from orgs.access import access_current_org, membership_for
 from prbench.htmx import HtmxHttpRequest
 from providers.catalog import suggestions as model_suggestions
@@ -460,7 +460,7 @@ def attempt_detail(request: HttpRequest, code: str) -> HttpResponse:
         "attempt": attempt,
         "workload": workload,
         "transcript": attempt_transcript(attempt, artifacts),
-        "patch": attempt.extracted_answer if workload.answers_are_patches else "",
+        "patch": patch_of(attempt),
         "validation": artifacts.get("validation"),
         "checks": [artifacts[kind] for kind in ("build", "lint") if kind in artifacts],
         "tests": tests_with_roles(attempt, artifacts.get("tests")),
