@@ -21,7 +21,6 @@ import argparse
 import os
 import resource
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,22 +61,15 @@ def one_job(attempts: int) -> tuple[float, float | None]:
     """(python ms, backend ms or None) per attempt of one job over a fresh run's attempts."""
     from django.db import connection
 
+    from bench.overhead import zero_latency_spec
     from datasets.demo import load_demo_dataset
-    from experiments.actions import ArmSpec, ExperimentSpec, do_save_experiment, do_start_run
+    from experiments.actions import do_save_experiment, do_start_run
     from experiments.jobs import execute_attempts
     from experiments.models import AttemptStatus
     from orgs.models import Organization
 
     org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
-    dataset = load_demo_dataset(org)
-    tasks = 10
-    spec = ExperimentSpec(
-        name=f"job cpu {time.time_ns()}",
-        dataset=dataset,
-        sample_size=tasks,
-        repetitions=max(1, attempts // tasks),
-        arms=[ArmSpec("zero-latency", "mock", "mock-zero", {"mode": "oracle", "max_concurrency": 128})],
-    )
+    spec = zero_latency_spec("job cpu", load_demo_dataset(org), 10, attempts)
     # Inference only, as overhead.py: the job's own work, not the validation's subprocesses.
     run = do_start_run(do_save_experiment(org, spec), inference_only=True)
     ids = list(run.attempts.order_by("sequence").values_list("pk", flat=True))

@@ -68,8 +68,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
 
     from bench._cpu import read_platform_cpu, watch_backends
     from datasets.demo import load_demo_dataset
-    from experiments.actions import ArmSpec as ArmSpecInput
-    from experiments.actions import ExperimentSpec, do_save_experiment, do_start_run
+    from experiments.actions import do_save_experiment, do_start_run
     from experiments.management.commands.demo import start_workers, stop_workers
     from experiments.mock_books import register_mock_books
     from experiments.models import Run
@@ -84,16 +83,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     org, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     dataset = question_dataset(org, questions) if questions else load_demo_dataset(org)
     tasks = min(dataset.tasks.count(), attempts) if questions else 10
-    # Slots enough for both workers' chunks: the default (8 calls at once, for a real provider)
-    # would measure the arm's limit, not the platform.
-    config = {"mode": "oracle", "max_concurrency": MAX_CONCURRENCY}
-    spec = ExperimentSpec(
-        name=f"overhead {time.time_ns()}",
-        dataset=dataset,
-        sample_size=tasks,
-        repetitions=max(1, round(attempts / tasks)),
-        arms=[ArmSpecInput("zero-latency", "mock", "mock-zero", config)],
-    )
+    spec = zero_latency_spec("overhead", dataset, tasks, attempts)
     experiment = do_save_experiment(org, spec)
     processes = start_workers(workers)
     database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
@@ -121,7 +111,7 @@ def run_benchmark(attempts: int, workers: int, validate: bool, questions: str | 
     requests = [build_request(a) for a in run.attempts.select_related("run", "task", "arm")]
     # What a worker's job does first: the bare calls look their tasks up in the same book.
     register_mock_books([dataset])
-    arm = ArmSpec("mock", "mock-zero", config)
+    arm = ArmSpec("mock", "mock-zero", spec.arms[0].config)
     bare_started = time.perf_counter()
     for request in requests:
         MockAdapter(arm).generate(request)
@@ -150,6 +140,23 @@ CPU_TARGET_MS = 1.0
 # How often the bench looks whether the run finished. Not the measurement (the run's own
 # timestamps are): only kept rare so that looking costs the workers' cores nothing worth counting.
 POLL_S = 0.25
+
+
+def zero_latency_spec(name: str, dataset, tasks: int, attempts: int):
+    """One oracle mock arm of no latency over ``tasks`` of the dataset, repeated to about
+    ``attempts``: what the platform costs around a call that costs nothing. Slots enough for
+    both workers' chunks: the default (8 calls at once, for a real provider) would measure the
+    arm's limit, not the platform."""
+    from experiments.actions import ArmSpec, ExperimentSpec
+
+    config = {"mode": "oracle", "max_concurrency": MAX_CONCURRENCY}
+    return ExperimentSpec(
+        name=f"{name} {time.time_ns()}",
+        dataset=dataset,
+        sample_size=tasks,
+        repetitions=max(1, round(attempts / tasks)),
+        arms=[ArmSpec("zero-latency", "mock", "mock-zero", config)],
+    )
 
 
 def wait_for_finish(run, run_progress, every_second: Callable[[], None]) -> None:
