@@ -8,6 +8,9 @@ attempts have an index of their own with their verdict after the class (resolved
 or none), so that the wrong answers are a range too. An error category reads a partial index
 of the failures on (run, error_category, status, outcome, sort field, sequence) the same way.
 
+The list of every attempt in execution order, the run page's default, is one range of the
+(run, sequence) index and needs no streams.
+
 A task, or text in the question, is resolved to task ids from the dataset's tasks first (at
 most ``QUESTION_TASKS``), and the streams are filtered to them: their attempts are few per
 task (arms times repetitions), read through the (run, task, arm, repetition) index.
@@ -329,6 +332,8 @@ def _streams(query: AttemptQuery, scope: Scope, attempts: QuerySet[Any]) -> list
     through other rows: queued attempts all sit at the end of the execution order, failed
     ones have no latency or cost, which a plain (run, latency) index would read past one by
     one to find none, and a good arm's few wrong answers sit among its many right ones."""
+    if _in_execution_order(query, scope):
+        return [_Stream(attempts)]
     if scope.arm_id is not None:
         attempts = attempts.filter(arm_id=scope.arm_id)
     if scope.task_ids is not None:
@@ -347,6 +352,13 @@ def _streams(query: AttemptQuery, scope: Scope, attempts: QuerySet[Any]) -> list
         if not query.outcome or outcome == query.outcome
         for verdict in (verdicts if status == AttemptStatus.COMPLETED and not query.error else (ANY,))
     ]
+
+
+def _in_execution_order(query: AttemptQuery, scope: Scope) -> bool:
+    """Whether the list is every attempt in execution order (the run page's default): one
+    range of the (run, sequence) index gives it, with no stream to merge."""
+    filtered = query.status or query.outcome or query.result or query.error or scope != Scope()
+    return not filtered and SORT_FIELDS[query.sort.lstrip("-")] == "sequence"
 
 
 ANY = object()  # no condition on the verdict
