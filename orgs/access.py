@@ -52,13 +52,21 @@ def membership_for(request: HttpRequest, org: Organization) -> Membership:
         if as_key.org.pk != org.pk:
             raise Http404("No such organisation")
         return as_key
-    cache = request.__dict__.setdefault("_prbench_memberships", {})
-    if org.pk not in cache:
-        cache[org.pk] = memberships_of(request.user).filter(org=org).first()
-    if cache[org.pk] is None:
+    membership = next((m for m in memberships_of_request(request) if m.org_id == org.pk), None)
+    if membership is None:
         raise Http404("No such organisation")
     bind_contextvars(org=org.slug)  # the request's log lines say whose data it reached
-    return cache[org.pk]
+    return membership
+
+
+def memberships_of_request(request: HttpRequest) -> list[Membership]:
+    """The signed-in user's memberships, read once per request: the access check, the current
+    organisation and the page's organisation menu all ask for them. Every view that changes a
+    membership redirects, so the next request reads them anew."""
+    cached = request.__dict__.get("_prbench_memberships")
+    if cached is None:
+        cached = request.__dict__["_prbench_memberships"] = list(memberships_of(request.user))
+    return cached
 
 
 def check_role(membership: Membership, *, write: bool = False, manage: bool = False) -> None:
@@ -73,10 +81,10 @@ def current_membership(request: HttpRequest) -> Membership | None:
     as_key = key_membership(request)
     if as_key is not None:
         return as_key
-    memberships = memberships_of(request.user)
+    memberships = memberships_of_request(request)
     code = request.session.get(SESSION_KEY)
-    chosen = memberships.filter(org__code=code).first() if code else None
-    return chosen or memberships.first()
+    chosen = next((m for m in memberships if str(m.org.code) == code), None) if code else None
+    return chosen or next(iter(memberships), None)
 
 
 class NeedsOnboarding(ImmediateHttpResponse):

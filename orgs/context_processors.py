@@ -1,6 +1,6 @@
 from django.http import HttpRequest
 
-from orgs.access import current_membership, memberships_of
+from orgs.access import current_membership, memberships_of_request
 
 
 def current_org(request: HttpRequest) -> dict:
@@ -8,5 +8,5 @@ def current_org(request: HttpRequest) -> dict:
         return {}
     return {
         "current_membership": current_membership(request),
-        "all_memberships": memberships_of(request.user),
+        "all_memberships": memberships_of_request(request),
     }

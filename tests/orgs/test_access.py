@@ -7,8 +7,10 @@ import uuid
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.http import Http404
 from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from datasets.access import access_dataset
@@ -16,7 +18,7 @@ from experiments.access import access_attempt, access_experiment, access_run
 from experiments.actions import do_start_run
 from orgs.access import SESSION_KEY, NeedsOnboarding, access_current_org, access_org, current_membership
 from orgs.models import Membership, Organization, Role
-from tests.conftest import make_user
+from tests.conftest import client_for, make_user
 
 
 def request_for(user, session: dict | None = None):
@@ -198,3 +200,21 @@ def test_no_membership_sends_a_signed_in_user_to_onboarding(django_user_model, d
     assert excinfo.value.response["Location"] == reverse("orgs:onboarding")
     with pytest.raises(Http404):
         access_current_org(request_for(AnonymousUser()))
+
+
+def test_a_page_reads_the_users_memberships_once(alice, zeta, run):
+    """The access check, the current organisation and the page's organisation menu each need
+    the user's memberships: one query serves all three, and the menu still shows each of them,
+    the one the session chose as current."""
+    client = client_for(alice)
+    client.post(reverse("orgs:switch", args=[zeta.code]))
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(reverse("experiments:run", args=[run.code]))
+
+    assert response.status_code == 200
+    reads = [q["sql"] for q in captured.captured_queries if 'FROM "orgs_membership"' in q["sql"]]
+    assert len(reads) == 1, reads
+    menu = response.content.decode().split('<details class="switcher">')[1].split("</details>")[0]
+    assert "<summary>Zeta</summary>" in menu
+    assert 'class="link current">Zeta <small>viewer</small>' in menu
+    assert f'class="link">{run.org.name} <small>owner</small>' in menu
