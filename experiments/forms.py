@@ -255,7 +255,7 @@ class AttemptListForm(forms.Form):
     def __init__(self, data, run: Run) -> None:
         super().__init__(data)
         self.run = run
-        self.arm_ids = dict(run.arms.values_list("label", "pk"))
+        self.arm_ids = {arm.label: arm.pk for arm in run.arms.all()}  # the run page prefetches them
         self.task_ids: list[int] | None = None
         self.questions_cut = False  # the question matched more tasks than a page lists the attempts of
         self.question_tasks = QUESTION_TASKS

@@ -105,6 +105,12 @@ def misconfigured_arms(run: Run) -> QuerySet[RunArm]:
     return run.arms.filter(misconfigured_at__isnull=False)
 
 
+def misconfigured_of(run: Run) -> list[RunArm]:
+    """The same arms from ``run.arms.all()``: the run page prefetches the run's arms once for
+    everything it shows of them."""
+    return [arm for arm in run.arms.all() if arm.misconfigured_at is not None]
+
+
 def do_retry_misconfigured_arms(run: Run) -> list[int]:
     """In the resume's transaction: each stopped arm takes the settings of the experiment's arm
     of the same label as they are now (a RunArm is the run's snapshot; the person was told to

@@ -95,8 +95,8 @@ def run_models(run: Run) -> list[HarnessModel]:
     """Every model of the run, in the run's arm order, then by repetition."""
     repetitions = run_repetitions(run)
     return [
-        HarnessModel(arm_id, label, repetition, model_name(label, repetition, repetitions))
-        for arm_id, label in run.arms.order_by("position", "pk").values_list("pk", "label")
+        HarnessModel(arm.pk, arm.label, repetition, model_name(arm.label, repetition, repetitions))
+        for arm in run.arms.all()  # in position order; the run page reads them once, prefetched
         for repetition in range(repetitions)
     ]
 

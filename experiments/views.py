@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
+from django.db.models import Count, Q, prefetch_related_objects
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
@@ -47,7 +47,7 @@ from experiments.budgets import budget_status, experiment_spend
 from experiments.estimate import estimate_run
 from experiments.exports import EXPORT_FORMATS, prepare_export
 from experiments.forms import AttemptListForm, ExperimentForm, StartRunForm, spec_from_forms
-from experiments.misconfigured import STOP_AFTER, misconfigured_arms
+from experiments.misconfigured import STOP_AFTER, misconfigured_of
 from experiments.models import ArtifactKind, AttemptStatus, Experiment, Run
 from experiments.progress import is_live, judging_progress, run_progress
 from experiments.replay import arms_with_sources
@@ -254,6 +254,8 @@ def run_start(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
     run = access_run(request, code)
+    # Its arms once, for all the page shows of them: their limits, marks, filter and exports.
+    prefetch_related_objects([run], "arms")
     progress = run_progress(run)
     judging = judging_progress(run, progress)
     live = is_live(run, progress, judging)
@@ -267,13 +269,11 @@ def run_detail(request: HtmxHttpRequest, code: str) -> HttpResponse:
         "judging": judging,
         "live": live,
         "calls_made_again": progress.repeat_calls,
-        "waiting": Waiting()
-        if run.is_finished
-        else waiting_for([f"run-arm:{pk}" for pk in run.arms.values_list("pk", flat=True)]),
+        "waiting": Waiting() if run.is_finished else waiting_for([f"run-arm:{arm.pk}" for arm in run.arms.all()]),
         **board_views().page_section(run, request.path, request.GET),
         "budget": budget,
         "stopped": why_stopped(run, progress, budget),
-        "misconfigured": list(misconfigured_arms(run)),
+        "misconfigured": misconfigured_of(run),
         "stop_after": STOP_AFTER,
         "without_a_worker": [] if run.is_finished else queued_without_a_worker(run),
     }

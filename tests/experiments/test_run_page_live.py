@@ -11,6 +11,7 @@ from django.db import connection
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
 from experiments.actions import do_run_action, do_start_run
@@ -420,3 +421,28 @@ def boards_section(response) -> str:
     content = response.content.decode()
     start = content.index('<section class="boards"')
     return content[start : content.index("</section>", start) + len("</section>")]
+
+
+def test_the_page_reads_the_runs_arms_once_for_all_it_shows_of_them(bob, run):
+    """Their limits, the arms stopped as misconfigured, the arm filter and the SWE-bench
+    downloads per arm all come from one read of the run's arms (the boards, kept as drawn,
+    read none)."""
+    first, *rest = list(run.arms.all())
+    first.misconfigured_at = timezone.now()
+    first.misconfigured_error, first.misconfigured_message = "auth", "the key was refused"
+    first.save()
+    client = client_for(bob)
+    client.get(live_url(run))  # the boards are drawn, and kept while the summaries stand still
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(live_url(run))
+
+    assert response.status_code == 200
+    reads = [q["sql"] for q in captured.captured_queries if 'FROM "experiments_runarm"' in q["sql"]]
+    assert len(reads) == 1, "\n".join(reads)
+    page = html.unescape(response.content.decode())
+    assert f"{first.label} stopped after" in page and "the key was refused" in page
+    assert not [arm for arm in rest if f"{arm.label} stopped after" in page]
+    arm_filter = page.split('<select name="arm"')[1].split("</select>")[0]
+    assert all(f'<option value="{arm.label}"' in arm_filter for arm in [first, *rest]), arm_filter
+    if run.experiment.dataset.kind == "pr":
+        assert all(f"<code>{arm.label}</code>" in page for arm in [first, *rest])  # a predictions file each
