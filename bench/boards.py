@@ -163,7 +163,10 @@ def reused() -> Bench:
 
     from experiments.models import Run
 
-    run = Run.objects.get(org__slug="boardbench", experiment__name="Board bench")
+    # The seeded run is the first: crossrun adds 19 more to the same experiment, and keeps them.
+    run = Run.objects.filter(org__slug="boardbench", experiment__name="Board bench").order_by("pk").first()
+    if run is None:
+        raise SystemExit(f"--reuse: {connection.settings_dict['NAME']} holds no seeded run; run with --keep first")
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     print(f"reusing {run.total_attempts:,} attempts")
@@ -423,7 +426,8 @@ def crossrun(bench: Bench) -> None:
     refresh_run_summaries(bench.run_id)
     first = Run.objects.get(pk=bench.run_id)
     arms = list(first.arms.order_by("position"))
-    for index in range(1, CROSSRUN_RUNS):
+    # A reused database holds the runs an earlier crossrun added: only the missing ones are added.
+    for index in range(Run.objects.filter(org=first.org).count(), CROSSRUN_RUNS):
         when = first.created_at + timedelta(days=index)
         run = Run.objects.create(
             org=first.org, experiment=first.experiment, seed=index, status=first.status, finished_at=when
