@@ -62,11 +62,13 @@ def membership_for(request: HttpRequest, org: Organization) -> Membership:
 def memberships_of_request(request: HttpRequest) -> list[Membership]:
     """The signed-in user's memberships, read once per request: the access check, the current
     organisation and the page's organisation menu all ask for them. Every view that changes a
-    membership redirects, so the next request reads them anew."""
+    membership redirects, so the next request reads them anew; a request that signs someone in
+    reads theirs (the list is kept with the user it belongs to)."""
+    user = request.user
     cached = request.__dict__.get("_prbench_memberships")
-    if cached is None:
-        cached = request.__dict__["_prbench_memberships"] = list(memberships_of(request.user))
-    return cached
+    if cached is None or cached[0] != user.pk:
+        cached = request.__dict__["_prbench_memberships"] = (user.pk, list(memberships_of(user)))
+    return cached[1]
 
 
 def check_role(membership: Membership, *, write: bool = False, manage: bool = False) -> None:

@@ -218,3 +218,11 @@ def test_a_page_reads_the_users_memberships_once(alice, zeta, run):
     assert "<summary>Zeta</summary>" in menu
     assert 'class="link current">Zeta <small>viewer</small>' in menu
     assert f'class="link">{run.org.name} <small>owner</small>' in menu
+
+
+def test_a_request_that_signs_someone_in_reads_their_memberships(alice, org):
+    request = request_for(AnonymousUser())
+    assert current_membership(request) is None
+
+    request.user = alice  # as a login view does, before it renders
+    assert current_membership(request).org == org
