@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evaluation.models import EvaluatorProfile, Verdict, VerdictStatus
+from evaluation.workloads import workload_for
 from experiments.actions import do_run_action, do_start_run
 from experiments.attempt_list import PAGE_SIZE
 from experiments.forms import SORT_CHOICES
@@ -444,5 +445,5 @@ def test_the_page_reads_the_runs_arms_once_for_all_it_shows_of_them(bob, run):
     assert not [arm for arm in rest if f"{arm.label} stopped after" in page]
     arm_filter = page.split('<select name="arm"')[1].split("</select>")[0]
     assert all(f'<option value="{arm.label}"' in arm_filter for arm in [first, *rest]), arm_filter
-    if run.experiment.dataset.kind == "pr":
-        assert all(f"<code>{arm.label}</code>" in page for arm in [first, *rest])  # a predictions file each
+    assert workload_for(run.experiment.dataset.kind).answers_are_patches  # so SWE-bench downloads, per arm
+    assert all(f"<code>{arm.label}</code>" in page for arm in [first, *rest])  # a predictions file each
